@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds adapterd and runs every test. The README's test command.
+#   ./scripts/test.sh                 # deps (if missing), configure, build, ctest
+#   BUILD_DIR=build-x ./scripts/test.sh -L unit   # extra args go to ctest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh
+
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$BUILD_DIR" -j "$JOBS"
+
+cd "$BUILD_DIR"
+# ctest prints the summary ("N% tests passed, M tests failed out of K") last.
+ctest --output-on-failure --timeout 900 -j "$JOBS" "$@"

@@ -1,0 +1,75 @@
+#include "common/file_util.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "common/sha256.h"
+#include "common/testing/status_matchers.h"
+
+namespace adapterd {
+namespace {
+
+using ::adapterd::testing::StatusIs;
+using ::testing::HasSubstr;
+
+std::string MakeTempDir() {
+  std::string tmpl = ::testing::TempDir() + "/adapterd_file_util_XXXXXX";
+  char* dir = ::mkdtemp(tmpl.data());
+  EXPECT_NE(dir, nullptr);
+  return tmpl;
+}
+
+TEST(FileUtil, WriteAtomicallyThenReadRoundTrips) {
+  std::string dir = MakeTempDir();
+  std::string path = dir + "/f.bin";
+  std::string payload("a\0b\xff" "end", 7);
+  ASSERT_OK(WriteFileAtomically(path, payload));
+  ASSERT_OK_AND_ASSIGN(std::string back, ReadFileToString(path));
+  EXPECT_EQ(back, payload);
+  // Overwrite replaces the whole file and leaves no temp file behind.
+  ASSERT_OK(WriteFileAtomically(path, "x"));
+  ASSERT_OK_AND_ASSIGN(back, ReadFileToString(path));
+  EXPECT_EQ(back, "x");
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FileUtil, MissingFileIsNotFoundNamingThePath) {
+  EXPECT_THAT(ReadFileToString("/nonexistent/adapterd/x"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/adapterd/x")));
+  EXPECT_THAT(MappedFile::Open("/nonexistent/adapterd/y"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/adapterd/y")));
+}
+
+TEST(FileUtil, WriteIntoMissingDirectoryFails) {
+  EXPECT_THAT(WriteFileAtomically("/nonexistent/adapterd/z", "x"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/adapterd/z")));
+}
+
+TEST(FileUtil, MappedFileSeesTheBytesAndEmptyFileIsEmpty) {
+  std::string dir = MakeTempDir();
+  ASSERT_OK(WriteFileAtomically(dir + "/a", "hello"));
+  ASSERT_OK(WriteFileAtomically(dir + "/empty", ""));
+  ASSERT_OK_AND_ASSIGN(auto m, MappedFile::Open(dir + "/a"));
+  ASSERT_EQ(m->bytes().size(), 5u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(m->bytes().data()), 5), "hello");
+  ASSERT_OK_AND_ASSIGN(auto e, MappedFile::Open(dir + "/empty"));
+  EXPECT_TRUE(e->bytes().empty());
+  EXPECT_THAT(MappedFile::Open(dir), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a regular file")));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FileUtil, Sha256MatchesKnownVectors) {
+  // FIPS 180-2 test vectors.
+  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
+}  // namespace adapterd

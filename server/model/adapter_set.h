@@ -1,0 +1,181 @@
+// Per-task parameters: Houlsby bottleneck adapters, LayerNorm affines and a
+// classification head (Houlsby et al., ICML 2019).
+//
+// Per encoder layer a task owns two adapters,
+//   Adapter(x) = x + U act(D x + b_D) + b_U,   D: d->m, U: m->d,
+// one after the attention output projection and one after the FFN output,
+// each before its residual + LayerNorm; and the gain/bias of every LayerNorm
+// (embeddings, attention output, layer output). The head maps the pooled
+// output to num_labels logits.
+//
+// AdapterSet is the trainable, single-task form (one task's tensors, which may
+// require grad). AdapterStack is the inference form: T tasks' tensors cast to
+// the encoder's device and dtype, stacked for gathered batched matmuls.
+//
+// Thread safety: both are immutable after creation except through the
+// non-const accessors of AdapterSet, which only a task's trainer uses; share
+// finished sets and stacks as std::shared_ptr<const T>.
+#ifndef ADAPTERD_SERVER_MODEL_ADAPTER_SET_H_
+#define ADAPTERD_SERVER_MODEL_ADAPTER_SET_H_
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/model/bert_config.h"
+#include "server/model/encoder_weights.h"
+
+namespace adapterd::model {
+
+enum class Activation { kGelu, kRelu, kTanh, kSilu };
+std::string_view ActivationName(Activation a);
+absl::StatusOr<Activation> ParseActivation(std::string_view name);
+
+struct AdapterConfig {
+  // Bottleneck size m. The paper uses 8-256; 64 is adapterd's default.
+  int64_t bottleneck_size = 64;
+  Activation activation = Activation::kGelu;
+  // D and U are drawn from N(0, init_std) truncated at 2 init_std.
+  double init_std = 1e-2;
+  // Class labels, in logit order. At least 2, distinct, non-empty.
+  std::vector<std::string> labels;
+
+  int64_t num_labels() const { return static_cast<int64_t>(labels.size()); }
+  absl::Status Validate() const;
+};
+
+// One bottleneck adapter. Shapes: down_weight [m, d], down_bias [m],
+// up_weight [d, m], up_bias [d] (torch Linear layout).
+struct BottleneckAdapter {
+  at::Tensor down_weight, down_bias, up_weight, up_bias;
+};
+
+struct LayerNormAffine {
+  at::Tensor weight, bias;  // [d]
+};
+
+struct AdapterLayer {
+  BottleneckAdapter attention_adapter;
+  LayerNormAffine attention_layer_norm;
+  BottleneckAdapter ffn_adapter;
+  LayerNormAffine output_layer_norm;
+};
+
+class AdapterSet {
+ public:
+  // A freshly initialised set for `encoder`: near-identity adapters
+  // (truncated normal D and U, zero biases), LayerNorm affines copied from the
+  // encoder's, and a head with N(0, 0.02) truncated weights and zero bias.
+  // Deterministic for a given seed whatever the device. Tensors are fp32 on
+  // `device` and do not require grad until SetRequiresGrad(true).
+  static absl::StatusOr<std::unique_ptr<AdapterSet>> CreateInitialized(
+      const BertConfig& encoder_config, const EncoderWeights& encoder,
+      const AdapterConfig& config, uint64_t seed, c10::Device device);
+
+  // Adopts tensors (e.g. deserialised ones). Every shape is checked against
+  // the configs; INVALID_ARGUMENT names the first wrong tensor.
+  static absl::StatusOr<std::unique_ptr<AdapterSet>> FromParts(
+      const BertConfig& encoder_config, AdapterConfig config, LayerNormAffine embedding_layer_norm,
+      std::vector<AdapterLayer> layers, at::Tensor head_weight, at::Tensor head_bias);
+
+  const AdapterConfig& config() const { return config_; }
+  const LayerNormAffine& embedding_layer_norm() const { return embedding_layer_norm_; }
+  const std::vector<AdapterLayer>& layers() const { return layers_; }
+  const at::Tensor& head_weight() const { return head_weight_; }  // [num_labels, d]
+  const at::Tensor& head_bias() const { return head_bias_; }      // [num_labels]
+
+  // Every tensor under its adapter-format name (docs/ADAPTER_FORMAT.md), in
+  // a fixed order. The tensors are the set's own (not copies).
+  std::vector<std::pair<std::string, at::Tensor>> Named() const;
+  // The tensors an optimiser updates (all of Named()).
+  std::vector<at::Tensor> Parameters() const;
+  // Total element count of Parameters().
+  int64_t NumParameters() const;
+  // Parameters that AdamW decays: adapter and head weight matrices (not
+  // biases, not LayerNorm affines), as in the paper's optimiser.
+  std::vector<at::Tensor> DecayedParameters() const;
+  std::vector<at::Tensor> UndecayedParameters() const;
+
+  void SetRequiresGrad(bool requires_grad);
+  // A deep copy on `device` with floating tensors cast to `dtype`; the copy
+  // does not require grad.
+  absl::StatusOr<std::unique_ptr<AdapterSet>> Clone(c10::Device device,
+                                                    c10::ScalarType dtype) const;
+
+  c10::Device device() const { return head_weight_.device(); }
+  c10::ScalarType dtype() const { return head_weight_.scalar_type(); }
+  // Bytes held by all tensors.
+  int64_t ByteSize() const;
+
+ private:
+  AdapterSet() = default;
+
+  AdapterConfig config_;
+  LayerNormAffine embedding_layer_norm_;
+  std::vector<AdapterLayer> layers_;
+  at::Tensor head_weight_, head_bias_;
+};
+
+// Number of parameters of one adapter: 2md + d + m.
+inline int64_t AdapterParameterCount(int64_t hidden, int64_t bottleneck) {
+  return 2 * bottleneck * hidden + hidden + bottleneck;
+}
+
+// T tasks' parameters on one device, in one dtype, for mixed-task batches.
+// Slot i holds sets[i]. Besides the per-slot sets (used by the per-task
+// segment strategy), it keeps per-layer stacks for the gathered-bmm strategy:
+// D^T as [T, d, m*], U^T as [T, m*, d], biases [T, m*] / [T, d], LayerNorm
+// affines [T, d], where m* is the largest bottleneck: smaller adapters are
+// zero-padded, which leaves their output exactly unchanged because the padded
+// columns of U are zero. Gathering needs one activation for all slots;
+// has_gather_tensors() is false otherwise (and when not asked for).
+class AdapterStack {
+ public:
+  struct StackedAdapter {
+    at::Tensor down_t, down_bias, up_t, up_bias;
+  };
+  struct StackedLayer {
+    StackedAdapter attention_adapter, ffn_adapter;
+    at::Tensor attention_ln_weight, attention_ln_bias, output_ln_weight, output_ln_bias;
+  };
+
+  // INVALID_ARGUMENT when `sets` is empty or a set does not fit the encoder.
+  static absl::StatusOr<std::shared_ptr<const AdapterStack>> Create(
+      std::span<const std::shared_ptr<const AdapterSet>> sets, const BertConfig& encoder_config,
+      c10::Device device, c10::ScalarType dtype, bool build_gather_tensors);
+
+  int64_t size() const { return static_cast<int64_t>(slots_.size()); }
+  const AdapterSet& slot(int64_t i) const { return *slots_[static_cast<size_t>(i)]; }
+  int64_t max_labels() const { return max_labels_; }
+  bool has_gather_tensors() const { return !layers_.empty(); }
+  // Valid only when has_gather_tensors().
+  Activation gather_activation() const { return activation_; }
+  const std::vector<StackedLayer>& stacked_layers() const { return layers_; }
+  const at::Tensor& stacked_emb_ln_weight() const { return emb_ln_weight_; }
+  const at::Tensor& stacked_emb_ln_bias() const { return emb_ln_bias_; }
+  // [T, d, max_labels] and [T, max_labels]; padded logits get -inf bias.
+  const at::Tensor& stacked_head_t() const { return head_t_; }
+  const at::Tensor& stacked_head_bias() const { return head_bias_; }
+
+ private:
+  AdapterStack() = default;
+
+  std::vector<std::shared_ptr<const AdapterSet>> slots_;
+  int64_t max_labels_ = 0;
+  Activation activation_ = Activation::kGelu;
+  std::vector<StackedLayer> layers_;
+  at::Tensor emb_ln_weight_, emb_ln_bias_, head_t_, head_bias_;
+};
+
+}  // namespace adapterd::model
+
+#endif  // ADAPTERD_SERVER_MODEL_ADAPTER_SET_H_

@@ -1,0 +1,464 @@
+#include "server/model/bert_encoder.h"
+
+#include <ATen/ATen.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "server/model/tensor_io.h"
+
+namespace adapterd::model {
+namespace {
+
+enum class LnSite { kEmbeddings, kAttention, kOutput };
+enum class AdapterSite { kAttention, kFfn };
+
+at::Tensor Activate(Activation act, const at::Tensor& x) {
+  switch (act) {
+    case Activation::kGelu: return at::gelu(x);
+    case Activation::kRelu: return at::relu(x);
+    case Activation::kTanh: return at::tanh(x);
+    case Activation::kSilu: return at::silu(x);
+  }
+  return at::gelu(x);
+}
+
+// Houlsby adapter: x + U act(D x + b_D) + b_U.
+at::Tensor ApplyAdapter(const BottleneckAdapter& a, Activation act, const at::Tensor& x) {
+  at::Tensor h = Activate(act, at::linear(x, a.down_weight, a.down_bias));
+  return at::linear(h, a.up_weight, a.up_bias).add_(x);
+}
+
+const BottleneckAdapter& AdapterOf(const AdapterSet& s, AdapterSite site, int64_t layer) {
+  const AdapterLayer& l = s.layers()[static_cast<size_t>(layer)];
+  return site == AdapterSite::kAttention ? l.attention_adapter : l.ffn_adapter;
+}
+
+const LayerNormAffine& LnOf(const AdapterSet& s, LnSite site, int64_t layer) {
+  if (site == LnSite::kEmbeddings) return s.embedding_layer_norm();
+  const AdapterLayer& l = s.layers()[static_cast<size_t>(layer)];
+  return site == LnSite::kAttention ? l.attention_layer_norm : l.output_layer_norm;
+}
+
+// torch.finfo(dtype).min, which HF uses for masked attention scores.
+double LowestValue(c10::ScalarType t) {
+  switch (t) {
+    case at::kDouble: return std::numeric_limits<double>::lowest();
+    case at::kHalf: return -65504.0;
+    case at::kBFloat16: return -3.3895313892515355e38;
+    default: return std::numeric_limits<float>::lowest();
+  }
+}
+
+absl::Status ExpectShape(const at::Tensor& t, std::vector<int64_t> want, const std::string& name) {
+  if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat("encoder tensor '", name, "' is missing"));
+  if (t.sizes() != at::IntArrayRef(want)) {
+    return absl::InvalidArgumentError(absl::StrCat("encoder tensor '", name, "' has shape [",
+                                                   absl::StrJoin(t.sizes(), ","), "], config expects [",
+                                                   absl::StrJoin(want, ","), "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Where the per-task parameters come from. One subclass per strategy; the
+// encoder's layer loop is written once against this interface.
+class BertEncoder::TaskOps {
+ public:
+  virtual ~TaskOps() = default;
+  virtual at::Tensor LayerNorm(LnSite site, int64_t layer, const at::Tensor& x) const = 0;
+  virtual at::Tensor Adapter(AdapterSite site, int64_t layer, const at::Tensor& x) const = 0;
+  // Undefined for the plain encoder.
+  virtual at::Tensor Head(const at::Tensor& pooled) const = 0;
+};
+
+// The encoder alone: its own LayerNorm affines, no adapters, no head.
+class BertEncoder::PlainOps final : public TaskOps {
+ public:
+  PlainOps(const EncoderWeights& w, double eps) : w_(w), eps_(eps) {}
+  at::Tensor LayerNorm(LnSite site, int64_t layer, const at::Tensor& x) const override {
+    const int64_t d = x.size(-1);
+    if (site == LnSite::kEmbeddings) return at::layer_norm(x, {d}, w_.emb_ln_weight, w_.emb_ln_bias, eps_);
+    const EncoderLayerWeights& l = w_.layers[static_cast<size_t>(layer)];
+    if (site == LnSite::kAttention) return at::layer_norm(x, {d}, l.attn_ln_weight, l.attn_ln_bias, eps_);
+    return at::layer_norm(x, {d}, l.output_ln_weight, l.output_ln_bias, eps_);
+  }
+  at::Tensor Adapter(AdapterSite, int64_t, const at::Tensor& x) const override { return x; }
+  at::Tensor Head(const at::Tensor&) const override { return {}; }
+
+ private:
+  const EncoderWeights& w_;
+  double eps_;
+};
+
+// Rows sorted by task: one GEMM per contiguous task segment. With a single
+// segment this is exactly the single-task forward.
+class BertEncoder::SegmentOps final : public TaskOps {
+ public:
+  struct Segment {
+    const AdapterSet* set;
+    int64_t start, length;
+  };
+  SegmentOps(std::vector<Segment> segments, int64_t max_labels, double eps)
+      : segments_(std::move(segments)), max_labels_(max_labels), eps_(eps) {}
+
+  at::Tensor LayerNorm(LnSite site, int64_t layer, const at::Tensor& x) const override {
+    return PerSegment(x, [&](const AdapterSet& s, const at::Tensor& xs) {
+      const LayerNormAffine& ln = LnOf(s, site, layer);
+      return at::layer_norm(xs, {xs.size(-1)}, ln.weight, ln.bias, eps_);
+    });
+  }
+  at::Tensor Adapter(AdapterSite site, int64_t layer, const at::Tensor& x) const override {
+    return PerSegment(x, [&](const AdapterSet& s, const at::Tensor& xs) {
+      return ApplyAdapter(AdapterOf(s, site, layer), s.config().activation, xs);
+    });
+  }
+  at::Tensor Head(const at::Tensor& pooled) const override {
+    return PerSegment(pooled, [&](const AdapterSet& s, const at::Tensor& ps) {
+      at::Tensor logits = at::linear(ps, s.head_weight(), s.head_bias());
+      const int64_t pad = max_labels_ - logits.size(-1);
+      if (pad == 0) return logits;
+      return at::constant_pad_nd(logits, {0, pad}, -std::numeric_limits<double>::infinity());
+    });
+  }
+
+ private:
+  template <typename Fn>
+  at::Tensor PerSegment(const at::Tensor& x, Fn&& fn) const {
+    if (segments_.size() == 1) return fn(*segments_[0].set, x);
+    std::vector<at::Tensor> parts;
+    parts.reserve(segments_.size());
+    for (const Segment& seg : segments_) parts.push_back(fn(*seg.set, x.narrow(0, seg.start, seg.length)));
+    return at::cat(parts, 0);
+  }
+
+  std::vector<Segment> segments_;
+  int64_t max_labels_;
+  double eps_;
+};
+
+// Per-row weights gathered from the stack, batched matmuls.
+class BertEncoder::GatherOps final : public TaskOps {
+ public:
+  GatherOps(const AdapterStack& stack, at::Tensor index, double eps)
+      : stack_(stack), index_(std::move(index)), eps_(eps) {}
+
+  at::Tensor LayerNorm(LnSite site, int64_t layer, const at::Tensor& x) const override {
+    const at::Tensor* w;
+    const at::Tensor* b;
+    if (site == LnSite::kEmbeddings) {
+      w = &stack_.stacked_emb_ln_weight();
+      b = &stack_.stacked_emb_ln_bias();
+    } else {
+      const auto& l = stack_.stacked_layers()[static_cast<size_t>(layer)];
+      w = site == LnSite::kAttention ? &l.attention_ln_weight : &l.output_ln_weight;
+      b = site == LnSite::kAttention ? &l.attention_ln_bias : &l.output_ln_bias;
+    }
+    at::Tensor y = at::layer_norm(x, {x.size(-1)}, {}, {}, eps_);
+    return at::addcmul(Rows(*b).unsqueeze(1), y, Rows(*w).unsqueeze(1));
+  }
+  at::Tensor Adapter(AdapterSite site, int64_t layer, const at::Tensor& x) const override {
+    const auto& l = stack_.stacked_layers()[static_cast<size_t>(layer)];
+    const AdapterStack::StackedAdapter& a =
+        site == AdapterSite::kAttention ? l.attention_adapter : l.ffn_adapter;
+    at::Tensor h = at::baddbmm(Rows(a.down_bias).unsqueeze(1), x, Rows(a.down_t));
+    h = Activate(stack_.gather_activation(), h);
+    return at::baddbmm(x + Rows(a.up_bias).unsqueeze(1), h, Rows(a.up_t));
+  }
+  at::Tensor Head(const at::Tensor& pooled) const override {
+    return at::baddbmm(Rows(stack_.stacked_head_bias()).unsqueeze(1), pooled.unsqueeze(1),
+                       Rows(stack_.stacked_head_t()))
+        .squeeze(1);
+  }
+
+ private:
+  at::Tensor Rows(const at::Tensor& stacked) const { return stacked.index_select(0, index_); }
+
+  const AdapterStack& stack_;
+  at::Tensor index_;
+  double eps_;
+};
+
+absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoder::Create(const BertConfig& config,
+                                                                 EncoderWeights w, Options options) {
+  RETURN_IF_ERROR(config.Validate());
+  const int64_t d = config.hidden_size, ff = config.intermediate_size;
+  if (static_cast<int64_t>(w.layers.size()) != config.num_hidden_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("encoder has ", w.layers.size(), " layers, config says ",
+                                                   config.num_hidden_layers));
+  }
+  RETURN_IF_ERROR(ExpectShape(w.word_embeddings, {config.vocab_size, d}, "embeddings.word_embeddings.weight"));
+  RETURN_IF_ERROR(ExpectShape(w.position_embeddings, {config.max_position_embeddings, d},
+                              "embeddings.position_embeddings.weight"));
+  RETURN_IF_ERROR(ExpectShape(w.token_type_embeddings, {config.type_vocab_size, d},
+                              "embeddings.token_type_embeddings.weight"));
+  RETURN_IF_ERROR(ExpectShape(w.emb_ln_weight, {d}, "embeddings.LayerNorm.weight"));
+  RETURN_IF_ERROR(ExpectShape(w.emb_ln_bias, {d}, "embeddings.LayerNorm.bias"));
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const EncoderLayerWeights& l = w.layers[i];
+    const std::string p = absl::StrCat("encoder.layer.", i, ".");
+    RETURN_IF_ERROR(ExpectShape(l.qkv_weight, {3 * d, d}, p + "attention.self.{query,key,value}.weight"));
+    RETURN_IF_ERROR(ExpectShape(l.qkv_bias, {3 * d}, p + "attention.self.{query,key,value}.bias"));
+    RETURN_IF_ERROR(ExpectShape(l.attn_out_weight, {d, d}, p + "attention.output.dense.weight"));
+    RETURN_IF_ERROR(ExpectShape(l.attn_out_bias, {d}, p + "attention.output.dense.bias"));
+    RETURN_IF_ERROR(ExpectShape(l.attn_ln_weight, {d}, p + "attention.output.LayerNorm.weight"));
+    RETURN_IF_ERROR(ExpectShape(l.attn_ln_bias, {d}, p + "attention.output.LayerNorm.bias"));
+    RETURN_IF_ERROR(ExpectShape(l.intermediate_weight, {ff, d}, p + "intermediate.dense.weight"));
+    RETURN_IF_ERROR(ExpectShape(l.intermediate_bias, {ff}, p + "intermediate.dense.bias"));
+    RETURN_IF_ERROR(ExpectShape(l.output_weight, {d, ff}, p + "output.dense.weight"));
+    RETURN_IF_ERROR(ExpectShape(l.output_bias, {d}, p + "output.dense.bias"));
+    RETURN_IF_ERROR(ExpectShape(l.output_ln_weight, {d}, p + "output.LayerNorm.weight"));
+    RETURN_IF_ERROR(ExpectShape(l.output_ln_bias, {d}, p + "output.LayerNorm.bias"));
+  }
+  if (w.has_pooler()) {
+    RETURN_IF_ERROR(ExpectShape(w.pooler_weight, {d, d}, "pooler.dense.weight"));
+    RETURN_IF_ERROR(ExpectShape(w.pooler_bias, {d}, "pooler.dense.bias"));
+  }
+  if (!at::isFloatingType(options.dtype)) return absl::InvalidArgumentError("encoder dtype must be floating point");
+  RETURN_IF_ERROR(GuardTorch("place encoder weights", [&]() {
+    auto place = [&](at::Tensor& t) {
+      if (!t.defined()) return;
+      t = t.detach().to(options.device, options.dtype).contiguous();
+      t.requires_grad_(false);
+    };
+    place(w.word_embeddings);
+    place(w.position_embeddings);
+    place(w.token_type_embeddings);
+    place(w.emb_ln_weight);
+    place(w.emb_ln_bias);
+    for (EncoderLayerWeights& l : w.layers) {
+      for (at::Tensor* t : {&l.qkv_weight, &l.qkv_bias, &l.attn_out_weight, &l.attn_out_bias,
+                            &l.attn_ln_weight, &l.attn_ln_bias, &l.intermediate_weight,
+                            &l.intermediate_bias, &l.output_weight, &l.output_bias,
+                            &l.output_ln_weight, &l.output_ln_bias}) {
+        place(*t);
+      }
+    }
+    place(w.pooler_weight);
+    place(w.pooler_bias);
+  }));
+  return std::unique_ptr<BertEncoder>(new BertEncoder(config, std::move(w), std::move(options)));
+}
+
+int64_t BertEncoder::NumParameters() const {
+  int64_t n = 0;
+  for (const auto& [name, t] : weights_.Named()) n += t.numel();
+  return n;
+}
+
+MixedStrategy BertEncoder::ChooseStrategy(int64_t batch, int64_t distinct_tasks, bool stack_can_gather,
+                                          c10::Device device) {
+  // Measured in bench/model_bench (docs/PERFORMANCE.md): on CPU, per-task
+  // segments beat gathering at every batch shape measured, because the gather
+  // copies B * (2 d m) weights per adapter per layer while segment GEMMs stay
+  // large enough for BLAS. On GPUs many tiny segment GEMMs are launch-bound,
+  // so gathering wins once most rows have their own task.
+  if (!stack_can_gather || distinct_tasks <= 1) return MixedStrategy::kSegments;
+  if (device.is_cpu()) return MixedStrategy::kSegments;
+  return distinct_tasks * 4 >= batch ? MixedStrategy::kGatherBmm : MixedStrategy::kSegments;
+}
+
+absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input) const {
+  PlainOps ops(weights_, config_.layer_norm_eps);
+  return Run(input, ops, /*train=*/false);
+}
+
+absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, const AdapterSet& task,
+                                                   const ForwardOptions& options) const {
+  if (task.device() != options_.device || task.dtype() != options_.dtype) {
+    return absl::InvalidArgumentError("adapter set is not on the encoder's device and dtype");
+  }
+  if (static_cast<int64_t>(task.layers().size()) != config_.num_hidden_layers ||
+      task.head_weight().size(1) != config_.hidden_size) {
+    return absl::InvalidArgumentError("adapter set does not fit this encoder");
+  }
+  if (!input.input_ids.defined() || input.input_ids.dim() != 2) {
+    return absl::InvalidArgumentError("input_ids must be a [batch, seq_len] tensor");
+  }
+  SegmentOps ops({{&task, 0, input.input_ids.size(0)}}, task.config().num_labels(),
+                 config_.layer_norm_eps);
+  return Run(input, ops, options.train);
+}
+
+absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, const AdapterStack& stack,
+                                                   std::span<const int64_t> row_slots,
+                                                   const ForwardOptions& options) const {
+  if (!input.input_ids.defined() || input.input_ids.dim() != 2) {
+    return absl::InvalidArgumentError("input_ids must be a [batch, seq_len] tensor");
+  }
+  const int64_t batch = input.input_ids.size(0);
+  if (static_cast<int64_t>(row_slots.size()) != batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("row_slots has ", row_slots.size(), " entries for a batch of ", batch));
+  }
+  if (stack.slot(0).device() != options_.device || stack.slot(0).dtype() != options_.dtype) {
+    return absl::InvalidArgumentError("adapter stack is not on the encoder's device and dtype");
+  }
+  std::vector<int64_t> distinct(row_slots.begin(), row_slots.end());
+  for (int64_t s : distinct) {
+    if (s < 0 || s >= stack.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("row slot ", s, " is outside the stack of ", stack.size()));
+    }
+  }
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  const int64_t num_distinct = static_cast<int64_t>(distinct.size());
+  int64_t max_labels = 0;
+  for (int64_t s : distinct) max_labels = std::max(max_labels, stack.slot(s).config().num_labels());
+
+  MixedStrategy strategy = options.strategy;
+  if (strategy == MixedStrategy::kAuto) {
+    strategy = ChooseStrategy(batch, num_distinct, stack.has_gather_tensors(), options_.device);
+  }
+  if (strategy == MixedStrategy::kGatherBmm && !stack.has_gather_tensors()) {
+    return absl::FailedPreconditionError(
+        "gathered-bmm strategy needs a stack built with gather tensors and one activation");
+  }
+
+  if (strategy == MixedStrategy::kGatherBmm) {
+    return GuardTorch("mixed-task forward", [&]() -> absl::StatusOr<EncoderOutput> {
+      at::Tensor index = at::tensor(std::vector<int64_t>(row_slots.begin(), row_slots.end()), at::kLong)
+                             .to(options_.device);
+      GatherOps ops(stack, index, config_.layer_norm_eps);
+      ASSIGN_OR_RETURN(EncoderOutput out, Run(input, ops, options.train));
+      if (out.logits.size(-1) > max_labels) out.logits = out.logits.narrow(-1, 0, max_labels);
+      return out;
+    });
+  }
+
+  // Segments: stable-sort rows by slot, run, then restore the caller's order.
+  std::vector<int64_t> order(static_cast<size_t>(batch));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return row_slots[a] < row_slots[b]; });
+  std::vector<SegmentOps::Segment> segments;
+  for (int64_t i = 0; i < batch; ++i) {
+    const int64_t slot = row_slots[order[i]];
+    if (segments.empty() || segments.back().set != &stack.slot(slot)) {
+      segments.push_back({&stack.slot(slot), i, 0});
+    }
+    ++segments.back().length;
+  }
+  const bool sorted = std::is_sorted(row_slots.begin(), row_slots.end());
+  SegmentOps ops(std::move(segments), max_labels, config_.layer_norm_eps);
+  if (sorted) return Run(input, ops, options.train);
+  return GuardTorch("mixed-task forward", [&]() -> absl::StatusOr<EncoderOutput> {
+    at::Tensor perm = at::tensor(order, at::kLong);
+    auto permute = [&](const at::Tensor& t) { return t.defined() ? t.index_select(0, perm.to(t.device())) : t; };
+    EncoderInput sorted_input{permute(input.input_ids), permute(input.token_type_ids),
+                              permute(input.attention_mask)};
+    ASSIGN_OR_RETURN(EncoderOutput out, Run(sorted_input, ops, options.train));
+    at::Tensor inverse = at::empty_like(perm);
+    inverse.index_put_({perm}, at::arange(batch, at::kLong));
+    inverse = inverse.to(options_.device);
+    out.last_hidden_state = out.last_hidden_state.index_select(0, inverse);
+    out.pooled = out.pooled.index_select(0, inverse);
+    out.logits = out.logits.index_select(0, inverse);
+    return out;
+  });
+}
+
+absl::StatusOr<EncoderOutput> BertEncoder::Run(const EncoderInput& input, const TaskOps& ops,
+                                               bool train) const {
+  const at::Tensor& ids_in = input.input_ids;
+  if (!ids_in.defined() || ids_in.dim() != 2 || !at::isIntegralType(ids_in.scalar_type(), false)) {
+    return absl::InvalidArgumentError("input_ids must be an integer [batch, seq_len] tensor");
+  }
+  const int64_t batch = ids_in.size(0), len = ids_in.size(1);
+  if (batch == 0 || len == 0) return absl::InvalidArgumentError("empty batch or empty sequences");
+  if (len > config_.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat("sequence length ", len, " exceeds max_position_embeddings ",
+                                                   config_.max_position_embeddings));
+  }
+  for (const at::Tensor* t : {&input.token_type_ids, &input.attention_mask}) {
+    if (t->defined() && t->sizes() != ids_in.sizes()) {
+      return absl::InvalidArgumentError("token_type_ids and attention_mask must match input_ids' shape");
+    }
+  }
+  return GuardTorch("encoder forward", [&]() -> absl::StatusOr<EncoderOutput> {
+    const auto dev = options_.device;
+    at::Tensor ids = ids_in.to(dev, at::kLong);
+    at::Tensor types = input.token_type_ids.defined() ? input.token_type_ids.to(dev, at::kLong)
+                                                      : at::zeros_like(ids);
+    auto [lo, hi] = at::aminmax(ids);
+    if (lo.item<int64_t>() < 0 || hi.item<int64_t>() >= config_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("input_ids must be in [0, ", config_.vocab_size, ")"));
+    }
+    auto [tlo, thi] = at::aminmax(types);
+    if (tlo.item<int64_t>() < 0 || thi.item<int64_t>() >= config_.type_vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token_type_ids must be in [0, ", config_.type_vocab_size, ")"));
+    }
+    const double p_hidden = train ? config_.hidden_dropout_prob : 0.0;
+    const double p_attn = train ? config_.attention_probs_dropout_prob : 0.0;
+    const EncoderWeights& w = weights_;
+    const int64_t d = config_.hidden_size, heads = config_.num_attention_heads, dh = config_.head_dim();
+
+    at::Tensor h = at::embedding(w.word_embeddings, ids);
+    h = h + w.position_embeddings.narrow(0, 0, len).unsqueeze(0);
+    h = h + at::embedding(w.token_type_embeddings, types);
+    h = at::dropout(ops.LayerNorm(LnSite::kEmbeddings, 0, h), p_hidden, train);
+
+    // Additive mask [B, 1, 1, L]: 0 for real tokens, the dtype's lowest value
+    // for padding, as HF does (exp underflows to exactly 0).
+    at::Tensor mask;
+    if (input.attention_mask.defined()) {
+      at::Tensor m = input.attention_mask.to(dev, options_.dtype);
+      mask = (1.0 - m).mul_(LowestValue(options_.dtype)).view({batch, 1, 1, len});
+    }
+    const double scale = std::sqrt(static_cast<double>(dh));
+    for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+      const EncoderLayerWeights& l = w.layers[static_cast<size_t>(i)];
+      at::Tensor qkv = at::linear(h, l.qkv_weight, l.qkv_bias)
+                           .view({batch, len, 3, heads, dh})
+                           .permute({2, 0, 3, 1, 4});
+      at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+#if TORCH_VERSION_MAJOR >= 2
+      at::Tensor ctx = at::scaled_dot_product_attention(q, k, v, mask, p_attn, false);
+#else
+      at::Tensor scores = at::matmul(q, k.transpose(-1, -2)).div_(scale);
+      if (mask.defined()) scores.add_(mask);
+      at::Tensor probs = at::dropout(at::softmax(scores, -1), p_attn, train);
+      at::Tensor ctx = at::matmul(probs, v);
+#endif
+      ctx = ctx.transpose(1, 2).reshape({batch, len, d});
+      at::Tensor a = at::dropout(at::linear(ctx, l.attn_out_weight, l.attn_out_bias), p_hidden, train);
+      a = ops.Adapter(AdapterSite::kAttention, i, a);
+      at::Tensor h1 = ops.LayerNorm(LnSite::kAttention, i, a + h);
+      at::Tensor f = at::gelu(at::linear(h1, l.intermediate_weight, l.intermediate_bias));
+      f = at::dropout(at::linear(f, l.output_weight, l.output_bias), p_hidden, train);
+      f = ops.Adapter(AdapterSite::kFfn, i, f);
+      h = ops.LayerNorm(LnSite::kOutput, i, f + h1);
+    }
+    EncoderOutput out;
+    out.last_hidden_state = h;
+    at::Tensor cls = h.select(1, 0);
+    out.pooled = w.has_pooler() ? at::tanh(at::linear(cls, w.pooler_weight, w.pooler_bias)) : cls;
+    out.logits = ops.Head(out.pooled);
+    return out;
+  });
+}
+
+absl::StatusOr<std::string> ComputeEncoderFingerprint(const BertConfig& config,
+                                                      const EncoderWeights& weights) {
+  EncoderFingerprinter fp(config);
+  RETURN_IF_ERROR(GuardTorch("fingerprint encoder", [&]() -> absl::Status {
+    for (const auto& [name, t] : weights.Named()) {
+      ASSIGN_OR_RETURN(DType dtype, FromScalarType(t.scalar_type()));
+      at::Tensor c = t.detach().to(at::kCPU).contiguous();
+      fp.Add(name, DTypeName(dtype), c.sizes().vec(), c.data_ptr(),
+             static_cast<size_t>(c.numel()) * c.element_size());
+    }
+    return absl::OkStatus();
+  }));
+  return fp.Finish();
+}
+
+}  // namespace adapterd::model

@@ -1,0 +1,197 @@
+#include "server/model/model_loader.h"
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "server/model/tensor_io.h"
+
+namespace adapterd::model {
+namespace {
+
+// Maps a checkpoint's tensor name to its canonical form, or "" to ignore it.
+std::string Canonical(std::string_view name) {
+  std::string n(name);
+  if (n.starts_with("cls.") || n.starts_with("bert.cls.")) return "";
+  if (n.starts_with("bert.")) n = n.substr(5);
+  if (n.ends_with("LayerNorm.gamma")) n = n.substr(0, n.size() - 5) + "weight";
+  if (n.ends_with("LayerNorm.beta")) n = n.substr(0, n.size() - 4) + "bias";
+  return n;
+}
+
+absl::Status ShapeError(const std::string& name, const TensorView& v, const std::vector<int64_t>& want) {
+  return absl::InvalidArgumentError(absl::StrCat("checkpoint tensor '", name, "' has shape [",
+                                                 absl::StrJoin(v.shape, ","), "], config expects [",
+                                                 absl::StrJoin(want, ","), "]"));
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& file, const BertConfig& config,
+                                                      c10::Device device, c10::ScalarType dtype) {
+  std::map<std::string, const TensorView*> by_name;
+  std::map<std::string, std::string> original;
+  for (const auto& [name, view] : file.tensors()) {
+    std::string c = Canonical(name);
+    if (c.empty()) continue;
+    if (auto [it, inserted] = by_name.emplace(c, &view); !inserted) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint has both '", original[c], "' and '", name,
+                                                     "' for tensor '", c, "'"));
+    }
+    original[c] = name;
+  }
+  const int64_t d = config.hidden_size, ff = config.intermediate_size;
+  // The full list of (canonical name, shape) the config implies.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
+      {"embeddings.word_embeddings.weight", {config.vocab_size, d}},
+      {"embeddings.position_embeddings.weight", {config.max_position_embeddings, d}},
+      {"embeddings.token_type_embeddings.weight", {config.type_vocab_size, d}},
+      {"embeddings.LayerNorm.weight", {d}},
+      {"embeddings.LayerNorm.bias", {d}},
+  };
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const std::string p = absl::StrCat("encoder.layer.", i, ".");
+    for (const char* qkv : {"query", "key", "value"}) {
+      expected.push_back({absl::StrCat(p, "attention.self.", qkv, ".weight"), {d, d}});
+      expected.push_back({absl::StrCat(p, "attention.self.", qkv, ".bias"), {d}});
+    }
+    expected.push_back({p + "attention.output.dense.weight", {d, d}});
+    expected.push_back({p + "attention.output.dense.bias", {d}});
+    expected.push_back({p + "attention.output.LayerNorm.weight", {d}});
+    expected.push_back({p + "attention.output.LayerNorm.bias", {d}});
+    expected.push_back({p + "intermediate.dense.weight", {ff, d}});
+    expected.push_back({p + "intermediate.dense.bias", {ff}});
+    expected.push_back({p + "output.dense.weight", {d, ff}});
+    expected.push_back({p + "output.dense.bias", {d}});
+    expected.push_back({p + "output.LayerNorm.weight", {d}});
+    expected.push_back({p + "output.LayerNorm.bias", {d}});
+  }
+  const bool has_pooler = by_name.count("pooler.dense.weight") || by_name.count("pooler.dense.bias");
+  if (has_pooler) {
+    expected.push_back({"pooler.dense.weight", {d, d}});
+    expected.push_back({"pooler.dense.bias", {d}});
+  }
+
+  EncoderFingerprinter fingerprinter(config);
+  std::map<std::string, at::Tensor> loaded;
+  for (const auto& [name, shape] : expected) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint is missing tensor '", name, "'"));
+    }
+    const TensorView& v = *it->second;
+    if (v.shape != shape) return ShapeError(original[name], v, shape);
+    if (v.dtype != DType::kF32 && v.dtype != DType::kF16 && v.dtype != DType::kBF16) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint tensor '", original[name], "' has dtype ",
+                                                     std::string(DTypeName(v.dtype)), "; expected F32, F16 or BF16"));
+    }
+    fingerprinter.Add(name, DTypeName(v.dtype), v.shape, v.data.data(), v.data.size());
+    // On CPU in the file's dtype the tensor borrows the mapped bytes: the
+    // encoder never writes its weights, and the page cache is shared.
+    ASSIGN_OR_RETURN(loaded[name], ViewToTensor(v, file.holder(), device, dtype, /*allow_alias=*/true));
+  }
+
+  ResolvedWeights out;
+  out.fingerprint = fingerprinter.Finish();
+  EncoderWeights& w = out.weights;
+  w.word_embeddings = loaded["embeddings.word_embeddings.weight"];
+  w.position_embeddings = loaded["embeddings.position_embeddings.weight"];
+  w.token_type_embeddings = loaded["embeddings.token_type_embeddings.weight"];
+  w.emb_ln_weight = loaded["embeddings.LayerNorm.weight"];
+  w.emb_ln_bias = loaded["embeddings.LayerNorm.bias"];
+  RETURN_IF_ERROR(GuardTorch("assemble encoder", [&]() {
+    for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+      const std::string p = absl::StrCat("encoder.layer.", i, ".");
+      EncoderLayerWeights l;
+      auto get = [&](const std::string& suffix) { return loaded[p + suffix]; };
+      l.qkv_weight = at::cat({get("attention.self.query.weight"), get("attention.self.key.weight"),
+                              get("attention.self.value.weight")});
+      l.qkv_bias = at::cat({get("attention.self.query.bias"), get("attention.self.key.bias"),
+                            get("attention.self.value.bias")});
+      l.attn_out_weight = get("attention.output.dense.weight");
+      l.attn_out_bias = get("attention.output.dense.bias");
+      l.attn_ln_weight = get("attention.output.LayerNorm.weight");
+      l.attn_ln_bias = get("attention.output.LayerNorm.bias");
+      l.intermediate_weight = get("intermediate.dense.weight");
+      l.intermediate_bias = get("intermediate.dense.bias");
+      l.output_weight = get("output.dense.weight");
+      l.output_bias = get("output.dense.bias");
+      l.output_ln_weight = get("output.LayerNorm.weight");
+      l.output_ln_bias = get("output.LayerNorm.bias");
+      // Drop the per-projection copies as soon as they are fused.
+      for (const char* qkv : {"query", "key", "value"}) {
+        loaded.erase(absl::StrCat(p, "attention.self.", qkv, ".weight"));
+        loaded.erase(absl::StrCat(p, "attention.self.", qkv, ".bias"));
+      }
+      w.layers.push_back(std::move(l));
+    }
+    if (has_pooler) {
+      w.pooler_weight = loaded["pooler.dense.weight"];
+      w.pooler_bias = loaded["pooler.dense.bias"];
+    }
+  }));
+  return out;
+}
+
+absl::StatusOr<LoadedModel> LoadBertModel(const std::string& dir, const LoadOptions& options) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) return absl::NotFoundError(absl::StrCat("model directory '", dir, "' does not exist"));
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  ASSIGN_OR_RETURN(std::string config_text, ReadFileToString(config_path));
+  absl::StatusOr<BertConfig> config = BertConfig::FromJson(config_text);
+  if (!config.ok()) {
+    return absl::Status(config.status().code(), absl::StrCat(config_path, ": ", config.status().message()));
+  }
+
+  TokenizerOptions tok;
+  tok.max_seq_len = static_cast<int>(std::min<int64_t>(options.max_seq_len, config->max_position_embeddings));
+  const std::string tok_config_path = (fs::path(dir) / "tokenizer_config.json").string();
+  if (fs::exists(tok_config_path)) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(tok_config_path));
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(tok_config_path, ": malformed JSON"));
+    }
+    if (auto it = j.find("do_lower_case"); it != j.end()) {
+      if (!it->is_boolean()) return absl::InvalidArgumentError(absl::StrCat(tok_config_path, ": do_lower_case must be a boolean"));
+      tok.do_lower_case = it->get<bool>();
+    }
+  }
+  const std::string vocab_path = (fs::path(dir) / "vocab.txt").string();
+  ASSIGN_OR_RETURN(std::unique_ptr<BertTokenizer> tokenizer, BertTokenizer::FromVocabFile(vocab_path, tok));
+  if (tokenizer->vocab_size() > config->vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(vocab_path, " has ", tokenizer->vocab_size(),
+                                                   " tokens but config.json's vocab_size is ", config->vocab_size));
+  }
+
+  const std::string weights_path = (fs::path(dir) / "model.safetensors").string();
+  absl::StatusOr<SafetensorsFile> file = SafetensorsFile::Open(weights_path);
+  if (!file.ok()) {
+    return absl::Status(file.status().code(), absl::StrCat(weights_path, ": ", file.status().message()));
+  }
+  absl::StatusOr<ResolvedWeights> resolved = ResolveEncoderWeights(*file, *config, options.device, options.dtype);
+  if (!resolved.ok()) {
+    return absl::Status(resolved.status().code(), absl::StrCat(weights_path, ": ", resolved.status().message()));
+  }
+  BertEncoder::Options enc;
+  enc.device = options.device;
+  enc.dtype = options.dtype;
+  enc.fingerprint = resolved->fingerprint;
+  ASSIGN_OR_RETURN(std::unique_ptr<BertEncoder> encoder,
+                   BertEncoder::Create(*config, std::move(resolved->weights), enc));
+  LoadedModel out;
+  out.config = *config;
+  out.encoder = std::move(encoder);
+  out.tokenizer = std::move(tokenizer);
+  out.fingerprint = enc.fingerprint;
+  return out;
+}
+
+}  // namespace adapterd::model

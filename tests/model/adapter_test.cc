@@ -1,0 +1,341 @@
+// Per-task parameters: adapter shapes and init, isolation of the encoder and
+// of other tasks under training, mixed-task batches, and the adapter format.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/optim/adamw.h>
+
+#include <cmath>
+#include <map>
+
+#include "common/testing/status_matchers.h"
+#include "server/model/adapter_format.h"
+#include "server/model/adapter_set.h"
+#include "server/model/bert_encoder.h"
+#include "server/model/safetensors.h"
+#include "server/model/tensor_io.h"
+#include "tests/model/model_test_util.h"
+
+namespace adapterd::model {
+namespace {
+
+using ::adapterd::testing::StatusIs;
+using ::testing::HasSubstr;
+using namespace ::adapterd::model::testing;  // NOLINT
+
+TEST(AdapterSet, ParameterCountPerAdapterIs2mdPlusDPlusM) {
+  auto enc = MakeEncoder(TinyConfig());
+  for (int64_t m : {1, 8, 64}) {
+    ASSERT_OK_AND_ASSIGN(auto set, AdapterSet::CreateInitialized(enc->config(), enc->weights(),
+                                                                 MakeAdapterConfig(3, m), 1, at::kCPU));
+    const int64_t d = 32;
+    const BottleneckAdapter& a = set->layers()[0].attention_adapter;
+    const int64_t count = a.down_weight.numel() + a.down_bias.numel() + a.up_weight.numel() + a.up_bias.numel();
+    EXPECT_EQ(count, 2 * m * d + d + m);
+    EXPECT_EQ(count, AdapterParameterCount(d, m));
+    // Whole set: 2 adapters and 2 LayerNorms per layer, the embedding
+    // LayerNorm, and the head.
+    const int64_t layers = 2;
+    EXPECT_EQ(set->NumParameters(), layers * (2 * AdapterParameterCount(d, m) + 4 * d) + 2 * d + 3 * d + 3);
+  }
+}
+
+TEST(AdapterSet, BertLargeAtM64IsAboutTwoPercentOfTheEncoder) {
+  // Arithmetic from the shapes alone: 24 layers x 2 adapters x (2md+d+m).
+  const int64_t d = 1024, m = 64, layers = 24;
+  const int64_t adapters = layers * 2 * AdapterParameterCount(d, m);
+  EXPECT_NEAR(static_cast<double>(adapters) / 1e6, 6.3, 0.1);
+  EXPECT_LT(static_cast<double>(adapters) / 335e6, 0.025);
+}
+
+TEST(AdapterSet, InitIsTruncatedNormalWithZeroBiasesAndEncoderLayerNorms) {
+  auto enc = MakeEncoder(TinyConfig());
+  AdapterConfig c = MakeAdapterConfig(2, 64);
+  c.init_std = 0.01;
+  ASSERT_OK_AND_ASSIGN(auto set, AdapterSet::CreateInitialized(enc->config(), enc->weights(), c, 42, at::kCPU));
+  std::vector<at::Tensor> ws;
+  for (const AdapterLayer& l : set->layers()) {
+    for (const BottleneckAdapter* a : {&l.attention_adapter, &l.ffn_adapter}) {
+      ws.push_back(a->down_weight.flatten());
+      ws.push_back(a->up_weight.flatten());
+      EXPECT_EQ(a->down_bias.abs().max().item<float>(), 0.0f);
+      EXPECT_EQ(a->up_bias.abs().max().item<float>(), 0.0f);
+    }
+  }
+  at::Tensor all = at::cat(ws);  // 2 layers x 2 adapters x 2 x 64 x 32 = 16384 draws
+  EXPECT_LE(all.abs().max().item<double>(), 0.02 + 1e-9);
+  EXPECT_NEAR(all.mean().item<double>(), 0.0, 0.0005);
+  // A normal truncated at 2 sigma has std 0.8796 sigma.
+  EXPECT_NEAR(all.std().item<double>(), 0.008796, 0.0003);
+  EXPECT_TRUE(BitEqual(set->layers()[1].output_layer_norm.weight, enc->weights().layers[1].output_ln_weight));
+  EXPECT_TRUE(BitEqual(set->embedding_layer_norm().bias, enc->weights().emb_ln_bias));
+  // Deterministic per seed, different across seeds.
+  ASSERT_OK_AND_ASSIGN(auto same, AdapterSet::CreateInitialized(enc->config(), enc->weights(), c, 42, at::kCPU));
+  ASSERT_OK_AND_ASSIGN(auto other, AdapterSet::CreateInitialized(enc->config(), enc->weights(), c, 43, at::kCPU));
+  EXPECT_TRUE(BitEqual(set->layers()[0].ffn_adapter.up_weight, same->layers()[0].ffn_adapter.up_weight));
+  EXPECT_FALSE(BitEqual(set->layers()[0].ffn_adapter.up_weight, other->layers()[0].ffn_adapter.up_weight));
+}
+
+TEST(AdapterSet, ZeroUpProjectionGivesThePlainEncoderExactly) {
+  auto enc = MakeEncoder(TinyConfig());
+  AdapterConfig c = MakeAdapterConfig(2, 16);
+  c.init_std = 0.3;  // large D, so only the zero U can make the adapter vanish
+  ASSERT_OK_AND_ASSIGN(auto set, AdapterSet::CreateInitialized(enc->config(), enc->weights(), c, 9, at::kCPU));
+  for (const AdapterLayer& l : set->layers()) {
+    l.attention_adapter.up_weight.zero_();
+    l.ffn_adapter.up_weight.zero_();
+  }
+  EncoderInput input = MakeInput({{2, 11, 12, 13, 3}, {2, 14, 3}});
+  ASSERT_OK_AND_ASSIGN(EncoderOutput plain, enc->Forward(input));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput adapted, enc->Forward(input, *set));
+  EXPECT_TRUE(BitEqual(plain.last_hidden_state, adapted.last_hidden_state));
+  EXPECT_TRUE(BitEqual(plain.pooled, adapted.pooled));
+  // With the near-identity init (U != 0) the output moves, a little.
+  ASSERT_OK_AND_ASSIGN(auto fresh, AdapterSet::CreateInitialized(enc->config(), enc->weights(),
+                                                                 MakeAdapterConfig(2, 16), 9, at::kCPU));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput near, enc->Forward(input, *fresh));
+  const double diff = MaxAbsDiff(plain.last_hidden_state, near.last_hidden_state);
+  EXPECT_GT(diff, 0.0);
+  EXPECT_LT(diff, 0.1);
+}
+
+TEST(AdapterSet, OptimizerStepChangesOnlyThatTask) {
+  auto enc = MakeEncoder(TinyConfig());
+  auto task_a = MakeTrainedLikeSet(*enc, 3, 1);
+  auto task_b = MakeTrainedLikeSet(*enc, 2, 2);
+  std::map<std::string, at::Tensor> encoder_before;
+  for (const auto& [name, t] : enc->weights().Named()) encoder_before[name] = t.clone();
+  std::map<std::string, at::Tensor> a_before, b_before;
+  for (const auto& [name, t] : task_a->Named()) a_before[name] = t.clone();
+  for (const auto& [name, t] : task_b->Named()) b_before[name] = t.clone();
+
+  task_a->SetRequiresGrad(true);
+  torch::optim::AdamW opt(task_a->Parameters(), torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
+  EncoderInput input = MakeInput({{2, 11, 12, 13, 3}, {2, 14, 3}});
+  at::Tensor labels = at::tensor({0, 2}, at::kLong);
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    ASSERT_OK_AND_ASSIGN(EncoderOutput out, enc->Forward(input, *task_a, {.train = true}));
+    at::Tensor loss = at::cross_entropy_loss(out.logits, labels);
+    loss.backward();
+    opt.step();
+  }
+  for (const auto& [name, t] : enc->weights().Named()) {
+    EXPECT_TRUE(BitEqual(t, encoder_before[name])) << "encoder tensor changed: " << name;
+    EXPECT_FALSE(t.grad().defined()) << name;
+  }
+  for (const auto& [name, t] : task_b->Named()) EXPECT_TRUE(BitEqual(t, b_before[name])) << name;
+  int changed = 0;
+  for (const auto& [name, t] : task_a->Named()) changed += BitEqual(t.detach(), a_before[name]) ? 0 : 1;
+  EXPECT_EQ(changed, static_cast<int>(a_before.size())) << "every trainable tensor of task A moves";
+}
+
+TEST(AdapterSet, WeightDecayExcludesBiasesAndLayerNorms) {
+  auto enc = MakeEncoder(TinyConfig());
+  auto set = MakeTrainedLikeSet(*enc, 2, 1);
+  const size_t decayed = set->DecayedParameters().size();
+  const size_t undecayed = set->UndecayedParameters().size();
+  EXPECT_EQ(decayed, 2u * 2u * 2u + 1u);            // D and U of 4 adapters, head weight
+  EXPECT_EQ(undecayed, 2u * 2u * 2u + 2u * 4u + 2u + 1u);  // adapter biases, LNs, emb LN, head bias
+  EXPECT_EQ(decayed + undecayed, set->Parameters().size());
+}
+
+class MixedTaskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    enc_ = MakeEncoder(TinyConfig());
+    // Different bottlenecks and label counts, to exercise zero padding.
+    sets_ = {MakeTrainedLikeSet(*enc_, 2, 11, 8), MakeTrainedLikeSet(*enc_, 3, 12, 16),
+             MakeTrainedLikeSet(*enc_, 5, 13, 4), MakeTrainedLikeSet(*enc_, 2, 14, 8)};
+    std::vector<std::shared_ptr<const AdapterSet>> c(sets_.begin(), sets_.end());
+    auto stack = AdapterStack::Create(c, enc_->config(), at::kCPU, at::kFloat, /*build_gather_tensors=*/true);
+    ASSERT_TRUE(stack.ok()) << stack.status();
+    stack_ = *stack;
+  }
+  std::unique_ptr<BertEncoder> enc_;
+  std::vector<std::shared_ptr<AdapterSet>> sets_;
+  std::shared_ptr<const AdapterStack> stack_;
+  std::vector<std::vector<int64_t>> rows_ = {
+      {2, 5, 6, 7, 8, 9, 3}, {2, 10, 3}, {2, 11, 12, 13, 14, 15, 16, 17, 18, 19, 3},
+      {2, 20, 21, 3},        {2, 22, 3}, {2, 23, 24, 25, 26, 3}};
+  std::vector<int64_t> slots_ = {2, 0, 1, 2, 3, 0};
+};
+
+TEST_F(MixedTaskTest, EachRowEqualsItsSingleTaskForward) {
+  for (MixedStrategy s : {MixedStrategy::kSegments, MixedStrategy::kGatherBmm, MixedStrategy::kAuto}) {
+    ASSERT_OK_AND_ASSIGN(EncoderOutput mixed, enc_->Forward(MakeInput(rows_), *stack_, slots_, {.strategy = s}));
+    ASSERT_EQ(mixed.logits.size(1), 5);
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      const AdapterSet& task = *sets_[static_cast<size_t>(slots_[i])];
+      ASSERT_OK_AND_ASSIGN(EncoderOutput single, enc_->Forward(MakeInput({rows_[i]}), task));
+      const int64_t len = static_cast<int64_t>(rows_[i].size());
+      const int64_t labels = task.config().num_labels();
+      at::Tensor row_hidden = mixed.last_hidden_state[static_cast<int64_t>(i)].narrow(0, 0, len);
+      EXPECT_LT(MaxAbsDiff(row_hidden, single.last_hidden_state[0]), 1e-5) << "row " << i;
+      EXPECT_LT(MaxAbsDiff(mixed.pooled[static_cast<int64_t>(i)], single.pooled[0]), 1e-5) << "row " << i;
+      at::Tensor row_logits = mixed.logits[static_cast<int64_t>(i)];
+      EXPECT_LT(MaxAbsDiff(row_logits.narrow(0, 0, labels), single.logits[0]), 1e-5) << "row " << i;
+      for (int64_t j = labels; j < 5; ++j) {
+        EXPECT_TRUE(std::isinf(row_logits[j].item<float>()) && row_logits[j].item<float>() < 0);
+      }
+    }
+  }
+}
+
+TEST_F(MixedTaskTest, RowsAreInvariantToOtherRowsLengthsAndTasks) {
+  ASSERT_OK_AND_ASSIGN(EncoderOutput base, enc_->Forward(MakeInput(rows_), *stack_, slots_));
+  // Row 1 again, among different companions (other tasks, longer rows, more padding).
+  std::vector<std::vector<int64_t>> other_rows = {{2, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 3},
+                                                  rows_[1], {2, 43, 3}};
+  std::vector<int64_t> other_slots = {3, slots_[1], 1};
+  for (MixedStrategy s : {MixedStrategy::kSegments, MixedStrategy::kGatherBmm}) {
+    ASSERT_OK_AND_ASSIGN(EncoderOutput out,
+                         enc_->Forward(MakeInput(other_rows, 20), *stack_, other_slots, {.strategy = s}));
+    EXPECT_LT(MaxAbsDiff(out.pooled[1], base.pooled[1]), 1e-5);
+    EXPECT_LT(MaxAbsDiff(out.logits[1].narrow(0, 0, 2), base.logits[1].narrow(0, 0, 2)), 1e-5);
+    EXPECT_LT(MaxAbsDiff(out.last_hidden_state[1].narrow(0, 0, 3), base.last_hidden_state[1].narrow(0, 0, 3)),
+              1e-5);
+  }
+}
+
+TEST_F(MixedTaskTest, BothStrategiesAgreeAndTasksReallyDiffer) {
+  ASSERT_OK_AND_ASSIGN(EncoderOutput seg,
+                       enc_->Forward(MakeInput(rows_), *stack_, slots_, {.strategy = MixedStrategy::kSegments}));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput gat,
+                       enc_->Forward(MakeInput(rows_), *stack_, slots_, {.strategy = MixedStrategy::kGatherBmm}));
+  EXPECT_LT(MaxAbsDiff(seg.last_hidden_state, gat.last_hidden_state), 1e-5);
+  EXPECT_LT(MaxAbsDiff(seg.pooled, gat.pooled), 1e-5);
+  at::Tensor finite = at::isfinite(seg.logits);
+  EXPECT_TRUE(at::equal(finite, at::isfinite(gat.logits)));
+  EXPECT_LT(MaxAbsDiff(seg.logits.masked_select(finite), gat.logits.masked_select(finite)), 1e-5);
+  // The same row under two different tasks gives different outputs.
+  ASSERT_OK_AND_ASSIGN(EncoderOutput t0, enc_->Forward(MakeInput({rows_[0]}), *sets_[0]));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput t3, enc_->Forward(MakeInput({rows_[0]}), *sets_[3]));
+  EXPECT_GT(MaxAbsDiff(t0.pooled, t3.pooled), 1e-3);
+}
+
+TEST_F(MixedTaskTest, BadSlotsAndMissingGatherTensorsAreErrors) {
+  EXPECT_THAT(enc_->Forward(MakeInput(rows_), *stack_, std::vector<int64_t>{0, 1}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("row_slots")));
+  EXPECT_THAT(enc_->Forward(MakeInput(rows_), *stack_, std::vector<int64_t>{0, 1, 2, 3, 4, 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside the stack")));
+  std::vector<std::shared_ptr<const AdapterSet>> c(sets_.begin(), sets_.end());
+  ASSERT_OK_AND_ASSIGN(auto no_gather, AdapterStack::Create(c, enc_->config(), at::kCPU, at::kFloat, false));
+  EXPECT_THAT(enc_->Forward(MakeInput(rows_), *no_gather, slots_, {.strategy = MixedStrategy::kGatherBmm}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("gather")));
+  EXPECT_OK(enc_->Forward(MakeInput(rows_), *no_gather, slots_));  // kAuto falls back to segments
+}
+
+TEST(AdapterFormat, RoundTripIsBitExactWithMetadata) {
+  auto enc = MakeEncoder(TinyConfig());
+  auto set = MakeTrainedLikeSet(*enc, 3, 5, 8);
+  ASSERT_OK_AND_ASSIGN(std::string bytes, SerializeAdapterSet(*set, enc->fingerprint(), {{"task_id", "sentiment"}}));
+  ASSERT_OK_AND_ASSIGN(AdapterFileInfo info, ReadAdapterInfo(bytes));
+  EXPECT_EQ(info.format_version, kAdapterFormatVersion);
+  EXPECT_EQ(info.config.bottleneck_size, 8);
+  EXPECT_EQ(info.config.labels, set->config().labels);
+  EXPECT_EQ(info.encoder_fingerprint, enc->fingerprint());
+  EXPECT_EQ(info.extra.at("task_id"), "sentiment");
+  ASSERT_OK_AND_ASSIGN(auto back, DeserializeAdapterSet(bytes, enc->config(), enc->fingerprint(), at::kCPU));
+  auto a = set->Named();
+  auto b = back->Named();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(BitEqual(a[i].second, b[i].second)) << a[i].first;
+  }
+  EncoderInput input = MakeInput({{2, 7, 8, 3}});
+  ASSERT_OK_AND_ASSIGN(EncoderOutput o1, enc->Forward(input, *set));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput o2, enc->Forward(input, *back));
+  EXPECT_TRUE(BitEqual(o1.logits, o2.logits));
+  // Serialisation is deterministic.
+  ASSERT_OK_AND_ASSIGN(std::string again, SerializeAdapterSet(*back, enc->fingerprint(), {{"task_id", "sentiment"}}));
+  EXPECT_EQ(bytes, again);
+}
+
+TEST(AdapterFormat, LoadingOnAnotherEncoderIsRefused) {
+  auto enc = MakeEncoder(TinyConfig(), 1);
+  auto other = MakeEncoder(TinyConfig(), 2);
+  ASSERT_NE(enc->fingerprint(), other->fingerprint());
+  auto set = MakeTrainedLikeSet(*enc, 2, 5);
+  ASSERT_OK_AND_ASSIGN(std::string bytes, SerializeAdapterSet(*set, enc->fingerprint()));
+  EXPECT_THAT(DeserializeAdapterSet(bytes, other->config(), other->fingerprint(), at::kCPU),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("trained on encoder")));
+  BertConfig wider = TinyConfig();
+  wider.num_hidden_layers = 3;
+  EXPECT_THAT(DeserializeAdapterSet(bytes, wider, enc->fingerprint(), at::kCPU),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("layers")));
+}
+
+// Re-serialises `bytes` after `edit` changes its tensors or metadata.
+std::string Rewrite(const std::string& bytes,
+                    const std::function<void(std::map<std::string, at::Tensor>&,
+                                             std::map<std::string, std::string>&)>& edit) {
+  auto file = SafetensorsFile::FromString(bytes);
+  EXPECT_TRUE(file.ok());
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& [name, view] : file->tensors()) {
+    tensors[name] = *ViewToTensor(view, file->holder(), at::kCPU, at::kFloat);
+  }
+  std::map<std::string, std::string> md(file->metadata().begin(), file->metadata().end());
+  edit(tensors, md);
+  SafetensorsWriter w;
+  for (auto& [k, v] : md) w.SetMetadata(k, v);
+  for (auto& [name, t] : tensors) EXPECT_OK(AddTensor(w, name, t, DType::kF32));
+  return w.Serialize();
+}
+
+TEST(AdapterFormat, MalformedFilesAreInvalidArgumentNamingTheProblem) {
+  auto enc = MakeEncoder(TinyConfig());
+  auto set = MakeTrainedLikeSet(*enc, 2, 5);
+  ASSERT_OK_AND_ASSIGN(std::string good, SerializeAdapterSet(*set, enc->fingerprint()));
+  struct Case {
+    std::string what;
+    std::string bytes;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {"garbage", "not a safetensors file at all", "safetensors"},
+      {"truncated", good.substr(0, good.size() / 2), "safetensors"},
+      {"missing tensor", Rewrite(good, [](auto& t, auto&) { t.erase("layers.1.ffn_adapter.up.bias"); }),
+       "'layers.1.ffn_adapter.up.bias' is missing"},
+      {"unexpected tensor", Rewrite(good, [](auto& t, auto&) { t["layers.9.x"] = at::zeros({1}); }),
+       "unexpected tensor 'layers.9.x'"},
+      {"mis-shaped", Rewrite(good, [](auto& t, auto&) { t["head.weight"] = at::zeros({3, 32}); }),
+       "'head.weight' has shape [3,32]"},
+      {"not an adapter", Rewrite(good, [](auto&, auto& m) { m["format"] = "pt"; }), "not an adapter file"},
+      {"future version", Rewrite(good, [](auto&, auto& m) { m["format_version"] = "99"; }), "format_version 99"},
+      {"bad labels", Rewrite(good, [](auto&, auto& m) { m["labels"] = "[1,2]"; }), "labels"},
+      {"one label", Rewrite(good, [](auto&, auto& m) { m["labels"] = "[\"a\"]"; }), "at least 2 labels"},
+      {"bad activation", Rewrite(good, [](auto&, auto& m) { m["activation"] = "swish9"; }), "swish9"},
+      {"missing key", Rewrite(good, [](auto&, auto& m) { m.erase("bottleneck_size"); }), "bottleneck_size"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(DeserializeAdapterSet(c.bytes, enc->config(), enc->fingerprint(), at::kCPU),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
+        << c.what;
+  }
+  EXPECT_THAT(SerializeAdapterSet(*set, enc->fingerprint(), {{"labels", "x"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reserved")));
+}
+
+TEST(AdapterFormat, HalfPrecisionFilesLoadCloseToFp32) {
+  auto enc = MakeEncoder(TinyConfig());
+  auto set = MakeTrainedLikeSet(*enc, 2, 5);
+  ASSERT_OK_AND_ASSIGN(std::string f32, SerializeAdapterSet(*set, enc->fingerprint()));
+  ASSERT_OK_AND_ASSIGN(std::string bf16, SerializeAdapterSet(*set, enc->fingerprint(), {}, DType::kBF16));
+  auto payload = [](const std::string& bytes) {
+    absl::StatusOr<SafetensorsFile> file = SafetensorsFile::FromString(bytes);
+    size_t n = 0;
+    if (file.ok()) {
+      for (const auto& [name, view] : file->tensors()) n += view.data.size();
+    }
+    return n;
+  };
+  EXPECT_EQ(payload(bf16) * 2, payload(f32));
+  ASSERT_OK_AND_ASSIGN(auto back, DeserializeAdapterSet(bf16, enc->config(), enc->fingerprint(), at::kCPU));
+  EXPECT_EQ(back->dtype(), at::kFloat);
+  EXPECT_LT(MaxAbsDiff(back->head_weight(), set->head_weight()), 0.01);
+}
+
+}  // namespace
+}  // namespace adapterd::model

@@ -1,0 +1,247 @@
+// Encoder and loader: golden outputs against an independent reference,
+// checkpoint naming variants, and error paths.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
+#include "common/testing/status_matchers.h"
+#include "server/model/bert_encoder.h"
+#include "server/model/checkpoint_writer.h"
+#include "server/model/model_loader.h"
+#include "server/model/safetensors.h"
+#include "server/model/tensor_io.h"
+#include "tests/model/model_test_util.h"
+
+namespace adapterd::model {
+namespace {
+
+using ::adapterd::testing::StatusIs;
+using ::testing::HasSubstr;
+using namespace ::adapterd::model::testing;  // NOLINT
+
+std::string GoldenDir() {
+  const char* src = std::getenv("ADAPTERD_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/tests/model/testdata/golden";
+}
+
+at::Tensor JsonToTensor(const nlohmann::json& rows) {
+  std::vector<std::vector<int64_t>> v = rows.get<std::vector<std::vector<int64_t>>>();
+  at::Tensor t = at::empty({static_cast<int64_t>(v.size()), static_cast<int64_t>(v[0].size())}, at::kLong);
+  for (size_t i = 0; i < v.size(); ++i) {
+    for (size_t j = 0; j < v[i].size(); ++j) t[i][j] = v[i][j];
+  }
+  return t;
+}
+
+TEST(BertEncoderGolden, MatchesIndependentReferenceTo1e5) {
+  ASSERT_OK_AND_ASSIGN(LoadedModel model, LoadBertModel(GoldenDir() + "/model", {}));
+  ASSERT_OK_AND_ASSIGN(std::string inputs_text, ReadFileToString(GoldenDir() + "/inputs.json"));
+  nlohmann::json inputs = nlohmann::json::parse(inputs_text);
+  EncoderInput input{JsonToTensor(inputs["input_ids"]), JsonToTensor(inputs["token_type_ids"]),
+                     JsonToTensor(inputs["attention_mask"])};
+  ASSERT_OK_AND_ASSIGN(EncoderOutput out, model.encoder->Forward(input));
+  ASSERT_OK_AND_ASSIGN(SafetensorsFile expected, SafetensorsFile::Open(GoldenDir() + "/expected.safetensors"));
+  ASSERT_NE(expected.Find("last_hidden_state"), nullptr);
+  ASSERT_NE(expected.Find("pooler_output"), nullptr);
+  ASSERT_OK_AND_ASSIGN(at::Tensor hidden, ViewToTensor(*expected.Find("last_hidden_state"), expected.holder(),
+                                                       at::kCPU, at::kFloat));
+  ASSERT_OK_AND_ASSIGN(at::Tensor pooled, ViewToTensor(*expected.Find("pooler_output"), expected.holder(),
+                                                       at::kCPU, at::kFloat));
+  ASSERT_EQ(out.last_hidden_state.sizes(), hidden.sizes());
+  ASSERT_EQ(out.pooled.sizes(), pooled.sizes());
+  // Padding positions are compared too: HF computes them the same way.
+  EXPECT_LT(MaxAbsDiff(out.last_hidden_state, hidden), 1e-5);
+  EXPECT_LT(MaxAbsDiff(out.pooled, pooled), 1e-5);
+  // The fixture is not degenerate: outputs vary across rows and positions.
+  EXPECT_GT(hidden.std().item<double>(), 0.1);
+}
+
+TEST(ModelLoader, BothNamingVariantsGiveIdenticalOutputs) {
+  BertConfig config = TinyConfig();
+  ASSERT_OK_AND_ASSIGN(EncoderWeights w, RandomEncoderWeights(config, 7));
+  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"};
+  const std::string dir = MakeTempDir("naming");
+  HfWriteOptions plain;
+  HfWriteOptions legacy;
+  legacy.bert_prefix = true;
+  legacy.legacy_layer_norm_names = true;
+  ASSERT_OK(WriteHfCheckpoint(dir + "/plain", config, w, vocab, plain));
+  ASSERT_OK(WriteHfCheckpoint(dir + "/legacy", config, w, vocab, legacy));
+  // The legacy file really uses the other spelling.
+  ASSERT_OK_AND_ASSIGN(SafetensorsFile f, SafetensorsFile::Open(dir + "/legacy/model.safetensors"));
+  EXPECT_NE(f.Find("bert.embeddings.LayerNorm.gamma"), nullptr);
+  EXPECT_EQ(f.Find("embeddings.LayerNorm.weight"), nullptr);
+
+  ASSERT_OK_AND_ASSIGN(LoadedModel a, LoadBertModel(dir + "/plain", {}));
+  ASSERT_OK_AND_ASSIGN(LoadedModel b, LoadBertModel(dir + "/legacy", {}));
+  EncoderInput input = MakeInput({{2, 5, 6, 7, 3}, {2, 9, 3}});
+  ASSERT_OK_AND_ASSIGN(EncoderOutput oa, a.encoder->Forward(input));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput ob, b.encoder->Forward(input));
+  EXPECT_TRUE(BitEqual(oa.last_hidden_state, ob.last_hidden_state));
+  EXPECT_TRUE(BitEqual(oa.pooled, ob.pooled));
+  // Same weights, same fingerprint, whatever the spelling; and it equals the
+  // in-memory computation.
+  EXPECT_EQ(a.fingerprint, b.fingerprint);
+  ASSERT_OK_AND_ASSIGN(std::string fp, ComputeEncoderFingerprint(config, w));
+  EXPECT_EQ(a.fingerprint, fp);
+  std::filesystem::remove_all(dir);
+}
+
+// Rewrites a checkpoint's model.safetensors through `edit`.
+void EditCheckpoint(const std::string& dir,
+                    const std::function<void(std::map<std::string, at::Tensor>&)>& edit) {
+  ASSERT_OK_AND_ASSIGN(SafetensorsFile f, SafetensorsFile::Open(dir + "/model.safetensors"));
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& [name, view] : f.tensors()) {
+    ASSERT_OK_AND_ASSIGN(tensors[name], ViewToTensor(view, f.holder(), at::kCPU, at::kFloat));
+  }
+  edit(tensors);
+  SafetensorsWriter w;
+  for (auto& [name, t] : tensors) ASSERT_OK(AddTensor(w, name, t, DType::kF32));
+  ASSERT_OK(w.WriteFile(dir + "/model.safetensors"));
+}
+
+class ModelLoaderErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("loader");
+    config_ = TinyConfig();
+    auto w = RandomEncoderWeights(config_, 3);
+    ASSERT_TRUE(w.ok());
+    ASSERT_OK(WriteHfCheckpoint(dir_, config_, *w, {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}));
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+  BertConfig config_;
+};
+
+TEST_F(ModelLoaderErrors, MissingTensorIsNamed) {
+  EditCheckpoint(dir_, [](auto& t) { t.erase("encoder.layer.1.attention.self.key.bias"); });
+  EXPECT_THAT(LoadBertModel(dir_, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("missing tensor 'encoder.layer.1.attention.self.key.bias'")));
+}
+
+TEST_F(ModelLoaderErrors, MisShapedTensorIsNamedWithBothShapes) {
+  EditCheckpoint(dir_, [](auto& t) { t["encoder.layer.0.intermediate.dense.weight"] = at::zeros({63, 32}); });
+  EXPECT_THAT(LoadBertModel(dir_, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("'encoder.layer.0.intermediate.dense.weight'"), HasSubstr("[63,32]"),
+                             HasSubstr("[64,32]"))));
+}
+
+TEST_F(ModelLoaderErrors, ClsHeadsAndBuffersAreIgnored) {
+  EditCheckpoint(dir_, [](auto& t) {
+    t["cls.predictions.transform.dense.weight"] = at::zeros({3, 3});
+    t["embeddings.position_ids"] = at::zeros({1, 64});
+  });
+  EXPECT_OK(LoadBertModel(dir_, {}));
+}
+
+TEST_F(ModelLoaderErrors, AmbiguousDuplicateSpellingIsRejected) {
+  EditCheckpoint(dir_, [](auto& t) { t["bert.pooler.dense.bias"] = t["pooler.dense.bias"].clone(); });
+  EXPECT_THAT(LoadBertModel(dir_, {}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pooler.dense.bias")));
+}
+
+TEST_F(ModelLoaderErrors, MissingPoolerFallsBackToClsHiddenState) {
+  EditCheckpoint(dir_, [](auto& t) {
+    t.erase("pooler.dense.weight");
+    t.erase("pooler.dense.bias");
+  });
+  ASSERT_OK_AND_ASSIGN(LoadedModel m, LoadBertModel(dir_, {}));
+  EXPECT_FALSE(m.encoder->weights().has_pooler());
+  ASSERT_OK_AND_ASSIGN(EncoderOutput out, m.encoder->Forward(MakeInput({{2, 7, 3}})));
+  EXPECT_TRUE(BitEqual(out.pooled, out.last_hidden_state.select(1, 0)));
+}
+
+TEST_F(ModelLoaderErrors, MissingFilesAndBadConfigAreClear) {
+  EXPECT_THAT(LoadBertModel(dir_ + "/nope", {}), StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope")));
+  std::filesystem::remove(dir_ + "/vocab.txt");
+  EXPECT_THAT(LoadBertModel(dir_, {}), StatusIs(absl::StatusCode::kNotFound, HasSubstr("vocab.txt")));
+  ASSERT_OK(WriteFileAtomically(dir_ + "/config.json", "{\"hidden_size\": 30, \"num_attention_heads\": 4}"));
+  EXPECT_THAT(LoadBertModel(dir_, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, AllOf(HasSubstr("config.json"), HasSubstr("multiple"))));
+  ASSERT_OK(WriteFileAtomically(dir_ + "/config.json", "{not json"));
+  EXPECT_THAT(LoadBertModel(dir_, {}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("malformed")));
+}
+
+TEST_F(ModelLoaderErrors, CorruptSafetensorsIsAnErrorNotACrash) {
+  ASSERT_OK(WriteFileAtomically(dir_ + "/model.safetensors", std::string("\xff\xff\xff\xff\x00\x00\x00\x00{", 9)));
+  EXPECT_THAT(LoadBertModel(dir_, {}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model.safetensors")));
+}
+
+TEST_F(ModelLoaderErrors, TokenizerConfigControlsLowerCasing) {
+  ASSERT_OK(WriteFileAtomically(dir_ + "/vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nHello\n"));
+  ASSERT_OK(WriteFileAtomically(dir_ + "/tokenizer_config.json", "{\"do_lower_case\": false}"));
+  ASSERT_OK_AND_ASSIGN(LoadedModel cased, LoadBertModel(dir_, {}));
+  EXPECT_EQ(cased.tokenizer->TokenizeToIds("Hello"), std::vector<int32_t>{6});
+  ASSERT_OK(WriteFileAtomically(dir_ + "/tokenizer_config.json", "{\"do_lower_case\": true}"));
+  ASSERT_OK_AND_ASSIGN(LoadedModel uncased, LoadBertModel(dir_, {}));
+  EXPECT_EQ(uncased.tokenizer->TokenizeToIds("Hello"), std::vector<int32_t>{5});
+}
+
+TEST(ModelLoader, LoadsToBf16WithCloseOutputs) {
+  const std::string dir = MakeTempDir("bf16");
+  BertConfig config = TinyConfig();
+  ASSERT_OK_AND_ASSIGN(EncoderWeights w, RandomEncoderWeights(config, 5));
+  ASSERT_OK(WriteHfCheckpoint(dir, config, w, {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}));
+  LoadOptions bf16;
+  bf16.dtype = at::kBFloat16;
+  ASSERT_OK_AND_ASSIGN(LoadedModel a, LoadBertModel(dir, {}));
+  ASSERT_OK_AND_ASSIGN(LoadedModel b, LoadBertModel(dir, bf16));
+  EXPECT_EQ(b.encoder->weights().word_embeddings.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(a.fingerprint, b.fingerprint);  // same checkpoint bytes
+  EncoderInput input = MakeInput({{2, 5, 6, 7, 3}});
+  ASSERT_OK_AND_ASSIGN(EncoderOutput oa, a.encoder->Forward(input));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput ob, b.encoder->Forward(input));
+  EXPECT_LT(MaxAbsDiff(oa.last_hidden_state, ob.last_hidden_state), 0.15);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BertEncoder, EncoderWeightsAreFrozen) {
+  auto enc = MakeEncoder(TinyConfig());
+  for (const auto& [name, t] : enc->weights().Named()) EXPECT_FALSE(t.requires_grad()) << name;
+}
+
+TEST(BertEncoder, RejectsMalformedInputs) {
+  auto enc = MakeEncoder(TinyConfig());
+  EXPECT_THAT(enc->Forward(EncoderInput{}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("input_ids")));
+  EXPECT_THAT(enc->Forward(MakeInput({{2, 50, 3}})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("input_ids must be in [0, 50)")));
+  EXPECT_THAT(enc->Forward(MakeInput({{2, 5, 3}}, /*pad_to=*/65)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_position_embeddings")));
+  EncoderInput bad_types = MakeInput({{2, 5, 3}});
+  bad_types.token_type_ids.fill_(2);
+  EXPECT_THAT(enc->Forward(bad_types), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("token_type_ids")));
+  EncoderInput bad_mask = MakeInput({{2, 5, 3}});
+  bad_mask.attention_mask = at::ones({1, 2}, at::kLong);
+  EXPECT_THAT(enc->Forward(bad_mask), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shape")));
+}
+
+TEST(BertEncoder, CreateRejectsWeightsThatDoNotFitTheConfig) {
+  BertConfig config = TinyConfig();
+  ASSERT_OK_AND_ASSIGN(EncoderWeights w, RandomEncoderWeights(config, 1));
+  w.layers[1].output_weight = at::zeros({32, 63});
+  EXPECT_THAT(BertEncoder::Create(config, w, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("encoder.layer.1.output.dense.weight")));
+}
+
+TEST(BertConfig, ParsesHfJsonAndRoundTrips) {
+  ASSERT_OK_AND_ASSIGN(BertConfig c, BertConfig::Preset("base", 30522));
+  ASSERT_OK_AND_ASSIGN(BertConfig back, BertConfig::FromJson(c.ToJson()));
+  EXPECT_EQ(c, back);
+  EXPECT_THAT(BertConfig::FromJson("{\"hidden_act\": \"relu\"}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hidden_act")));
+  EXPECT_THAT(BertConfig::FromJson("{\"model_type\": \"gpt2\"}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("gpt2")));
+  EXPECT_THAT(BertConfig::FromJson("{\"hidden_size\": \"big\"}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hidden_size")));
+  EXPECT_THAT(BertConfig::Preset("huge", 10), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("huge")));
+}
+
+}  // namespace
+}  // namespace adapterd::model

@@ -1,0 +1,98 @@
+// Shared fixtures for server/model tests: tiny generated encoders and inputs.
+#ifndef ADAPTERD_TESTS_MODEL_MODEL_TEST_UTIL_H_
+#define ADAPTERD_TESTS_MODEL_MODEL_TEST_UTIL_H_
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/model/adapter_set.h"
+#include "server/model/bert_config.h"
+#include "server/model/bert_encoder.h"
+#include "server/model/checkpoint_writer.h"
+
+namespace adapterd::model::testing {
+
+// A BERT small enough to run hundreds of forwards in a test.
+inline BertConfig TinyConfig() {
+  BertConfig c;
+  c.vocab_size = 50;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 64;
+  c.max_position_embeddings = 64;
+  return c;
+}
+
+inline std::unique_ptr<BertEncoder> MakeEncoder(const BertConfig& config, uint64_t seed = 1) {
+  auto weights = RandomEncoderWeights(config, seed);
+  EXPECT_TRUE(weights.ok()) << weights.status();
+  auto fp = ComputeEncoderFingerprint(config, *weights);
+  EXPECT_TRUE(fp.ok()) << fp.status();
+  BertEncoder::Options opts;
+  opts.fingerprint = *fp;
+  auto enc = BertEncoder::Create(config, *std::move(weights), opts);
+  EXPECT_TRUE(enc.ok()) << enc.status();
+  return *std::move(enc);
+}
+
+// Rows of token ids padded with 0 to the longest; mask marks real tokens.
+inline EncoderInput MakeInput(const std::vector<std::vector<int64_t>>& rows, int64_t pad_to = 0) {
+  int64_t len = pad_to;
+  for (const auto& r : rows) len = std::max<int64_t>(len, static_cast<int64_t>(r.size()));
+  const int64_t b = static_cast<int64_t>(rows.size());
+  at::Tensor ids = at::zeros({b, len}, at::kLong);
+  at::Tensor mask = at::zeros({b, len}, at::kLong);
+  for (int64_t i = 0; i < b; ++i) {
+    for (size_t j = 0; j < rows[i].size(); ++j) {
+      ids[i][static_cast<int64_t>(j)] = rows[i][j];
+      mask[i][static_cast<int64_t>(j)] = 1;
+    }
+  }
+  return {ids, at::zeros_like(ids), mask};
+}
+
+inline AdapterConfig MakeAdapterConfig(int64_t num_labels, int64_t bottleneck = 8) {
+  AdapterConfig c;
+  c.bottleneck_size = bottleneck;
+  for (int64_t i = 0; i < num_labels; ++i) c.labels.push_back(absl::StrCat("label", i));
+  return c;
+}
+
+// A set with non-trivial values everywhere (the up-projections too), so
+// outputs differ from the plain encoder and between tasks.
+inline std::shared_ptr<AdapterSet> MakeTrainedLikeSet(const BertEncoder& enc, int64_t num_labels,
+                                                      uint64_t seed, int64_t bottleneck = 8) {
+  AdapterConfig c = MakeAdapterConfig(num_labels, bottleneck);
+  c.init_std = 0.2;
+  auto set = AdapterSet::CreateInitialized(enc.config(), enc.weights(), c, seed, at::kCPU);
+  EXPECT_TRUE(set.ok()) << set.status();
+  at::manual_seed(seed);
+  for (at::Tensor& t : (*set)->Parameters()) t.add_(at::randn_like(t) * 0.05);
+  return std::shared_ptr<AdapterSet>(std::move(*set));
+}
+
+inline std::string MakeTempDir(const std::string& tag) {
+  std::string tmpl = ::testing::TempDir() + "/adapterd_" + tag + "_XXXXXX";
+  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
+  return tmpl;
+}
+
+// Exact equality of two tensors' values (bit-for-bit for non-NaN floats).
+inline bool BitEqual(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && at::equal(a, b);
+}
+
+inline double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+}  // namespace adapterd::model::testing
+
+#endif  // ADAPTERD_TESTS_MODEL_MODEL_TEST_UTIL_H_

@@ -4,7 +4,7 @@
 # third-party headers are included as SYSTEM so they do not trip them.
 function(adapterd_set_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic
-    -Wno-unused-parameter -Wnon-virtual-dtor -Wimplicit-fallthrough)
+    -Wno-unused-parameter -Wno-missing-field-initializers -Wnon-virtual-dtor -Wimplicit-fallthrough)
   if(ADAPTERD_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

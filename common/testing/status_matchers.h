@@ -27,8 +27,18 @@ MATCHER_P2(StatusIs, code, message_matcher,
     *result_listener << "whose status is " << s.ToString();
     return false;
   }
-  return ::testing::ExplainMatchResult(message_matcher, std::string(s.message()),
-                                       result_listener);
+  if (!::testing::Matches(message_matcher)(std::string(s.message()))) {
+    *result_listener << "whose status is " << s.ToString();
+    return false;
+  }
+  return true;
+}
+
+// EXPECT_THAT(s, StatusIs(absl::StatusCode::kNotFound))
+MATCHER_P(StatusIs, code, "has code " + absl::StatusCodeToString(code)) {
+  const absl::Status& s = ::adapterd::testing::GetStatus(arg);
+  if (s.code() != code) *result_listener << "whose status is " << s.ToString();
+  return s.code() == code;
 }
 
 MATCHER(IsOk, "is OK") {

@@ -1,0 +1,619 @@
+#include "storage/database.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "rocksdb/iterator.h"
+#include "rocksdb/options.h"
+#include "rocksdb/slice.h"
+#include "rocksdb/write_batch.h"
+#include "storage/keys.h"
+#include "storage/record_codec.h"
+#include "storage/rocks_status.h"
+
+namespace adapterd::storage {
+
+using adapterd::v1::JobEvent;
+using adapterd::v1::JobRecord;
+using adapterd::v1::QueueEntry;
+using adapterd::v1::TaskRecord;
+
+struct Database::CommitState {
+  // Each task as this commit leaves it so far (nullopt: deleted).
+  absl::flat_hash_map<std::string, std::optional<TaskRecord>> tasks;
+  // Last event seq assigned so far, per job.
+  absl::flat_hash_map<std::string, int64_t> event_seqs;
+  // Job and request-index keys created so far.
+  absl::flat_hash_set<std::string> created_jobs;
+  absl::flat_hash_set<std::string> created_requests;
+  // States of the jobs this commit's resolved operations wrote so far.
+  absl::flat_hash_map<std::string, adapterd::v1::JobState> jobs;
+  int64_t queue_seq = 0;
+  std::vector<CommittedEvent> events;
+  std::vector<QueueEntry> queue_entries;
+  std::vector<PromotionResult> promotions;
+};
+
+namespace {
+
+std::string_view View(const rocksdb::Slice& s) { return std::string_view(s.data(), s.size()); }
+
+bool IsBlobFamily(ColumnFamily cf) {
+  return cf == ColumnFamily::kAdapters || cf == ColumnFamily::kCheckpoints ||
+         cf == ColumnFamily::kDatasets;
+}
+
+rocksdb::ColumnFamilyOptions FamilyOptions(const Database::Options& o, ColumnFamily cf) {
+  rocksdb::ColumnFamilyOptions c;
+  if (o.write_buffer_size > 0) c.write_buffer_size = o.write_buffer_size;
+  if (IsBlobFamily(cf)) {
+    // Adapter sets, checkpoints and dataset chunks are large values that are
+    // written once: keep them out of the LSM tree so compactions do not
+    // rewrite them, and reclaim the space of deleted ones during compaction.
+    c.enable_blob_files = true;
+    c.min_blob_size = o.min_blob_size;
+    c.enable_blob_garbage_collection = true;
+    c.blob_compression_type = rocksdb::kNoCompression;  // float weights do not compress
+  }
+  return c;
+}
+
+absl::Status AddToBatch(const rocksdb::Status& s) { return FromRocks(s, "build write batch"); }
+
+}  // namespace
+
+Database::Database() = default;
+
+Database::~Database() { Close().IgnoreError(); }
+
+absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options) {
+  const std::string& path = options.path;
+  if (path.empty()) return absl::InvalidArgumentError("Database::Options.path is empty");
+  rocksdb::Env* env = options.env ? options.env.get() : rocksdb::Env::Default();
+
+  rocksdb::DBOptions dbo;
+  dbo.env = env;
+  dbo.create_if_missing = options.create_if_missing;
+  dbo.create_missing_column_families = true;
+  dbo.max_background_jobs = 2;
+  dbo.keep_log_file_num = 4;
+  dbo.max_log_file_size = 16 << 20;
+
+  const bool exists = env->FileExists(path + "/CURRENT").ok();
+  if (!exists && !options.create_if_missing) {
+    return absl::NotFoundError(
+        absl::StrCat("database '", path, "' does not exist (and create_if_missing is false)"));
+  }
+  if (!exists && options.env == nullptr) {
+    // RocksDB creates only the last path component.
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create database directory '", path, "': ", ec.message()));
+    }
+  }
+  // RocksDB refuses to open a database without all of its column families, so
+  // families this build does not know (a newer schema's) are opened too.
+  std::vector<std::string> existing;
+  if (exists) {
+    RETURN_IF_ERROR(FromRocks(rocksdb::DB::ListColumnFamilies(dbo, path, &existing),
+                              absl::StrCat("list column families of database '", path, "'")));
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
+  for (int i = 0; i < kNumColumnFamilies; ++i) {
+    auto cf = static_cast<ColumnFamily>(i);
+    descriptors.emplace_back(ColumnFamilyName(cf), FamilyOptions(options, cf));
+  }
+  for (const std::string& name : existing) {
+    bool known = std::any_of(descriptors.begin(), descriptors.end(),
+                             [&](const auto& d) { return d.name == name; });
+    if (!known) descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  }
+
+  rocksdb::DB* raw = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::Status s = rocksdb::DB::Open(dbo, path, descriptors, &handles, &raw);
+  if (!s.ok()) {
+    if (IsLockError(s)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("database '", path, "' is locked by another process (lock file ", path,
+                       "/LOCK): only one adapterd process (one Database) may open it at a time; ",
+                       s.ToString()));
+    }
+    return FromRocks(s, absl::StrCat("open database '", path, "'"));
+  }
+
+  auto db = std::unique_ptr<Database>(new Database());
+  db->path_ = path;
+  db->sync_writes_ = options.sync_writes;
+  db->env_ = options.env;
+  db->db_.reset(raw);
+  db->extra_handles_.push_back(handles[0]);  // default family: unused
+  for (int i = 0; i < kNumColumnFamilies; ++i) db->handles_[i] = handles[i + 1];
+  for (size_t i = kNumColumnFamilies + 1; i < handles.size(); ++i) {
+    db->extra_handles_.push_back(handles[i]);
+  }
+  db->tasks_ = std::make_unique<TaskStore>(db.get());
+  db->adapters_ = std::make_unique<AdapterStore>(db.get());
+  db->jobs_ = std::make_unique<JobStore>(db.get());
+  db->datasets_ = std::make_unique<DatasetStore>(db.get());
+  db->checkpoints_ = std::make_unique<CheckpointStore>(db.get());
+
+  RETURN_IF_ERROR(db->InitSchema());
+  RETURN_IF_ERROR(db->LoadQueueSeq());
+  return db;
+}
+
+absl::Status Database::InitSchema() {
+  ASSIGN_OR_RETURN(std::optional<std::string> stored,
+                   ReadValue(ColumnFamily::kMeta, keys::kSchemaVersion));
+  if (!stored.has_value()) {
+    // A new database (or one whose creation was interrupted before this write).
+    rocksdb::WriteBatch wb;
+    RETURN_IF_ERROR(AddToBatch(
+        wb.Put(handle(ColumnFamily::kMeta), keys::kSchemaVersion, std::to_string(kSchemaVersion))));
+    RETURN_IF_ERROR(Write(&wb));
+    schema_version_ = kSchemaVersion;
+    return absl::OkStatus();
+  }
+  int64_t version = 0;
+  if (!absl::SimpleAtoi(*stored, &version) || version < 1) {
+    return CorruptRecordError(
+        ColumnFamily::kMeta, keys::kSchemaVersion,
+        absl::StrCat("schema version '", PrintableKey(*stored), "' is not a positive integer"));
+  }
+  if (version > kSchemaVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("database '", path_, "' has schema version ", version,
+                     ", newer than the newest this build supports (", kSchemaVersion,
+                     "); open it with a newer adapterd"));
+  }
+  if (version < kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("database '", path_, "' has schema version ",
+                                                      version, " and no migration to ",
+                                                      kSchemaVersion, " exists"));
+  }
+  schema_version_ = version;
+  return absl::OkStatus();
+}
+
+absl::Status Database::LoadQueueSeq() {
+  // The persisted high-water mark keeps seqs increasing after the queue
+  // drains; the last key is a cross-check (both are written in one batch).
+  int64_t seq = 0;
+  ASSIGN_OR_RETURN(std::optional<std::string> hwm, ReadValue(ColumnFamily::kMeta, keys::kQueueSeq));
+  if (hwm.has_value() && (!absl::SimpleAtoi(*hwm, &seq) || seq < 0)) {
+    return CorruptRecordError(
+        ColumnFamily::kMeta, keys::kQueueSeq,
+        absl::StrCat("queue seq '", PrintableKey(*hwm), "' is not a non-negative integer"));
+  }
+  ASSIGN_OR_RETURN(std::optional<std::string> last, LastKey(ColumnFamily::kJobQueue, "", ""));
+  if (last.has_value()) {
+    std::optional<int64_t> n = keys::ParsePaddedNumber(*last);
+    if (!n.has_value()) {
+      return CorruptRecordError(ColumnFamily::kJobQueue, *last, "key is not a queue seq");
+    }
+    seq = std::max(seq, *n);
+  }
+  absl::MutexLock lock(&commit_mu_);
+  queue_seq_ = seq;
+  return absl::OkStatus();
+}
+
+absl::Status Database::Close() {
+  if (db_ == nullptr) return absl::OkStatus();
+  absl::Status status;
+  if (!sync_writes_) {
+    status.Update(FromRocks(db_->FlushWAL(/*sync=*/true),
+                            absl::StrCat("sync the WAL of database '", path_, "'")));
+  }
+  for (rocksdb::ColumnFamilyHandle*& h : handles_) {
+    if (h != nullptr) db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    h = nullptr;
+  }
+  for (rocksdb::ColumnFamilyHandle* h : extra_handles_) {
+    db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  }
+  extra_handles_.clear();
+  status.Update(FromRocks(db_->Close(), absl::StrCat("close database '", path_, "'")));
+  db_.reset();
+  return status;
+}
+
+absl::Status Database::CheckOpen() const {
+  if (db_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("database '", path_, "' is closed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<std::string>> Database::ReadValue(
+    ColumnFamily cf, const std::string& key, const rocksdb::Snapshot* snapshot) const {
+  RETURN_IF_ERROR(CheckOpen());
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  std::string value;
+  rocksdb::Status s = db_->Get(ro, handle(cf), key, &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  RETURN_IF_ERROR(FromRocks(s, absl::StrCat("read key '", PrintableKey(key), "' of column family '",
+                                            ColumnFamilyName(cf), "'")));
+  return std::optional<std::string>(std::move(value));
+}
+
+absl::StatusOr<bool> Database::ReadRecord(ColumnFamily cf, const std::string& key,
+                                          google::protobuf::MessageLite* out,
+                                          const rocksdb::Snapshot* snapshot) const {
+  ASSIGN_OR_RETURN(std::optional<std::string> value, ReadValue(cf, key, snapshot));
+  if (!value.has_value()) return false;
+  RETURN_IF_ERROR(ParseRecord(cf, key, *value, out));
+  return true;
+}
+
+absl::Status Database::Scan(ColumnFamily cf, const std::string& begin, const std::string& end,
+                            const ScanFn& fn, const rocksdb::Snapshot* snapshot) const {
+  RETURN_IF_ERROR(CheckOpen());
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  rocksdb::Slice upper(end);
+  if (!end.empty()) ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handle(cf)));
+  for (it->Seek(begin); it->Valid(); it->Next()) {
+    ASSIGN_OR_RETURN(bool more, fn(View(it->key()), View(it->value())));
+    if (!more) return absl::OkStatus();
+  }
+  return FromRocks(it->status(), absl::StrCat("scan column family '", ColumnFamilyName(cf),
+                                              "' from '", PrintableKey(begin), "'"));
+}
+
+absl::StatusOr<std::optional<std::string>> Database::LastKey(ColumnFamily cf,
+                                                             const std::string& begin,
+                                                             const std::string& end) const {
+  RETURN_IF_ERROR(CheckOpen());
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice lower(begin);
+  rocksdb::Slice upper(end);
+  if (!begin.empty()) ro.iterate_lower_bound = &lower;
+  if (!end.empty()) ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handle(cf)));
+  it->SeekToLast();
+  if (it->Valid()) return std::optional<std::string>(it->key().ToString());
+  RETURN_IF_ERROR(FromRocks(it->status(), absl::StrCat("seek to the last key of column family '",
+                                                       ColumnFamilyName(cf), "'")));
+  return std::optional<std::string>();
+}
+
+absl::StatusOr<std::string> Database::ListPage(ColumnFamily cf, const std::string& prefix,
+                                               std::string_view page_token, int page_size,
+                                               const ScanFn& take) const {
+  if (page_size <= 0) page_size = kDefaultPageSize;
+  page_size = std::min(page_size, kMaxPageSize);
+  // Tokens are key suffixes; the scan is bounded by the prefix, so a forged
+  // token can never reach another tenant's keys.
+  if (page_token.size() > 2 * kMaxIdBytes + 1 || page_token.find('\0') != std::string_view::npos) {
+    return absl::InvalidArgumentError("invalid page_token");
+  }
+  std::string begin = prefix;
+  if (!page_token.empty()) {
+    begin.append(page_token);
+    begin.push_back('\0');  // the first key after the token's
+  }
+  const int max_scanned = std::max(1000, 10 * page_size);
+  int taken = 0;
+  int scanned = 0;
+  std::string last_key;
+  bool more = false;
+  RETURN_IF_ERROR(Scan(cf, begin, prefix.empty() ? std::string() : keys::PrefixEnd(prefix),
+                       [&](std::string_view key, std::string_view value) -> absl::StatusOr<bool> {
+                         if (taken == page_size || scanned == max_scanned) {
+                           more = true;
+                           return false;
+                         }
+                         ++scanned;
+                         ASSIGN_OR_RETURN(bool take_it, take(key, value));
+                         if (take_it) ++taken;
+                         last_key.assign(key);
+                         return true;
+                       }));
+  if (!more) return std::string();
+  return last_key.substr(prefix.size());
+}
+
+absl::Status Database::Write(rocksdb::WriteBatch* batch) {
+  RETURN_IF_ERROR(CheckOpen());
+  rocksdb::WriteOptions wo;
+  wo.sync = sync_writes_;
+  return FromRocks(db_->Write(wo, batch), absl::StrCat("write to database '", path_, "'"));
+}
+
+absl::Status Database::Flush() {
+  RETURN_IF_ERROR(CheckOpen());
+  std::vector<rocksdb::ColumnFamilyHandle*> all(handles_.begin(), handles_.end());
+  return FromRocks(db_->Flush(rocksdb::FlushOptions(), all),
+                   absl::StrCat("flush database '", path_, "'"));
+}
+
+absl::StatusOr<bool> Database::AddRawOp(const Batch::Op& any, rocksdb::WriteBatch& wb) const {
+  if (const auto* op = std::get_if<Batch::RawPut>(&any)) {
+    RETURN_IF_ERROR(AddToBatch(wb.Put(handle(op->cf), op->key, op->value)));
+  } else if (const auto* op = std::get_if<Batch::RawDelete>(&any)) {
+    RETURN_IF_ERROR(AddToBatch(wb.Delete(handle(op->cf), op->key)));
+  } else if (const auto* op = std::get_if<Batch::RawDeleteRange>(&any)) {
+    RETURN_IF_ERROR(AddToBatch(wb.DeleteRange(handle(op->cf), op->begin, op->end)));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::optional<TaskRecord>> Database::LoadTaskLocked(CommitState& st,
+                                                                   const std::string& key) {
+  auto it = st.tasks.find(key);
+  if (it != st.tasks.end()) return it->second;
+  TaskRecord rec;
+  ASSIGN_OR_RETURN(bool found, ReadRecord(ColumnFamily::kTasks, key, &rec));
+  if (!found) return std::optional<TaskRecord>();
+  return std::optional<TaskRecord>(std::move(rec));
+}
+
+absl::Status Database::CheckJobStateLocked(CommitState& st, const std::string& key,
+                                           adapterd::v1::JobState expected) {
+  adapterd::v1::JobState state;
+  auto pending = st.jobs.find(key);
+  if (pending != st.jobs.end()) {
+    state = pending->second;
+  } else {
+    JobRecord stored;
+    ASSIGN_OR_RETURN(bool found, ReadRecord(ColumnFamily::kJobs, key, &stored));
+    if (!found) return absl::NotFoundError(absl::StrCat("job '", key, "' not found"));
+    state = stored.state();
+  }
+  if (state != expected) {
+    return absl::FailedPreconditionError(absl::StrCat("job '", key, "' is ",
+                                                      adapterd::v1::JobState_Name(state), ", not ",
+                                                      adapterd::v1::JobState_Name(expected)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Database::NextEventSeqLocked(CommitState& st, const std::string& job_id) {
+  auto pending = st.event_seqs.find(job_id);
+  if (pending != st.event_seqs.end()) return ++pending->second;
+  int64_t last = 0;
+  auto cached = last_event_seq_.find(job_id);
+  if (cached != last_event_seq_.end()) {
+    last = cached->second;
+  } else {
+    const std::string prefix = keys::JobEventPrefix(job_id);
+    ASSIGN_OR_RETURN(std::optional<std::string> key,
+                     LastKey(ColumnFamily::kJobEvents, prefix, keys::PrefixEnd(prefix)));
+    if (key.has_value()) {
+      std::optional<int64_t> n =
+          keys::ParsePaddedNumber(std::string_view(*key).substr(prefix.size()));
+      if (!n.has_value()) {
+        return CorruptRecordError(ColumnFamily::kJobEvents, *key, "key has no event seq");
+      }
+      last = *n;
+    }
+  }
+  st.event_seqs[job_id] = last + 1;
+  return last + 1;
+}
+
+absl::Status Database::Resolve(Batch& batch, CommitState& st, rocksdb::WriteBatch& wb) {
+  std::string value;
+  for (Batch::Op& any : batch.ops_) {
+    ASSIGN_OR_RETURN(bool raw, AddRawOp(any, wb));
+    if (raw) {
+      // A blind PutJob earlier in this batch is what a later UpdateJob or
+      // expected_job_state compares against.
+      if (const auto* put = std::get_if<Batch::RawPut>(&any);
+          put && put->cf == ColumnFamily::kJobs) {
+        JobRecord job;
+        RETURN_IF_ERROR(ParseRecord(ColumnFamily::kJobs, put->key, put->value, &job));
+        st.jobs[put->key] = job.state();
+      }
+      continue;
+    }
+    if (auto* op = std::get_if<Batch::TaskPut>(&any)) {
+      const std::string key = keys::Task(op->task.tenant(), op->task.task_id());
+      ASSIGN_OR_RETURN(std::optional<TaskRecord> stored, LoadTaskLocked(st, key));
+      TaskRecord rec = op->task;
+      rec.clear_versions();
+      if (stored.has_value()) {
+        rec.set_current_version(stored->current_version());
+        rec.set_latest_version(stored->latest_version());
+        rec.mutable_versions()->CopyFrom(stored->versions());
+        rec.set_current_job_id(stored->current_job_id());
+        if (stored->created_at_micros() != 0)
+          rec.set_created_at_micros(stored->created_at_micros());
+      } else {
+        rec.set_current_version(0);
+        rec.set_latest_version(0);
+        rec.clear_current_job_id();
+      }
+      rec.set_state(rec.current_version() > 0 ? adapterd::v1::TASK_STATE_READY
+                                              : adapterd::v1::TASK_STATE_PENDING);
+      RETURN_IF_ERROR(SerializeRecord(rec, &value));
+      RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kTasks), key, value)));
+      st.tasks[key] = std::move(rec);
+    } else if (auto* op = std::get_if<Batch::TaskDelete>(&any)) {
+      const std::string key = keys::Task(op->tenant, op->task_id);
+      ASSIGN_OR_RETURN(std::optional<TaskRecord> stored, LoadTaskLocked(st, key));
+      if (!stored.has_value()) {
+        return absl::NotFoundError(absl::StrCat("task '", key, "' not found"));
+      }
+      const std::string prefix = keys::AdapterPrefix(op->tenant, op->task_id);
+      RETURN_IF_ERROR(AddToBatch(wb.Delete(handle(ColumnFamily::kTasks), key)));
+      RETURN_IF_ERROR(AddToBatch(
+          wb.DeleteRange(handle(ColumnFamily::kAdapters), prefix, keys::PrefixEnd(prefix))));
+      st.tasks[key] = std::nullopt;
+    } else if (auto* op = std::get_if<Batch::JobCreate>(&any)) {
+      const JobRecord& job = op->job;
+      const std::string key = keys::Job(job.tenant(), job.job_id());
+      ASSIGN_OR_RETURN(std::optional<std::string> existing, ReadValue(ColumnFamily::kJobs, key));
+      if (existing.has_value() || st.created_jobs.contains(key)) {
+        return absl::AlreadyExistsError(absl::StrCat("job '", key, "' already exists"));
+      }
+      if (!job.request_id().empty()) {
+        const std::string rkey = keys::JobRequest(job.tenant(), job.request_id());
+        ASSIGN_OR_RETURN(std::optional<std::string> owner,
+                         ReadValue(ColumnFamily::kJobRequests, rkey));
+        if (owner.has_value() || st.created_requests.contains(rkey)) {
+          return absl::AlreadyExistsError(
+              absl::StrCat("tenant '", job.tenant(), "' already has job '",
+                           owner.has_value() ? *owner : std::string("(in this batch)"),
+                           "' for request_id '", job.request_id(), "'"));
+        }
+        RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobRequests), rkey, job.job_id())));
+        st.created_requests.insert(rkey);
+      }
+      RETURN_IF_ERROR(SerializeRecord(job, &value));
+      RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobs), key, value)));
+      st.created_jobs.insert(key);
+      st.jobs[key] = job.state();
+    } else if (auto* op = std::get_if<Batch::JobUpdate>(&any)) {
+      const std::string key = keys::Job(op->job.tenant(), op->job.job_id());
+      RETURN_IF_ERROR(CheckJobStateLocked(st, key, op->expected_state));
+      RETURN_IF_ERROR(SerializeRecord(op->job, &value));
+      RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobs), key, value)));
+      st.jobs[key] = op->job.state();
+    } else if (auto* op = std::get_if<Batch::EventAppend>(&any)) {
+      ASSIGN_OR_RETURN(int64_t seq, NextEventSeqLocked(st, op->job_id));
+      JobEvent event = op->event;
+      event.set_seq(seq);
+      RETURN_IF_ERROR(SerializeRecord(event, &value));
+      RETURN_IF_ERROR(AddToBatch(
+          wb.Put(handle(ColumnFamily::kJobEvents), keys::JobEvent(op->job_id, seq), value)));
+      st.events.push_back(CommittedEvent{op->job_id, std::move(event)});
+    } else if (auto* op = std::get_if<Batch::EnqueueOp>(&any)) {
+      QueueEntry entry = op->entry;
+      entry.set_seq(++st.queue_seq);
+      RETURN_IF_ERROR(SerializeRecord(entry, &value));
+      RETURN_IF_ERROR(AddToBatch(
+          wb.Put(handle(ColumnFamily::kJobQueue), keys::QueueEntry(entry.seq()), value)));
+      RETURN_IF_ERROR(AddToBatch(
+          wb.Put(handle(ColumnFamily::kMeta), keys::kQueueSeq, std::to_string(entry.seq()))));
+      st.queue_entries.push_back(std::move(entry));
+    } else if (auto* op = std::get_if<Batch::PromoteOp>(&any)) {
+      Promotion& p = op->promotion;
+      const std::string& tenant = p.task.tenant();
+      const std::string& task_id = p.task.task_id();
+      const std::string key = keys::Task(tenant, task_id);
+      ASSIGN_OR_RETURN(std::optional<TaskRecord> stored, LoadTaskLocked(st, key));
+      if (p.expected_job_state.has_value()) {
+        RETURN_IF_ERROR(CheckJobStateLocked(st, keys::Job(p.job->tenant(), p.job->job_id()),
+                                            *p.expected_job_state));
+      }
+      const int64_t version = (stored.has_value() ? stored->latest_version() : 0) + 1;
+      if (p.expected_version != 0 && p.expected_version != version) {
+        return absl::FailedPreconditionError(absl::StrCat("cannot promote version ",
+                                                          p.expected_version, " of task '", key,
+                                                          "': its next version is ", version));
+      }
+      std::vector<int64_t> kept;
+      if (stored.has_value()) kept.assign(stored->versions().begin(), stored->versions().end());
+      kept.push_back(version);
+      PromotionResult result;
+      result.tenant = tenant;
+      result.task_id = task_id;
+      result.version = version;
+      while (kept.size() > static_cast<size_t>(p.keep_versions)) {
+        result.removed_versions.push_back(kept.front());
+        kept.erase(kept.begin());
+      }
+
+      TaskRecord rec = std::move(p.task);
+      if (stored.has_value() && stored->created_at_micros() != 0) {
+        rec.set_created_at_micros(stored->created_at_micros());
+      }
+      rec.set_current_version(version);
+      rec.set_latest_version(version);
+      rec.clear_versions();
+      for (int64_t v : kept) rec.add_versions(v);
+      rec.set_state(adapterd::v1::TASK_STATE_READY);
+      rec.set_current_job_id(p.job.has_value() ? p.job->job_id() : std::string());
+
+      RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kAdapters),
+                                        keys::Adapter(tenant, task_id, version), p.adapter_bytes)));
+      for (int64_t v : result.removed_versions) {
+        RETURN_IF_ERROR(AddToBatch(
+            wb.Delete(handle(ColumnFamily::kAdapters), keys::Adapter(tenant, task_id, v))));
+      }
+      RETURN_IF_ERROR(SerializeRecord(rec, &value));
+      RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kTasks), key, value)));
+      if (p.job.has_value()) {
+        JobRecord job = *p.job;
+        job.set_state(adapterd::v1::JOB_STATE_SUCCEEDED);
+        job.set_result_version(version);
+        RETURN_IF_ERROR(SerializeRecord(job, &value));
+        RETURN_IF_ERROR(AddToBatch(
+            wb.Put(handle(ColumnFamily::kJobs), keys::Job(job.tenant(), job.job_id()), value)));
+        st.jobs[keys::Job(job.tenant(), job.job_id())] = job.state();
+        RETURN_IF_ERROR(AddToBatch(
+            wb.Delete(handle(ColumnFamily::kCheckpoints), keys::Checkpoint(job.job_id()))));
+        if (p.event.has_value()) {
+          ASSIGN_OR_RETURN(int64_t seq, NextEventSeqLocked(st, job.job_id()));
+          JobEvent event = *p.event;
+          event.set_seq(seq);
+          RETURN_IF_ERROR(SerializeRecord(event, &value));
+          RETURN_IF_ERROR(AddToBatch(
+              wb.Put(handle(ColumnFamily::kJobEvents), keys::JobEvent(job.job_id(), seq), value)));
+          st.events.push_back(CommittedEvent{job.job_id(), std::move(event)});
+          result.event_seq = seq;
+        }
+      }
+      st.tasks[key] = std::move(rec);
+      st.promotions.push_back(std::move(result));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Database::Commit(Batch& batch) {
+  RETURN_IF_ERROR(CheckOpen());
+  if (batch.committed_) return absl::FailedPreconditionError("the batch was already committed");
+  if (batch.ops_.empty()) {
+    batch.committed_ = true;
+    return absl::OkStatus();
+  }
+  rocksdb::WriteBatch wb;
+  if (!batch.needs_lock_) {
+    // Blind writes of checkpoints, dataset chunks and queue removals read
+    // nothing and race with nothing, so they do not wait for the commit lock.
+    for (const Batch::Op& op : batch.ops_) RETURN_IF_ERROR(AddRawOp(op, wb).status());
+    RETURN_IF_ERROR(Write(&wb));
+    batch.committed_ = true;
+    return absl::OkStatus();
+  }
+  absl::MutexLock lock(&commit_mu_);
+  CommitState st;
+  st.queue_seq = queue_seq_;
+  RETURN_IF_ERROR(Resolve(batch, st, wb));
+  RETURN_IF_ERROR(Write(&wb));
+  for (const auto& [job_id, seq] : st.event_seqs) last_event_seq_[job_id] = seq;
+  queue_seq_ = st.queue_seq;
+  batch.committed_events_ = std::move(st.events);
+  batch.committed_queue_entries_ = std::move(st.queue_entries);
+  batch.committed_promotions_ = std::move(st.promotions);
+  batch.committed_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PromotionResult> Database::PromoteAdapterVersion(Promotion promotion) {
+  Batch batch;
+  RETURN_IF_ERROR(batch.Promote(std::move(promotion)));
+  RETURN_IF_ERROR(Commit(batch));
+  return batch.committed_promotions().front();
+}
+
+}  // namespace adapterd::storage

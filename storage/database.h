@@ -1,0 +1,224 @@
+// adapterd's durable state: one RocksDB database with a column family per
+// record kind (DESIGN.md section 3; key layout in storage/keys.h).
+//
+//   auto db = storage::Database::Open({.path = "/var/lib/adapterd/db"});
+//   ASSIGN_OR_RETURN(TaskRecord t, (*db)->tasks().Get("acme", "sentiment"));
+//
+// Storage knows bytes and protos (proto/adapterd/v1/records.proto), never
+// tensors.
+//
+// Durability: with Options::sync_writes (the default) every write, and so
+// every state change, is in the synced WAL when the call returns. Multi-record
+// changes go through Commit(Batch) or PromoteAdapterVersion and are atomic:
+// after a crash either all of a batch is visible or none of it.
+//
+// Thread safety: Database and its stores are thread-safe; reads see committed
+// data. Commits that read stored state first or touch jobs (task puts and
+// deletes, promotions, job creates/puts/updates, event and queue sequencing)
+// are serialised by one commit lock; blind writes of checkpoints and dataset
+// chunks are not. Close() and the destructor must not race with other calls.
+//
+// Ownership: the stores returned by tasks(), adapters(), ... are owned by the
+// Database and live as long as it does.
+//
+// Errors (rocksdb::Status is mapped in one place, storage/rocks_status.h):
+//   INVALID_ARGUMENT     empty ids, ids with '/', malformed records;
+//   NOT_FOUND            a missing record, or a missing database with
+//                        create_if_missing = false;
+//   ALREADY_EXISTS       creating a job id or request id that exists;
+//   FAILED_PRECONDITION  the database is locked by another process; its schema
+//                        is newer than this build; a task has no ready version;
+//                        a compare-and-set found another job state or version;
+//                        the database is closed;
+//   DATA_LOSS            a corrupt record (names the column family and key);
+//   RESOURCE_EXHAUSTED   disk full;
+//   UNAVAILABLE          RocksDB busy / shutting down;
+//   INTERNAL             other I/O errors.
+#ifndef ADAPTERD_STORAGE_DATABASE_H_
+#define ADAPTERD_STORAGE_DATABASE_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "google/protobuf/message_lite.h"
+#include "proto/adapterd/v1/records.pb.h"
+#include "storage/adapter_store.h"
+#include "storage/batch.h"
+#include "storage/checkpoint_store.h"
+#include "storage/dataset_store.h"
+#include "storage/job_store.h"
+#include "storage/task_store.h"
+
+namespace rocksdb {
+class ColumnFamilyHandle;
+class DB;
+class Env;
+class Snapshot;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace adapterd::storage {
+
+// The schema version this build writes and reads. A database with a newer
+// version is refused (FAILED_PRECONDITION).
+inline constexpr int64_t kSchemaVersion = 1;
+
+class Database {
+ public:
+  struct Options {
+    // Directory of the database. Required.
+    std::string path;
+    // Create the database (and missing parent directories) if it does not
+    // exist; otherwise a missing database is NOT_FOUND.
+    bool create_if_missing = true;
+    // Sync the WAL on every write (fsync before returning). Turn off only for
+    // tests and benchmarks: a crash may then lose the last writes (never half
+    // of a batch).
+    bool sync_writes = true;
+    // Values of at least this many bytes in the adapters, checkpoints and
+    // datasets column families go to blob files (RocksDB's integrated BlobDB).
+    uint64_t min_blob_size = 4096;
+    // Memtable size per column family; 0 = RocksDB's default (64 MiB). Small
+    // values make tests exercise flushes and blob files.
+    size_t write_buffer_size = 0;
+    // RocksDB environment (e.g. a fault-injecting file system in tests);
+    // null = the default POSIX environment. Kept alive by the Database.
+    std::shared_ptr<rocksdb::Env> env;
+  };
+
+  // Opens (or creates) the database: creates missing column families, writes
+  // the schema version on creation and refuses a newer one. Fails with
+  // FAILED_PRECONDITION "database '<path>' is locked by another process (lock
+  // file <path>/LOCK)..." when another process (or another Database in this
+  // process) has it open.
+  static absl::StatusOr<std::unique_ptr<Database>> Open(const Options& options);
+
+  // Closes the database if Close() was not called.
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  // Syncs the WAL, releases the column families and the LOCK file. Later
+  // calls on this object return FAILED_PRECONDITION. Idempotent.
+  absl::Status Close();
+  bool is_open() const { return db_ != nullptr; }
+
+  const std::string& path() const { return path_; }
+  // The schema version found (or written) at Open.
+  int64_t schema_version() const { return schema_version_; }
+
+  TaskStore& tasks() { return *tasks_; }
+  AdapterStore& adapters() { return *adapters_; }
+  JobStore& jobs() { return *jobs_; }
+  DatasetStore& datasets() { return *datasets_; }
+  CheckpointStore& checkpoints() { return *checkpoints_; }
+
+  // Commits every change of `batch` atomically (one WriteBatch, synced WAL
+  // when sync_writes). On success the batch's committed_*() results are set;
+  // on error nothing was written. FAILED_PRECONDITION if the batch was already
+  // committed.
+  absl::Status Commit(Batch& batch);
+
+  // One Promotion in its own batch (see storage/batch.h).
+  absl::StatusOr<PromotionResult> PromoteAdapterVersion(Promotion promotion);
+
+  // Flushes every memtable to SST and blob files. Not needed for durability
+  // (the WAL is); useful before backups and in tests.
+  absl::Status Flush();
+
+ private:
+  friend class TaskStore;
+  friend class AdapterStore;
+  friend class JobStore;
+  friend class DatasetStore;
+  friend class CheckpointStore;
+
+  // Per-Commit state of the resolved operations (defined in database.cc).
+  struct CommitState;
+  // Called with the (key, value) of each entry in order; return false to stop.
+  using ScanFn = std::function<absl::StatusOr<bool>(std::string_view key, std::string_view value)>;
+
+  Database();
+
+  absl::Status CheckOpen() const;
+  rocksdb::ColumnFamilyHandle* handle(ColumnFamily cf) const {
+    return handles_[static_cast<int>(cf)];
+  }
+  // nullopt when the key does not exist.
+  absl::StatusOr<std::optional<std::string>> ReadValue(
+      ColumnFamily cf, const std::string& key, const rocksdb::Snapshot* snapshot = nullptr) const;
+  // false when the key does not exist; DATA_LOSS when the value does not parse.
+  absl::StatusOr<bool> ReadRecord(ColumnFamily cf, const std::string& key,
+                                  google::protobuf::MessageLite* out,
+                                  const rocksdb::Snapshot* snapshot = nullptr) const;
+  // Visits keys in [begin, end) ("" end = to the end of the column family).
+  absl::Status Scan(ColumnFamily cf, const std::string& begin, const std::string& end,
+                    const ScanFn& fn, const rocksdb::Snapshot* snapshot = nullptr) const;
+  // The last key in [begin, end), or nullopt.
+  absl::StatusOr<std::optional<std::string>> LastKey(ColumnFamily cf, const std::string& begin,
+                                                     const std::string& end) const;
+  // One page of the entries under `prefix` (paging as TaskStore::List):
+  // `take` returns whether an entry goes on the page. Returns the next page
+  // token ("" at the end). Scans a bounded number of entries, so a filtered
+  // page may be short.
+  absl::StatusOr<std::string> ListPage(ColumnFamily cf, const std::string& prefix,
+                                       std::string_view page_token, int page_size,
+                                       const ScanFn& take) const;
+  absl::Status Write(rocksdb::WriteBatch* batch);
+
+  absl::Status InitSchema();
+  absl::Status LoadQueueSeq();
+  // Adds a RawPut/RawDelete/RawDeleteRange to `wb`; false for other ops.
+  absl::StatusOr<bool> AddRawOp(const Batch::Op& op, rocksdb::WriteBatch& wb) const;
+  absl::Status Resolve(Batch& batch, CommitState& st, rocksdb::WriteBatch& wb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::StatusOr<std::optional<adapterd::v1::TaskRecord>> LoadTaskLocked(CommitState& st,
+                                                                         const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // OK if the job at `key` (as this commit leaves it so far) is in `expected`.
+  absl::Status CheckJobStateLocked(CommitState& st, const std::string& key,
+                                   adapterd::v1::JobState expected)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::StatusOr<int64_t> NextEventSeqLocked(CommitState& st, const std::string& job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+
+  std::string path_;
+  bool sync_writes_ = true;
+  int64_t schema_version_ = 0;
+  std::shared_ptr<rocksdb::Env> env_;  // outlives db_
+  std::unique_ptr<rocksdb::DB> db_;
+  // handles_[cf] for our column families; extra_handles_ for families this
+  // build does not know (opened because RocksDB requires all of them).
+  std::array<rocksdb::ColumnFamilyHandle*, kNumColumnFamilies> handles_{};
+  std::vector<rocksdb::ColumnFamilyHandle*> extra_handles_;
+
+  // Serialises the commits that read stored state before writing (see the
+  // header comment), and guards the sequence counters below.
+  absl::Mutex commit_mu_;
+  // Last committed queue seq.
+  int64_t queue_seq_ ABSL_GUARDED_BY(commit_mu_) = 0;
+  // Last committed event seq per job, loaded lazily from job_events (one
+  // entry per job that got an event from this process).
+  absl::flat_hash_map<std::string, int64_t> last_event_seq_ ABSL_GUARDED_BY(commit_mu_);
+
+  std::unique_ptr<TaskStore> tasks_;
+  std::unique_ptr<AdapterStore> adapters_;
+  std::unique_ptr<JobStore> jobs_;
+  std::unique_ptr<DatasetStore> datasets_;
+  std::unique_ptr<CheckpointStore> checkpoints_;
+};
+
+}  // namespace adapterd::storage
+
+#endif  // ADAPTERD_STORAGE_DATABASE_H_

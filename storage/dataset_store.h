@@ -1,0 +1,78 @@
+// DatasetStore: the `datasets` column family. A dataset is a DatasetRecord
+// (metadata, key "m/tenant/dataset_id") and DatasetChunks 0..num_chunks-1
+// (keys "c/tenant/dataset_id/<index>"), in blob files when large.
+//
+// Upload protocol: PutChunk for each chunk as it streams in, then PutRecord,
+// which makes the dataset visible. Or Put(record, chunks) in one atomic write.
+// Chunks of an abandoned upload are invisible (no record) and are removed by
+// Delete.
+//
+// Thread safety: thread-safe. Ownership: owned by its Database; get it with
+// Database::datasets(). Errors: see storage/database.h.
+#ifndef ADAPTERD_STORAGE_DATASET_STORE_H_
+#define ADAPTERD_STORAGE_DATASET_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/adapterd/v1/records.pb.h"
+
+namespace adapterd::storage {
+
+class Database;
+
+class DatasetStore {
+ public:
+  explicit DatasetStore(Database* db) : db_(db) {}
+
+  // Writes chunk `index` (>= 0) of a dataset being uploaded.
+  absl::Status PutChunk(std::string_view tenant, std::string_view dataset_id, int64_t index,
+                        const adapterd::v1::DatasetChunk& chunk);
+  // Writes the metadata, making the dataset visible. Chunks
+  // 0..record.num_chunks()-1 must have been written (ForEachChunk checks).
+  absl::Status PutRecord(const adapterd::v1::DatasetRecord& record);
+  // Writes the metadata and all chunks atomically. INVALID_ARGUMENT unless
+  // record.num_chunks() == chunks.size().
+  absl::Status Put(const adapterd::v1::DatasetRecord& record,
+                   const std::vector<adapterd::v1::DatasetChunk>& chunks);
+
+  // NOT_FOUND "dataset 'tenant/id' not found".
+  absl::StatusOr<adapterd::v1::DatasetRecord> Get(std::string_view tenant,
+                                                  std::string_view dataset_id) const;
+  // NOT_FOUND if the chunk does not exist.
+  absl::StatusOr<adapterd::v1::DatasetChunk> GetChunk(std::string_view tenant,
+                                                      std::string_view dataset_id,
+                                                      int64_t index) const;
+  // Calls fn(index, chunk) for chunks 0..num_chunks-1 in order, reading them
+  // one at a time from one snapshot; stops at fn's first error and returns it.
+  // NOT_FOUND if the dataset does not exist; DATA_LOSS if a chunk is missing
+  // or unexpected, or the count differs from the record's num_chunks.
+  absl::Status ForEachChunk(
+      std::string_view tenant, std::string_view dataset_id,
+      const std::function<absl::Status(int64_t index, const adapterd::v1::DatasetChunk& chunk)>& fn)
+      const;
+
+  struct Page {
+    std::vector<adapterd::v1::DatasetRecord> datasets;
+    std::string next_page_token;  // "" when there are no more
+  };
+  // A tenant's datasets in dataset_id order (paging as TaskStore::List).
+  absl::StatusOr<Page> List(std::string_view tenant, int page_size,
+                            std::string_view page_token) const;
+
+  // Deletes the record and every chunk atomically. NOT_FOUND if there was no
+  // record (chunks of an abandoned upload are removed all the same).
+  absl::Status Delete(std::string_view tenant, std::string_view dataset_id);
+
+ private:
+  Database* db_;
+};
+
+}  // namespace adapterd::storage
+
+#endif  // ADAPTERD_STORAGE_DATASET_STORE_H_

@@ -1,0 +1,34 @@
+// The one place where rocksdb::Status becomes absl::Status (DESIGN.md section 8).
+//
+// Thread safety: pure function.
+#ifndef ADAPTERD_STORAGE_ROCKS_STATUS_H_
+#define ADAPTERD_STORAGE_ROCKS_STATUS_H_
+
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "rocksdb/status.h"
+
+namespace adapterd::storage {
+
+// Maps a RocksDB status to an absl::Status whose message is
+// "<context>: <rocksdb message>":
+//   OK                              -> OK
+//   NotFound                        -> NOT_FOUND
+//   Corruption                      -> DATA_LOSS
+//   IOError(NoSpace)                -> RESOURCE_EXHAUSTED ("disk full")
+//   IOError on the LOCK file        -> FAILED_PRECONDITION ("locked by another process")
+//   Busy, TryAgain, TimedOut,
+//   ShutdownInProgress              -> UNAVAILABLE
+//   InvalidArgument                 -> INVALID_ARGUMENT
+//   Aborted                         -> ABORTED
+//   anything else (other IOErrors, NotSupported, Incomplete, ...) -> INTERNAL
+absl::Status FromRocks(const rocksdb::Status& s, std::string_view context);
+
+// True for the IOError RocksDB returns when the database's LOCK file is held
+// (by another process, or by another open handle in this process).
+bool IsLockError(const rocksdb::Status& s);
+
+}  // namespace adapterd::storage
+
+#endif  // ADAPTERD_STORAGE_ROCKS_STATUS_H_

@@ -1,0 +1,313 @@
+// Database: open/close, schema version, locking, error mapping, corruption
+// and disk-full handling.
+#include "storage/database.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "common/testing/status_matchers.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
+#include "storage/keys.h"
+#include "storage/rocks_status.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace adapterd::storage {
+namespace {
+
+using ::adapterd::storage::testing::Child;
+using ::adapterd::storage::testing::RawPut;
+using ::adapterd::storage::testing::TempDir;
+using ::adapterd::testing::StatusIs;
+using adapterd::v1::JobRecord;
+using adapterd::v1::TaskRecord;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+Database::Options At(const std::string& path) {
+  Database::Options o;
+  o.path = path;
+  return o;
+}
+
+JobRecord Job(const std::string& tenant, const std::string& id) {
+  JobRecord j;
+  j.set_tenant(tenant);
+  j.set_job_id(id);
+  j.set_task_id("task");
+  j.set_state(adapterd::v1::JOB_STATE_QUEUED);
+  return j;
+}
+
+TEST(Database, OpenCreatesEveryColumnFamilyAndSchemaVersion) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
+    EXPECT_EQ(db->schema_version(), kSchemaVersion);
+    EXPECT_TRUE(db->is_open());
+    ASSERT_OK(db->Close());
+    EXPECT_FALSE(db->is_open());
+    ASSERT_OK(db->Close());  // idempotent
+  }
+  for (int i = 0; i < kNumColumnFamilies; ++i) {
+    EXPECT_OK(testing::RawKeys(path, ColumnFamilyName(static_cast<ColumnFamily>(i)), ""));
+  }
+  ASSERT_OK_AND_ASSIGN(auto meta, testing::RawKeys(path, "meta", ""));
+  EXPECT_THAT(meta, ::testing::Contains(std::string(keys::kSchemaVersion)));
+}
+
+TEST(Database, ReopenAfterCloseKeepsRecords) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
+    TaskRecord t;
+    t.set_tenant("acme");
+    t.set_task_id("sentiment");
+    t.add_labels("neg");
+    t.add_labels("pos");
+    ASSERT_OK(db->tasks().Put(t));
+    ASSERT_OK(db->jobs().Create(Job("acme", "j1")));
+  }  // destructor closes
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
+  ASSERT_OK_AND_ASSIGN(TaskRecord t, db->tasks().Get("acme", "sentiment"));
+  EXPECT_EQ(t.labels_size(), 2);
+  EXPECT_OK(db->jobs().Get("acme", "j1"));
+}
+
+TEST(Database, CreatesMissingParentDirectories) {
+  TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("a/b/db"))));
+  EXPECT_OK(db->Close());
+}
+
+TEST(Database, MissingDatabaseIsNotFoundWithoutCreateIfMissing) {
+  TempDir dir;
+  Database::Options o = At(dir.Sub("nope"));
+  o.create_if_missing = false;
+  EXPECT_THAT(Database::Open(o), StatusIs(absl::StatusCode::kNotFound, HasSubstr(dir.Sub("nope"))));
+  EXPECT_THAT(Database::Open(At("")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("path")));
+}
+
+TEST(Database, CallsAfterCloseAreFailedPrecondition) {
+  TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
+  ASSERT_OK(db->Close());
+  EXPECT_THAT(db->tasks().Get("a", "b"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
+  EXPECT_THAT(db->jobs().Create(Job("a", "j")),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
+}
+
+TEST(Database, SecondOpenInSameProcessIsLockedError) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  ASSERT_OK_AND_ASSIGN(auto first, Database::Open(At(path)));
+  EXPECT_THAT(Database::Open(At(path)), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                                 AllOf(HasSubstr("is locked by another process"),
+                                                       HasSubstr("lock file " + path + "/LOCK"))));
+  ASSERT_OK(first->Close());
+  EXPECT_OK(Database::Open(At(path)));
+}
+
+TEST(Database, OpenWhileAnotherProcessHoldsItIsLockedError) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  ASSERT_OK_AND_ASSIGN(Child child, Child::Start({"hold", path}, dir.Sub("child.err")));
+  ASSERT_OK(child.WaitReady(10000));
+  EXPECT_THAT(Database::Open(At(path)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("database '" + path + "' is locked by another process"),
+                             HasSubstr(path + "/LOCK"))));
+  child.KillAndWait();  // the kernel drops the dead process's lock
+  EXPECT_OK(Database::Open(At(path)));
+}
+
+TEST(Database, NewerSchemaVersionIsRefused) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  { ASSERT_OK(Database::Open(At(path)).status()); }
+  ASSERT_OK(RawPut(path, "meta", keys::kSchemaVersion, "2"));
+  EXPECT_THAT(Database::Open(At(path)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("schema version 2"), HasSubstr("supports (1)"))));
+  // The refused open released the database.
+  ASSERT_OK(RawPut(path, "meta", keys::kSchemaVersion, "1"));
+  EXPECT_OK(Database::Open(At(path)));
+}
+
+TEST(Database, GarbledSchemaVersionIsDataLoss) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  { ASSERT_OK(Database::Open(At(path)).status()); }
+  ASSERT_OK(RawPut(path, "meta", keys::kSchemaVersion, "one"));
+  EXPECT_THAT(Database::Open(At(path)),
+              StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr("meta"), HasSubstr("one"))));
+}
+
+TEST(Database, UnknownColumnFamilyOfSameSchemaStillOpens) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  { ASSERT_OK(Database::Open(At(path)).status()); }
+  ASSERT_OK(RawPut(path, "from_the_future", "k", "v"));
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
+  EXPECT_OK(db->Close());
+}
+
+TEST(Database, CorruptRecordIsDataLossNamingFamilyAndKey) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
+    ASSERT_OK(db->jobs().Create(Job("acme", "good")));
+  }
+  const std::string garbage("\xff\xff\xff\xff\x0f", 5);
+  ASSERT_OK(RawPut(path, "jobs", "acme/j1", garbage));
+  ASSERT_OK(RawPut(path, "tasks", "acme/broken", garbage));
+  ASSERT_OK(RawPut(path, "job_events", "j1/00000000000000000001", garbage));
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
+  EXPECT_THAT(db->jobs().Get("acme", "j1"),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr("column family 'jobs'"), HasSubstr("key 'acme/j1'"),
+                             HasSubstr("adapterd.v1.JobRecord"))));
+  EXPECT_THAT(db->tasks().Get("acme", "broken"),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("acme/broken")));
+  EXPECT_THAT(db->tasks().List("acme", 10, ""),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("acme/broken")));
+  EXPECT_THAT(db->jobs().ReadEvents("j1", 1),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("j1/00000000000000000001")));
+  // Good records next to the bad ones still read.
+  EXPECT_OK(db->jobs().Get("acme", "good"));
+}
+
+TEST(Database, RecordStoredUnderWrongKeyIsDataLoss) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  { ASSERT_OK(Database::Open(At(path)).status()); }
+  ASSERT_OK(RawPut(path, "jobs", "acme/j2", Job("other", "j9").SerializeAsString()));
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
+  EXPECT_THAT(db->jobs().Get("acme", "j2"),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("other/j9")));
+}
+
+TEST(FromRocks, MapsEveryKindToItsCode) {
+  struct Case {
+    rocksdb::Status in;
+    absl::StatusCode code;
+  };
+  const Case cases[] = {
+      {rocksdb::Status::NotFound("x"), absl::StatusCode::kNotFound},
+      {rocksdb::Status::Corruption("block checksum mismatch"), absl::StatusCode::kDataLoss},
+      {rocksdb::Status::NoSpace("write"), absl::StatusCode::kResourceExhausted},
+      {rocksdb::Status::IOError("While lock file", "/db/LOCK: Resource temporarily unavailable"),
+       absl::StatusCode::kFailedPrecondition},
+      {rocksdb::Status::Busy(), absl::StatusCode::kUnavailable},
+      {rocksdb::Status::TryAgain(), absl::StatusCode::kUnavailable},
+      {rocksdb::Status::TimedOut(), absl::StatusCode::kUnavailable},
+      {rocksdb::Status::ShutdownInProgress(), absl::StatusCode::kUnavailable},
+      {rocksdb::Status::InvalidArgument("bad"), absl::StatusCode::kInvalidArgument},
+      {rocksdb::Status::IOError("read block"), absl::StatusCode::kInternal},
+      {rocksdb::Status::NotSupported(), absl::StatusCode::kInternal},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = FromRocks(c.in, "ctx");
+    EXPECT_EQ(s.code(), c.code) << c.in.ToString();
+    EXPECT_THAT(std::string(s.message()), HasSubstr("ctx: ")) << c.in.ToString();
+  }
+  EXPECT_OK(FromRocks(rocksdb::Status::OK(), "ctx"));
+  EXPECT_THAT(FromRocks(rocksdb::Status::NoSpace(), "write"),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("disk full")));
+}
+
+// A file system that fails every write with ENOSPC while `full` is set.
+class FullDiskFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  explicit FullDiskFileSystem(std::shared_ptr<rocksdb::FileSystem> base)
+      : FileSystemWrapper(std::move(base)) {}
+  const char* Name() const override { return "FullDiskFileSystem"; }
+
+  std::atomic<bool> full{false};
+
+  rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& opts,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* r,
+                                    rocksdb::IODebugContext* dbg) override {
+    if (full) return rocksdb::IOStatus::NoSpace("simulated full disk", f);
+    rocksdb::IOStatus s = target()->NewWritableFile(f, opts, r, dbg);
+    if (s.ok()) *r = std::make_unique<File>(std::move(*r), &full);
+    return s;
+  }
+
+ private:
+  class File : public rocksdb::FSWritableFileOwnerWrapper {
+   public:
+    File(std::unique_ptr<rocksdb::FSWritableFile> f, std::atomic<bool>* full)
+        : FSWritableFileOwnerWrapper(std::move(f)), full_(full) {}
+    rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
+                             rocksdb::IODebugContext* dbg) override {
+      if (*full_) return rocksdb::IOStatus::NoSpace("simulated full disk");
+      return FSWritableFileOwnerWrapper::Append(data, o, dbg);
+    }
+    rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
+                             const rocksdb::DataVerificationInfo& v,
+                             rocksdb::IODebugContext* dbg) override {
+      if (*full_) return rocksdb::IOStatus::NoSpace("simulated full disk");
+      return FSWritableFileOwnerWrapper::Append(data, o, v, dbg);
+    }
+
+   private:
+    std::atomic<bool>* full_;
+  };
+};
+
+TEST(Database, FullDiskIsResourceExhaustedAndLosesNothingCommitted) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  auto fs = std::make_shared<FullDiskFileSystem>(rocksdb::FileSystem::Default());
+  std::shared_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+  {
+    Database::Options o = At(path);
+    o.env = env;
+    ASSERT_OK_AND_ASSIGN(auto db, Database::Open(o));
+    ASSERT_OK(db->jobs().Create(Job("acme", "before")));
+    fs->full = true;
+    EXPECT_THAT(db->jobs().Create(Job("acme", "during")),
+                StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("disk full")));
+    fs->full = false;
+    db->Close().IgnoreError();  // may report the background error
+  }
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
+  EXPECT_OK(db->jobs().Get("acme", "before"));
+  EXPECT_THAT(db->jobs().Get("acme", "during"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("during")));
+}
+
+TEST(Keys, PaddedNumbersSortNumerically) {
+  EXPECT_EQ(keys::PaddedNumber(42), "00000000000000000042");
+  EXPECT_LT(keys::Adapter("t", "x", 9), keys::Adapter("t", "x", 10));
+  EXPECT_EQ(keys::ParsePaddedNumber(keys::PaddedNumber(1234567890123)), 1234567890123);
+  EXPECT_FALSE(keys::ParsePaddedNumber("12").has_value());
+  EXPECT_FALSE(keys::ParsePaddedNumber("0000000000000000001x").has_value());
+  EXPECT_FALSE(keys::ParsePaddedNumber("99999999999999999999").has_value());
+  EXPECT_EQ(keys::PrefixEnd("a/b/"), "a/b0");
+}
+
+TEST(Keys, IdsMustBeNonEmptyShortAndSlashFree) {
+  EXPECT_OK(ValidateId("task_id", "sentiment-v2_x.y"));
+  EXPECT_THAT(ValidateId("task_id", ""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("task_id must not be empty")));
+  EXPECT_THAT(ValidateId("tenant", "a/b"), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                    AllOf(HasSubstr("tenant"), HasSubstr("'/'"))));
+  EXPECT_THAT(ValidateId("job_id", std::string("a\0b", 3)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("job_id")));
+  EXPECT_THAT(ValidateId("job_id", std::string(kMaxIdBytes + 1, 'x')),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("limit")));
+}
+
+}  // namespace
+}  // namespace adapterd::storage

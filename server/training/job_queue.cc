@@ -1,0 +1,537 @@
+#include "server/training/job_queue.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <chrono>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+
+namespace adapterd::training {
+namespace {
+
+using v1::JobState;
+
+// Canonical bytes of what a request asks for, for idempotency checks.
+std::string RequestFingerprint(const JobRequest& r) {
+  v1::JobRecord canonical;
+  canonical.set_task_id(r.task_id);
+  for (const std::string& d : r.dataset_ids) canonical.add_dataset_ids(d);
+  canonical.set_validation_dataset_id(r.validation_dataset_id);
+  *canonical.mutable_hyperparameters() = r.hyperparameters;
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream out(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&out);
+    coded.SetSerializationDeterministic(true);
+    canonical.SerializeToCodedStream(&coded);
+  }
+  return Sha256Hex(bytes);
+}
+
+std::string NewJobId() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return absl::StrFormat("job-%016x", rng());
+}
+
+v1::JobEvent StateEvent(JobState from, JobState to, const std::string& reason, int64_t now) {
+  v1::JobEvent e;
+  e.set_time_micros(now);
+  auto* sc = e.mutable_state_change();
+  sc->set_from(from);
+  sc->set_to(to);
+  sc->set_reason(reason);
+  return e;
+}
+
+}  // namespace
+
+bool IsTerminal(JobState s) {
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
+}
+
+std::string JobStateName(JobState s) {
+  std::string name = v1::JobState_Name(s);
+  return name.starts_with("JOB_STATE_") ? name.substr(10) : name;
+}
+
+absl::Status CheckTransition(JobState from, JobState to) {
+  bool ok = false;
+  switch (from) {
+    case v1::JOB_STATE_VALIDATING:
+      ok = to == v1::JOB_STATE_QUEUED || to == v1::JOB_STATE_FAILED || to == v1::JOB_STATE_CANCELLED;
+      break;
+    case v1::JOB_STATE_QUEUED:
+      ok = to == v1::JOB_STATE_RUNNING || to == v1::JOB_STATE_CANCELLED;
+      break;
+    case v1::JOB_STATE_RUNNING:
+      ok = to == v1::JOB_STATE_SUCCEEDED || to == v1::JOB_STATE_FAILED || to == v1::JOB_STATE_CANCELLING ||
+           to == v1::JOB_STATE_CANCELLED;
+      break;
+    case v1::JOB_STATE_CANCELLING:
+      ok = to == v1::JOB_STATE_CANCELLED || to == v1::JOB_STATE_FAILED;
+      break;
+    default:
+      ok = false;  // terminal or unspecified
+  }
+  if (ok) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("job is ", JobStateName(from), "; it cannot become ",
+                                                    JobStateName(to)));
+}
+
+absl::StatusOr<std::unique_ptr<JobQueue>> JobQueue::Create(Options options) {
+  if (options.db == nullptr) return absl::InvalidArgumentError("JobQueue needs a database");
+  if (!options.validator) return absl::InvalidArgumentError("JobQueue needs a validator");
+  auto queue = std::unique_ptr<JobQueue>(new JobQueue(std::move(options)));
+  RETURN_IF_ERROR(queue->Recover());
+  return queue;
+}
+
+int64_t JobQueue::Now() const {
+  if (options_.now_micros) return options_.now_micros();
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void JobQueue::NotifyEvents() const {
+  absl::MutexLock l(&events_mu_);
+  ++event_generation_;
+}
+
+absl::Status JobQueue::Recover() {
+  storage::JobStore& jobs = options_.db->jobs();
+  // Every unfinished job, page by page.
+  std::vector<v1::JobRecord> unfinished;
+  storage::JobStore::ListOptions list;
+  list.states = {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING,
+                 v1::JOB_STATE_CANCELLING};
+  do {
+    ASSIGN_OR_RETURN(storage::JobStore::Page page, jobs.List(list));
+    unfinished.insert(unfinished.end(), page.jobs.begin(), page.jobs.end());
+    list.page_token = page.next_page_token;
+  } while (!list.page_token.empty());
+
+  std::vector<v1::JobRecord> running, validating;
+  std::set<std::string> queued;
+  for (v1::JobRecord& job : unfinished) {
+    switch (job.state()) {
+      case v1::JOB_STATE_RUNNING: running.push_back(job); break;
+      case v1::JOB_STATE_VALIDATING: validating.push_back(job); break;
+      case v1::JOB_STATE_QUEUED: queued.insert(job.job_id()); break;
+      case v1::JOB_STATE_CANCELLING:
+        RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, "cancelled while the server was stopped"));
+        break;
+      default: break;
+    }
+  }
+  std::sort(running.begin(), running.end(), [](const auto& a, const auto& b) {
+    return a.started_at_micros() < b.started_at_micros();
+  });
+  ASSIGN_OR_RETURN(std::vector<v1::QueueEntry> entries, jobs.ListQueue());
+  {
+    absl::MutexLock l(&mu_);
+    for (v1::JobRecord& job : running) resume_.push_back(std::move(job));
+    for (const v1::QueueEntry& e : entries) {
+      if (!queued.erase(e.job_id())) continue;  // stale entry: the job moved on
+      scheduler_.Push(e.tenant(), e.job_id());
+      queue_seq_[e.job_id()] = e.seq();
+    }
+  }
+  // QUEUED jobs without a queue entry cannot arise from our batches; requeue
+  // them rather than strand them.
+  for (const std::string& job_id : queued) {
+    for (const v1::JobRecord& job : unfinished) {
+      if (job.job_id() != job_id) continue;
+      storage::Batch b;
+      RETURN_IF_ERROR(b.Enqueue(job.tenant(), job.job_id(), Now()));
+      RETURN_IF_ERROR(options_.db->Commit(b));
+      absl::MutexLock l(&mu_);
+      scheduler_.Push(job.tenant(), job.job_id());
+      queue_seq_[job.job_id()] = b.committed_queue_entries()[0].seq();
+    }
+  }
+  for (v1::JobRecord& job : validating) {
+    {
+      absl::MutexLock l(&mu_);
+      ++validating_[job.tenant()];
+    }
+    (void)ValidateAndEnqueue(std::move(job));  // a rejection is recorded as FAILED
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobQueue::Transition(v1::JobRecord& job, JobState to, const std::string& reason,
+                                  const std::function<absl::Status(storage::Batch&)>& extra,
+                                  int64_t* enqueued_seq) {
+  absl::MutexLock t(&transition_mu_);
+  ASSIGN_OR_RETURN(v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
+  if (stored.state() != job.state()) {
+    return absl::FailedPreconditionError(absl::StrCat("job '", job.job_id(), "' is now ",
+                                                      JobStateName(stored.state()), ", not ",
+                                                      JobStateName(job.state())));
+  }
+  RETURN_IF_ERROR(CheckTransition(stored.state(), to));
+  v1::JobRecord next = job;
+  // Progress is written by RecordEvent on the stored record; keep its latest.
+  *next.mutable_progress() = stored.progress();
+  if (stored.has_best_metrics()) *next.mutable_best_metrics() = stored.best_metrics();
+  const int64_t now = Now();
+  next.set_state(to);
+  next.set_updated_at_micros(now);
+  if (to == v1::JOB_STATE_RUNNING && next.started_at_micros() == 0) next.set_started_at_micros(now);
+  if (IsTerminal(to)) next.set_finished_at_micros(now);
+  storage::Batch batch;
+  RETURN_IF_ERROR(batch.PutJob(next));
+  RETURN_IF_ERROR(batch.AppendEvent(next.job_id(), StateEvent(job.state(), to, reason, now)));
+  if (extra) RETURN_IF_ERROR(extra(batch));
+  RETURN_IF_ERROR(options_.db->Commit(batch));
+  if (enqueued_seq != nullptr && !batch.committed_queue_entries().empty()) {
+    *enqueued_seq = batch.committed_queue_entries().back().seq();
+  }
+  job = std::move(next);
+  NotifyEvents();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::JobRecord> JobQueue::Submit(const JobRequest& request) {
+  const std::string fingerprint = RequestFingerprint(request);
+  if (!request.request_id.empty()) {
+    absl::StatusOr<v1::JobRecord> existing = options_.db->jobs().FindByRequestId(request.tenant, request.request_id);
+    if (existing.ok()) {
+      if (existing->request_fingerprint() != fingerprint) {
+        return absl::InvalidArgumentError(absl::StrCat("request_id '", request.request_id,
+                                                       "' was already used for a different request (job ",
+                                                       existing->job_id(), ")"));
+      }
+      return *existing;
+    }
+    if (!absl::IsNotFound(existing.status())) return existing.status();
+  }
+  {
+    absl::MutexLock l(&mu_);
+    if (shutdown_) return absl::UnavailableError("the job queue is shutting down");
+    const int tenant_waiting = static_cast<int>(scheduler_.size(request.tenant)) + validating_[request.tenant];
+    if (tenant_waiting >= options_.limits.max_queued_per_tenant) {
+      return absl::ResourceExhaustedError(absl::StrCat("tenant has ", tenant_waiting,
+                                                       " jobs waiting; the limit is ",
+                                                       options_.limits.max_queued_per_tenant));
+    }
+    int total_validating = 0;
+    for (const auto& [t, n] : validating_) total_validating += n;
+    if (static_cast<int>(scheduler_.size()) + total_validating >= options_.limits.max_queued_total) {
+      return absl::ResourceExhaustedError(absl::StrCat("the training queue is full (",
+                                                       options_.limits.max_queued_total, " jobs waiting)"));
+    }
+    ++validating_[request.tenant];  // reserve the slot while validating
+  }
+  v1::JobRecord job;
+  job.set_job_id(NewJobId());
+  job.set_tenant(request.tenant);
+  job.set_task_id(request.task_id);
+  job.set_request_id(request.request_id);
+  job.set_request_fingerprint(fingerprint);
+  job.set_state(v1::JOB_STATE_VALIDATING);
+  *job.mutable_hyperparameters() = request.hyperparameters;
+  for (const std::string& d : request.dataset_ids) job.add_dataset_ids(d);
+  job.set_validation_dataset_id(request.validation_dataset_id);
+  job.set_created_at_micros(Now());
+  job.set_updated_at_micros(job.created_at_micros());
+  storage::Batch create;
+  RETURN_IF_ERROR(create.CreateJob(job));
+  RETURN_IF_ERROR(create.AppendEvent(
+      job.job_id(), StateEvent(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_VALIDATING, "created", job.created_at_micros())));
+  if (absl::Status s = options_.db->Commit(create); !s.ok()) {
+    {
+      absl::MutexLock l(&mu_);
+      --validating_[request.tenant];
+    }
+    if (absl::IsAlreadyExists(s) && !request.request_id.empty()) {
+      // Lost a race with the same request_id: answer as the winner did.
+      ASSIGN_OR_RETURN(v1::JobRecord winner, options_.db->jobs().FindByRequestId(request.tenant, request.request_id));
+      if (winner.request_fingerprint() != fingerprint) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("request_id '", request.request_id, "' was already used for a different request"));
+      }
+      return winner;
+    }
+    return s;
+  }
+  NotifyEvents();
+  return ValidateAndEnqueue(std::move(job));
+}
+
+absl::StatusOr<v1::JobRecord> JobQueue::ValidateAndEnqueue(v1::JobRecord job) {
+  absl::StatusOr<ValidationOutcome> outcome = options_.validator(job);
+  absl::Status result;
+  int64_t seq = 0;
+  if (!outcome.ok()) {
+    job.set_error_message(std::string(outcome.status().message()));
+    job.set_error_code(static_cast<int>(outcome.status().code()));
+    result = Transition(job, v1::JOB_STATE_FAILED, std::string(outcome.status().message()));
+  } else {
+    for (const std::string& l : outcome->labels) job.add_labels(l);
+    job.set_num_train_examples(outcome->num_train_examples);
+    job.set_num_validation_examples(outcome->num_validation_examples);
+    const int64_t now = Now();
+    result = Transition(
+        job, v1::JOB_STATE_QUEUED, "validated",
+        [&](storage::Batch& b) -> absl::Status {
+          for (const std::string& w : outcome->warnings) {
+            v1::JobEvent e;
+            e.set_time_micros(now);
+            e.mutable_warning()->set_message(w);
+            e.mutable_warning()->set_kind("dataset");
+            RETURN_IF_ERROR(b.AppendEvent(job.job_id(), e));
+          }
+          return b.Enqueue(job.tenant(), job.job_id(), now);
+        },
+        &seq);
+  }
+  absl::MutexLock l(&mu_);
+  --validating_[job.tenant()];
+  if (!result.ok()) return result;  // e.g. cancelled while validating
+  if (!outcome.ok()) return outcome.status();
+  scheduler_.Push(job.tenant(), job.job_id());
+  queue_seq_[job.job_id()] = seq;
+  return job;
+}
+
+absl::StatusOr<v1::JobRecord> JobQueue::Get(const std::string& tenant, const std::string& job_id) const {
+  return options_.db->jobs().Get(tenant, job_id);
+}
+
+absl::StatusOr<storage::JobStore::Page> JobQueue::List(const storage::JobStore::ListOptions& options) const {
+  return options_.db->jobs().List(options);
+}
+
+absl::StatusOr<v1::JobRecord> JobQueue::Cancel(const std::string& tenant, const std::string& job_id) {
+  ASSIGN_OR_RETURN(v1::JobRecord job, options_.db->jobs().Get(tenant, job_id));
+  switch (job.state()) {
+    case v1::JOB_STATE_QUEUED: {
+      int64_t seq = 0;
+      {
+        absl::MutexLock l(&mu_);
+        if (!scheduler_.Remove(job.tenant(), job.job_id())) {
+          // The worker took it a moment ago: cancel it as a running job.
+          cancel_requested_.insert(job_id);
+          break;
+        }
+        auto it = queue_seq_.find(job_id);
+        if (it != queue_seq_.end()) {
+          seq = it->second;
+          queue_seq_.erase(it);
+        }
+      }
+      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, "cancelled while queued",
+                                 [&](storage::Batch& b) { return seq > 0 ? b.Dequeue(seq) : absl::OkStatus(); }));
+      return job;
+    }
+    case v1::JOB_STATE_VALIDATING:
+      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, "cancelled while validating"));
+      return job;
+    case v1::JOB_STATE_RUNNING: {
+      {
+        absl::MutexLock l(&mu_);
+        cancel_requested_.insert(job_id);
+      }
+      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLING, "cancel requested"));
+      return job;
+    }
+    case v1::JOB_STATE_CANCELLING:
+      return job;
+    default:
+      return absl::FailedPreconditionError(
+          absl::StrCat("job '", job_id, "' is ", JobStateName(job.state()), " and can no longer be cancelled"));
+  }
+  // QUEUED but already taken by the worker.
+  ASSIGN_OR_RETURN(job, options_.db->jobs().Get(tenant, job_id));
+  if (job.state() == v1::JOB_STATE_RUNNING) {
+    RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLING, "cancel requested"));
+  }
+  return job;
+}
+
+absl::StatusOr<std::vector<v1::JobEvent>> JobQueue::WaitForEvents(const std::string& tenant,
+                                                                  const std::string& job_id, int64_t after_seq,
+                                                                  absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int64_t generation;
+    {
+      absl::MutexLock l(&events_mu_);
+      generation = event_generation_;
+    }
+    ASSIGN_OR_RETURN(v1::JobRecord job, options_.db->jobs().Get(tenant, job_id));  // tenant check
+    ASSIGN_OR_RETURN(std::vector<v1::JobEvent> events, options_.db->jobs().ReadEvents(job_id, after_seq + 1));
+    if (!events.empty() || IsTerminal(job.state()) || absl::Now() >= deadline || shutting_down()) return events;
+    absl::MutexLock l(&events_mu_);
+    auto changed = [this, generation]() ABSL_SHARED_LOCKS_REQUIRED(events_mu_) {
+      return event_generation_ != generation;
+    };
+    events_mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
+  }
+}
+
+std::optional<v1::JobRecord> JobQueue::NextJob(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    std::optional<FairScheduler::Entry> next;
+    int64_t seq = 0;
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return shutdown_ || !resume_.empty() || !scheduler_.empty();
+      };
+      if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) return std::nullopt;
+      if (shutdown_) return std::nullopt;
+      if (!resume_.empty()) {
+        v1::JobRecord job = std::move(resume_.front());
+        resume_.pop_front();
+        running_job_ = job.job_id();
+        return job;
+      }
+      next = scheduler_.Pop();
+      auto it = queue_seq_.find(next->job_id);
+      if (it != queue_seq_.end()) {
+        seq = it->second;
+        queue_seq_.erase(it);
+      }
+      running_job_ = next->job_id;
+    }
+    absl::StatusOr<v1::JobRecord> job = options_.db->jobs().Get(next->tenant, next->job_id);
+    if (job.ok() && job->state() == v1::JOB_STATE_QUEUED &&
+        Transition(*job, v1::JOB_STATE_RUNNING, "started",
+                   [&](storage::Batch& b) { return seq > 0 ? b.Dequeue(seq) : absl::OkStatus(); })
+            .ok()) {
+      return *job;
+    }
+    absl::MutexLock l(&mu_);
+    running_job_.clear();  // vanished or cancelled meanwhile: take the next one
+  }
+}
+
+bool JobQueue::CancelRequested(const std::string& job_id) const {
+  absl::MutexLock l(&mu_);
+  return shutdown_ || cancel_requested_.contains(job_id);
+}
+
+absl::Status JobQueue::RecordEvent(v1::JobRecord& job, const v1::JobEvent& event) {
+  absl::MutexLock t(&transition_mu_);
+  // Update the stored record, not the caller's copy: a cancel may have moved
+  // the job to CANCELLING meanwhile, and that must not be overwritten.
+  ASSIGN_OR_RETURN(v1::JobRecord next, options_.db->jobs().Get(job.tenant(), job.job_id()));
+  next.set_updated_at_micros(Now());
+  if (event.has_epoch_metrics()) {
+    const v1::EpochMetrics& m = event.epoch_metrics();
+    next.mutable_progress()->set_epoch(m.epoch());
+    next.mutable_progress()->set_step(m.step());
+    if (!next.has_best_metrics() || m.val_accuracy() > next.best_metrics().val_accuracy()) {
+      *next.mutable_best_metrics() = m;
+    }
+  }
+  if (event.has_progress()) *next.mutable_progress() = event.progress();
+  storage::Batch b;
+  RETURN_IF_ERROR(b.PutJob(next));
+  RETURN_IF_ERROR(b.AppendEvent(next.job_id(), event));
+  RETURN_IF_ERROR(options_.db->Commit(b));
+  job = std::move(next);
+  NotifyEvents();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<storage::PromotionResult> JobQueue::Complete(v1::JobRecord job, v1::TaskRecord task,
+                                                            std::string adapter_bytes, int keep_versions) {
+  absl::StatusOr<storage::PromotionResult> result;
+  {
+    absl::MutexLock t(&transition_mu_);
+    ASSIGN_OR_RETURN(v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
+    // A cancel that landed during the last step wins: CANCELLING -> SUCCEEDED is illegal.
+    RETURN_IF_ERROR(CheckTransition(stored.state(), v1::JOB_STATE_SUCCEEDED));
+    const int64_t now = Now();
+    storage::Promotion p;
+    p.task = std::move(task);
+    p.adapter_bytes = std::move(adapter_bytes);
+    p.keep_versions = keep_versions;
+    p.event = StateEvent(stored.state(), v1::JOB_STATE_SUCCEEDED, "trained", now);
+    stored.set_state(v1::JOB_STATE_SUCCEEDED);
+    stored.set_updated_at_micros(now);
+    stored.set_finished_at_micros(now);
+    if (job.has_best_metrics()) *stored.mutable_best_metrics() = job.best_metrics();
+    p.job = stored;
+    result = options_.db->PromoteAdapterVersion(std::move(p));
+  }
+  if (!result.ok()) return result.status();
+  {
+    absl::MutexLock l(&mu_);
+    cancel_requested_.erase(job.job_id());
+    running_job_.clear();
+  }
+  NotifyEvents();
+  return result;
+}
+
+absl::Status JobQueue::Fail(v1::JobRecord job, const absl::Status& error) {
+  RETURN_IF_ERROR(RefreshState(job));
+  job.set_error_message(std::string(error.message()));
+  job.set_error_code(static_cast<int>(error.code()));
+  RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_FAILED, std::string(error.message()),
+                             [&](storage::Batch& b) { return b.DeleteCheckpoint(job.job_id()); }));
+  absl::MutexLock l(&mu_);
+  cancel_requested_.erase(job.job_id());
+  running_job_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status JobQueue::FinishCancelled(v1::JobRecord job) {
+  RETURN_IF_ERROR(RefreshState(job));
+  RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, "cancelled",
+                             [&](storage::Batch& b) { return b.DeleteCheckpoint(job.job_id()); }));
+  absl::MutexLock l(&mu_);
+  cancel_requested_.erase(job.job_id());
+  running_job_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status JobQueue::RefreshState(v1::JobRecord& job) const {
+  ASSIGN_OR_RETURN(v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
+  job.set_state(stored.state());
+  return absl::OkStatus();
+}
+
+void JobQueue::Release(const std::string& job_id) {
+  absl::MutexLock l(&mu_);
+  if (running_job_ == job_id) running_job_.clear();
+}
+
+void JobQueue::Shutdown() {
+  {
+    absl::MutexLock l(&mu_);
+    shutdown_ = true;
+  }
+  NotifyEvents();
+}
+
+bool JobQueue::shutting_down() const {
+  absl::MutexLock l(&mu_);
+  return shutdown_;
+}
+
+int JobQueue::queued() const {
+  absl::MutexLock l(&mu_);
+  int n = static_cast<int>(scheduler_.size());
+  for (const auto& [t, v] : validating_) n += v;
+  return n;
+}
+
+int JobQueue::queued(const std::string& tenant) const {
+  absl::MutexLock l(&mu_);
+  auto it = validating_.find(tenant);
+  return static_cast<int>(scheduler_.size(tenant)) + (it == validating_.end() ? 0 : it->second);
+}
+
+}  // namespace adapterd::training

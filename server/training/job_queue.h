@@ -1,0 +1,191 @@
+// The durable training-job queue: the job state machine, fair scheduling
+// across tenants, idempotent creation, limits, cancellation, the per-job
+// event log and its subscription, and restart recovery (DESIGN.md section 4).
+//
+// States:
+//   VALIDATING -> QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLING -> CANCELLED
+//   VALIDATING -> FAILED | CANCELLED;  QUEUED -> CANCELLED;  CANCELLING -> FAILED
+// SUCCEEDED, FAILED and CANCELLED are terminal. Any other transition is
+// FAILED_PRECONDITION. Every transition is committed to storage (record +
+// state-change event, and queue entry changes, in one synced batch) before
+// anything in memory changes or any watcher hears of it.
+//
+// Scheduling: RUNNING jobs found at start-up (a crash or shutdown interrupted
+// them) run first, resuming from their checkpoints; then QUEUED jobs,
+// round-robin between tenants and FIFO within a tenant (FairScheduler), in
+// their durable arrival order.
+//
+// Thread safety: thread-safe. One worker (JobRunner) calls NextJob/Complete/
+// Fail/Cancelled; any number of API threads call the rest.
+#ifndef ADAPTERD_SERVER_TRAINING_JOB_QUEUE_H_
+#define ADAPTERD_SERVER_TRAINING_JOB_QUEUE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/adapterd/v1/records.pb.h"
+#include "server/training/fair_scheduler.h"
+#include "storage/batch.h"
+#include "storage/database.h"
+#include "storage/job_store.h"
+
+namespace adapterd::training {
+
+// Checks a transition against the state machine above.
+absl::Status CheckTransition(v1::JobState from, v1::JobState to);
+bool IsTerminal(v1::JobState state);
+// "QUEUED", "RUNNING", ...
+std::string JobStateName(v1::JobState state);
+
+struct QueueLimits {
+  // Jobs a tenant may have waiting (VALIDATING or QUEUED).
+  int max_queued_per_tenant = 16;
+  // Jobs waiting in total.
+  int max_queued_total = 1024;
+};
+
+// A client's request, as the API layer hands it over. The tenant comes from
+// authentication, never from the request.
+struct JobRequest {
+  std::string tenant;
+  std::string task_id;
+  // Idempotency key; empty = not idempotent.
+  std::string request_id;
+  std::vector<std::string> dataset_ids;
+  std::string validation_dataset_id;
+  v1::Hyperparameters hyperparameters;
+};
+
+// What validation of a job's data concluded.
+struct ValidationOutcome {
+  std::vector<std::string> labels;  // logit order
+  int64_t num_train_examples = 0;
+  int64_t num_validation_examples = 0;
+  std::vector<std::string> warnings;
+};
+
+class JobQueue {
+ public:
+  // Validates a job's data before it is queued. INVALID_ARGUMENT (naming the
+  // example) rejects the job; other errors fail it too.
+  using Validator = std::function<absl::StatusOr<ValidationOutcome>(const v1::JobRecord& job)>;
+
+  struct Options {
+    storage::Database* db = nullptr;  // not owned; outlives the queue
+    QueueLimits limits;
+    Validator validator;
+    // Current time in unix microseconds (tests inject a fake clock).
+    std::function<int64_t()> now_micros;
+  };
+
+  // Restores state from storage: RUNNING jobs are scheduled first (to resume),
+  // CANCELLING ones become CANCELLED, VALIDATING ones are validated again,
+  // QUEUED ones keep their arrival order.
+  static absl::StatusOr<std::unique_ptr<JobQueue>> Create(Options options);
+
+  // Creates a job: persists it VALIDATING, validates its data, then persists
+  // QUEUED (or FAILED, returning the validation error). With a request_id
+  // already used by this tenant: the same request returns the existing job;
+  // a different one is INVALID_ARGUMENT. RESOURCE_EXHAUSTED past a limit.
+  absl::StatusOr<v1::JobRecord> Submit(const JobRequest& request);
+
+  absl::StatusOr<v1::JobRecord> Get(const std::string& tenant, const std::string& job_id) const;
+  absl::StatusOr<storage::JobStore::Page> List(const storage::JobStore::ListOptions& options) const;
+
+  // QUEUED/VALIDATING -> CANCELLED at once; RUNNING -> CANCELLING (the worker
+  // stops within one training step and finishes the cancellation);
+  // CANCELLING stays as is. A terminal job is FAILED_PRECONDITION.
+  absl::StatusOr<v1::JobRecord> Cancel(const std::string& tenant, const std::string& job_id);
+
+  // Events of a job with seq > after_seq. If there are none yet and the job
+  // is not terminal, waits up to `timeout` for more. The subscription of the
+  // streaming RPC: read the snapshot (after_seq = 0), then call again with
+  // the last seq seen until the job is terminal.
+  absl::StatusOr<std::vector<v1::JobEvent>> WaitForEvents(const std::string& tenant, const std::string& job_id,
+                                                          int64_t after_seq, absl::Duration timeout) const;
+
+  // --- worker side -----------------------------------------------------------
+  // Blocks until a job can run, moves it to RUNNING (unless it is resuming)
+  // and returns it. nullopt after Shutdown() or when `timeout` passes.
+  std::optional<v1::JobRecord> NextJob(absl::Duration timeout);
+  // True once the running job was asked to cancel (or the queue shuts down).
+  bool CancelRequested(const std::string& job_id) const;
+  // Appends an event (epoch metrics, warning, progress) and updates the job's
+  // progress fields, in one batch.
+  absl::Status RecordEvent(v1::JobRecord& job, const v1::JobEvent& event);
+  // RUNNING -> SUCCEEDED with the new adapter version, atomically
+  // (storage::Promotion). `task` carries labels, adapter config, fingerprint.
+  absl::StatusOr<storage::PromotionResult> Complete(v1::JobRecord job, v1::TaskRecord task,
+                                                    std::string adapter_bytes, int keep_versions);
+  // RUNNING/CANCELLING -> FAILED with `error`.
+  absl::Status Fail(v1::JobRecord job, const absl::Status& error);
+  // CANCELLING (or RUNNING) -> CANCELLED.
+  absl::Status FinishCancelled(v1::JobRecord job);
+  // Leaves the running job RUNNING (to resume after a restart) and lets the
+  // worker take the next one; used at shutdown.
+  void Release(const std::string& job_id);
+
+  // Wakes NextJob and WaitForEvents callers; NextJob returns nullopt after.
+  void Shutdown();
+  bool shutting_down() const;
+
+  // Jobs waiting (VALIDATING + QUEUED), total and for one tenant.
+  int queued() const;
+  int queued(const std::string& tenant) const;
+
+ private:
+  explicit JobQueue(Options options) : options_(std::move(options)) {}
+
+  absl::Status Recover();
+  // Validates the job's data and moves it VALIDATING -> QUEUED (or FAILED).
+  absl::StatusOr<v1::JobRecord> ValidateAndEnqueue(v1::JobRecord job);
+  // Commits `job` moving to `to` with its state-change event and whatever
+  // `extra` adds, then updates memory and wakes watchers.
+  // Compare-and-set on the stored state: FAILED_PRECONDITION if the stored
+  // job is no longer in job.state(). `enqueued_seq` receives the seq of a
+  // queue entry `extra` added.
+  absl::Status Transition(v1::JobRecord& job, v1::JobState to, const std::string& reason,
+                          const std::function<absl::Status(storage::Batch&)>& extra = nullptr,
+                          int64_t* enqueued_seq = nullptr);
+  // Copies the stored state into `job` (the worker's copy may predate a cancel).
+  absl::Status RefreshState(v1::JobRecord& job) const;
+  int64_t Now() const;
+  void NotifyEvents() const;
+
+  Options options_;
+
+  // Serialises read-check-write of job records (transitions, progress), so a
+  // concurrent cancel and a worker update cannot overwrite each other.
+  absl::Mutex transition_mu_;
+
+  mutable absl::Mutex mu_;  // protects the scheduling state below
+  FairScheduler scheduler_ ABSL_GUARDED_BY(mu_);
+  // Durable queue seq of every QUEUED job.
+  std::map<std::string, int64_t> queue_seq_ ABSL_GUARDED_BY(mu_);
+  // Jobs waiting in VALIDATING, per tenant (counted against limits).
+  std::map<std::string, int> validating_ ABSL_GUARDED_BY(mu_);
+  // RUNNING jobs found at start-up, to resume first.
+  std::deque<v1::JobRecord> resume_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> cancel_requested_ ABSL_GUARDED_BY(mu_);
+  std::string running_job_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+
+  mutable absl::Mutex events_mu_;  // protects event_generation_
+  // Bumped after every committed event; watchers wait for it to change.
+  mutable int64_t event_generation_ ABSL_GUARDED_BY(events_mu_) = 0;
+};
+
+}  // namespace adapterd::training
+
+#endif  // ADAPTERD_SERVER_TRAINING_JOB_QUEUE_H_

@@ -1,0 +1,265 @@
+#include "server/training/job_runner.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/model/adapter_format.h"
+
+namespace adapterd::training {
+namespace {
+
+v1::EpochMetrics ToProto(const EpochReport& r) {
+  v1::EpochMetrics m;
+  m.set_epoch(r.epoch);
+  m.set_step(r.step);
+  m.set_train_loss(r.train_loss);
+  m.set_val_loss(r.validation_loss);
+  m.set_val_accuracy(r.validation_accuracy);
+  m.set_learning_rate(r.learning_rate);
+  m.set_examples_per_second(r.examples_per_second);
+  return m;
+}
+
+EpochReport FromProto(const v1::EpochMetrics& m) {
+  EpochReport r;
+  r.epoch = m.epoch();
+  r.step = m.step();
+  r.train_loss = m.train_loss();
+  r.validation_loss = m.val_loss();
+  r.validation_accuracy = m.val_accuracy();
+  r.learning_rate = m.learning_rate();
+  r.examples_per_second = m.examples_per_second();
+  return r;
+}
+
+v1::CheckpointRecord ToCheckpoint(const std::string& job_id, const TrainerState& s, const std::string& fingerprint) {
+  v1::CheckpointRecord c;
+  c.set_job_id(job_id);
+  c.set_step(s.step);
+  c.set_epoch(s.epoch);
+  c.set_adapter_bytes(s.adapter_bytes);
+  c.set_optimizer_state(s.optimizer_state);
+  c.set_rng_state(s.rng_state);
+  c.set_best_adapter_bytes(s.best_adapter_bytes);
+  if (s.best) *c.mutable_best_metrics() = ToProto(*s.best);
+  for (const EpochReport& r : s.history) *c.add_history() = ToProto(r);
+  c.set_encoder_fingerprint(fingerprint);
+  c.set_epoch_loss_sum(s.epoch_loss_sum);
+  c.set_epoch_examples(s.epoch_examples);
+  return c;
+}
+
+TrainerState FromCheckpoint(const v1::CheckpointRecord& c) {
+  TrainerState s;
+  s.step = c.step();
+  s.epoch = c.epoch();
+  s.adapter_bytes = c.adapter_bytes();
+  s.optimizer_state = c.optimizer_state();
+  s.rng_state = c.rng_state();
+  s.best_adapter_bytes = c.best_adapter_bytes();
+  if (c.has_best_metrics()) s.best = FromProto(c.best_metrics());
+  for (const v1::EpochMetrics& m : c.history()) s.history.push_back(FromProto(m));
+  s.epoch_loss_sum = c.epoch_loss_sum();
+  s.epoch_examples = c.epoch_examples();
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<Hyperparameters> ResolveHyperparameters(const v1::Hyperparameters& r, const Hyperparameters& d) {
+  Hyperparameters hp = d;
+  if (r.has_learning_rate()) hp.learning_rate = r.learning_rate();
+  if (r.has_epochs()) hp.epochs = r.epochs();
+  if (r.has_batch_size()) hp.batch_size = r.batch_size();
+  if (r.has_bottleneck_size()) hp.bottleneck_size = r.bottleneck_size();
+  if (r.has_activation()) hp.activation = r.activation();
+  if (r.has_max_seq_len()) hp.max_seq_len = r.max_seq_len();
+  if (r.has_seed()) hp.seed = r.seed();
+  if (r.has_validation_fraction()) hp.validation_fraction = r.validation_fraction();
+  if (r.has_warmup_fraction()) hp.warmup_fraction = r.warmup_fraction();
+  if (r.has_weight_decay()) hp.weight_decay = r.weight_decay();
+  if (r.has_max_grad_norm()) hp.max_grad_norm = r.max_grad_norm();
+  if (r.has_checkpoint_every_steps()) hp.checkpoint_every_steps = r.checkpoint_every_steps();
+  if (hp.micro_batch_size > hp.batch_size) hp.micro_batch_size = hp.batch_size;
+  RETURN_IF_ERROR(hp.Validate());
+  return hp;
+}
+
+absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const std::string& tenant,
+                                                  const std::vector<std::string>& dataset_ids) {
+  std::vector<Example> out;
+  for (const std::string& id : dataset_ids) {
+    RETURN_IF_ERROR(db.datasets().ForEachChunk(tenant, id, [&](int64_t, const v1::DatasetChunk& chunk) {
+      for (const v1::Example& e : chunk.examples()) out.push_back({e.text(), e.text_pair(), e.label()});
+      return absl::OkStatus();
+    }));
+  }
+  return out;
+}
+
+JobQueue::Validator MakeJobValidator(storage::Database* db, const model::BertTokenizer* tokenizer,
+                                     DatasetLimits limits, Hyperparameters defaults) {
+  return [=](const v1::JobRecord& job) -> absl::StatusOr<ValidationOutcome> {
+    ASSIGN_OR_RETURN(Hyperparameters hp, ResolveHyperparameters(job.hyperparameters(), defaults));
+    if (job.dataset_ids().empty()) return absl::InvalidArgumentError("a training job needs at least one dataset");
+    std::vector<std::string> ids(job.dataset_ids().begin(), job.dataset_ids().end());
+    ASSIGN_OR_RETURN(std::vector<Example> train, LoadExamples(*db, job.tenant(), ids));
+    std::vector<Example> validation;
+    if (!job.validation_dataset_id().empty()) {
+      ASSIGN_OR_RETURN(validation, LoadExamples(*db, job.tenant(), {job.validation_dataset_id()}));
+    }
+    std::vector<std::string> existing;
+    absl::StatusOr<v1::TaskRecord> task = db->tasks().Get(job.tenant(), job.task_id());
+    if (task.ok()) {
+      existing.assign(task->labels().begin(), task->labels().end());
+    } else if (!absl::IsNotFound(task.status())) {
+      return task.status();
+    }
+    ASSIGN_OR_RETURN(DatasetReport report, ValidateDataset(train, validation, *tokenizer, hp.max_seq_len, limits,
+                                                           existing.empty() ? nullptr : &existing));
+    ValidationOutcome out;
+    out.labels = report.labels;
+    out.num_train_examples = report.num_train;
+    out.num_validation_examples = report.num_validation;
+    out.warnings = report.warnings;
+    return out;
+  };
+}
+
+absl::StatusOr<std::unique_ptr<JobRunner>> JobRunner::Create(Options options) {
+  if (options.queue == nullptr || options.db == nullptr || options.encoder == nullptr ||
+      options.tokenizer == nullptr) {
+    return absl::InvalidArgumentError("JobRunner needs a queue, a database, an encoder and a tokenizer");
+  }
+  if (options.keep_versions < 1) return absl::InvalidArgumentError("keep_versions must be >= 1");
+  return std::unique_ptr<JobRunner>(new JobRunner(std::move(options)));
+}
+
+JobRunner::~JobRunner() { Stop(); }
+
+void JobRunner::Start() {
+  worker_ = std::thread([this] {
+    while (!stopping_.load()) {
+      absl::Status s = RunNext(absl::Milliseconds(200));
+      (void)s;  // outcomes are recorded on the jobs themselves
+    }
+  });
+}
+
+void JobRunner::Stop() {
+  stopping_.store(true);
+  options_.queue->Shutdown();
+  if (worker_.joinable()) worker_.join();
+}
+
+absl::Status JobRunner::RunNext(absl::Duration timeout) {
+  std::optional<v1::JobRecord> job = options_.queue->NextJob(timeout);
+  if (!job.has_value()) return absl::NotFoundError("no job to run");
+  return Run(*std::move(job));
+}
+
+absl::Status JobRunner::Run(v1::JobRecord job) {
+  const std::string job_id = job.job_id();
+  absl::StatusOr<Hyperparameters> hp = ResolveHyperparameters(job.hyperparameters(), options_.defaults);
+  if (!hp.ok()) {
+    RETURN_IF_ERROR(options_.queue->Fail(job, hp.status()));
+    return hp.status();
+  }
+  TrainingData data;
+  data.labels.assign(job.labels().begin(), job.labels().end());
+  std::vector<std::string> ids(job.dataset_ids().begin(), job.dataset_ids().end());
+  absl::Status load = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(data.train, LoadExamples(*options_.db, job.tenant(), ids));
+    if (!job.validation_dataset_id().empty()) {
+      ASSIGN_OR_RETURN(data.validation, LoadExamples(*options_.db, job.tenant(), {job.validation_dataset_id()}));
+    }
+    return absl::OkStatus();
+  }();
+  if (!load.ok()) {
+    RETURN_IF_ERROR(options_.queue->Fail(job, load));
+    return load;
+  }
+
+  std::optional<TrainerState> resume;
+  absl::StatusOr<v1::CheckpointRecord> checkpoint = options_.db->checkpoints().Get(job_id);
+  if (checkpoint.ok()) {
+    if (checkpoint->encoder_fingerprint() != options_.encoder->fingerprint()) {
+      absl::Status s = absl::FailedPreconditionError("the job's checkpoint was written for another encoder");
+      RETURN_IF_ERROR(options_.queue->Fail(job, s));
+      return s;
+    }
+    resume = FromCheckpoint(*checkpoint);
+  } else if (!absl::IsNotFound(checkpoint.status())) {
+    RETURN_IF_ERROR(options_.queue->Fail(job, checkpoint.status()));
+    return checkpoint.status();
+  }
+
+  TrainerHooks hooks;
+  hooks.cancelled = [&] { return options_.queue->CancelRequested(job_id) && !stopping_.load(); };
+  hooks.preempted = [&] { return stopping_.load(); };
+  hooks.run_on_device = options_.run_on_device;
+  hooks.on_checkpoint = [&](const TrainerState& state) -> absl::Status {
+    v1::CheckpointRecord record = ToCheckpoint(job_id, state, options_.encoder->fingerprint());
+    RETURN_IF_ERROR(options_.db->checkpoints().Put(record));
+    if (options_.after_checkpoint) options_.after_checkpoint(record);
+    return absl::OkStatus();
+  };
+  hooks.on_epoch = [&](const EpochReport& report) {
+    v1::JobEvent e;
+    *e.mutable_epoch_metrics() = ToProto(report);
+    (void)options_.queue->RecordEvent(job, e);  // metrics are best effort; state is not
+  };
+  int64_t last_progress = 0;
+  hooks.on_step = [&](int64_t step, int64_t total, double) {
+    // Persist progress every 10 steps: enough for a live progress bar.
+    if (step - last_progress < 10 && step != total) return;
+    last_progress = step;
+    v1::JobEvent e;
+    e.mutable_progress()->set_step(step);
+    e.mutable_progress()->set_total_steps(total);
+    e.mutable_progress()->set_total_epochs(hp->epochs);
+    e.mutable_progress()->set_epoch(static_cast<int32_t>(step * hp->epochs / std::max<int64_t>(1, total)));
+    (void)options_.queue->RecordEvent(job, e);
+  };
+
+  absl::StatusOr<TrainingResult> result =
+      Train(*options_.encoder, *options_.tokenizer, data, *hp, hooks, resume ? &*resume : nullptr);
+  if (absl::IsAborted(result.status()) && stopping_.load()) {
+    options_.queue->Release(job_id);  // stays RUNNING; resumes after restart
+    return result.status();
+  }
+  if (absl::IsCancelled(result.status())) {
+    RETURN_IF_ERROR(options_.queue->FinishCancelled(job));
+    return result.status();
+  }
+  if (!result.ok()) {
+    RETURN_IF_ERROR(options_.queue->Fail(job, result.status()));
+    return result.status();
+  }
+
+  v1::TaskRecord task;
+  task.set_tenant(job.tenant());
+  task.set_task_id(job.task_id());
+  for (const std::string& l : data.labels) task.add_labels(l);
+  task.mutable_adapter_config()->set_bottleneck_size(static_cast<int32_t>(hp->bottleneck_size));
+  task.mutable_adapter_config()->set_activation(hp->activation);
+  task.set_encoder_fingerprint(options_.encoder->fingerprint());
+  absl::StatusOr<std::string> bytes = model::SerializeAdapterSet(
+      *result->best, options_.encoder->fingerprint(), {{"task_id", job.task_id()}, {"job_id", job_id}});
+  if (!bytes.ok()) {
+    RETURN_IF_ERROR(options_.queue->Fail(job, bytes.status()));
+    return bytes.status();
+  }
+  *job.mutable_best_metrics() = ToProto(result->best_epoch);
+  absl::StatusOr<storage::PromotionResult> promoted =
+      options_.queue->Complete(job, task, *std::move(bytes), options_.keep_versions);
+  if (!promoted.ok()) {
+    // A cancel that arrived during the last step wins over the promotion.
+    absl::StatusOr<v1::JobRecord> now = options_.queue->Get(job.tenant(), job_id);
+    if (now.ok() && now->state() == v1::JOB_STATE_CANCELLING) return options_.queue->FinishCancelled(*now);
+    RETURN_IF_ERROR(options_.queue->Fail(job, promoted.status()));
+    return promoted.status();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace adapterd::training

@@ -1,0 +1,87 @@
+// Runs training jobs from a JobQueue, one at a time: loads the job's
+// datasets from storage, trains (resuming from the job's checkpoint when one
+// exists), writes checkpoints durably, and promotes the best parameters as
+// the task's next version in one atomic write (JobQueue::Complete).
+//
+// Failure handling: a training error marks the job FAILED with the message;
+// a cancel finishes it CANCELLED; Stop() preempts the running job after a
+// final checkpoint and leaves it RUNNING, so the next start resumes it.
+//
+// Thread safety: Start()/Stop() from one controlling thread; the runner owns
+// one worker thread. RunNext() is for tests that drive it synchronously.
+#ifndef ADAPTERD_SERVER_TRAINING_JOB_RUNNER_H_
+#define ADAPTERD_SERVER_TRAINING_JOB_RUNNER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/adapterd/v1/records.pb.h"
+#include "server/model/bert_encoder.h"
+#include "server/model/tokenizer.h"
+#include "server/training/dataset_validator.h"
+#include "server/training/job_queue.h"
+#include "server/training/trainer.h"
+#include "storage/database.h"
+
+namespace adapterd::training {
+
+// Server-wide defaults overlaid by a job's explicit hyperparameters; the
+// result is validated (INVALID_ARGUMENT naming the field).
+absl::StatusOr<Hyperparameters> ResolveHyperparameters(const v1::Hyperparameters& requested,
+                                                       const Hyperparameters& defaults);
+
+// Reads the examples of datasets (in order) from storage.
+absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const std::string& tenant,
+                                                  const std::vector<std::string>& dataset_ids);
+
+// The JobQueue validator: resolves hyperparameters, loads the datasets and
+// runs ValidateDataset (against the task's labels when it exists).
+JobQueue::Validator MakeJobValidator(storage::Database* db, const model::BertTokenizer* tokenizer,
+                                     DatasetLimits limits, Hyperparameters defaults);
+
+class JobRunner {
+ public:
+  struct Options {
+    JobQueue* queue = nullptr;                  // not owned
+    storage::Database* db = nullptr;            // not owned
+    const model::BertEncoder* encoder = nullptr;  // not owned, fp32
+    const model::BertTokenizer* tokenizer = nullptr;
+    Hyperparameters defaults;
+    int keep_versions = 2;
+    // Runs one micro-batch of device work (see TrainerHooks::run_on_device).
+    std::function<absl::Status(const std::function<absl::Status()>&)> run_on_device;
+    // Test hook, after each checkpoint is durably written.
+    std::function<void(const v1::CheckpointRecord&)> after_checkpoint;
+  };
+
+  static absl::StatusOr<std::unique_ptr<JobRunner>> Create(Options options);
+  ~JobRunner();
+
+  // Starts the worker thread.
+  void Start();
+  // Preempts the running job (final checkpoint, left RUNNING), stops taking
+  // jobs and joins the worker. Shuts the queue down. Idempotent.
+  void Stop();
+
+  // Takes the next job (waiting up to `timeout`) and runs it to its end on
+  // this thread. NOT_FOUND when no job came. Returns the job's outcome.
+  absl::Status RunNext(absl::Duration timeout);
+
+ private:
+  explicit JobRunner(Options options) : options_(std::move(options)) {}
+  absl::Status Run(v1::JobRecord job);
+
+  Options options_;
+  std::atomic<bool> stopping_{false};
+  std::thread worker_;
+};
+
+}  // namespace adapterd::training
+
+#endif  // ADAPTERD_SERVER_TRAINING_JOB_RUNNER_H_

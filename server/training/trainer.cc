@@ -1,0 +1,402 @@
+#include "server/training/trainer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/types.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/serialize.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/model/adapter_format.h"
+#include "server/model/tensor_io.h"
+
+namespace adapterd::training {
+namespace {
+
+using model::AdapterSet;
+using model::BertEncoder;
+using model::BertTokenizer;
+using model::EncoderInput;
+using model::Encoding;
+
+absl::Status Range(bool ok, const char* field, const std::string& what) {
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("hyperparameter ", field, " ", what));
+}
+
+// Tokenised examples with label indices.
+struct EncodedSet {
+  std::vector<Encoding> encodings;
+  std::vector<int64_t> labels;
+};
+
+absl::StatusOr<EncodedSet> EncodeAll(const BertTokenizer& tok, const std::vector<Example>& examples,
+                                     const std::map<std::string, int64_t>& label_index, const char* which) {
+  EncodedSet out;
+  out.encodings.reserve(examples.size());
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const Example& e = examples[i];
+    auto it = label_index.find(e.label);
+    if (it == label_index.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(which, " example ", i, ": label '", e.label, "' is not one of the task's labels"));
+    }
+    out.labels.push_back(it->second);
+    out.encodings.push_back(e.text_pair.empty() ? tok.Encode(e.text) : tok.Encode(e.text, e.text_pair));
+  }
+  return out;
+}
+
+// Pads the chosen rows into a batch on `device`.
+EncoderInput MakeBatch(const EncodedSet& set, const std::vector<size_t>& rows, int32_t pad_id,
+                       c10::Device device) {
+  int64_t len = 0;
+  for (size_t r : rows) len = std::max<int64_t>(len, static_cast<int64_t>(set.encodings[r].input_ids.size()));
+  const int64_t b = static_cast<int64_t>(rows.size());
+  std::vector<int64_t> ids(static_cast<size_t>(b * len), pad_id), types(ids.size(), 0), mask(ids.size(), 0);
+  for (int64_t i = 0; i < b; ++i) {
+    const Encoding& e = set.encodings[rows[static_cast<size_t>(i)]];
+    for (size_t j = 0; j < e.input_ids.size(); ++j) {
+      const size_t k = static_cast<size_t>(i * len) + j;
+      ids[k] = e.input_ids[j];
+      types[k] = e.token_type_ids[j];
+      mask[k] = 1;
+    }
+  }
+  auto make = [&](std::vector<int64_t>& v) { return at::tensor(v, at::kLong).view({b, len}).to(device); };
+  return {make(ids), make(types), make(mask)};
+}
+
+at::Tensor LabelsOf(const EncodedSet& set, const std::vector<size_t>& rows, c10::Device device) {
+  std::vector<int64_t> v;
+  v.reserve(rows.size());
+  for (size_t r : rows) v.push_back(set.labels[r]);
+  return at::tensor(v, at::kLong).to(device);
+}
+
+// Fisher-Yates with a 64-bit Mersenne Twister: the same order on every
+// platform for a given (seed, epoch), which resuming relies on.
+std::vector<size_t> EpochOrder(size_t n, uint64_t seed, int epoch) {
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 1);
+  for (size_t i = n; i > 1; --i) {
+    const size_t j = static_cast<size_t>(rng() % i);
+    std::swap(order[i - 1], order[j]);
+  }
+  return order;
+}
+
+std::string GeneratorState() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  at::Tensor s = gen.get_state();
+  return std::string(static_cast<const char*>(s.data_ptr()), static_cast<size_t>(s.numel()));
+}
+
+absl::Status SetGeneratorState(const std::string& bytes) {
+  return model::GuardTorch("restore RNG state", [&]() {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    at::Tensor s = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+    std::memcpy(s.data_ptr(), bytes.data(), bytes.size());
+    gen.set_state(s);
+  });
+}
+
+std::vector<at::Tensor> Trainable(const AdapterSet& set, TrainableParts parts, bool decayed) {
+  std::vector<at::Tensor> out;
+  for (const auto& [name, t] : set.Named()) {
+    const bool is_head = name.starts_with("head.");
+    const bool is_ln = name.find("layer_norm") != std::string::npos;
+    bool include = parts == TrainableParts::kAdapters || is_head ||
+                   (parts == TrainableParts::kHeadAndLayerNorm && is_ln);
+    const bool decays = name.ends_with(".weight") && !is_ln;
+    if (include && decays == decayed) out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status Hyperparameters::Validate() const {
+  RETURN_IF_ERROR(Range(learning_rate > 0 && learning_rate <= 1, "learning_rate", "must be in (0, 1]"));
+  RETURN_IF_ERROR(Range(epochs >= 1 && epochs <= 1000, "epochs", "must be in [1, 1000]"));
+  RETURN_IF_ERROR(Range(batch_size >= 1 && batch_size <= 4096, "batch_size", "must be in [1, 4096]"));
+  RETURN_IF_ERROR(Range(micro_batch_size >= 0 && micro_batch_size <= batch_size, "micro_batch_size",
+                        "must be in [0, batch_size]"));
+  RETURN_IF_ERROR(Range(bottleneck_size >= 1 && bottleneck_size <= 4096, "bottleneck_size", "must be in [1, 4096]"));
+  RETURN_IF_ERROR(model::ParseActivation(activation).status());
+  RETURN_IF_ERROR(Range(init_std >= 0 && init_std <= 1, "init_std", "must be in [0, 1]"));
+  RETURN_IF_ERROR(Range(max_seq_len >= 8 && max_seq_len <= 4096, "max_seq_len", "must be in [8, 4096]"));
+  RETURN_IF_ERROR(Range(validation_fraction > 0 && validation_fraction < 1, "validation_fraction",
+                        "must be in (0, 1)"));
+  RETURN_IF_ERROR(Range(warmup_fraction >= 0 && warmup_fraction < 1, "warmup_fraction", "must be in [0, 1)"));
+  RETURN_IF_ERROR(Range(weight_decay >= 0 && weight_decay <= 1, "weight_decay", "must be in [0, 1]"));
+  RETURN_IF_ERROR(Range(max_grad_norm > 0, "max_grad_norm", "must be > 0"));
+  RETURN_IF_ERROR(Range(adam_beta1 >= 0 && adam_beta1 < 1, "adam_beta1", "must be in [0, 1)"));
+  RETURN_IF_ERROR(Range(adam_beta2 >= 0 && adam_beta2 < 1, "adam_beta2", "must be in [0, 1)"));
+  RETURN_IF_ERROR(Range(adam_epsilon > 0 && adam_epsilon < 1, "adam_epsilon", "must be in (0, 1)"));
+  RETURN_IF_ERROR(Range(checkpoint_every_steps >= 0, "checkpoint_every_steps", "must be >= 0"));
+  return absl::OkStatus();
+}
+
+double LinearWarmupDecay(int64_t step, int64_t total_steps, int64_t warmup_steps, double base_lr) {
+  if (step < warmup_steps) return base_lr * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup_steps));
+  const double rest = static_cast<double>(total_steps - step) /
+                      static_cast<double>(std::max<int64_t>(1, total_steps - warmup_steps));
+  return base_lr * std::max(0.0, rest);
+}
+
+std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::vector<Example>& examples,
+                                                                    double fraction, uint64_t seed) {
+  std::map<std::string, std::vector<size_t>> by_label;
+  for (size_t i = 0; i < examples.size(); ++i) by_label[examples[i].label].push_back(i);
+  std::vector<size_t> train, val;
+  std::mt19937_64 rng(seed ^ 0x5DEECE66Dull);
+  for (auto& [label, idx] : by_label) {
+    for (size_t i = idx.size(); i > 1; --i) std::swap(idx[i - 1], idx[static_cast<size_t>(rng() % i)]);
+    size_t n_val = static_cast<size_t>(std::llround(fraction * static_cast<double>(idx.size())));
+    if (n_val == 0 && idx.size() >= 2) n_val = 1;
+    if (n_val >= idx.size()) n_val = idx.size() - 1;
+    val.insert(val.end(), idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n_val));
+    train.insert(train.end(), idx.begin() + static_cast<std::ptrdiff_t>(n_val), idx.end());
+  }
+  std::sort(train.begin(), train.end());
+  std::sort(val.begin(), val.end());
+  return {train, val};
+}
+
+namespace {
+
+absl::StatusOr<Evaluation> EvaluateEncoded(const BertEncoder& encoder, const AdapterSet& set, const EncodedSet& data,
+                                           int32_t pad_id, int batch_size) {
+  return model::GuardTorch("evaluate", [&]() -> absl::StatusOr<Evaluation> {
+    torch::NoGradGuard no_grad;
+    double loss_sum = 0;
+    int64_t correct = 0;
+    const size_t n = data.encodings.size();
+    for (size_t start = 0; start < n; start += static_cast<size_t>(batch_size)) {
+      std::vector<size_t> rows;
+      for (size_t i = start; i < std::min(n, start + static_cast<size_t>(batch_size)); ++i) rows.push_back(i);
+      EncoderInput input = MakeBatch(data, rows, pad_id, encoder.device());
+      ASSIGN_OR_RETURN(model::EncoderOutput out, encoder.Forward(input, set));
+      at::Tensor labels = LabelsOf(data, rows, encoder.device());
+      at::Tensor logits = out.logits.to(at::kFloat);
+      loss_sum += at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum).item<double>();
+      correct += logits.argmax(-1).eq(labels).sum().item<int64_t>();
+    }
+    Evaluation e;
+    if (n > 0) {
+      e.loss = loss_sum / static_cast<double>(n);
+      e.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+    }
+    return e;
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<Evaluation> Evaluate(const BertEncoder& encoder, const BertTokenizer& tokenizer, const AdapterSet& set,
+                                    const std::vector<Example>& examples, int max_seq_len, int batch_size) {
+  model::TokenizerOptions topts = tokenizer.options();
+  topts.max_seq_len = max_seq_len;
+  ASSIGN_OR_RETURN(auto tok, BertTokenizer::FromTokens(tokenizer.tokens(), topts));
+  std::map<std::string, int64_t> label_index;
+  for (size_t i = 0; i < set.config().labels.size(); ++i) label_index[set.config().labels[i]] = static_cast<int64_t>(i);
+  ASSIGN_OR_RETURN(EncodedSet data, EncodeAll(*tok, examples, label_index, "evaluation"));
+  return EvaluateEncoded(encoder, set, data, tok->pad_id(), batch_size);
+}
+
+absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertTokenizer& tokenizer,
+                                     const TrainingData& data, const Hyperparameters& hp, const TrainerHooks& hooks,
+                                     const TrainerState* resume) {
+  RETURN_IF_ERROR(hp.Validate());
+  if (encoder.dtype() != at::kFloat) return absl::InvalidArgumentError("training needs an fp32 encoder");
+  if (data.train.empty()) return absl::InvalidArgumentError("no training examples");
+  model::AdapterConfig ac;
+  ac.bottleneck_size = hp.bottleneck_size;
+  ASSIGN_OR_RETURN(ac.activation, model::ParseActivation(hp.activation));
+  ac.init_std = hp.init_std;
+  ac.labels = data.labels;
+  RETURN_IF_ERROR(ac.Validate());
+  std::map<std::string, int64_t> label_index;
+  for (size_t i = 0; i < ac.labels.size(); ++i) label_index[ac.labels[i]] = static_cast<int64_t>(i);
+
+  model::TokenizerOptions topts = tokenizer.options();
+  topts.max_seq_len = static_cast<int>(std::min<int64_t>(hp.max_seq_len, encoder.config().max_position_embeddings));
+  ASSIGN_OR_RETURN(auto tok, BertTokenizer::FromTokens(tokenizer.tokens(), topts));
+
+  std::vector<Example> train_examples, val_examples;
+  if (data.validation.empty()) {
+    auto [train_idx, val_idx] = StratifiedSplit(data.train, hp.validation_fraction, hp.seed);
+    for (size_t i : train_idx) train_examples.push_back(data.train[i]);
+    for (size_t i : val_idx) val_examples.push_back(data.train[i]);
+  } else {
+    train_examples = data.train;
+    val_examples = data.validation;
+  }
+  if (train_examples.empty() || val_examples.empty()) {
+    return absl::InvalidArgumentError("need at least one training and one validation example");
+  }
+  ASSIGN_OR_RETURN(EncodedSet train_set, EncodeAll(*tok, train_examples, label_index, "training"));
+  ASSIGN_OR_RETURN(EncodedSet val_set, EncodeAll(*tok, val_examples, label_index, "validation"));
+
+  const c10::Device device = encoder.device();
+  const std::string& fingerprint = encoder.fingerprint();
+  const size_t n_train = train_set.encodings.size();
+  const int64_t steps_per_epoch = static_cast<int64_t>((n_train + hp.batch_size - 1) / hp.batch_size);
+  const int64_t total_steps = steps_per_epoch * hp.epochs;
+  const int64_t warmup_steps = static_cast<int64_t>(hp.warmup_fraction * static_cast<double>(total_steps));
+  const int micro = hp.micro_batch_size > 0 ? hp.micro_batch_size : hp.batch_size;
+
+  return model::GuardTorch("train", [&]() -> absl::StatusOr<TrainingResult> {
+    std::unique_ptr<AdapterSet> set;
+    TrainerState state;
+    if (resume != nullptr) {
+      state = *resume;
+      ASSIGN_OR_RETURN(set, model::DeserializeAdapterSet(state.adapter_bytes, encoder.config(), fingerprint, device));
+      if (set->config().labels != ac.labels || set->config().bottleneck_size != ac.bottleneck_size) {
+        return absl::InvalidArgumentError("checkpoint does not belong to this training run");
+      }
+    } else {
+      at::manual_seed(hp.seed);
+      ASSIGN_OR_RETURN(set, AdapterSet::CreateInitialized(encoder.config(), encoder.weights(), ac, hp.seed, device));
+      if (hp.trainable != TrainableParts::kAdapters) {
+        // Baselines: with U = 0 every adapter is the identity (tested in adapter_test).
+        for (const model::AdapterLayer& l : set->layers()) {
+          l.attention_adapter.up_weight.zero_();
+          l.ffn_adapter.up_weight.zero_();
+        }
+      }
+    }
+    std::vector<at::Tensor> decayed = Trainable(*set, hp.trainable, true);
+    std::vector<at::Tensor> undecayed = Trainable(*set, hp.trainable, false);
+    for (at::Tensor& t : decayed) t.requires_grad_(true);
+    for (at::Tensor& t : undecayed) t.requires_grad_(true);
+    auto options = [&](double wd) {
+      return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(hp.learning_rate)
+                                                              .betas({hp.adam_beta1, hp.adam_beta2})
+                                                              .eps(hp.adam_epsilon)
+                                                              .weight_decay(wd));
+    };
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decayed, options(hp.weight_decay));
+    groups.emplace_back(undecayed, options(0.0));
+    torch::optim::AdamW optimizer(groups, *options(hp.weight_decay));
+    std::vector<at::Tensor> params = decayed;
+    params.insert(params.end(), undecayed.begin(), undecayed.end());
+    if (resume != nullptr) {
+      std::istringstream in(state.optimizer_state);
+      torch::load(optimizer, in);
+      RETURN_IF_ERROR(SetGeneratorState(state.rng_state));
+    }
+
+    auto checkpoint = [&]() -> absl::Status {
+      if (!hooks.on_checkpoint) return absl::OkStatus();
+      ASSIGN_OR_RETURN(state.adapter_bytes, model::SerializeAdapterSet(*set, fingerprint));
+      std::ostringstream out;
+      torch::save(optimizer, out);
+      state.optimizer_state = out.str();
+      state.rng_state = GeneratorState();
+      return hooks.on_checkpoint(state);
+    };
+    auto run = [&](const std::function<absl::Status()>& fn) {
+      return hooks.run_on_device ? hooks.run_on_device(fn) : fn();
+    };
+
+    for (int epoch = state.epoch; epoch < hp.epochs; ++epoch) {
+      const std::vector<size_t> order = EpochOrder(n_train, hp.seed, epoch);
+      const auto epoch_start = std::chrono::steady_clock::now();
+      int64_t examples_this_run = 0;
+      for (int64_t b = state.step - static_cast<int64_t>(epoch) * steps_per_epoch; b < steps_per_epoch; ++b) {
+        const size_t begin = static_cast<size_t>(b) * static_cast<size_t>(hp.batch_size);
+        const size_t end = std::min(n_train, begin + static_cast<size_t>(hp.batch_size));
+        const double batch_rows = static_cast<double>(end - begin);
+        optimizer.zero_grad();
+        double batch_loss = 0;
+        for (size_t m = begin; m < end; m += static_cast<size_t>(micro)) {
+          if (hooks.cancelled && hooks.cancelled()) return absl::CancelledError("training cancelled");
+          std::vector<size_t> rows(order.begin() + static_cast<std::ptrdiff_t>(m),
+                                   order.begin() + static_cast<std::ptrdiff_t>(std::min(end, m + micro)));
+          RETURN_IF_ERROR(run([&]() -> absl::Status {
+            EncoderInput input = MakeBatch(train_set, rows, tok->pad_id(), device);
+            ASSIGN_OR_RETURN(model::EncoderOutput out, encoder.Forward(input, *set, {.train = true}));
+            at::Tensor loss = at::cross_entropy_loss(out.logits, LabelsOf(train_set, rows, device)) *
+                              (static_cast<double>(rows.size()) / batch_rows);
+            loss.backward();
+            batch_loss += loss.item<double>();
+            return absl::OkStatus();
+          }));
+        }
+        torch::nn::utils::clip_grad_norm_(params, hp.max_grad_norm);
+        const double lr = LinearWarmupDecay(state.step, total_steps, warmup_steps, hp.learning_rate);
+        for (auto& group : optimizer.param_groups()) {
+          static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+        }
+        optimizer.step();
+        ++state.step;
+        state.epoch_loss_sum += batch_loss * batch_rows;
+        state.epoch_examples += static_cast<int64_t>(batch_rows);
+        examples_this_run += static_cast<int64_t>(batch_rows);
+        if (hooks.on_step) hooks.on_step(state.step, total_steps, batch_loss);
+        const bool epoch_end = b + 1 == steps_per_epoch;
+        if (hp.checkpoint_every_steps > 0 && state.step % hp.checkpoint_every_steps == 0 && !epoch_end) {
+          RETURN_IF_ERROR(checkpoint());
+        }
+        if (!epoch_end && hooks.preempted && hooks.preempted()) {
+          RETURN_IF_ERROR(checkpoint());
+          return absl::AbortedError(absl::StrCat("training preempted at step ", state.step));
+        }
+      }
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+      ASSIGN_OR_RETURN(Evaluation val, EvaluateEncoded(encoder, *set, val_set, tok->pad_id(), 64));
+      EpochReport report;
+      report.epoch = epoch + 1;
+      report.step = state.step;
+      report.train_loss = state.epoch_examples > 0 ? state.epoch_loss_sum / static_cast<double>(state.epoch_examples) : 0;
+      report.validation_loss = val.loss;
+      report.validation_accuracy = val.accuracy;
+      report.learning_rate = LinearWarmupDecay(state.step, total_steps, warmup_steps, hp.learning_rate);
+      report.examples_per_second = seconds > 0 ? static_cast<double>(examples_this_run) / seconds : 0;
+      const bool better = !state.best.has_value() || val.accuracy > state.best->validation_accuracy ||
+                          (val.accuracy == state.best->validation_accuracy &&
+                           val.loss < state.best->validation_loss);
+      if (better) {
+        state.best = report;
+        ASSIGN_OR_RETURN(state.best_adapter_bytes, model::SerializeAdapterSet(*set, fingerprint));
+      }
+      state.history.push_back(report);
+      state.epoch = epoch + 1;
+      state.epoch_loss_sum = 0;
+      state.epoch_examples = 0;
+      if (hooks.on_epoch) hooks.on_epoch(report);
+      RETURN_IF_ERROR(checkpoint());
+      if (epoch + 1 < hp.epochs && hooks.preempted && hooks.preempted()) {
+        return absl::AbortedError(absl::StrCat("training preempted at step ", state.step));
+      }
+    }
+
+    TrainingResult result;
+    ASSIGN_OR_RETURN(result.best, model::DeserializeAdapterSet(state.best_adapter_bytes, encoder.config(),
+                                                               fingerprint, device));
+    result.best_epoch = *state.best;
+    result.history = state.history;
+    result.steps = state.step;
+    return result;
+  });
+}
+
+}  // namespace adapterd::training

@@ -1,0 +1,163 @@
+// Trains one task's AdapterSet on the frozen encoder (the paper's protocol).
+//
+// Only the task's parameters train: adapters, LayerNorm gains/biases and the
+// head (or, for baselines, a subset: see TrainableParts). The encoder is
+// never written. Defaults follow DESIGN.md section 4: AdamW (betas 0.9/0.999,
+// eps 1e-6, weight decay 0.01 except LayerNorm and biases), global grad-norm
+// clip 1.0, linear warmup over the first 10% of steps then linear decay to 0,
+// batch 32, lr 3e-4, 3 epochs, m = 64, max_seq_len 128. Each epoch is
+// validated; the best epoch's parameters (validation accuracy, ties broken by
+// lower loss) are the result.
+//
+// Determinism: with the same inputs, hyperparameters and seed, CPU training
+// is bit-reproducible, and resuming from any checkpoint reproduces the same
+// final parameters as an uninterrupted run. Data order is a function of
+// (seed, epoch); dropout draws from LibTorch's default CPU generator, which
+// the trainer seeds and checkpoints. Run one trainer per process at a time
+// (that generator is process-global).
+//
+// Thread safety: Train() is reentrant only across processes (see above);
+// hooks run on the calling thread.
+#ifndef ADAPTERD_SERVER_TRAINING_TRAINER_H_
+#define ADAPTERD_SERVER_TRAINING_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/model/adapter_set.h"
+#include "server/model/bert_encoder.h"
+#include "server/model/tokenizer.h"
+
+namespace adapterd::training {
+
+struct Example {
+  std::string text;
+  std::string text_pair;  // empty for single-text tasks
+  std::string label;
+};
+
+enum class TrainableParts {
+  kAdapters,           // adapters + every LayerNorm affine + head (the paper's method)
+  kHeadAndLayerNorm,   // baseline: adapters disabled (U = 0), LayerNorms + head train
+  kHeadOnly,           // baseline: adapters disabled, only the head trains
+};
+
+struct Hyperparameters {
+  double learning_rate = 3e-4;
+  int epochs = 3;
+  int batch_size = 32;
+  // Rows per forward/backward; gradients accumulate up to batch_size.
+  // 0 means batch_size (no accumulation).
+  int micro_batch_size = 0;
+  int64_t bottleneck_size = 64;
+  std::string activation = "gelu";
+  double init_std = 1e-2;
+  int max_seq_len = 128;
+  uint64_t seed = 42;
+  // Stratified split of the training data when no validation set is given.
+  double validation_fraction = 0.1;
+  double warmup_fraction = 0.1;
+  double weight_decay = 0.01;
+  double max_grad_norm = 1.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-6;
+  // Checkpoint every N optimiser steps (0: only at epoch ends).
+  int checkpoint_every_steps = 0;
+  TrainableParts trainable = TrainableParts::kAdapters;
+
+  // INVALID_ARGUMENT naming the first field out of range.
+  absl::Status Validate() const;
+};
+
+struct EpochReport {
+  int epoch = 0;  // 1-based
+  int64_t step = 0;
+  double train_loss = 0;
+  double validation_loss = 0;
+  double validation_accuracy = 0;
+  double learning_rate = 0;  // at the end of the epoch
+  double examples_per_second = 0;
+};
+
+// Everything needed to resume: written at checkpoints, given back to Train().
+struct TrainerState {
+  std::string adapter_bytes;       // current parameters (adapter format)
+  std::string best_adapter_bytes;  // best epoch so far (empty before one ends)
+  std::string optimizer_state;     // AdamW moments (LibTorch archive)
+  std::string rng_state;           // default CPU generator state
+  int64_t step = 0;                // optimiser steps taken
+  int epoch = 0;                   // epochs completed
+  std::optional<EpochReport> best;
+  std::vector<EpochReport> history;
+  double epoch_loss_sum = 0;       // partial sums of the epoch in progress
+  int64_t epoch_examples = 0;
+};
+
+struct TrainerHooks {
+  // After each optimiser step.
+  std::function<void(int64_t step, int64_t total_steps, double loss)> on_step;
+  std::function<void(const EpochReport&)> on_epoch;
+  // Every checkpoint_every_steps and at each epoch end. An error aborts.
+  std::function<absl::Status(const TrainerState&)> on_checkpoint;
+  // Polled before every micro-batch; true stops training with CANCELLED.
+  std::function<bool()> cancelled;
+  // Polled after every optimiser step; true writes a checkpoint and stops
+  // with ABORTED, so the job resumes from exactly here later (shutdown).
+  std::function<bool()> preempted;
+  // Runs one micro-batch of device work. Lets a device executor interleave
+  // other work (Predict batches) between micro-batches. Default: inline.
+  std::function<absl::Status(const std::function<absl::Status()>&)> run_on_device;
+};
+
+struct TrainingResult {
+  std::unique_ptr<model::AdapterSet> best;  // parameters of the best epoch
+  EpochReport best_epoch;
+  std::vector<EpochReport> history;
+  int64_t steps = 0;
+};
+
+struct TrainingData {
+  std::vector<Example> train;
+  // Empty: a stratified split of `train` (validation_fraction).
+  std::vector<Example> validation;
+  // Labels in logit order. Every example's label must be one of them.
+  std::vector<std::string> labels;
+};
+
+// Trains on `encoder` (which must be fp32) and returns the best epoch's
+// parameters. `resume` continues from a checkpoint of the same job.
+// Errors: INVALID_ARGUMENT (bad hyperparameters, unknown label, empty data),
+// CANCELLED (hooks.cancelled), ABORTED (hooks.preempted, after a
+// checkpoint), or what a hook returned.
+absl::StatusOr<TrainingResult> Train(const model::BertEncoder& encoder, const model::BertTokenizer& tokenizer,
+                                     const TrainingData& data, const Hyperparameters& hp,
+                                     const TrainerHooks& hooks = {}, const TrainerState* resume = nullptr);
+
+// Indices of a stratified split: per label, round(fraction * count) examples
+// (at least 1 when the label has 2 or more) go to validation, chosen by a
+// seeded shuffle. Returns {train indices, validation indices}, each sorted.
+std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::vector<Example>& examples,
+                                                                    double fraction, uint64_t seed);
+
+// HF get_linear_schedule_with_warmup: step/warmup during warmup, then
+// (total - step) / (total - warmup), floored at 0; times base_lr.
+double LinearWarmupDecay(int64_t step, int64_t total_steps, int64_t warmup_steps, double base_lr);
+
+// Accuracy and mean cross-entropy of `set` on `examples`.
+struct Evaluation {
+  double loss = 0;
+  double accuracy = 0;
+};
+absl::StatusOr<Evaluation> Evaluate(const model::BertEncoder& encoder, const model::BertTokenizer& tokenizer,
+                                    const model::AdapterSet& set, const std::vector<Example>& examples,
+                                    int max_seq_len, int batch_size = 64);
+
+}  // namespace adapterd::training
+
+#endif  // ADAPTERD_SERVER_TRAINING_TRAINER_H_

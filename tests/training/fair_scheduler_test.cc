@@ -1,0 +1,65 @@
+#include "server/training/fair_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace adapterd::training {
+namespace {
+
+std::vector<std::string> Drain(FairScheduler& s) {
+  std::vector<std::string> out;
+  while (auto e = s.Pop()) out.push_back(e->job_id);
+  return out;
+}
+
+TEST(FairScheduler, ScriptedArrivalsAreServedRoundRobinFifoWithinTenant) {
+  FairScheduler s;
+  for (const char* j : {"a1", "a2", "a3"}) s.Push("A", j);
+  s.Push("B", "b1");
+  s.Push("C", "c1");
+  s.Push("A", "a4");
+  s.Push("B", "b2");
+  EXPECT_EQ(s.size(), 7u);
+  EXPECT_EQ(s.size("A"), 4u);
+  EXPECT_EQ(Drain(s), (std::vector<std::string>{"a1", "b1", "c1", "a2", "b2", "a3", "a4"}));
+  EXPECT_TRUE(s.empty());
+}
+
+TEST(FairScheduler, AHeavyTenantCannotStarveASingleJob) {
+  FairScheduler s;
+  for (int i = 0; i < 100; ++i) s.Push("big", "big" + std::to_string(i));
+  s.Pop();  // big0 starts
+  s.Push("small", "only");
+  EXPECT_EQ(s.Pop()->job_id, "big1");
+  EXPECT_EQ(s.Pop()->job_id, "only");  // served within one turn of arriving
+}
+
+TEST(FairScheduler, ArrivalsDuringServiceJoinAtTheBack) {
+  FairScheduler s;
+  s.Push("A", "a1");
+  s.Push("A", "a2");
+  s.Push("B", "b1");
+  EXPECT_EQ(s.Pop()->job_id, "a1");  // rotation now B, A
+  s.Push("C", "c1");                  // B, A, C
+  s.Push("B", "b2");
+  EXPECT_EQ(Drain(s), (std::vector<std::string>{"b1", "a2", "c1", "b2"}));
+}
+
+TEST(FairScheduler, RemoveDropsAQueuedJobAndEmptyTenantsLeaveTheRotation) {
+  FairScheduler s;
+  s.Push("A", "a1");
+  s.Push("B", "b1");
+  s.Push("B", "b2");
+  EXPECT_TRUE(s.Remove("A", "a1"));
+  EXPECT_FALSE(s.Remove("A", "a1"));
+  EXPECT_FALSE(s.Remove("Z", "z"));
+  EXPECT_TRUE(s.Remove("B", "b1"));
+  EXPECT_EQ(s.size(), 1u);
+  EXPECT_EQ(Drain(s), (std::vector<std::string>{"b2"}));
+  EXPECT_FALSE(s.Pop().has_value());
+}
+
+}  // namespace
+}  // namespace adapterd::training

@@ -1,0 +1,309 @@
+// The job queue over a real RocksDB: state machine, fairness, idempotency,
+// limits, cancellation in every state, events, and restart recovery.
+#include "server/training/job_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
+#include "storage/database.h"
+
+namespace adapterd::training {
+namespace {
+
+using ::adapterd::testing::StatusIs;
+using ::testing::HasSubstr;
+
+std::string TempDir() {
+  std::string tmpl = ::testing::TempDir() + "/adapterd_queue_XXXXXX";
+  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
+  return tmpl;
+}
+
+// Accepts any dataset except ones named "bad*", which it rejects as the real
+// validator would (naming an example).
+absl::StatusOr<ValidationOutcome> FakeValidator(const v1::JobRecord& job) {
+  for (const std::string& d : job.dataset_ids()) {
+    if (d.starts_with("bad")) return absl::InvalidArgumentError("train example 3: text is empty");
+  }
+  ValidationOutcome out;
+  out.labels = {"neg", "pos"};
+  out.num_train_examples = 10;
+  if (job.task_id() == "warn") out.warnings = {"labels are imbalanced"};
+  return out;
+}
+
+class JobQueueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir();
+    Reopen();
+  }
+  void TearDown() override {
+    queue_.reset();
+    db_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void Reopen(QueueLimits limits = {}) {
+    queue_.reset();
+    db_.reset();
+    auto db = storage::Database::Open({.path = dir_ + "/db"});
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = *std::move(db);
+    auto q = JobQueue::Create({.db = db_.get(), .limits = limits, .validator = FakeValidator});
+    ASSERT_TRUE(q.ok()) << q.status();
+    queue_ = *std::move(q);
+  }
+  JobRequest Request(const std::string& tenant, const std::string& task, const std::string& request_id = "") {
+    JobRequest r;
+    r.tenant = tenant;
+    r.task_id = task;
+    r.request_id = request_id;
+    r.dataset_ids = {"ds1"};
+    return r;
+  }
+  std::vector<v1::JobState> States(const std::string& tenant, const std::string& job_id) {
+    std::vector<v1::JobState> out;
+    auto events = db_->jobs().ReadEvents(job_id, 1);
+    EXPECT_TRUE(events.ok());
+    for (const v1::JobEvent& e : *events) {
+      if (e.has_state_change()) out.push_back(e.state_change().to());
+    }
+    return out;
+  }
+
+  std::string dir_;
+  std::unique_ptr<storage::Database> db_;
+  std::unique_ptr<JobQueue> queue_;
+};
+
+TEST(JobStateMachine, LegalAndIllegalTransitions) {
+  using S = v1::JobState;
+  const std::vector<std::pair<S, S>> legal = {
+      {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED},  {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_FAILED},
+      {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_CANCELLED}, {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING},
+      {v1::JOB_STATE_QUEUED, v1::JOB_STATE_CANCELLED},   {v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED},
+      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED},     {v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLING},
+      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLED},  {v1::JOB_STATE_CANCELLING, v1::JOB_STATE_CANCELLED},
+      {v1::JOB_STATE_CANCELLING, v1::JOB_STATE_FAILED},
+  };
+  int checked = 0;
+  for (int f = v1::JOB_STATE_UNSPECIFIED; f <= v1::JOB_STATE_CANCELLED; ++f) {
+    for (int t = v1::JOB_STATE_UNSPECIFIED; t <= v1::JOB_STATE_CANCELLED; ++t) {
+      const bool want = std::find(legal.begin(), legal.end(), std::pair{S(f), S(t)}) != legal.end();
+      absl::Status s = CheckTransition(S(f), S(t));
+      EXPECT_EQ(s.ok(), want) << JobStateName(S(f)) << " -> " << JobStateName(S(t));
+      if (!want) {
+        EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 64);
+  for (S terminal : {v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_FAILED, v1::JOB_STATE_CANCELLED}) {
+    EXPECT_TRUE(IsTerminal(terminal));
+  }
+}
+
+TEST_F(JobQueueTest, SubmitPersistsValidatingThenQueuedWithEvents) {
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "warn")));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(job.labels_size(), 2);
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord stored, queue_->Get("acme", job.job_id()));
+  EXPECT_EQ(stored.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(States("acme", job.job_id()), (std::vector<v1::JobState>{v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED}));
+  ASSERT_OK_AND_ASSIGN(auto events, db_->jobs().ReadEvents(job.job_id(), 1));
+  bool warned = false;
+  for (const auto& e : events) warned |= e.has_warning() && e.warning().message() == "labels are imbalanced";
+  EXPECT_TRUE(warned);
+}
+
+TEST_F(JobQueueTest, InvalidDataFailsTheJobWithTheValidatorsMessage) {
+  JobRequest r = Request("acme", "t");
+  r.dataset_ids = {"bad-data"};
+  EXPECT_THAT(queue_->Submit(r), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("train example 3")));
+  ASSERT_OK_AND_ASSIGN(auto page, queue_->List({.tenant = "acme"}));
+  ASSERT_EQ(page.jobs.size(), 1u);
+  EXPECT_EQ(page.jobs[0].state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(page.jobs[0].error_message(), HasSubstr("text is empty"));
+  EXPECT_EQ(queue_->queued(), 0);
+}
+
+TEST_F(JobQueueTest, ServesTenantsRoundRobinInAScriptedOrder) {
+  std::vector<std::pair<std::string, std::string>> arrivals = {
+      {"A", "a1"}, {"A", "a2"}, {"A", "a3"}, {"B", "b1"}, {"C", "c1"}, {"A", "a4"}, {"B", "b2"}};
+  std::map<std::string, std::string> task_of_job;
+  for (auto& [tenant, task] : arrivals) {
+    ASSERT_OK_AND_ASSIGN(v1::JobRecord j, queue_->Submit(Request(tenant, task)));
+    task_of_job[j.job_id()] = task;
+  }
+  std::vector<std::string> served;
+  while (auto job = queue_->NextJob(absl::ZeroDuration())) {
+    EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+    served.push_back(job->task_id());
+    ASSERT_OK(queue_->Fail(*job, absl::InternalError("not training in this test")));
+  }
+  EXPECT_EQ(served, (std::vector<std::string>{"a1", "b1", "c1", "a2", "b2", "a3", "a4"}));
+}
+
+TEST_F(JobQueueTest, RequestIdMakesCreationIdempotent) {
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord first, queue_->Submit(Request("acme", "t", "req-1")));
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord again, queue_->Submit(Request("acme", "t", "req-1")));
+  EXPECT_EQ(first.job_id(), again.job_id());
+  EXPECT_EQ(queue_->queued(), 1);
+  JobRequest different = Request("acme", "t", "req-1");
+  different.hyperparameters.set_epochs(7);
+  EXPECT_THAT(queue_->Submit(different),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("already used for a different request")));
+  // Another tenant may use the same request id independently.
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord other, queue_->Submit(Request("globex", "t", "req-1")));
+  EXPECT_NE(other.job_id(), first.job_id());
+  // And it survives a restart.
+  Reopen();
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord after, queue_->Submit(Request("acme", "t", "req-1")));
+  EXPECT_EQ(after.job_id(), first.job_id());
+}
+
+TEST_F(JobQueueTest, LimitsArePerTenantAndTotal) {
+  Reopen({.max_queued_per_tenant = 2, .max_queued_total = 3});
+  ASSERT_OK(queue_->Submit(Request("A", "1")).status());
+  ASSERT_OK(queue_->Submit(Request("A", "2")).status());
+  EXPECT_THAT(queue_->Submit(Request("A", "3")),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("limit is 2")));
+  ASSERT_OK(queue_->Submit(Request("B", "1")).status());
+  EXPECT_THAT(queue_->Submit(Request("C", "1")),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("queue is full")));
+  // A job leaving the queue frees its slot.
+  auto job = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(job.has_value());
+  EXPECT_OK(queue_->Submit(Request("C", "1")).status());
+}
+
+TEST_F(JobQueueTest, CancelInEveryState) {
+  // QUEUED -> CANCELLED at once, and it never runs.
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord queued, queue_->Submit(Request("acme", "q")));
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord c1, queue_->Cancel("acme", queued.job_id()));
+  EXPECT_EQ(c1.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_FALSE(queue_->NextJob(absl::ZeroDuration()).has_value());
+  // RUNNING -> CANCELLING; the worker sees it and finishes CANCELLED.
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord running, queue_->Submit(Request("acme", "r")));
+  auto taken = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_FALSE(queue_->CancelRequested(running.job_id()));
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord c2, queue_->Cancel("acme", running.job_id()));
+  EXPECT_EQ(c2.state(), v1::JOB_STATE_CANCELLING);
+  EXPECT_TRUE(queue_->CancelRequested(running.job_id()));
+  // CANCELLING again is a no-op answer.
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord c3, queue_->Cancel("acme", running.job_id()));
+  EXPECT_EQ(c3.state(), v1::JOB_STATE_CANCELLING);
+  // A promotion racing the cancel loses: CANCELLING -> SUCCEEDED is illegal.
+  v1::TaskRecord task;
+  task.set_tenant("acme");
+  task.set_task_id("r");
+  EXPECT_THAT(queue_->Complete(*taken, task, "bytes", 2), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_OK(queue_->FinishCancelled(*taken));
+  EXPECT_EQ(States("acme", running.job_id()),
+            (std::vector<v1::JobState>{v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING,
+                                       v1::JOB_STATE_CANCELLING, v1::JOB_STATE_CANCELLED}));
+  EXPECT_THAT(db_->tasks().Get("acme", "r"), StatusIs(absl::StatusCode::kNotFound));
+  // Terminal states cannot be cancelled.
+  for (const std::string& id : {queued.job_id(), running.job_id()}) {
+    EXPECT_THAT(queue_->Cancel("acme", id),
+                StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("can no longer be cancelled")));
+  }
+  JobRequest bad = Request("acme", "f");
+  bad.dataset_ids = {"bad"};
+  (void)queue_->Submit(bad);
+  ASSERT_OK_AND_ASSIGN(auto page, queue_->List({.tenant = "acme", .states = {v1::JOB_STATE_FAILED}}));
+  ASSERT_EQ(page.jobs.size(), 1u);
+  EXPECT_THAT(queue_->Cancel("acme", page.jobs[0].job_id()), StatusIs(absl::StatusCode::kFailedPrecondition));
+  // Another tenant's job is NOT_FOUND, not "not yours".
+  EXPECT_THAT(queue_->Cancel("globex", running.job_id()), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(JobQueueTest, CompletePromotesAtomically) {
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "sent")));
+  auto running = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(running.has_value());
+  v1::TaskRecord task;
+  task.set_tenant("acme");
+  task.set_task_id("sent");
+  task.add_labels("neg");
+  task.add_labels("pos");
+  ASSERT_OK_AND_ASSIGN(storage::PromotionResult r, queue_->Complete(*running, task, "adapter-v1", 2));
+  EXPECT_EQ(r.version, 1);
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord done, queue_->Get("acme", job.job_id()));
+  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(done.result_version(), 1);
+  ASSERT_OK_AND_ASSIGN(v1::TaskRecord t, db_->tasks().Get("acme", "sent"));
+  EXPECT_EQ(t.current_version(), 1);
+  ASSERT_OK_AND_ASSIGN(std::string bytes, db_->adapters().Get("acme", "sent", 1));
+  EXPECT_EQ(bytes, "adapter-v1");
+  EXPECT_THAT(queue_->Fail(done, absl::InternalError("late")), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(JobQueueTest, WatchingGivesTheSnapshotThenNewEventsUntilTerminal) {
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "w")));
+  ASSERT_OK_AND_ASSIGN(auto snapshot, queue_->WaitForEvents("acme", job.job_id(), 0, absl::ZeroDuration()));
+  ASSERT_EQ(snapshot.size(), 2u);  // VALIDATING, QUEUED
+  const int64_t last = snapshot.back().seq();
+  std::thread worker([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    auto running = queue_->NextJob(absl::ZeroDuration());
+    if (running) (void)queue_->Fail(*running, absl::InternalError("boom"));
+  });
+  std::vector<v1::JobState> seen;
+  int64_t after = last;
+  for (int round = 0; round < 50; ++round) {  // bounded: each wait is <= 1 s
+    ASSERT_OK_AND_ASSIGN(auto events, queue_->WaitForEvents("acme", job.job_id(), after, absl::Seconds(1)));
+    for (const auto& e : events) {
+      after = e.seq();
+      if (e.has_state_change()) seen.push_back(e.state_change().to());
+    }
+    if (!seen.empty() && IsTerminal(seen.back())) break;
+  }
+  worker.join();
+  EXPECT_EQ(seen, (std::vector<v1::JobState>{v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED}));
+  EXPECT_THAT(queue_->WaitForEvents("globex", job.job_id(), 0, absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(JobQueueTest, RestartResumesRunningFirstKeepsQueuedOrderAndFinishesCancelling) {
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord a1, queue_->Submit(Request("A", "a1")));
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord a2, queue_->Submit(Request("A", "a2")));
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord b1, queue_->Submit(Request("B", "b1")));
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord a3, queue_->Submit(Request("A", "a3")));
+  auto running = queue_->NextJob(absl::ZeroDuration());  // a1 runs
+  ASSERT_TRUE(running.has_value());
+  ASSERT_EQ(running->job_id(), a1.job_id());
+  auto second = queue_->NextJob(absl::ZeroDuration());  // b1 runs, then is cancelled
+  ASSERT_TRUE(second.has_value());
+  ASSERT_OK(queue_->Cancel("B", b1.job_id()).status());
+  // "Crash": drop everything in memory and reopen from disk.
+  Reopen();
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord b1_after, queue_->Get("B", b1.job_id()));
+  EXPECT_EQ(b1_after.state(), v1::JOB_STATE_CANCELLED);
+  std::vector<std::string> order;
+  while (auto job = queue_->NextJob(absl::ZeroDuration())) {
+    order.push_back(job->task_id());
+    EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+    ASSERT_OK(queue_->Fail(*job, absl::InternalError("stop")));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "a2", "a3"}));
+  (void)a2;
+  (void)a3;
+}
+
+TEST_F(JobQueueTest, ShutdownWakesWaitersAndRefusesNewJobs) {
+  std::thread waiter([&] { EXPECT_FALSE(queue_->NextJob(absl::Seconds(30)).has_value()); });
+  absl::SleepFor(absl::Milliseconds(20));
+  queue_->Shutdown();
+  waiter.join();
+  EXPECT_THAT(queue_->Submit(Request("acme", "late")), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+}  // namespace
+}  // namespace adapterd::training

@@ -226,7 +226,8 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoder::Create(const BertConfi
     auto place = [&](at::Tensor& t) {
       if (!t.defined()) return;
       t = t.detach().to(options.device, options.dtype).contiguous();
-      t.requires_grad_(false);
+      if (options.trainable) t = t.clone();  // never train mapped checkpoint bytes
+      t.requires_grad_(options.trainable);
     };
     place(w.word_embeddings);
     place(w.position_embeddings);
@@ -255,14 +256,17 @@ int64_t BertEncoder::NumParameters() const {
 
 MixedStrategy BertEncoder::ChooseStrategy(int64_t batch, int64_t distinct_tasks, bool stack_can_gather,
                                           c10::Device device) {
-  // Measured in bench/model_bench (docs/PERFORMANCE.md): on CPU, per-task
-  // segments beat gathering at every batch shape measured, because the gather
-  // copies B * (2 d m) weights per adapter per layer while segment GEMMs stay
-  // large enough for BLAS. On GPUs many tiny segment GEMMs are launch-bound,
-  // so gathering wins once most rows have their own task.
+  // Measured with bench/model_bench (docs/PERFORMANCE.md), BERT-base, batch
+  // 32, seq 128, fp32 on this 2-core CPU: relative to one task, gathering
+  // gave 0.96 with 4 tasks and 0.88-1.01 with 32, per-task segments 0.93 and
+  // 0.56-0.62. Segments pay per-segment LayerNorm and concatenation on every
+  // sub-layer; the gather copies only B * 2dm weights per adapter. With a
+  // single task the segment path is exactly the single-task forward. GPUs
+  // were not measured; fewer, larger kernels favour gathering there too.
+  (void)batch;
+  (void)device;
   if (!stack_can_gather || distinct_tasks <= 1) return MixedStrategy::kSegments;
-  if (device.is_cpu()) return MixedStrategy::kSegments;
-  return distinct_tasks * 4 >= batch ? MixedStrategy::kGatherBmm : MixedStrategy::kSegments;
+  return MixedStrategy::kGatherBmm;
 }
 
 absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input) const {

@@ -24,7 +24,8 @@
 //
 // Thread safety: immutable after Create(); Forward() may run concurrently
 // from many threads. The encoder's tensors never require grad and are never
-// written.
+// written (except for an encoder created with Options::trainable, which
+// exists only for the full-fine-tuning baseline).
 #ifndef ADAPTERD_SERVER_MODEL_BERT_ENCODER_H_
 #define ADAPTERD_SERVER_MODEL_BERT_ENCODER_H_
 
@@ -85,6 +86,10 @@ class BertEncoder {
     // Identifies the weights (see ComputeEncoderFingerprint); adapters record
     // it and refuse to load onto another encoder.
     std::string fingerprint;
+    // Baselines and benchmarks only (full fine-tuning): the weights require
+    // grad and an optimiser may update them in place. Such an encoder is not
+    // frozen, is not thread-safe under training, and must never serve.
+    bool trainable = false;
   };
 
   // Validates every tensor's shape against `config` (INVALID_ARGUMENT names
@@ -110,6 +115,7 @@ class BertEncoder {
   c10::Device device() const { return options_.device; }
   c10::ScalarType dtype() const { return options_.dtype; }
   const std::string& fingerprint() const { return options_.fingerprint; }
+  bool trainable() const { return options_.trainable; }
   // Parameter count of the encoder (pooler included when present).
   int64_t NumParameters() const;
 

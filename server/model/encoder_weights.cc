@@ -45,6 +45,18 @@ std::vector<std::pair<std::string, at::Tensor>> EncoderWeights::Named() const {
   return out;
 }
 
+std::vector<at::Tensor> EncoderWeights::Tensors() const {
+  std::vector<at::Tensor> out = {word_embeddings, position_embeddings, token_type_embeddings, emb_ln_weight,
+                                 emb_ln_bias};
+  for (const EncoderLayerWeights& l : layers) {
+    out.insert(out.end(), {l.qkv_weight, l.qkv_bias, l.attn_out_weight, l.attn_out_bias, l.attn_ln_weight,
+                           l.attn_ln_bias, l.intermediate_weight, l.intermediate_bias, l.output_weight,
+                           l.output_bias, l.output_ln_weight, l.output_ln_bias});
+  }
+  if (has_pooler()) out.insert(out.end(), {pooler_weight, pooler_bias});
+  return out;
+}
+
 struct EncoderFingerprinter::State {
   Sha256 hasher;
 };

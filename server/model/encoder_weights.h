@@ -46,6 +46,9 @@ struct EncoderWeights {
   // LayerNorm.weight/.bias), in a fixed order: embeddings, layers, pooler.
   // Q, K and V appear as views of the fused tensors.
   std::vector<std::pair<std::string, at::Tensor>> Named() const;
+  // The underlying tensors (the fused QKV ones, not views), for the
+  // full-fine-tuning baseline's optimiser.
+  std::vector<at::Tensor> Tensors() const;
 };
 
 // Builds an encoder's fingerprint: SHA-256 over the architecture and every

@@ -121,7 +121,7 @@ std::vector<at::Tensor> Trainable(const AdapterSet& set, TrainableParts parts, b
     const bool is_head = name.starts_with("head.");
     const bool is_ln = name.find("layer_norm") != std::string::npos;
     bool include = parts == TrainableParts::kAdapters || is_head ||
-                   (parts == TrainableParts::kHeadAndLayerNorm && is_ln);
+                   ((parts == TrainableParts::kHeadAndLayerNorm || parts == TrainableParts::kFullFineTune) && is_ln);
     const bool decays = name.ends_with(".weight") && !is_ln;
     if (include && decays == decayed) out.push_back(t);
   }
@@ -224,6 +224,10 @@ absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertToken
                                      const TrainerState* resume) {
   RETURN_IF_ERROR(hp.Validate());
   if (encoder.dtype() != at::kFloat) return absl::InvalidArgumentError("training needs an fp32 encoder");
+  if ((hp.trainable == TrainableParts::kFullFineTune) != encoder.trainable()) {
+    return absl::InvalidArgumentError(
+        "full fine-tuning needs a trainable encoder, and a trainable encoder is only for full fine-tuning");
+  }
   if (data.train.empty()) return absl::InvalidArgumentError("no training examples");
   model::AdapterConfig ac;
   ac.bottleneck_size = hp.bottleneck_size;
@@ -265,6 +269,9 @@ absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertToken
     std::unique_ptr<AdapterSet> set;
     TrainerState state;
     if (resume != nullptr) {
+      if (hp.trainable == TrainableParts::kFullFineTune) {
+        return absl::InvalidArgumentError("full fine-tuning (a baseline) does not resume from checkpoints");
+      }
       state = *resume;
       ASSIGN_OR_RETURN(set, model::DeserializeAdapterSet(state.adapter_bytes, encoder.config(), fingerprint, device));
       if (set->config().labels != ac.labels || set->config().bottleneck_size != ac.bottleneck_size) {
@@ -283,6 +290,11 @@ absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertToken
     }
     std::vector<at::Tensor> decayed = Trainable(*set, hp.trainable, true);
     std::vector<at::Tensor> undecayed = Trainable(*set, hp.trainable, false);
+    if (hp.trainable == TrainableParts::kFullFineTune) {
+      // Matrices and embeddings decay; biases and LayerNorm affines do not,
+      // as in BERT's fine-tuning optimiser.
+      for (const at::Tensor& t : encoder.weights().Tensors()) (t.dim() >= 2 ? decayed : undecayed).push_back(t);
+    }
     for (at::Tensor& t : decayed) t.requires_grad_(true);
     for (at::Tensor& t : undecayed) t.requires_grad_(true);
     auto options = [&](double wd) {

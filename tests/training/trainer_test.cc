@@ -189,6 +189,28 @@ TEST_F(TrainerTest, BaselinesTrainOnlyTheirParts) {
   EXPECT_EQ(ln.best->layers()[1].ffn_adapter.up_weight.abs().max().item<float>(), 0.0f);
 }
 
+TEST_F(TrainerTest, FullFineTuningBaselineNeedsATrainableEncoderAndUpdatesIt) {
+  Hyperparameters hp = FastHp();
+  hp.epochs = 1;
+  hp.trainable = TrainableParts::kFullFineTune;
+  // The frozen (serving) encoder refuses: the baseline can never touch it.
+  EXPECT_THAT(Train(*encoder_, *tokenizer_, data_, hp), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                                 HasSubstr("trainable encoder")));
+  auto weights = model::RandomEncoderWeights(encoder_->config(), 3, 0.2);
+  ASSERT_TRUE(weights.ok());
+  model::BertEncoder::Options opts;
+  opts.fingerprint = encoder_->fingerprint();
+  opts.trainable = true;
+  ASSERT_OK_AND_ASSIGN(auto trainable, model::BertEncoder::Create(encoder_->config(), *weights, opts));
+  const at::Tensor before = trainable->weights().layers[0].intermediate_weight.detach().clone();
+  ASSERT_OK_AND_ASSIGN(TrainingResult r, Train(*trainable, *tokenizer_, data_, hp));
+  EXPECT_FALSE(at::equal(trainable->weights().layers[0].intermediate_weight.detach(), before));
+  EXPECT_TRUE(at::equal(weights->layers[0].intermediate_weight, before)) << "the source weights are copied";
+  // And a trainable encoder is refused for adapter training.
+  hp.trainable = TrainableParts::kAdapters;
+  EXPECT_THAT(Train(*trainable, *tokenizer_, data_, hp), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(TrainerSchedule, LinearWarmupThenDecayToZero) {
   EXPECT_DOUBLE_EQ(LinearWarmupDecay(0, 100, 10, 1.0), 0.0);
   EXPECT_DOUBLE_EQ(LinearWarmupDecay(5, 100, 10, 1.0), 0.5);

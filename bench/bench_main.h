@@ -1,0 +1,41 @@
+// Shared command-line handling for the Google Benchmark binaries in bench/.
+//
+// Each binary has a few flags of its own (--preset=..., --batch=...). ParseOwnFlags
+// consumes those, leaves every other argument for benchmark::Initialize, and sets
+// LibTorch's intra-op thread count (0 = one per hardware thread).
+#pragma once
+
+#include <ATen/Parallel.h>
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace adapterd::bench {
+
+// name ("--batch") -> setter given the text after '='.
+using FlagSetters = std::map<std::string, std::function<void(const char*)>>;
+
+// Returns argv[0] plus the arguments that are not ours, for benchmark::Initialize.
+inline std::vector<char*> ParseOwnFlags(int argc, char** argv, const FlagSetters& setters) {
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const char* eq = std::strchr(argv[i], '=');
+    auto it = eq == nullptr ? setters.end() : setters.find(std::string(argv[i], static_cast<size_t>(eq - argv[i])));
+    if (it != setters.end()) {
+      it->second(eq + 1);
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  return rest;
+}
+
+inline void SetThreads(int threads) {
+  at::set_num_threads(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+}  // namespace adapterd::bench

@@ -1,0 +1,211 @@
+// Encoder throughput: plain encoder vs one task vs 32 tasks mixed in a batch
+// (both strategies), in fp32 and bf16. Not a test: it measures speed.
+//
+//   build/bench/model_bench [--preset=base] [--batch=32] [--seq=128] [--tasks=32]
+//                           [--bottleneck=64] [--threads=N] [--benchmark_min_time=2]
+//                           [--benchmark_filter=...]
+//
+// After the runs it prints the ratios that docs/PERFORMANCE.md tracks, all
+// taken from this one run (the machine is shared and noisy; only ratios
+// within a run are comparable).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+#include <c10/core/InferenceMode.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/bench_main.h"
+#include "server/model/adapter_set.h"
+#include "server/model/bert_encoder.h"
+#include "server/model/checkpoint_writer.h"
+
+namespace adapterd::model {
+namespace {
+
+struct BenchConfig {
+  std::string preset = "base";
+  int64_t batch = 32;
+  int64_t seq = 128;
+  int64_t tasks = 32;
+  int64_t bottleneck = 64;
+  int threads = 0;  // 0: one per hardware thread
+};
+BenchConfig g_cfg;
+
+void Check(const absl::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "model_bench: %s\n", s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+// Lazily built fixtures per dtype, shared by every benchmark.
+struct Fixture {
+  std::unique_ptr<BertEncoder> encoder;
+  std::shared_ptr<const AdapterStack> one_task;
+  std::shared_ptr<const AdapterStack> many_tasks;
+  std::shared_ptr<const AdapterSet> single;
+  EncoderInput input;
+};
+
+Fixture& GetFixture(c10::ScalarType dtype) {
+  static std::map<c10::ScalarType, std::unique_ptr<Fixture>> fixtures;
+  auto& slot = fixtures[dtype];
+  if (slot) return *slot;
+  slot = std::make_unique<Fixture>();
+  auto config = BertConfig::Preset(g_cfg.preset, 30522);
+  Check(config.status());
+  auto weights = RandomEncoderWeights(*config, 1);
+  Check(weights.status());
+  BertEncoder::Options opts;
+  opts.dtype = dtype;
+  opts.fingerprint = "bench";
+  auto enc = BertEncoder::Create(*config, *std::move(weights), opts);
+  Check(enc.status());
+  slot->encoder = *std::move(enc);
+  std::vector<std::shared_ptr<const AdapterSet>> sets;
+  for (int64_t t = 0; t < g_cfg.tasks; ++t) {
+    AdapterConfig ac;
+    ac.bottleneck_size = g_cfg.bottleneck;
+    ac.labels = {"a", "b", "c"};
+    auto set = AdapterSet::CreateInitialized(*config, slot->encoder->weights(), ac, static_cast<uint64_t>(t + 1),
+                                             at::kCPU);
+    Check(set.status());
+    sets.push_back(std::move(*set));
+  }
+  auto many = AdapterStack::Create(sets, *config, at::kCPU, dtype, /*build_gather_tensors=*/true);
+  Check(many.status());
+  slot->many_tasks = *many;
+  auto one = AdapterStack::Create(std::span(sets).first(1), *config, at::kCPU, dtype, true);
+  Check(one.status());
+  slot->one_task = *one;
+  slot->single = std::shared_ptr<const AdapterSet>(slot->one_task, &slot->one_task->slot(0));
+  at::manual_seed(0);
+  at::Tensor ids = at::randint(1000, 30000, {g_cfg.batch, g_cfg.seq}, at::kLong);
+  slot->input = {ids, at::zeros_like(ids), at::ones_like(ids)};
+  return *slot;
+}
+
+c10::ScalarType DTypeArg(int64_t arg) { return arg == 0 ? at::kFloat : at::kBFloat16; }
+
+void SetCounters(benchmark::State& state) {
+  const double seqs = static_cast<double>(state.iterations() * g_cfg.batch);
+  state.counters["seq/s"] = benchmark::Counter(seqs, benchmark::Counter::kIsRate);
+  state.counters["tok/s"] = benchmark::Counter(seqs * static_cast<double>(g_cfg.seq), benchmark::Counter::kIsRate);
+}
+
+void BM_PlainEncoder(benchmark::State& state) {
+  Fixture& f = GetFixture(DTypeArg(state.range(0)));
+  c10::InferenceMode guard;
+  for (auto _ : state) {
+    auto out = f.encoder->Forward(f.input);
+    Check(out.status());
+    benchmark::DoNotOptimize(out->pooled.data_ptr());
+  }
+  SetCounters(state);
+}
+
+void BM_OneTask(benchmark::State& state) {
+  Fixture& f = GetFixture(DTypeArg(state.range(0)));
+  c10::InferenceMode guard;
+  for (auto _ : state) {
+    auto out = f.encoder->Forward(f.input, *f.single);
+    Check(out.status());
+    benchmark::DoNotOptimize(out->logits.data_ptr());
+  }
+  SetCounters(state);
+}
+
+void MixedTasks(benchmark::State& state, MixedStrategy strategy) {
+  Fixture& f = GetFixture(DTypeArg(state.range(0)));
+  c10::InferenceMode guard;
+  std::vector<int64_t> slots(static_cast<size_t>(g_cfg.batch));
+  // Every row its own task (round-robin), interleaved as requests arrive.
+  for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i) % g_cfg.tasks;
+  for (auto _ : state) {
+    auto out = f.encoder->Forward(f.input, *f.many_tasks, slots, {.strategy = strategy});
+    Check(out.status());
+    benchmark::DoNotOptimize(out->logits.data_ptr());
+  }
+  SetCounters(state);
+}
+
+void BM_MixedSegments(benchmark::State& state) { MixedTasks(state, MixedStrategy::kSegments); }
+void BM_MixedGatherBmm(benchmark::State& state) { MixedTasks(state, MixedStrategy::kGatherBmm); }
+
+// Collects seq/s per benchmark name for the closing ratio table.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
+      auto it = r.counters.find("seq/s");
+      std::string name = r.benchmark_name();
+      if (auto cut = name.find("/min_time"); cut != std::string::npos) name.resize(cut);
+      if (name.starts_with("adapterd::model::")) name = name.substr(17);
+      if (it != r.counters.end()) rates_[name] = it->second.value;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  void PrintRatios() const {
+    auto ratio = [&](const std::string& a, const std::string& b) {
+      auto ia = rates_.find(a), ib = rates_.find(b);
+      if (ia == rates_.end() || ib == rates_.end() || ib->second == 0) return;
+      std::printf("  %-48s %-32s %.3f\n", a.c_str(), ("/ " + b).c_str(), ia->second / ib->second);
+    };
+    std::printf("\nRatios (seq/s, this run; preset=%s batch=%ld seq=%ld tasks=%ld m=%ld, %d threads):\n",
+                g_cfg.preset.c_str(), static_cast<long>(g_cfg.batch), static_cast<long>(g_cfg.seq),
+                static_cast<long>(g_cfg.tasks), static_cast<long>(g_cfg.bottleneck), at::get_num_threads());
+    for (const char* dt : {"0", "1"}) {
+      const std::string s = absl::StrCat("/", dt);
+      ratio("BM_MixedSegments" + s, "BM_OneTask" + s);
+      ratio("BM_MixedGatherBmm" + s, "BM_OneTask" + s);
+      ratio("BM_OneTask" + s, "BM_PlainEncoder" + s);
+    }
+    for (const char* b : {"BM_PlainEncoder", "BM_OneTask", "BM_MixedSegments", "BM_MixedGatherBmm"}) {
+      ratio(absl::StrCat(b, "/1"), absl::StrCat(b, "/0"));
+    }
+    std::printf("(/0 = fp32, /1 = bf16)\n");
+  }
+
+ private:
+  std::map<std::string, double> rates_;
+};
+
+}  // namespace
+}  // namespace adapterd::model
+
+BENCHMARK(adapterd::model::BM_PlainEncoder)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(adapterd::model::BM_OneTask)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(adapterd::model::BM_MixedSegments)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(adapterd::model::BM_MixedGatherBmm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+int main(int argc, char** argv) {
+  using adapterd::model::g_cfg;
+  // Our flags first; the rest go to Google Benchmark.
+  std::vector<char*> rest = adapterd::bench::ParseOwnFlags(
+      argc, argv,
+      {{"--preset", [](const char* v) { g_cfg.preset = v; }},
+       {"--batch", [](const char* v) { g_cfg.batch = std::atol(v); }},
+       {"--seq", [](const char* v) { g_cfg.seq = std::atol(v); }},
+       {"--tasks", [](const char* v) { g_cfg.tasks = std::atol(v); }},
+       {"--bottleneck", [](const char* v) { g_cfg.bottleneck = std::atol(v); }},
+       {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }}});
+  adapterd::bench::SetThreads(g_cfg.threads);
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  adapterd::model::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.PrintRatios();
+  benchmark::Shutdown();
+  return 0;
+}

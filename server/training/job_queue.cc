@@ -33,9 +33,11 @@ std::string RequestFingerprint(const JobRequest& r) {
   return Sha256Hex(bytes);
 }
 
-std::string NewJobId() {
+// Creation time first, so that listing in id order lists jobs in creation
+// order; the random tail keeps ids unique within a microsecond.
+std::string NewJobId(int64_t now_micros) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
-  return absl::StrFormat("job-%016x", rng());
+  return absl::StrFormat("job-%013x%06x", static_cast<uint64_t>(now_micros), rng() & 0xffffff);
 }
 
 v1::JobEvent StateEvent(JobState from, JobState to, const std::string& reason, int64_t now) {
@@ -230,7 +232,7 @@ absl::StatusOr<v1::JobRecord> JobQueue::Submit(const JobRequest& request) {
     ++validating_[request.tenant];  // reserve the slot while validating
   }
   v1::JobRecord job;
-  job.set_job_id(NewJobId());
+  job.set_job_id(NewJobId(Now()));
   job.set_tenant(request.tenant);
   job.set_task_id(request.task_id);
   job.set_request_id(request.request_id);

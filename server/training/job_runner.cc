@@ -188,6 +188,11 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
       return s;
     }
     resume = FromCheckpoint(*checkpoint);
+    v1::JobEvent e;
+    e.mutable_warning()->set_kind("resumed");
+    e.mutable_warning()->set_message(absl::StrCat("resumed from the checkpoint at step ", resume->step,
+                                                  " (", resume->epoch, " epochs completed) after a restart"));
+    (void)options_.queue->RecordEvent(job, e);  // informational, best effort
   } else if (!absl::IsNotFound(checkpoint.status())) {
     RETURN_IF_ERROR(options_.queue->Fail(job, checkpoint.status()));
     return checkpoint.status();
@@ -210,6 +215,7 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
   };
   int64_t last_progress = 0;
   hooks.on_step = [&](int64_t step, int64_t total, double) {
+    if (options_.on_step) options_.on_step(hp->batch_size);
     // Persist progress every 10 steps: enough for a live progress bar.
     if (step - last_progress < 10 && step != total) return;
     last_progress = step;
@@ -217,7 +223,9 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
     e.mutable_progress()->set_step(step);
     e.mutable_progress()->set_total_steps(total);
     e.mutable_progress()->set_total_epochs(hp->epochs);
-    e.mutable_progress()->set_epoch(static_cast<int32_t>(step * hp->epochs / std::max<int64_t>(1, total)));
+    // The epoch in progress, 1-based (the last one once all steps are done).
+    e.mutable_progress()->set_epoch(static_cast<int32_t>(
+        std::min<int64_t>(hp->epochs, step * hp->epochs / std::max<int64_t>(1, total) + 1)));
     (void)options_.queue->RecordEvent(job, e);
   };
 
@@ -259,6 +267,7 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
     RETURN_IF_ERROR(options_.queue->Fail(job, promoted.status()));
     return promoted.status();
   }
+  if (options_.on_promoted) options_.on_promoted(*promoted);
   return absl::OkStatus();
 }
 

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   std::string out_dir;
   std::string preset = "tiny";
   uint64_t seed = 1;
+  double init_range = 0.02;
   int64_t layers = 0, hidden = 0, heads = 0, intermediate = 0, max_positions = 512, vocab_size = 0;
   std::string dtype = "F32";
   bool bert_prefix = false;
@@ -33,6 +34,12 @@ int main(int argc, char** argv) {
   app.add_option("--max_positions", max_positions, "max_position_embeddings")->capture_default_str();
   app.add_option("--vocab_size", vocab_size, "config vocab_size (default: the built-in vocabulary's size)");
   app.add_option("--seed", seed, "Random seed")->capture_default_str();
+  app.add_option("--init_range", init_range,
+                 "Std of the truncated-normal weights (HF's initializer_range). 0.02 is BERT's; a frozen random\n"
+                 "encoder at 0.02 passes almost no token information, so adapters on it learn little. Larger\n"
+                 "values (e.g. 0.2) keep token identity through the layers.")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 10.0));
   app.add_option("--dtype", dtype, "Stored dtype: F32, F16 or BF16")->capture_default_str();
   app.add_flag("--bert_prefix", bert_prefix, "Prefix tensor names with 'bert.' (BertForPreTraining style)");
   CLI11_PARSE(app, argc, argv);
@@ -66,7 +73,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.dtype = *parsed;
-  auto weights = adapterd::model::RandomEncoderWeights(*config, seed);
+  auto weights = adapterd::model::RandomEncoderWeights(*config, seed, init_range);
   if (!weights.ok()) {
     std::cerr << "adapterd-make-model: " << weights.status().message() << "\n";
     return 1;

@@ -1,0 +1,151 @@
+// InferenceEngine: Predict for many tasks over one frozen encoder
+// (DESIGN.md section 5). It owns the adapter cache, the dynamic batcher and
+// the device executor:
+//
+//   Predict -> validate -> tokenize -> AdapterCache::Get -> DynamicBatcher
+//           -> DeviceExecutor (one mixed-task forward per batch) -> softmax
+//
+// A batch's rows may belong to different tasks: the engine builds an
+// AdapterStack of the batch's distinct tasks and runs
+// BertEncoder::Forward(input, stack, row_slots) under c10::InferenceMode (a
+// batch of one task runs the single-task forward). A row's result does not
+// depend on the batch it ran in (up to float reassociation).
+//
+// Predict errors:
+//   INVALID_ARGUMENT  empty tenant or task_id; empty `texts`; an empty text or
+//                     text pair, invalid UTF-8, or a text_pairs count that
+//                     differs from texts (the message names the index, e.g.
+//                     "texts[2] is not valid UTF-8");
+//   NOT_FOUND / FAILED_PRECONDITION  from AdapterCache::Get (unknown task or
+//                     version, task not ready, adapter of another encoder);
+//   DEADLINE_EXCEEDED the deadline passed before a row was computed (rows are
+//                     dropped, never computed);
+//   UNAVAILABLE       after Drain() or Shutdown() began.
+// Texts longer than max_seq_len word pieces are truncated (pairs with
+// longest_first), as the tokenizer does.
+//
+// Drain(): new Predicts fail with UNAVAILABLE; returns when every Predict in
+// flight has completed; the executor keeps running training work. Shutdown():
+// Drain(), then the executor stops (pending training work fails with
+// UNAVAILABLE). Both are idempotent; the destructor calls Shutdown().
+//
+// Thread safety: Predict may be called from many threads at once; all
+// methods are thread-safe.
+//
+// Ownership: the encoder, tokenizer, database and observer are borrowed and
+// must outlive the engine (the tokenizer only until Create returns when
+// max_seq_len differs from its own, since the engine then keeps a copy).
+#ifndef ADAPTERD_SERVER_SERVING_INFERENCE_ENGINE_H_
+#define ADAPTERD_SERVER_SERVING_INFERENCE_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/model/bert_encoder.h"
+#include "server/model/tokenizer.h"
+#include "server/serving/adapter_cache.h"
+#include "server/serving/device_executor.h"
+#include "server/serving/dynamic_batcher.h"
+#include "server/serving/serving_observer.h"
+
+namespace adapterd::storage {
+class Database;
+}
+
+namespace adapterd::serving {
+
+struct PredictRequest {
+  std::string tenant;
+  std::string task_id;
+  std::vector<std::string> texts;
+  // Empty, or one second text per entry of `texts` (sentence-pair tasks).
+  std::vector<std::string> text_pairs;
+  // 0 = the task's current version.
+  int64_t version = 0;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+struct PredictResult {
+  // The version that answered (resolved when the request asked for 0).
+  int64_t version = 0;
+  // The task's labels in probability order.
+  std::vector<std::string> labels;
+  // One row per text: softmax over the task's own labels.
+  std::vector<std::vector<float>> probabilities;
+};
+
+class InferenceEngine {
+ public:
+  struct Options {
+    // Required, borrowed (see the header comment).
+    const model::BertEncoder* encoder = nullptr;
+    const model::BertTokenizer* tokenizer = nullptr;
+    storage::Database* db = nullptr;
+    // AdapterCache budgets.
+    int64_t host_cache_bytes = int64_t{256} << 20;
+    int64_t device_cache_bytes = int64_t{256} << 20;
+    // DynamicBatcher settings.
+    int64_t max_batch_size = 32;
+    int64_t max_queue_delay_us = 2000;
+    int max_inflight_batches = 2;
+    // Longest encoded row, specials included (>= 3, <= the encoder's
+    // max_position_embeddings). 0 = the tokenizer's own max_seq_len.
+    int max_seq_len = 128;
+    // DeviceExecutor settings.
+    double min_training_share = 0.25;
+    std::function<absl::Time()> executor_clock;  // null = absl::Now
+    // How mixed-task batches apply adapters (kAuto: BertEncoder's rule).
+    model::MixedStrategy strategy = model::MixedStrategy::kAuto;
+    // Optional metrics hook, shared by the cache, batcher and executor.
+    ServingObserver* observer = nullptr;
+  };
+
+  // INVALID_ARGUMENT for missing dependencies or out-of-range options.
+  static absl::StatusOr<std::unique_ptr<InferenceEngine>> Create(Options options);
+  ~InferenceEngine();
+  InferenceEngine(const InferenceEngine&) = delete;
+  InferenceEngine& operator=(const InferenceEngine&) = delete;
+
+  // Blocks until every row is computed or dropped. See the header comment.
+  absl::StatusOr<PredictResult> Predict(const PredictRequest& request);
+
+  void Drain();
+  void Shutdown();
+  // False once Drain() or Shutdown() began.
+  bool accepting() const;
+
+  // For the JobRunner's run_on_device and for metrics.
+  DeviceExecutor& executor() { return *executor_; }
+  // For Invalidate after promotions and deletes, and Pin/Unpin.
+  AdapterCache& cache() { return *cache_; }
+
+ private:
+  explicit InferenceEngine(Options options);
+  absl::Status Validate(const PredictRequest& request) const;
+  // Runs on the executor thread.
+  void RunBatch(std::vector<BatchRow>& rows);
+
+  const Options options_;
+  // The engine's own copy when max_seq_len differs from the given tokenizer's.
+  std::unique_ptr<model::BertTokenizer> own_tokenizer_;
+  const model::BertTokenizer* tokenizer_ = nullptr;
+  std::unique_ptr<AdapterCache> cache_;
+  std::unique_ptr<DeviceExecutor> executor_;
+  std::unique_ptr<DynamicBatcher> batcher_;
+
+  // Protects the accepting flag and the count of Predicts in flight.
+  mutable absl::Mutex mu_;
+  bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace adapterd::serving
+
+#endif  // ADAPTERD_SERVER_SERVING_INFERENCE_ENGINE_H_

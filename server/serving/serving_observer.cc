@@ -1,0 +1,35 @@
+#include "server/serving/serving_observer.h"
+
+namespace adapterd::serving {
+
+std::string_view CacheTierName(CacheTier tier) {
+  switch (tier) {
+    case CacheTier::kHost:
+      return "host";
+    case CacheTier::kDevice:
+      return "device";
+  }
+  return "unknown";
+}
+
+std::string_view WorkKindName(WorkKind kind) {
+  switch (kind) {
+    case WorkKind::kInference:
+      return "inference";
+    case WorkKind::kTraining:
+      return "training";
+  }
+  return "unknown";
+}
+
+std::string_view DropReasonName(DropReason reason) {
+  switch (reason) {
+    case DropReason::kDeadline:
+      return "deadline";
+    case DropReason::kShutdown:
+      return "shutdown";
+  }
+  return "unknown";
+}
+
+}  // namespace adapterd::serving

@@ -1,0 +1,228 @@
+// DynamicBatcher: batch formation (size, delay), length grouping, deadline
+// drops, split requests and shutdown. No model: rows carry token ids only.
+#include "server/serving/dynamic_batcher.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "common/testing/status_matchers.h"
+#include "tests/serving/serving_fixture.h"
+
+namespace adapterd::serving {
+namespace {
+
+using ::adapterd::serving::testing::CountingObserver;
+using ::adapterd::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+constexpr int64_t kForever = int64_t{3600} * 1000 * 1000;  // a delay no test waits for
+
+BatchRow Row(int64_t length, std::shared_ptr<PendingRequest> request, int64_t index,
+             absl::Time deadline = absl::InfiniteFuture()) {
+  BatchRow row;
+  row.input_ids.assign(static_cast<size_t>(length), 7);
+  row.token_type_ids.assign(static_cast<size_t>(length), 0);
+  row.deadline = deadline;
+  row.request = std::move(request);
+  row.index = index;
+  return row;
+}
+
+// Records batches; completes their rows and calls `done` only when told.
+class Recorder {
+ public:
+  DynamicBatcher::RunBatchFn Fn() {
+    return [this](std::vector<BatchRow> rows, std::function<void()> done) {
+      absl::MutexLock lock(&mu_);
+      batches_.push_back(std::move(rows));
+      done_.push_back(std::move(done));
+    };
+  }
+  // Waits until `n` batches were formed.
+  void WaitForBatches(size_t n) {
+    std::pair<Recorder*, size_t> arg(this, n);
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](std::pair<Recorder*, size_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return a->first->batches_.size() >= a->second;
+        },
+        &arg));
+  }
+  // Completes every row of batch `i` (value = its length) and releases its slot.
+  void Finish(size_t i) {
+    std::function<void()> done;
+    {
+      absl::MutexLock lock(&mu_);
+      for (BatchRow& row : batches_[i]) row.request->Complete(row.index, {static_cast<float>(row.length())});
+      done = std::move(done_[i]);
+    }
+    done();
+  }
+  std::vector<int64_t> Lengths(size_t i) {
+    absl::MutexLock lock(&mu_);
+    std::vector<int64_t> out;
+    for (const BatchRow& row : batches_[i]) out.push_back(row.length());
+    return out;
+  }
+  size_t size() {
+    absl::MutexLock lock(&mu_);
+    return batches_.size();
+  }
+
+ private:
+  absl::Mutex mu_;  // protects both vectors
+  std::vector<std::vector<BatchRow>> batches_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> done_ ABSL_GUARDED_BY(mu_);
+};
+
+std::unique_ptr<DynamicBatcher> MakeBatcher(Recorder& recorder, int64_t max_batch, int64_t delay_us,
+                                            int inflight = 1, ServingObserver* observer = nullptr) {
+  DynamicBatcher::Options o;
+  o.max_batch_size = max_batch;
+  o.max_queue_delay_us = delay_us;
+  o.max_inflight_batches = inflight;
+  o.observer = observer;
+  auto b = DynamicBatcher::Create(o, recorder.Fn());
+  return b.ok() ? *std::move(b) : nullptr;
+}
+
+TEST(DynamicBatcher, FormsABatchWhenMaxBatchSizeRowsWait) {
+  Recorder recorder;
+  auto batcher = MakeBatcher(recorder, 3, kForever);
+  ASSERT_NE(batcher, nullptr);
+  auto request = std::make_shared<PendingRequest>(3);
+  std::vector<BatchRow> rows;
+  for (int i = 0; i < 3; ++i) rows.push_back(Row(4 + i, request, i));
+  ASSERT_OK(batcher->Enqueue(std::move(rows)));
+  recorder.WaitForBatches(1);
+  EXPECT_THAT(recorder.Lengths(0), UnorderedElementsAre(4, 5, 6));
+  recorder.Finish(0);
+  ASSERT_OK_AND_ASSIGN(auto results, request->Wait());
+  EXPECT_THAT(results, ElementsAre(ElementsAre(4.f), ElementsAre(5.f), ElementsAre(6.f)));
+}
+
+TEST(DynamicBatcher, FormsAPartialBatchAfterTheQueueDelay) {
+  Recorder recorder;
+  auto batcher = MakeBatcher(recorder, 8, 200);
+  auto request = std::make_shared<PendingRequest>(1);
+  std::vector<BatchRow> rows;
+  rows.push_back(Row(3, request, 0));
+  ASSERT_OK(batcher->Enqueue(std::move(rows)));
+  recorder.WaitForBatches(1);
+  EXPECT_THAT(recorder.Lengths(0), ElementsAre(3));
+  recorder.Finish(0);
+  EXPECT_OK(request->Wait().status());
+}
+
+TEST(DynamicBatcher, GroupsRowsOfSimilarLengthAroundTheOldest) {
+  Recorder recorder;
+  auto batcher = MakeBatcher(recorder, 3, kForever, /*inflight=*/1);
+  auto first = std::make_shared<PendingRequest>(3);
+  std::vector<BatchRow> rows;
+  for (int i = 0; i < 3; ++i) rows.push_back(Row(1, first, i));
+  ASSERT_OK(batcher->Enqueue(std::move(rows)));
+  recorder.WaitForBatches(1);  // holds the only in-flight slot
+
+  // Queued while the slot is taken, oldest first.
+  const std::vector<int64_t> lengths = {6, 1, 20, 7, 2, 19, 5};
+  auto second = std::make_shared<PendingRequest>(static_cast<int64_t>(lengths.size()));
+  rows.clear();
+  for (size_t i = 0; i < lengths.size(); ++i) rows.push_back(Row(lengths[i], second, static_cast<int64_t>(i)));
+  ASSERT_OK(batcher->Enqueue(std::move(rows)));
+  ASSERT_EQ(batcher->queued_rows(), 7);
+  recorder.Finish(0);
+
+  // The oldest (6) with its nearest lengths, then the next oldest (1) with its.
+  recorder.WaitForBatches(2);
+  EXPECT_THAT(recorder.Lengths(1), UnorderedElementsAre(5, 6, 7));
+  recorder.Finish(1);
+  recorder.WaitForBatches(3);
+  EXPECT_THAT(recorder.Lengths(2), UnorderedElementsAre(1, 2, 19));
+  recorder.Finish(2);
+  // The last row waits for the (endless) delay until shutdown flushes it.
+  EXPECT_EQ(batcher->queued_rows(), 1);
+  std::thread finisher([&] {
+    recorder.WaitForBatches(4);
+    recorder.Finish(3);
+  });
+  batcher->Shutdown();
+  finisher.join();
+  EXPECT_THAT(recorder.Lengths(3), ElementsAre(20));
+  ASSERT_OK_AND_ASSIGN(auto results, second->Wait());
+  for (size_t i = 0; i < lengths.size(); ++i) EXPECT_EQ(results[i][0], static_cast<float>(lengths[i]));
+}
+
+TEST(DynamicBatcher, SplitsARequestAcrossBatches) {
+  Recorder recorder;
+  auto batcher = MakeBatcher(recorder, 2, kForever, /*inflight=*/3);
+  auto request = std::make_shared<PendingRequest>(6);
+  std::vector<BatchRow> rows;
+  for (int i = 0; i < 6; ++i) rows.push_back(Row(i + 1, request, i));
+  ASSERT_OK(batcher->Enqueue(std::move(rows)));
+  recorder.WaitForBatches(3);
+  recorder.Finish(2);
+  recorder.Finish(0);
+  EXPECT_FALSE(request->done());
+  recorder.Finish(1);
+  ASSERT_OK_AND_ASSIGN(auto results, request->Wait());
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(results[i][0], static_cast<float>(i + 1));
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(recorder.Lengths(i).size(), 2u);
+}
+
+TEST(DynamicBatcher, DropsExpiredRowsBeforeTheyAreBatched) {
+  Recorder recorder;
+  CountingObserver observer;
+  auto batcher = MakeBatcher(recorder, 2, kForever, 1, &observer);
+  auto expired = std::make_shared<PendingRequest>(1);
+  auto live = std::make_shared<PendingRequest>(2);
+  std::vector<BatchRow> rows;
+  rows.push_back(Row(3, expired, 0, absl::InfinitePast()));
+  rows.push_back(Row(4, live, 0));
+  rows.push_back(Row(5, live, 1));
+  ASSERT_OK(batcher->Enqueue(std::move(rows)));
+  EXPECT_THAT(expired->Wait(), StatusIs(absl::StatusCode::kDeadlineExceeded));
+  recorder.WaitForBatches(1);
+  EXPECT_THAT(recorder.Lengths(0), UnorderedElementsAre(4, 5));
+  recorder.Finish(0);
+  EXPECT_OK(live->Wait().status());
+  EXPECT_EQ(observer.dropped(DropReason::kDeadline), 1);
+  EXPECT_EQ(recorder.size(), 1u);
+}
+
+TEST(DynamicBatcher, ShutdownFlushesQueuedRowsAndRejectsNewOnes) {
+  Recorder recorder;
+  auto batcher = MakeBatcher(recorder, 4, kForever);
+  auto request = std::make_shared<PendingRequest>(1);
+  std::vector<BatchRow> rows;
+  rows.push_back(Row(2, request, 0));
+  ASSERT_OK(batcher->Enqueue(std::move(rows)));
+  std::thread finisher([&] {
+    recorder.WaitForBatches(1);
+    recorder.Finish(0);
+  });
+  batcher->Shutdown();
+  finisher.join();
+  EXPECT_OK(request->Wait().status());
+  rows.clear();
+  rows.push_back(Row(2, std::make_shared<PendingRequest>(1), 0));
+  EXPECT_THAT(batcher->Enqueue(std::move(rows)), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST(DynamicBatcher, CreateRejectsBadOptions) {
+  DynamicBatcher::Options o;
+  o.max_batch_size = 0;
+  EXPECT_THAT(DynamicBatcher::Create(o, [](std::vector<BatchRow>, std::function<void()>) {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(DynamicBatcher::Create({}, nullptr), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace adapterd::serving

@@ -1,0 +1,174 @@
+// Fixtures for the serving tests: a tiny deterministic encoder and word
+// tokenizer, a RocksDB in a temp dir, adapters promoted through storage, and
+// a counting ServingObserver.
+#ifndef ADAPTERD_TESTS_SERVING_SERVING_FIXTURE_H_
+#define ADAPTERD_TESTS_SERVING_SERVING_FIXTURE_H_
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+#include "proto/adapterd/v1/records.pb.h"
+#include "server/model/adapter_format.h"
+#include "server/model/adapter_set.h"
+#include "server/model/bert_encoder.h"
+#include "server/model/checkpoint_writer.h"
+#include "server/model/tokenizer.h"
+#include "server/serving/serving_observer.h"
+#include "storage/database.h"
+
+namespace adapterd::serving::testing {
+
+inline constexpr int kWords = 40;
+
+// A fresh directory, removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    const char* root = getenv("TEST_TMPDIR");
+    std::string tmpl = std::string(root != nullptr ? root : "/tmp") + "/adapterd_serving_XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline model::BertConfig FixtureConfig() {
+  model::BertConfig c;
+  c.vocab_size = 5 + kWords;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 64;
+  c.max_position_embeddings = 64;
+  return c;
+}
+
+// Same seed, same weights and fingerprint. std 0.2 so rows differ visibly.
+inline std::unique_ptr<model::BertEncoder> FixtureEncoder(uint64_t seed = 3) {
+  model::BertConfig config = FixtureConfig();
+  auto w = model::RandomEncoderWeights(config, seed, 0.2);
+  if (!w.ok()) return nullptr;
+  auto fp = model::ComputeEncoderFingerprint(config, *w);
+  if (!fp.ok()) return nullptr;
+  model::BertEncoder::Options opts;
+  opts.fingerprint = *fp;
+  auto enc = model::BertEncoder::Create(config, *std::move(w), opts);
+  return enc.ok() ? *std::move(enc) : nullptr;
+}
+
+inline std::unique_ptr<model::BertTokenizer> FixtureTokenizer(int max_seq_len = 32) {
+  std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (int i = 0; i < kWords; ++i) tokens.push_back(absl::StrCat("w", i));
+  model::TokenizerOptions o;
+  o.max_seq_len = max_seq_len;
+  auto tok = model::BertTokenizer::FromTokens(tokens, o);
+  return tok.ok() ? *std::move(tok) : nullptr;
+}
+
+// "w<a> w<a+1> ..." of `words` words.
+inline std::string Text(int first, int words) {
+  std::string s;
+  for (int i = 0; i < words; ++i) absl::StrAppend(&s, i ? " " : "", "w", (first + i * 7) % kWords);
+  return s;
+}
+
+inline std::vector<std::string> Labels(int n) {
+  std::vector<std::string> labels;
+  for (int i = 0; i < n; ++i) labels.push_back(absl::StrCat("label", i));
+  return labels;
+}
+
+// Serialised adapter bytes for `encoder`: a random (far from identity) set.
+// `fingerprint` overrides the encoder's (to fake another encoder).
+inline absl::StatusOr<std::string> AdapterBytes(const model::BertEncoder& encoder, int num_labels,
+                                                uint64_t seed, int64_t bottleneck = 8,
+                                                const std::string& fingerprint = "") {
+  model::AdapterConfig ac;
+  ac.bottleneck_size = bottleneck;
+  ac.init_std = 0.3;
+  ac.labels = Labels(num_labels);
+  ASSIGN_OR_RETURN(auto set, model::AdapterSet::CreateInitialized(encoder.config(), encoder.weights(), ac,
+                                                                  seed, c10::Device(c10::kCPU)));
+  return model::SerializeAdapterSet(*set, fingerprint.empty() ? encoder.fingerprint() : fingerprint);
+}
+
+// Promotes `bytes` as the task's next version (an import: no job).
+inline absl::StatusOr<int64_t> Promote(storage::Database& db, const std::string& tenant,
+                                       const std::string& task_id, int num_labels, std::string bytes) {
+  storage::Promotion p;
+  p.task.set_tenant(tenant);
+  p.task.set_task_id(task_id);
+  for (const std::string& l : Labels(num_labels)) p.task.add_labels(l);
+  p.task.mutable_adapter_config()->set_bottleneck_size(8);
+  p.adapter_bytes = std::move(bytes);
+  ASSIGN_OR_RETURN(storage::PromotionResult r, db.PromoteAdapterVersion(std::move(p)));
+  return r.version;
+}
+
+inline absl::StatusOr<std::unique_ptr<storage::Database>> OpenDb(const TempDir& dir) {
+  storage::Database::Options o;
+  o.path = dir.Sub("db");
+  o.sync_writes = false;
+  return storage::Database::Open(o);
+}
+
+// Counts every hook; thread-safe.
+class CountingObserver : public ServingObserver {
+ public:
+  void OnBatch(const BatchStats& stats) override {
+    absl::MutexLock lock(&mu_);
+    batches_.push_back(stats);
+  }
+  void OnDropped(DropReason reason, int64_t rows) override { dropped_[static_cast<int>(reason)] += rows; }
+  void OnCacheHit(CacheTier tier) override { ++hits_[static_cast<int>(tier)]; }
+  void OnCacheMiss(CacheTier tier) override { ++misses_[static_cast<int>(tier)]; }
+  void OnCacheEviction(CacheTier tier) override { ++evictions_[static_cast<int>(tier)]; }
+  void OnLoad(CacheTier tier, double) override { ++loads_[static_cast<int>(tier)]; }
+
+  int64_t hits(CacheTier t) const { return hits_[static_cast<int>(t)]; }
+  int64_t misses(CacheTier t) const { return misses_[static_cast<int>(t)]; }
+  int64_t evictions(CacheTier t) const { return evictions_[static_cast<int>(t)]; }
+  // kHost loads are RocksDB reads; kDevice loads are deserialisations.
+  int64_t loads(CacheTier t) const { return loads_[static_cast<int>(t)]; }
+  int64_t dropped(DropReason r) const { return dropped_[static_cast<int>(r)]; }
+  std::vector<BatchStats> batches() const {
+    absl::MutexLock lock(&mu_);
+    return batches_;
+  }
+  int64_t max_batch_rows() const {
+    int64_t m = 0;
+    for (const BatchStats& b : batches()) m = std::max(m, b.rows);
+    return m;
+  }
+
+ private:
+  std::atomic<int64_t> hits_[2] = {0, 0}, misses_[2] = {0, 0}, evictions_[2] = {0, 0}, loads_[2] = {0, 0};
+  std::atomic<int64_t> dropped_[2] = {0, 0};
+  mutable absl::Mutex mu_;  // protects batches_
+  std::vector<BatchStats> batches_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace adapterd::serving::testing
+
+#endif  // ADAPTERD_TESTS_SERVING_SERVING_FIXTURE_H_

@@ -16,7 +16,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev
   # tokenizer, JSON, CLI, HTTP metrics endpoint
-  libutf8proc-dev nlohmann-json3-dev libcli11-dev libcivetweb-dev
+  libutf8proc-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev prometheus
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # golden-output reference (independent PyTorch implementation of BertModel)

@@ -1,0 +1,98 @@
+#include "server/metrics/metrics_server.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace adapterd::metrics {
+namespace {
+
+constexpr char kContentType[] = "text/plain; version=0.0.4; charset=utf-8";
+
+MHD_Result Reply(MHD_Connection* connection, unsigned int code, const std::string& body,
+                 const char* content_type) {
+  MHD_Response* response =
+      MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+  if (code == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  const MHD_Result r = MHD_queue_response(connection, code, response);
+  MHD_destroy_response(response);
+  return r;
+}
+
+MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const char* method, const char*,
+                  const char*, size_t* upload_data_size, void** con_cls) {
+  // A request with a body arrives in several calls; answer on the first and
+  // ignore any body.
+  if (*upload_data_size != 0) {
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  (void)con_cls;
+  if (std::strcmp(url, "/metrics") != 0) return Reply(connection, MHD_HTTP_NOT_FOUND, "not found\n", "text/plain");
+  if (std::strcmp(method, "GET") != 0 && std::strcmp(method, "HEAD") != 0) {
+    return Reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "", "text/plain");
+  }
+  // HEAD: libmicrohttpd sends the headers only.
+  return Reply(connection, MHD_HTTP_OK, static_cast<const Registry*>(cls)->Serialize(), kContentType);
+}
+
+void Log(void* cls, const char* format, va_list args) {
+  char buf[512];
+  std::vsnprintf(buf, sizeof(buf), format, args);
+  auto* error = static_cast<std::string*>(cls);
+  if (error != nullptr && error->empty()) *error = buf;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address, Registry* registry) {
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("metrics address '", address, "' is not host:port"));
+  }
+  const std::string host = address.substr(0, colon);
+  if (host.empty() || host == "0.0.0.0") {
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  } else if (host == "localhost") {
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  } else if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics address '", address, "': host must be an IPv4 address, 0.0.0.0 or localhost"));
+  }
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+
+  std::unique_ptr<MetricsServer> server(new MetricsServer());
+  std::string error;
+  // One internal thread polls every connection: scrapes are rare and cheap.
+  server->daemon_ = MHD_start_daemon(
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &Handle, registry,
+      MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_EXTERNAL_LOGGER, &Log, &error,
+      MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_END);
+  if (server->daemon_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot serve /metrics on ", address, ": ",
+                                               error.empty() ? "the HTTP daemon failed to start" : error));
+  }
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  if (info == nullptr || info->port == 0) return absl::InternalError("the /metrics daemon reports no port");
+  server->port_ = info->port;
+  return server;
+}
+
+MetricsServer::~MetricsServer() {
+  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
+}
+
+}  // namespace adapterd::metrics

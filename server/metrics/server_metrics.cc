@@ -1,0 +1,75 @@
+#include "server/metrics/server_metrics.h"
+
+namespace adapterd::metrics {
+
+BucketBoundaries LatencyBuckets() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+}
+BucketBoundaries CountBuckets() { return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}; }
+BucketBoundaries RatioBuckets() { return {0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}; }
+BucketBoundaries LoadBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 10};
+}
+
+ServerMetrics::ServerMetrics(Registry& r)
+    : requests_total(r.AddCounter("adapterd_requests_total",
+                                  "gRPC calls finished, by method, status code and tenant.")),
+      request_duration_seconds(r.AddHistogram("adapterd_request_duration_seconds",
+                                              "Server-side latency of gRPC calls, by method.", LatencyBuckets())),
+      predict_texts_total(r.AddCounter("adapterd_predict_texts_total", "Texts received in Predict calls.")),
+      batch_size(r.AddHistogram("adapterd_batch_size", "Rows per mixed-task forward pass.", CountBuckets())),
+      batch_tasks(r.AddHistogram("adapterd_batch_tasks", "Distinct tasks per mixed-task forward pass.",
+                                 CountBuckets())),
+      batch_queue_wait_seconds(r.AddHistogram("adapterd_batch_queue_wait_seconds",
+                                              "Longest wait of a batch's rows between enqueue and compute.",
+                                              LatencyBuckets())),
+      batch_padding_ratio(r.AddHistogram("adapterd_batch_padding_ratio",
+                                         "Padding positions over all positions of a forward pass.",
+                                         RatioBuckets())),
+      batch_dropped_total(r.AddCounter("adapterd_batch_dropped_total",
+                                       "Rows failed without being computed, by reason (deadline, shutdown).")),
+      adapter_cache_hits_total(r.AddCounter("adapterd_adapter_cache_hits_total",
+                                            "Adapter cache lookups served from the tier.")),
+      adapter_cache_misses_total(r.AddCounter("adapterd_adapter_cache_misses_total",
+                                              "Adapter cache lookups the tier could not serve.")),
+      adapter_cache_evictions_total(r.AddCounter("adapterd_adapter_cache_evictions_total",
+                                                 "Adapters evicted from the tier by its LRU.")),
+      adapter_cache_bytes(r.AddGauge("adapterd_adapter_cache_bytes", "Bytes of adapters held by the tier.")),
+      adapter_cache_entries(r.AddGauge("adapterd_adapter_cache_entries", "Adapters held by the tier.")),
+      adapter_cache_budget_bytes(r.AddGauge("adapterd_adapter_cache_budget_bytes", "Byte budget of the tier.")),
+      adapter_load_seconds(r.AddHistogram("adapterd_adapter_load_seconds",
+                                          "Time to load an adapter into the tier (host: RocksDB read; device: "
+                                          "deserialise and convert).",
+                                          LoadBuckets())),
+      training_jobs(r.AddGauge("adapterd_training_jobs", "Training jobs stored, by state.")),
+      training_queue_depth(r.AddGauge("adapterd_training_queue_depth", "Training jobs waiting in the queue.")),
+      training_steps_total(r.AddCounter("adapterd_training_steps_total", "Optimiser steps taken by training jobs.")),
+      training_examples_total(r.AddCounter("adapterd_training_examples_total",
+                                           "Training examples processed (forward and backward).")),
+      executor_busy_seconds_total(r.AddCounter("adapterd_executor_busy_seconds_total",
+                                               "Seconds the device executor spent running work, by kind.")),
+      device_memory_bytes(r.AddGauge("adapterd_device_memory_bytes",
+                                     "Bytes resident on the device, by kind (encoder, adapters).")),
+      model_info(r.AddGauge("adapterd_model_info", "The loaded encoder (value 1).")),
+      build_info(r.AddGauge("adapterd_build_info", "adapterd's version (value 1).")) {
+  // Unlabelled families show 0 from the start, so rate() works from the
+  // first scrape.
+  for (Family<Histogram>* h : {&batch_size, &batch_tasks, &batch_queue_wait_seconds, &batch_padding_ratio}) {
+    h->Add({});
+  }
+  training_queue_depth.Add({});
+  training_steps_total.Add({});
+  training_examples_total.Add({});
+  for (const char* tier : {"host", "device"}) {
+    adapter_cache_hits_total.Add({{"tier", tier}});
+    adapter_cache_misses_total.Add({{"tier", tier}});
+    adapter_cache_evictions_total.Add({{"tier", tier}});
+    adapter_cache_bytes.Add({{"tier", tier}});
+    adapter_cache_entries.Add({{"tier", tier}});
+  }
+  for (const char* reason : {"deadline", "shutdown"}) batch_dropped_total.Add({{"reason", reason}});
+  for (const char* kind : {"inference", "training"}) executor_busy_seconds_total.Add({{"kind", kind}});
+  build_info.Add({{"version", ADAPTERD_VERSION}}).Set(1);
+}
+
+}  // namespace adapterd::metrics

@@ -1,0 +1,56 @@
+// ServerMetrics: every adapterd metric (DESIGN.md section 7), registered on
+// one Registry. docs/METRICS.md documents each: name, type, labels, meaning.
+//
+// Label rules: method, code, tenant, tier, reason, kind, state, device; never
+// a task, job or request id (unbounded cardinality).
+//
+// Thread safety: the families are thread-safe (see metrics.h). Ownership:
+// references into the registry, which must outlive this struct.
+#ifndef ADAPTERD_SERVER_METRICS_SERVER_METRICS_H_
+#define ADAPTERD_SERVER_METRICS_SERVER_METRICS_H_
+
+#include "server/metrics/metrics.h"
+
+namespace adapterd::metrics {
+
+// Bucket layouts, chosen for what each histogram measures.
+// Latency of a call or a batch wait: 0.5 ms .. 30 s, roughly x2.5 per step.
+BucketBoundaries LatencyBuckets();
+// Rows or tasks per forward pass: powers of two up to 512.
+BucketBoundaries CountBuckets();
+// A ratio in [0, 1]: steps of 0.1.
+BucketBoundaries RatioBuckets();
+// An adapter load (RocksDB read or deserialisation): 0.1 ms .. 10 s.
+BucketBoundaries LoadBuckets();
+
+struct ServerMetrics {
+  explicit ServerMetrics(Registry& registry);
+
+  Family<Counter>& requests_total;                // {method, code, tenant}
+  Family<Histogram>& request_duration_seconds;    // {method}
+  Family<Counter>& predict_texts_total;           // {tenant}
+  Family<Histogram>& batch_size;                  // rows per forward pass
+  Family<Histogram>& batch_tasks;                 // distinct tasks per forward pass
+  Family<Histogram>& batch_queue_wait_seconds;    // longest row wait per batch
+  Family<Histogram>& batch_padding_ratio;         // padding / all positions
+  Family<Counter>& batch_dropped_total;           // {reason}
+  Family<Counter>& adapter_cache_hits_total;      // {tier}
+  Family<Counter>& adapter_cache_misses_total;    // {tier}
+  Family<Counter>& adapter_cache_evictions_total; // {tier}
+  Family<Gauge>& adapter_cache_bytes;             // {tier}
+  Family<Gauge>& adapter_cache_entries;           // {tier}
+  Family<Gauge>& adapter_cache_budget_bytes;      // {tier}
+  Family<Histogram>& adapter_load_seconds;        // {tier}
+  Family<Gauge>& training_jobs;                   // {state}
+  Family<Gauge>& training_queue_depth;
+  Family<Counter>& training_steps_total;
+  Family<Counter>& training_examples_total;
+  Family<Counter>& executor_busy_seconds_total;   // {kind}
+  Family<Gauge>& device_memory_bytes;             // {device, kind}
+  Family<Gauge>& model_info;                      // 1; {model_dir, fingerprint, device, dtype, layers, hidden}
+  Family<Gauge>& build_info;                      // 1; {version}
+};
+
+}  // namespace adapterd::metrics
+
+#endif  // ADAPTERD_SERVER_METRICS_SERVER_METRICS_H_

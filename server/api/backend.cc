@@ -1,0 +1,512 @@
+#include "server/api/backend.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "common/utf8.h"
+#include "server/api/ids.h"
+#include "server/model/adapter_format.h"
+#include "server/training/job_runner.h"
+#include "storage/adapter_store.h"
+#include "storage/dataset_store.h"
+#include "storage/job_store.h"
+#include "storage/task_store.h"
+
+namespace adapterd::api {
+namespace {
+
+// Page tokens are opaque to clients: "<base64url(store token)>.<check>",
+// check = the first 16 hex digits of SHA-256(listing, tenant, store token).
+// The check is not a secret (the store bounds every scan by the tenant's key
+// prefix, so a forged token cannot reach other tenants' data); it makes a
+// token that this listing did not issue to this tenant INVALID_ARGUMENT
+// instead of silently starting somewhere.
+std::string PageTokenCheck(std::string_view listing, const std::string& tenant, const std::string& raw) {
+  return Sha256Hex(absl::StrCat(std::string(listing), std::string(1, '\0'), tenant, std::string(1, '\0'), raw))
+      .substr(0, 16);
+}
+
+std::string EncodePageToken(std::string_view listing, const std::string& tenant, const std::string& raw) {
+  if (raw.empty()) return "";
+  return absl::StrCat(absl::WebSafeBase64Escape(raw), ".", PageTokenCheck(listing, tenant, raw));
+}
+
+absl::StatusOr<std::string> DecodePageToken(std::string_view listing, const std::string& tenant,
+                                            const std::string& token) {
+  if (token.empty()) return std::string();
+  const size_t dot = token.rfind('.');
+  std::string raw;
+  if (dot == std::string::npos || !absl::WebSafeBase64Unescape(token.substr(0, dot), &raw) ||
+      token.substr(dot + 1) != PageTokenCheck(listing, tenant, raw)) {
+    return absl::InvalidArgumentError("page_token was not issued by this listing (pass next_page_token unchanged)");
+  }
+  return raw;
+}
+
+int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
+
+std::string NewDatasetId() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return absl::StrFormat("ds-%013x%06x", static_cast<uint64_t>(NowMicros()), rng() & 0xffffff);
+}
+
+int PageSize(int requested) {
+  if (requested < 0) return -1;
+  return requested == 0 ? 50 : std::min(requested, storage::kMaxPageSize);
+}
+
+absl::Status CheckPageSize(int requested) {
+  if (requested < 0) return absl::InvalidArgumentError("page_size must not be negative");
+  return absl::OkStatus();
+}
+
+// Trainable parameters of a task: per layer two adapters and two LayerNorm
+// affines, the embedding LayerNorm, and the head.
+int64_t TaskParameters(const model::BertConfig& c, const v1::TaskRecord& t) {
+  const int64_t d = c.hidden_size;
+  const int64_t m = t.adapter_config().bottleneck_size();
+  const int64_t labels = t.labels_size();
+  return c.num_hidden_layers * (2 * model::AdapterParameterCount(d, m) + 4 * d) + 2 * d + labels * d + labels;
+}
+
+}  // namespace
+
+v1::TrainingJob ToApi(const v1::JobRecord& j) {
+  v1::TrainingJob out;
+  out.set_job_id(j.job_id());
+  out.set_task_id(j.task_id());
+  out.set_request_id(j.request_id());
+  out.set_state(j.state());
+  *out.mutable_hyperparameters() = j.hyperparameters();
+  for (const auto& d : j.dataset_ids()) out.add_dataset_ids(d);
+  out.set_validation_dataset_id(j.validation_dataset_id());
+  out.set_error_message(j.error_message());
+  out.set_result_version(j.result_version());
+  *out.mutable_progress() = j.progress();
+  *out.mutable_best_metrics() = j.best_metrics();
+  for (const auto& l : j.labels()) out.add_labels(l);
+  out.set_num_train_examples(j.num_train_examples());
+  out.set_num_validation_examples(j.num_validation_examples());
+  out.set_attempts(j.attempts());
+  out.set_created_at_micros(j.created_at_micros());
+  out.set_updated_at_micros(j.updated_at_micros());
+  out.set_started_at_micros(j.started_at_micros());
+  out.set_finished_at_micros(j.finished_at_micros());
+  return out;
+}
+
+v1::Dataset ToApi(const v1::DatasetRecord& r) {
+  v1::Dataset out;
+  out.set_dataset_id(r.dataset_id());
+  out.set_num_examples(r.num_examples());
+  out.set_num_bytes(r.num_bytes());
+  for (const auto& [label, n] : r.label_counts()) (*out.mutable_label_counts())[label] = n;
+  out.set_display_name(r.display_name());
+  out.set_created_at_micros(r.created_at_micros());
+  out.set_content_sha256(r.content_sha256());
+  return out;
+}
+
+// --- DatasetUpload ---------------------------------------------------------------
+
+DatasetUpload::DatasetUpload(Backend* backend, const Tenant* tenant, std::string dataset_id,
+                             std::string display_name)
+    : backend_(backend),
+      tenant_(tenant),
+      dataset_id_(std::move(dataset_id)),
+      display_name_(std::move(display_name)),
+      sha_(std::make_unique<Sha256>()) {
+  record_.set_tenant(tenant_->id());
+  record_.set_dataset_id(dataset_id_);
+}
+
+DatasetUpload::~DatasetUpload() {
+  if (!finished_ && next_chunk_ > 0) {
+    // An aborted upload leaves nothing behind; Delete removes orphan chunks
+    // and reports NOT_FOUND because no record was written.
+    (void)backend_->db().datasets().Delete(tenant_->id(), dataset_id_);
+  }
+  backend_->EndUpload(tenant_->id(), dataset_id_);
+}
+
+absl::Status DatasetUpload::AddChunk(const v1::DatasetChunk& chunk) {
+  if (finished_) return absl::FailedPreconditionError("the upload is finished");
+  int64_t bytes = 0;
+  for (int i = 0; i < chunk.examples_size(); ++i) {
+    const v1::Example& e = chunk.examples(i);
+    const int64_t index = record_.num_examples() + i;
+    auto bad = [&](const char* what) {
+      return absl::InvalidArgumentError(absl::StrCat("example ", index, ": ", what));
+    };
+    if (e.text().empty()) return bad("text is empty");
+    if (!IsValidUtf8(e.text())) return bad("text is not valid UTF-8");
+    if (!IsValidUtf8(e.text_pair())) return bad("text_pair is not valid UTF-8");
+    if (e.label().empty()) return bad("label is missing");
+    if (!IsValidUtf8(e.label())) return bad("label is not valid UTF-8");
+    bytes += static_cast<int64_t>(e.text().size() + e.text_pair().size() + e.label().size());
+  }
+  const int64_t limit = tenant_->quotas().max_dataset_bytes;
+  if (record_.num_bytes() + bytes > limit) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("dataset exceeds the tenant's limit of ", limit, " bytes of text"));
+  }
+  if (chunk.examples_size() == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(backend_->db().datasets().PutChunk(tenant_->id(), dataset_id_, next_chunk_, chunk));
+  ++next_chunk_;
+  for (const v1::Example& e : chunk.examples()) {
+    // Length-prefixed fields, so that ("ab","c") and ("a","bc") hash apart.
+    for (const std::string* f : {&e.text(), &e.text_pair(), &e.label()}) {
+      sha_->Update(absl::StrCat(f->size(), ":"));
+      sha_->Update(*f);
+    }
+    (*record_.mutable_label_counts())[e.label()]++;
+  }
+  record_.set_num_examples(record_.num_examples() + chunk.examples_size());
+  record_.set_num_bytes(record_.num_bytes() + bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Dataset> DatasetUpload::Finish() {
+  if (finished_) return absl::FailedPreconditionError("the upload is finished");
+  if (record_.num_examples() == 0) return absl::InvalidArgumentError("the dataset has no examples");
+  record_.set_num_chunks(next_chunk_);
+  record_.set_created_at_micros(NowMicros());
+  record_.set_display_name(display_name_);
+  record_.set_content_sha256(sha_->HexDigest());
+  record_.clear_labels();
+  for (const auto& [label, n] : record_.label_counts()) record_.add_labels(label);
+  std::sort(record_.mutable_labels()->begin(), record_.mutable_labels()->end());
+  RETURN_IF_ERROR(backend_->db().datasets().PutRecord(record_));
+  finished_ = true;
+  return ToApi(record_);
+}
+
+// --- Backend ---------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Backend>> Backend::Create(Options options) {
+  if (options.db == nullptr || options.queue == nullptr || options.engine == nullptr ||
+      options.encoder == nullptr) {
+    return absl::InvalidArgumentError("Backend needs db, queue, engine and encoder");
+  }
+  return std::unique_ptr<Backend>(new Backend(std::move(options)));
+}
+
+void Backend::EndUpload(const std::string& tenant, const std::string& dataset_id) {
+  absl::MutexLock lock(&uploads_mu_);
+  uploads_.erase(absl::StrCat(tenant, "/", dataset_id));
+}
+
+absl::StatusOr<std::unique_ptr<DatasetUpload>> Backend::BeginUpload(
+    const Tenant& tenant, const v1::UploadDatasetRequest::Metadata& meta) {
+  std::string id = meta.dataset_id();
+  if (id.empty()) {
+    id = NewDatasetId();
+  } else {
+    RETURN_IF_ERROR(ValidateId("dataset_id", id));
+  }
+  if (!IsValidUtf8(meta.display_name()) || meta.display_name().size() > 1024) {
+    return absl::InvalidArgumentError("display_name must be valid UTF-8 of at most 1024 bytes");
+  }
+  absl::StatusOr<v1::DatasetRecord> existing = options_.db->datasets().Get(tenant.id(), id);
+  if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("dataset '", id, "' already exists"));
+  if (!absl::IsNotFound(existing.status())) return existing.status();
+  {
+    absl::MutexLock lock(&uploads_mu_);
+    if (!uploads_.insert(absl::StrCat(tenant.id(), "/", id)).second) {
+      return absl::AlreadyExistsError(absl::StrCat("dataset '", id, "' is being uploaded by another stream"));
+    }
+  }
+  return std::unique_ptr<DatasetUpload>(new DatasetUpload(this, &tenant, id, meta.display_name()));
+}
+
+absl::StatusOr<v1::Dataset> Backend::GetDataset(const Tenant& tenant, const v1::GetDatasetRequest& request) {
+  RETURN_IF_ERROR(ValidateId("dataset_id", request.dataset_id()));
+  ASSIGN_OR_RETURN(v1::DatasetRecord r, options_.db->datasets().Get(tenant.id(), request.dataset_id()));
+  return ToApi(r);
+}
+
+absl::Status Backend::CheckTaskQuota(const Tenant& tenant, const std::string& task_id) const {
+  absl::StatusOr<v1::TaskRecord> existing = options_.db->tasks().Get(tenant.id(), task_id);
+  if (existing.ok()) return absl::OkStatus();
+  if (!absl::IsNotFound(existing.status())) return existing.status();
+  int64_t count = 0;
+  std::string token;
+  do {
+    ASSIGN_OR_RETURN(storage::TaskStore::Page page,
+                     options_.db->tasks().List(tenant.id(), storage::kMaxPageSize, token));
+    count += static_cast<int64_t>(page.tasks.size());
+    token = page.next_page_token;
+  } while (!token.empty() && count < tenant.quotas().max_tasks);
+  if (count >= tenant.quotas().max_tasks) {
+    return absl::ResourceExhaustedError(absl::StrCat("tenant '", tenant.id(), "' already has its maximum of ",
+                                                     tenant.quotas().max_tasks, " tasks"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
+                                                           const v1::CreateTrainingJobRequest& request) {
+  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  if (!request.request_id().empty()) RETURN_IF_ERROR(ValidateId("request_id", request.request_id()));
+  if (request.dataset_ids().empty()) return absl::InvalidArgumentError("dataset_ids is empty");
+  for (const std::string& d : request.dataset_ids()) RETURN_IF_ERROR(ValidateId("dataset_ids entry", d));
+  if (!request.validation_dataset_id().empty()) {
+    RETURN_IF_ERROR(ValidateId("validation_dataset_id", request.validation_dataset_id()));
+  }
+  // Reject out-of-range hyperparameters before anything is stored.
+  RETURN_IF_ERROR(
+      training::ResolveHyperparameters(request.hyperparameters(), options_.training_defaults).status());
+  RETURN_IF_ERROR(CheckTaskQuota(tenant, request.task_id()));
+  if (options_.queue->queued(tenant.id()) >= tenant.quotas().max_queued_jobs) {
+    // A retry of a stored request returns its job whatever the queue holds.
+    const bool retry = !request.request_id().empty() &&
+                       options_.db->jobs().FindByRequestId(tenant.id(), request.request_id()).ok();
+    if (!retry) {
+      return absl::ResourceExhaustedError(absl::StrCat("tenant '", tenant.id(), "' already has ",
+                                                       tenant.quotas().max_queued_jobs, " jobs waiting"));
+    }
+  }
+  training::JobRequest job;
+  job.tenant = tenant.id();
+  job.task_id = request.task_id();
+  job.request_id = request.request_id();
+  job.dataset_ids.assign(request.dataset_ids().begin(), request.dataset_ids().end());
+  job.validation_dataset_id = request.validation_dataset_id();
+  job.hyperparameters = request.hyperparameters();
+  ASSIGN_OR_RETURN(v1::JobRecord record, options_.queue->Submit(job));
+  return ToApi(record);
+}
+
+absl::StatusOr<v1::TrainingJob> Backend::GetTrainingJob(const Tenant& tenant,
+                                                        const v1::GetTrainingJobRequest& request) {
+  RETURN_IF_ERROR(ValidateId("job_id", request.job_id()));
+  ASSIGN_OR_RETURN(v1::JobRecord job, options_.queue->Get(tenant.id(), request.job_id()));
+  return ToApi(job);
+}
+
+absl::StatusOr<v1::ListTrainingJobsResponse> Backend::ListTrainingJobs(const Tenant& tenant,
+                                                                       const v1::ListTrainingJobsRequest& request) {
+  RETURN_IF_ERROR(CheckPageSize(request.page_size()));
+  if (!request.task_id().empty()) RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  if (!v1::JobState_IsValid(request.state())) return absl::InvalidArgumentError("unknown job state");
+  const int want = PageSize(request.page_size());
+  v1::ListTrainingJobsResponse out;
+  storage::JobStore::ListOptions opts;
+  opts.tenant = tenant.id();
+  if (request.state() != v1::JOB_STATE_UNSPECIFIED) opts.states.push_back(request.state());
+  ASSIGN_OR_RETURN(opts.page_token, DecodePageToken("jobs", tenant.id(), request.page_token()));
+  // Filtered store pages may be short; keep reading until the page is full
+  // or the listing ends, so clients see full pages.
+  do {
+    opts.page_size = want - out.jobs_size();
+    ASSIGN_OR_RETURN(storage::JobStore::Page page, options_.queue->List(opts));
+    for (const v1::JobRecord& j : page.jobs) {
+      if (!request.task_id().empty() && j.task_id() != request.task_id()) continue;
+      *out.add_jobs() = ToApi(j);
+    }
+    opts.page_token = page.next_page_token;
+  } while (!opts.page_token.empty() && out.jobs_size() < want);
+  out.set_next_page_token(EncodePageToken("jobs", tenant.id(), opts.page_token));
+  return out;
+}
+
+absl::StatusOr<v1::TrainingJob> Backend::CancelTrainingJob(const Tenant& tenant,
+                                                           const v1::CancelTrainingJobRequest& request) {
+  RETURN_IF_ERROR(ValidateId("job_id", request.job_id()));
+  ASSIGN_OR_RETURN(v1::JobRecord job, options_.queue->Cancel(tenant.id(), request.job_id()));
+  return ToApi(job);
+}
+
+absl::Status Backend::WatchTrainingJob(const Tenant& tenant, const v1::WatchTrainingJobRequest& request,
+                                       const std::function<bool(const v1::WatchTrainingJobResponse&)>& send,
+                                       const std::function<bool()>& cancelled) {
+  RETURN_IF_ERROR(ValidateId("job_id", request.job_id()));
+  if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq must not be negative");
+  int64_t after = request.after_seq();
+  bool first = true;
+  while (true) {
+    if (cancelled()) return absl::CancelledError("the watch was cancelled");
+    ASSIGN_OR_RETURN(std::vector<v1::JobEvent> events,
+                     options_.queue->WaitForEvents(tenant.id(), request.job_id(), after,
+                                                   first ? absl::ZeroDuration() : options_.watch_poll));
+    ASSIGN_OR_RETURN(v1::JobRecord job, options_.queue->Get(tenant.id(), request.job_id()));
+    if (first || !events.empty()) {
+      v1::WatchTrainingJobResponse msg;
+      *msg.mutable_job() = ToApi(job);
+      for (v1::JobEvent& e : events) {
+        after = std::max(after, e.seq());
+        *msg.add_events() = std::move(e);
+      }
+      if (!send(msg)) return absl::CancelledError("the client went away");
+      first = false;
+    }
+    // Terminal and every event delivered: WaitForEvents returns at once for
+    // a terminal job, so an empty answer means there is nothing more.
+    if (training::IsTerminal(job.state()) && events.empty()) return absl::OkStatus();
+    if (options_.queue->shutting_down()) return absl::UnavailableError("the server is shutting down");
+  }
+}
+
+absl::StatusOr<v1::Task> Backend::TaskView(const v1::TaskRecord& t, bool with_size) const {
+  v1::Task out;
+  out.set_task_id(t.task_id());
+  for (const auto& l : t.labels()) out.add_labels(l);
+  *out.mutable_adapter_config() = t.adapter_config();
+  out.set_state(t.state());
+  out.set_current_version(t.current_version());
+  for (int64_t v : t.versions()) out.add_versions(v);
+  out.set_current_job_id(t.current_job_id());
+  out.set_encoder_fingerprint(t.encoder_fingerprint());
+  out.set_created_at_micros(t.created_at_micros());
+  out.set_updated_at_micros(t.updated_at_micros());
+  if (t.current_version() > 0) {
+    out.set_num_parameters(TaskParameters(options_.encoder->config(), t));
+    if (with_size) {
+      ASSIGN_OR_RETURN(std::string bytes, options_.db->adapters().Get(t.tenant(), t.task_id(), t.current_version()));
+      out.set_adapter_bytes(static_cast<int64_t>(bytes.size()));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Task> Backend::GetTask(const Tenant& tenant, const v1::GetTaskRequest& request) {
+  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  ASSIGN_OR_RETURN(v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), request.task_id()));
+  return TaskView(t, /*with_size=*/true);
+}
+
+absl::StatusOr<v1::ListTasksResponse> Backend::ListTasks(const Tenant& tenant, const v1::ListTasksRequest& request) {
+  RETURN_IF_ERROR(CheckPageSize(request.page_size()));
+  ASSIGN_OR_RETURN(const std::string token, DecodePageToken("tasks", tenant.id(), request.page_token()));
+  ASSIGN_OR_RETURN(storage::TaskStore::Page page,
+                   options_.db->tasks().List(tenant.id(), PageSize(request.page_size()), token));
+  v1::ListTasksResponse out;
+  for (const v1::TaskRecord& t : page.tasks) {
+    ASSIGN_OR_RETURN(*out.add_tasks(), TaskView(t, /*with_size=*/false));
+  }
+  out.set_next_page_token(EncodePageToken("tasks", tenant.id(), page.next_page_token));
+  return out;
+}
+
+absl::Status Backend::DeleteTask(const Tenant& tenant, const v1::DeleteTaskRequest& request) {
+  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  RETURN_IF_ERROR(options_.db->tasks().Delete(tenant.id(), request.task_id()));
+  options_.engine->cache().Invalidate(tenant.id(), request.task_id());
+  return absl::OkStatus();
+}
+
+absl::Status Backend::ExportAdapter(const Tenant& tenant, const v1::ExportAdapterRequest& request,
+                                    const std::function<bool(const v1::ExportAdapterResponse&)>& send) {
+  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  if (request.version() < 0) return absl::InvalidArgumentError("version must not be negative");
+  std::string bytes;
+  int64_t version = request.version();
+  if (version == 0) {
+    ASSIGN_OR_RETURN(storage::AdapterStore::Current current,
+                     options_.db->adapters().GetCurrent(tenant.id(), request.task_id()));
+    version = current.version;
+    bytes = std::move(current.bytes);
+  } else {
+    // The task must exist first, so that a missing task and a missing
+    // version say different things.
+    RETURN_IF_ERROR(options_.db->tasks().Get(tenant.id(), request.task_id()).status());
+    ASSIGN_OR_RETURN(bytes, options_.db->adapters().Get(tenant.id(), request.task_id(), version));
+  }
+  const size_t chunk = static_cast<size_t>(std::max<int64_t>(1, options_.export_chunk_bytes));
+  for (size_t off = 0; off < bytes.size(); off += chunk) {
+    v1::ExportAdapterResponse msg;
+    if (off == 0) {
+      msg.set_version(version);
+      msg.set_total_bytes(static_cast<int64_t>(bytes.size()));
+    }
+    msg.set_chunk(bytes.substr(off, chunk));
+    if (!send(msg)) return absl::CancelledError("the client went away");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std::string& task_id, std::string bytes) {
+  RETURN_IF_ERROR(ValidateId("task_id", task_id));
+  if (bytes.empty()) return absl::InvalidArgumentError("the adapter file is empty");
+  ASSIGN_OR_RETURN(model::AdapterFileInfo info, model::ReadAdapterInfo(bytes));
+  const model::BertEncoder& encoder = *options_.encoder;
+  // Parse every tensor against this encoder (fingerprint, shapes) before
+  // anything is stored.
+  RETURN_IF_ERROR(
+      model::DeserializeAdapterSet(bytes, encoder.config(), encoder.fingerprint(), c10::Device(c10::kCPU)).status());
+  absl::StatusOr<v1::TaskRecord> existing = options_.db->tasks().Get(tenant.id(), task_id);
+  if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
+  if (!absl::IsNotFound(existing.status())) return existing.status();
+  RETURN_IF_ERROR(CheckTaskQuota(tenant, task_id));
+  storage::Promotion p;
+  p.task.set_tenant(tenant.id());
+  p.task.set_task_id(task_id);
+  for (const std::string& l : info.config.labels) p.task.add_labels(l);
+  p.task.mutable_adapter_config()->set_bottleneck_size(static_cast<int32_t>(info.config.bottleneck_size));
+  p.task.mutable_adapter_config()->set_activation(std::string(model::ActivationName(info.config.activation)));
+  p.task.set_encoder_fingerprint(info.encoder_fingerprint);
+  const int64_t now = NowMicros();
+  p.task.set_created_at_micros(now);
+  p.task.set_updated_at_micros(now);
+  p.adapter_bytes = std::move(bytes);
+  p.expected_version = 1;
+  absl::StatusOr<storage::PromotionResult> done = options_.db->PromoteAdapterVersion(std::move(p));
+  if (!done.ok()) {
+    // A concurrent import of the same id got there first.
+    if (absl::IsFailedPrecondition(done.status())) {
+      return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
+    }
+    return done.status();
+  }
+  options_.engine->cache().Invalidate(tenant.id(), task_id);
+  ASSIGN_OR_RETURN(v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), task_id));
+  return TaskView(t, /*with_size=*/true);
+}
+
+absl::StatusOr<v1::PredictResponse> Backend::Predict(const Tenant& tenant, const v1::PredictRequest& request,
+                                                     absl::Time deadline) {
+  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  if (request.texts().empty()) return absl::InvalidArgumentError("texts is empty");
+  if (request.texts_size() > tenant.quotas().max_texts_per_predict) {
+    return absl::ResourceExhaustedError(absl::StrCat(request.texts_size(), " texts in one Predict; the limit is ",
+                                                     tenant.quotas().max_texts_per_predict));
+  }
+  if (request.version() < 0) return absl::InvalidArgumentError("version must not be negative");
+  RETURN_IF_ERROR(tenant.AdmitPredict(absl::Now()));
+  serving::PredictRequest in;
+  in.tenant = tenant.id();
+  in.task_id = request.task_id();
+  in.texts.assign(request.texts().begin(), request.texts().end());
+  in.text_pairs.assign(request.text_pairs().begin(), request.text_pairs().end());
+  in.version = request.version();
+  in.deadline = deadline;
+  ASSIGN_OR_RETURN(serving::PredictResult result, options_.engine->Predict(std::move(in)));
+  v1::PredictResponse out;
+  out.set_version(result.version);
+  for (const std::vector<float>& probs : result.probabilities) {
+    v1::Prediction* p = out.add_predictions();
+    size_t best = 0;
+    for (size_t i = 1; i < probs.size(); ++i) {
+      if (probs[i] > probs[best]) best = i;
+    }
+    p->set_label(result.labels[best]);
+    p->set_score(probs[best]);
+    if (request.return_all_scores()) {
+      for (size_t i = 0; i < probs.size(); ++i) {
+        v1::LabelScore* s = p->add_all_scores();
+        s->set_label(result.labels[i]);
+        s->set_score(probs[i]);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace adapterd::api

@@ -1,0 +1,181 @@
+#include "server/api/grpc_service.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "server/api/grpc_status.h"
+
+namespace adapterd::api {
+namespace {
+
+// The absl::Time of a call's deadline (InfiniteFuture when none was set).
+absl::Time Deadline(const grpc::ServerContext* ctx) {
+  const auto d = ctx->deadline();
+  if (d == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(d);
+}
+
+}  // namespace
+
+grpc::Status GrpcService::Handle(const char* method, grpc::ServerContext* ctx,
+                                 const std::function<absl::Status(const Tenant&)>& body, int64_t texts) {
+  const absl::Time start = absl::Now();
+  RpcRecord record;
+  record.method = method;
+  record.texts = texts;
+  absl::Status status;
+  if (draining_.load()) {
+    status = absl::UnavailableError("adapterd is shutting down");
+  } else if (backend_.load() == nullptr) {
+    status = absl::UnavailableError("adapterd is starting: the encoder is loading");
+  } else {
+    const auto& md = ctx->client_metadata();
+    auto it = md.find("authorization");
+    std::string auth;
+    if (it != md.end()) auth.assign(it->second.data(), it->second.size());
+    absl::StatusOr<const Tenant*> tenant =
+        options_.tenants->Authenticate(it == md.end() ? nullptr : &auth);
+    if (!tenant.ok()) {
+      status = tenant.status();
+    } else {
+      record.tenant = (*tenant)->id();
+      status = body(**tenant);
+    }
+  }
+  record.code = status.code();
+  record.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (options_.on_rpc) options_.on_rpc(record);
+  return ToGrpcStatus(status);
+}
+
+grpc::Status GrpcService::UploadDataset(grpc::ServerContext* ctx,
+                                        grpc::ServerReader<v1::UploadDatasetRequest>* reader,
+                                        v1::Dataset* response) {
+  return Handle("UploadDataset", ctx, [&](const Tenant& tenant) -> absl::Status {
+    v1::UploadDatasetRequest msg;
+    if (!reader->Read(&msg)) return absl::InvalidArgumentError("the upload stream is empty");
+    if (!msg.has_metadata()) return absl::InvalidArgumentError("the first message must carry metadata");
+    ASSIGN_OR_RETURN(std::unique_ptr<DatasetUpload> upload, backend().BeginUpload(tenant, msg.metadata()));
+    while (reader->Read(&msg)) {
+      if (ctx->IsCancelled()) return absl::CancelledError("the client cancelled the upload");
+      if (!msg.has_chunk()) return absl::InvalidArgumentError("only the first message may carry metadata");
+      RETURN_IF_ERROR(upload->AddChunk(msg.chunk()));
+    }
+    ASSIGN_OR_RETURN(*response, upload->Finish());
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status GrpcService::GetDataset(grpc::ServerContext* ctx, const v1::GetDatasetRequest* request,
+                                     v1::Dataset* response) {
+  return Handle("GetDataset", ctx, [&](const Tenant& t) -> absl::Status {
+    ASSIGN_OR_RETURN(*response, backend().GetDataset(t, *request));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status GrpcService::CreateTrainingJob(grpc::ServerContext* ctx, const v1::CreateTrainingJobRequest* request,
+                                            v1::TrainingJob* response) {
+  return Handle("CreateTrainingJob", ctx, [&](const Tenant& t) -> absl::Status {
+    ASSIGN_OR_RETURN(*response, backend().CreateTrainingJob(t, *request));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status GrpcService::GetTrainingJob(grpc::ServerContext* ctx, const v1::GetTrainingJobRequest* request,
+                                         v1::TrainingJob* response) {
+  return Handle("GetTrainingJob", ctx, [&](const Tenant& t) -> absl::Status {
+    ASSIGN_OR_RETURN(*response, backend().GetTrainingJob(t, *request));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status GrpcService::ListTrainingJobs(grpc::ServerContext* ctx, const v1::ListTrainingJobsRequest* request,
+                                           v1::ListTrainingJobsResponse* response) {
+  return Handle("ListTrainingJobs", ctx, [&](const Tenant& t) -> absl::Status {
+    ASSIGN_OR_RETURN(*response, backend().ListTrainingJobs(t, *request));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status GrpcService::CancelTrainingJob(grpc::ServerContext* ctx, const v1::CancelTrainingJobRequest* request,
+                                            v1::TrainingJob* response) {
+  return Handle("CancelTrainingJob", ctx, [&](const Tenant& t) -> absl::Status {
+    ASSIGN_OR_RETURN(*response, backend().CancelTrainingJob(t, *request));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status GrpcService::WatchTrainingJob(grpc::ServerContext* ctx, const v1::WatchTrainingJobRequest* request,
+                                           grpc::ServerWriter<v1::WatchTrainingJobResponse>* writer) {
+  return Handle("WatchTrainingJob", ctx, [&](const Tenant& t) {
+    return backend().WatchTrainingJob(
+        t, *request, [&](const v1::WatchTrainingJobResponse& msg) { return writer->Write(msg); },
+        [&] { return ctx->IsCancelled() || draining_.load(); });
+  });
+}
+
+grpc::Status GrpcService::GetTask(grpc::ServerContext* ctx, const v1::GetTaskRequest* request, v1::Task* response) {
+  return Handle("GetTask", ctx, [&](const Tenant& t) -> absl::Status {
+    ASSIGN_OR_RETURN(*response, backend().GetTask(t, *request));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status GrpcService::ListTasks(grpc::ServerContext* ctx, const v1::ListTasksRequest* request,
+                                    v1::ListTasksResponse* response) {
+  return Handle("ListTasks", ctx, [&](const Tenant& t) -> absl::Status {
+    ASSIGN_OR_RETURN(*response, backend().ListTasks(t, *request));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status GrpcService::DeleteTask(grpc::ServerContext* ctx, const v1::DeleteTaskRequest* request,
+                                     v1::DeleteTaskResponse*) {
+  return Handle("DeleteTask", ctx, [&](const Tenant& t) { return backend().DeleteTask(t, *request); });
+}
+
+grpc::Status GrpcService::ExportAdapter(grpc::ServerContext* ctx, const v1::ExportAdapterRequest* request,
+                                        grpc::ServerWriter<v1::ExportAdapterResponse>* writer) {
+  return Handle("ExportAdapter", ctx, [&](const Tenant& t) {
+    return backend().ExportAdapter(
+        t, *request, [&](const v1::ExportAdapterResponse& msg) { return writer->Write(msg); });
+  });
+}
+
+grpc::Status GrpcService::ImportAdapter(grpc::ServerContext* ctx, grpc::ServerReader<v1::ImportAdapterRequest>* reader,
+                                        v1::Task* response) {
+  return Handle("ImportAdapter", ctx, [&](const Tenant& tenant) -> absl::Status {
+    v1::ImportAdapterRequest msg;
+    if (!reader->Read(&msg)) return absl::InvalidArgumentError("the import stream is empty");
+    if (!msg.has_metadata()) return absl::InvalidArgumentError("the first message must carry metadata");
+    const std::string task_id = msg.metadata().task_id();
+    std::string bytes;
+    const int64_t limit = backend().max_adapter_bytes();
+    while (reader->Read(&msg)) {
+      if (!msg.has_chunk()) return absl::InvalidArgumentError("only the first message may carry metadata");
+      if (static_cast<int64_t>(bytes.size() + msg.chunk().size()) > limit) {
+        return absl::ResourceExhaustedError(absl::StrCat("adapter file larger than ", limit, " bytes"));
+      }
+      bytes += msg.chunk();
+    }
+    ASSIGN_OR_RETURN(*response, backend().ImportAdapter(tenant, task_id, std::move(bytes)));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status GrpcService::Predict(grpc::ServerContext* ctx, const v1::PredictRequest* request,
+                                  v1::PredictResponse* response) {
+  return Handle(
+      "Predict", ctx,
+      [&](const Tenant& t) -> absl::Status {
+        ASSIGN_OR_RETURN(*response, backend().Predict(t, *request, Deadline(ctx)));
+        return absl::OkStatus();
+      },
+      request->texts_size());
+}
+
+}  // namespace adapterd::api

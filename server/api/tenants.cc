@@ -1,0 +1,155 @@
+#include "server/api/tenants.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "server/api/ids.h"
+
+namespace adapterd::api {
+
+TokenBucket::TokenBucket(double rate, double burst, absl::Time now)
+    : rate_(rate), burst_(burst), tokens_(burst), last_(now) {}
+
+bool TokenBucket::TryTake(double tokens, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (now > last_) {
+    tokens_ = std::min(burst_, tokens_ + rate_ * absl::ToDoubleSeconds(now - last_));
+    last_ = now;
+  }
+  if (tokens_ < tokens) return false;
+  tokens_ -= tokens;
+  return true;
+}
+
+Tenant::Tenant(std::string id, TenantQuotas quotas, absl::Time now) : id_(std::move(id)), quotas_(quotas) {
+  if (quotas_.predict_rate_per_second > 0) {
+    const double burst =
+        quotas_.predict_burst > 0 ? quotas_.predict_burst : std::max(1.0, quotas_.predict_rate_per_second);
+    bucket_ = std::make_unique<TokenBucket>(quotas_.predict_rate_per_second, burst, now);
+  }
+}
+
+absl::Status Tenant::AdmitPredict(absl::Time now) const {
+  if (bucket_ == nullptr || bucket_->TryTake(1, now)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat("tenant '", id_, "' exceeded its Predict rate of ",
+                                                   quotas_.predict_rate_per_second, " requests/s"));
+}
+
+namespace {
+
+using Json = nlohmann::json;
+
+absl::Status Bad(const std::string& file, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("tenants file ", file, ": ", what));
+}
+
+// Reads an optional non-negative number field into `out`.
+template <typename T>
+absl::Status ReadQuota(const Json& t, const char* key, const std::string& where, T* out) {
+  if (!t.contains(key)) return absl::OkStatus();
+  const Json& v = t.at(key);
+  if (!v.is_number() || v.get<double>() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": '", key, "' must be a non-negative number"));
+  }
+  *out = v.get<T>();
+  return absl::OkStatus();
+}
+
+bool IsHexSha256(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Create(Options options) {
+  std::unique_ptr<TenantRegistry> r(new TenantRegistry(std::move(options)));
+  const absl::Time now = r->options_.now();
+  if (r->options_.tenants_file.empty()) {
+    r->tenants_.push_back(std::make_unique<Tenant>(kDefaultTenant, r->options_.defaults, now));
+    return r;
+  }
+  r->single_tenant_ = false;
+  const std::string& file = r->options_.tenants_file;
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
+  Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Bad(file, "not valid JSON");
+  if (!doc.is_object() || !doc.contains("tenants") || !doc["tenants"].is_array()) {
+    return Bad(file, "expected an object with a \"tenants\" array");
+  }
+  for (size_t i = 0; i < doc["tenants"].size(); ++i) {
+    const Json& t = doc["tenants"][i];
+    const std::string where = absl::StrCat("tenants file ", file, ": tenants[", i, "]");
+    if (!t.is_object() || !t.contains("id") || !t["id"].is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": missing string \"id\""));
+    }
+    const std::string id = t["id"].get<std::string>();
+    if (absl::Status s = ValidateId("tenant id", id); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
+    }
+    TenantQuotas q = r->options_.defaults;
+    RETURN_IF_ERROR(ReadQuota(t, "max_tasks", where, &q.max_tasks));
+    RETURN_IF_ERROR(ReadQuota(t, "max_queued_jobs", where, &q.max_queued_jobs));
+    RETURN_IF_ERROR(ReadQuota(t, "max_texts_per_predict", where, &q.max_texts_per_predict));
+    RETURN_IF_ERROR(ReadQuota(t, "max_dataset_bytes", where, &q.max_dataset_bytes));
+    RETURN_IF_ERROR(ReadQuota(t, "predict_rate_per_second", where, &q.predict_rate_per_second));
+    RETURN_IF_ERROR(ReadQuota(t, "predict_burst", where, &q.predict_burst));
+    std::vector<std::string> hashes;
+    if (t.contains("api_key_sha256")) {
+      const Json& h = t["api_key_sha256"];
+      if (h.is_string()) {
+        hashes.push_back(h.get<std::string>());
+      } else if (h.is_array()) {
+        for (const Json& e : h) {
+          if (!e.is_string()) return absl::InvalidArgumentError(absl::StrCat(where, ": api_key_sha256 entries must be strings"));
+          hashes.push_back(e.get<std::string>());
+        }
+      }
+    }
+    if (hashes.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": no \"api_key_sha256\""));
+    r->tenants_.push_back(std::make_unique<Tenant>(id, q, now));
+    for (std::string& h : hashes) {
+      h = absl::AsciiStrToLower(h);
+      if (!IsHexSha256(h)) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": api_key_sha256 must be 64 hex digits"));
+      }
+      if (!r->by_key_hash_.emplace(h, r->tenants_.back().get()).second) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": a key hash is used twice"));
+      }
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<const Tenant*> TenantRegistry::Authenticate(const std::string* authorization) const {
+  if (single_tenant_) return tenants_.front().get();
+  if (authorization == nullptr || authorization->empty()) {
+    return absl::UnauthenticatedError("missing API key: send 'authorization: Bearer <key>' metadata");
+  }
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!absl::StartsWithIgnoreCase(*authorization, std::string(kBearer)) ||
+      authorization->size() == kBearer.size()) {
+    return absl::UnauthenticatedError("malformed authorization metadata: expected 'Bearer <key>'");
+  }
+  const std::string hash = Sha256Hex(std::string_view(*authorization).substr(kBearer.size()));
+  auto it = by_key_hash_.find(hash);
+  if (it == by_key_hash_.end()) return absl::UnauthenticatedError("unknown API key");
+  return it->second;
+}
+
+std::vector<std::string> TenantRegistry::TenantIds() const {
+  std::vector<std::string> ids;
+  for (const auto& t : tenants_) ids.push_back(t->id());
+  return ids;
+}
+
+}  // namespace adapterd::api

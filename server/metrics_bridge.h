@@ -1,0 +1,99 @@
+// MetricsBridge: connects the server's modules to its Prometheus metrics.
+//
+// It owns the metrics Registry, the ServerMetrics families and the /metrics
+// HTTP endpoint, and turns each module's hooks into metric updates:
+//   - api::RpcRecord (one per finished RPC)   -> requests, latency, texts;
+//   - serving::ServingObserver                -> batches, cache, executor;
+//   - training (steps, examples) and, at scrape time, the jobs table and the
+//     queue depth, read from the job store/queue (so the gauges are always
+//     exactly what is stored, whichever code path changed a job);
+//   - model and build info.
+// Nothing here is labelled by task, job or request id (DESIGN.md section 7).
+//
+// Thread safety: every method is thread-safe and cheap, except that the
+// scrape-time callback scans the jobs table (O(jobs), small records).
+// Ownership: WatchQueue's queue and database are borrowed; they must stay
+// alive until Stop() (the server stops metrics before closing them).
+#ifndef ADAPTERD_SERVER_METRICS_BRIDGE_H_
+#define ADAPTERD_SERVER_METRICS_BRIDGE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/api/grpc_service.h"
+#include "server/metrics/metrics.h"
+#include "server/metrics/metrics_server.h"
+#include "server/metrics/server_metrics.h"
+#include "server/serving/serving_observer.h"
+
+namespace adapterd {
+namespace storage {
+class Database;
+}
+namespace training {
+class JobQueue;
+}
+
+// What /metrics reports about the loaded encoder.
+struct ModelInfo {
+  std::string model_dir;
+  std::string fingerprint;
+  std::string device;  // "cpu", "cuda:0"
+  std::string dtype;   // "float32", "bfloat16", "float16"
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  // Bytes of encoder weights resident on `device` (all copies: the serving
+  // encoder and, when its dtype is not float32, the float32 training copy).
+  int64_t encoder_bytes = 0;
+};
+
+class MetricsBridge {
+ public:
+  // Starts /metrics on `address` ("host:port", port 0 = any free port).
+  // An empty address registers the metrics but serves no endpoint (port 0).
+  static absl::StatusOr<std::unique_ptr<MetricsBridge>> Create(const std::string& address);
+  ~MetricsBridge();
+
+  int port() const;
+  metrics::Registry& registry() { return registry_; }
+  const metrics::ServerMetrics& server_metrics() const { return *metrics_; }
+
+  // One finished RPC.
+  void OnRpc(const api::RpcRecord& record);
+  // Model info and encoder memory; call once the encoder is loaded.
+  void SetModelInfo(const ModelInfo& info);
+  // The cache tiers' budgets (adapterd_adapter_cache_budget_bytes).
+  void SetCacheBudgets(int64_t host_bytes, int64_t device_bytes);
+  // Serving hooks; valid for the bridge's lifetime.
+  serving::ServingObserver* serving_observer();
+  // From now on each scrape refreshes adapterd_training_jobs{state} and
+  // adapterd_training_queue_depth from `db` and `queue`.
+  void WatchQueue(const training::JobQueue* queue, storage::Database* db);
+  // One optimiser step over `examples` examples.
+  void OnTrainingStep(int64_t examples);
+  // Stops the endpoint and detaches the queue; idempotent.
+  void Stop();
+
+ private:
+  class Observer;
+  MetricsBridge();
+  void Collect();
+
+  metrics::Registry registry_;
+  std::unique_ptr<metrics::ServerMetrics> metrics_;
+  std::unique_ptr<Observer> observer_;
+  std::unique_ptr<metrics::MetricsServer> server_;
+  std::string device_;  // for device_memory_bytes{device}
+
+  mutable absl::Mutex mu_;
+  const training::JobQueue* queue_ ABSL_GUARDED_BY(mu_) = nullptr;
+  storage::Database* db_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace adapterd
+
+#endif  // ADAPTERD_SERVER_METRICS_BRIDGE_H_

@@ -1,0 +1,248 @@
+#include "server/server.h"
+
+#include <ATen/Parallel.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "server/api/backend.h"
+#include "server/api/grpc_service.h"
+#include "server/api/tenants.h"
+#include "server/metrics_bridge.h"
+#include "server/model/model_loader.h"
+#include "server/serving/inference_engine.h"
+#include "server/training/job_queue.h"
+#include "server/training/job_runner.h"
+#include "storage/database.h"
+
+namespace adapterd {
+
+// Declaration order is destruction order in reverse: parts that use others
+// are declared after them.
+struct Server::Parts {
+  std::unique_ptr<storage::Database> db;
+  std::unique_ptr<api::TenantRegistry> tenants;
+  std::unique_ptr<MetricsBridge> metrics;
+  model::LoadedModel model;          // serving encoder (options.dtype)
+  model::LoadedModel training_model; // fp32 copy when serving is not fp32
+  std::unique_ptr<serving::InferenceEngine> engine;
+  std::unique_ptr<training::JobQueue> queue;
+  std::unique_ptr<training::JobRunner> runner;
+  std::unique_ptr<api::Backend> backend;
+  std::unique_ptr<api::GrpcService> service;
+  std::unique_ptr<grpc::Server> grpc_server;
+  int grpc_port = 0;
+};
+
+namespace {
+
+absl::StatusOr<c10::ScalarType> ParseDtype(const std::string& s) {
+  if (s == "fp32") return c10::kFloat;
+  if (s == "bf16") return c10::kBFloat16;
+  if (s == "fp16") return c10::kHalf;
+  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", s, "'"));
+}
+
+absl::StatusOr<c10::Device> ParseDevice(const std::string& s) {
+  try {
+    return c10::Device(s);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("bad --device '", s, "': ", e.what()));
+  }
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options) : options_(std::move(options)), parts_(std::make_unique<Parts>()) {}
+
+Server::~Server() { Shutdown(); }
+
+int Server::grpc_port() const { return parts_->grpc_port; }
+int Server::metrics_port() const { return parts_->metrics ? parts_->metrics->port() : 0; }
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
+  RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<Server> server(new Server(std::move(options)));
+  absl::Status s = server->StartAll();
+  if (!s.ok()) {
+    server->Shutdown();
+    return s;
+  }
+  return server;
+}
+
+absl::Status Server::StartAll() {
+  Parts& p = *parts_;
+  const ServerOptions& o = options_;
+  if (o.threads > 0) at::set_num_threads(o.threads);
+
+  // 1. Storage, tenants, metrics.
+  std::error_code ec;
+  std::filesystem::create_directories(o.data_dir, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create --data_dir ", o.data_dir, ": ", ec.message()));
+  storage::Database::Options dbo;
+  dbo.path = (std::filesystem::path(o.data_dir) / "db").string();
+  ASSIGN_OR_RETURN(p.db, storage::Database::Open(dbo));
+
+  api::TenantRegistry::Options to;
+  to.tenants_file = o.tenants_file;
+  to.defaults.max_tasks = o.max_tasks;
+  to.defaults.max_queued_jobs = o.max_queued_jobs;
+  to.defaults.max_texts_per_predict = o.max_texts_per_predict;
+  to.defaults.max_dataset_bytes = o.max_dataset_bytes;
+  to.defaults.predict_rate_per_second = o.predict_rate;
+  to.defaults.predict_burst = o.predict_burst;
+  ASSIGN_OR_RETURN(p.tenants, api::TenantRegistry::Create(to));
+
+  ASSIGN_OR_RETURN(p.metrics, MetricsBridge::Create(o.metrics_address));
+  if (p.metrics->port() != 0) std::fprintf(stderr, "adapterd: /metrics on port %d\n", p.metrics->port());
+
+  // 2. gRPC, answering health checks (NOT_SERVING) while the encoder loads.
+  api::GrpcService::Options so;
+  so.tenants = p.tenants.get();
+  MetricsBridge* metrics = p.metrics.get();
+  so.on_rpc = [metrics](const api::RpcRecord& r) { metrics->OnRpc(r); };
+  p.service = std::make_unique<api::GrpcService>(std::move(so));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.listen_address, grpc::InsecureServerCredentials(), &p.grpc_port);
+  builder.RegisterService(p.service.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  p.grpc_server = builder.BuildAndStart();
+  if (p.grpc_server == nullptr || p.grpc_port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen_address,
+                                               " (address in use, or not a valid host:port?)"));
+  }
+  p.grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  std::fprintf(stderr, "adapterd: gRPC listening on port %d (NOT_SERVING while the encoder loads)\n", p.grpc_port);
+
+  // 3. Model, serving engine, training.
+  ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(o.dtype));
+  ASSIGN_OR_RETURN(c10::Device device, ParseDevice(o.device));
+  model::LoadOptions lo;
+  lo.device = device;
+  lo.dtype = dtype;
+  lo.max_seq_len = o.max_seq_len;
+  ASSIGN_OR_RETURN(p.model, model::LoadBertModel(o.model_dir, lo));
+  const model::LoadedModel* train_model = &p.model;
+  if (dtype != c10::kFloat) {
+    lo.dtype = c10::kFloat;
+    ASSIGN_OR_RETURN(p.training_model, model::LoadBertModel(o.model_dir, lo));
+    train_model = &p.training_model;
+  }
+  ModelInfo info;
+  info.model_dir = o.model_dir;
+  info.fingerprint = p.model.fingerprint;
+  info.device = o.device;
+  info.dtype = o.dtype;
+  info.layers = p.model.config.num_hidden_layers;
+  info.hidden = p.model.config.hidden_size;
+  info.encoder_bytes = p.model.encoder->NumParameters() * static_cast<int64_t>(c10::elementSize(dtype));
+  if (train_model != &p.model) info.encoder_bytes += train_model->encoder->NumParameters() * 4;
+  p.metrics->SetModelInfo(info);
+  p.metrics->SetCacheBudgets(o.host_cache_bytes, o.device_cache_bytes);
+
+  serving::InferenceEngine::Options eo;
+  eo.encoder = p.model.encoder.get();
+  eo.tokenizer = p.model.tokenizer.get();
+  eo.db = p.db.get();
+  eo.device_cache_bytes = o.device_cache_bytes;
+  eo.host_cache_bytes = o.host_cache_bytes;
+  eo.max_batch_size = o.max_batch_size;
+  eo.max_queue_delay_us = o.max_queue_delay_us;
+  eo.max_seq_len = o.max_seq_len;
+  eo.min_training_share = o.training_share;
+  eo.observer = p.metrics->serving_observer();
+  ASSIGN_OR_RETURN(p.engine, serving::InferenceEngine::Create(std::move(eo)));
+  for (const std::string& pin : o.pinned_tasks) {
+    const size_t slash = pin.find('/');
+    p.engine->cache().Pin(pin.substr(0, slash), pin.substr(slash + 1));
+  }
+
+  training::Hyperparameters defaults;
+  defaults.max_seq_len = o.max_seq_len;
+  defaults.micro_batch_size = o.training_micro_batch;
+  training::DatasetLimits limits;
+  limits.max_examples = o.max_dataset_examples;
+  training::JobQueue::Options qo;
+  qo.db = p.db.get();
+  qo.limits.max_queued_per_tenant = static_cast<int>(o.max_queued_jobs);
+  qo.limits.max_queued_total = o.max_queued_jobs_total;
+  qo.validator = training::MakeJobValidator(p.db.get(), train_model->tokenizer.get(), limits, defaults);
+  ASSIGN_OR_RETURN(p.queue, training::JobQueue::Create(std::move(qo)));
+  p.metrics->WatchQueue(p.queue.get(), p.db.get());
+
+  training::JobRunner::Options ro;
+  ro.queue = p.queue.get();
+  ro.db = p.db.get();
+  ro.encoder = train_model->encoder.get();
+  ro.tokenizer = train_model->tokenizer.get();
+  ro.defaults = defaults;
+  ro.keep_versions = o.keep_versions;
+  serving::InferenceEngine* engine = p.engine.get();
+  ro.run_on_device = [engine, metrics](const std::function<absl::Status()>& fn) {
+    return engine->executor().RunTraining(fn);
+  };
+  ro.on_promoted = [engine](const storage::PromotionResult& r) { engine->cache().Invalidate(r.tenant, r.task_id); };
+  ro.on_step = [metrics](int64_t examples) { metrics->OnTrainingStep(examples); };
+  ASSIGN_OR_RETURN(p.runner, training::JobRunner::Create(std::move(ro)));
+
+  api::Backend::Options bo;
+  bo.db = p.db.get();
+  bo.queue = p.queue.get();
+  bo.engine = p.engine.get();
+  bo.encoder = p.model.encoder.get();
+  bo.training_defaults = defaults;
+  ASSIGN_OR_RETURN(p.backend, api::Backend::Create(std::move(bo)));
+
+  p.runner->Start();
+  p.service->SetBackend(p.backend.get());
+  p.grpc_server->GetHealthCheckService()->SetServingStatus(true);
+  std::fprintf(stderr, "adapterd: SERVING on port %d (model %s, %s, %s)\n", p.grpc_port, o.model_dir.c_str(),
+               o.device.c_str(), o.dtype.c_str());
+  return absl::OkStatus();
+}
+
+void Server::Shutdown() {
+  absl::MutexLock lock(&shutdown_mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  Parts& p = *parts_;
+  if (p.grpc_server) p.grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  if (p.service) p.service->StartDraining();
+  // In-flight Predicts finish; new ones are refused.
+  if (p.engine) p.engine->Drain();
+  if (p.grpc_server) {
+    p.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(options_.drain_seconds));
+  }
+  // Checkpoints the running job at its next step and leaves it RUNNING.
+  if (p.runner) p.runner->Stop();
+  if (p.engine) p.engine->Shutdown();
+  if (p.metrics) p.metrics->Stop();
+  if (p.grpc_server) p.grpc_server->Wait();
+  p.backend.reset();
+  p.runner.reset();
+  p.queue.reset();
+  p.engine.reset();
+  if (p.db) {
+    absl::Status s = p.db->Close();
+    if (!s.ok()) std::fprintf(stderr, "adapterd: closing the database: %s\n", s.ToString().c_str());
+  }
+  stopped_.Notify();
+}
+
+void Server::Wait() { stopped_.WaitForNotification(); }
+
+}  // namespace adapterd

@@ -1,0 +1,98 @@
+#include "server/server_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace adapterd {
+
+absl::Status ServerOptions::Validate() const {
+  auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
+  if (model_dir.empty()) return bad("--model_dir is required");
+  if (listen_address.empty()) return bad("--listen must not be empty");
+  if (data_dir.empty()) return bad("--data_dir must not be empty");
+  if (device != "cpu" && device != "cuda" && !absl::StartsWith(device, "cuda:")) {
+    return bad(absl::StrCat("--device must be cpu, cuda or cuda:N, not '", device, "'"));
+  }
+  if (dtype != "fp32" && dtype != "bf16" && dtype != "fp16") {
+    return bad(absl::StrCat("--dtype must be fp32, bf16 or fp16, not '", dtype, "'"));
+  }
+  if (max_seq_len < 8 || max_seq_len > 4096) return bad("--max_seq_len must be in [8, 4096]");
+  if (max_batch_size < 1 || max_batch_size > 4096) return bad("--max_batch_size must be in [1, 4096]");
+  if (max_queue_delay_us < 0) return bad("--max_queue_delay_us must be >= 0");
+  if (training_share < 0 || training_share > 1) return bad("--training_share must be in [0, 1]");
+  if (training_micro_batch < 1) return bad("--training_micro_batch must be >= 1");
+  for (const std::string& p : pinned_tasks) {
+    const size_t slash = p.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == p.size() || p.find('/', slash + 1) != std::string::npos) {
+      return bad(absl::StrCat("--pin takes tenant/task_id, not '", p, "'"));
+    }
+  }
+  if (keep_versions < 1) return bad("--keep_versions must be >= 1");
+  if (max_message_bytes < (1 << 16)) return bad("--max_message_bytes must be at least 65536");
+  if (device_cache_bytes < 0 || host_cache_bytes < 0) return bad("cache budgets must be >= 0");
+  if (max_tasks < 1 || max_queued_jobs < 1 || max_texts_per_predict < 1 || max_dataset_bytes < 1) {
+    return bad("tenant limits must be >= 1");
+  }
+  if (predict_rate < 0 || predict_burst < 0) return bad("--predict_rate and --predict_burst must be >= 0");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_code) {
+  ServerOptions o;
+  CLI::App app{
+      "adapterd: one frozen BERT encoder serving many text-classification tasks as Houlsby adapters.\n"
+      "Serves the adapterd.v1.Adapterd gRPC API, trains submitted jobs, and exposes Prometheus metrics."};
+  app.set_config("--config", "", "Read options from an INI/TOML file (key = value, flag names without dashes)");
+  app.option_defaults()->always_capture_default();
+  app.add_option("--listen", o.listen_address, "gRPC listen address host:port (port 0 picks a free port)");
+  app.add_option("--metrics_listen", o.metrics_address, "Prometheus /metrics address host:port; empty disables it");
+  app.add_option("--max_message_bytes", o.max_message_bytes, "Largest gRPC message accepted or sent");
+  app.add_option("--data_dir", o.data_dir, "Directory for durable state (RocksDB in <data_dir>/db)");
+  app.add_option("--keep_versions", o.keep_versions, "Adapter versions kept per task (the newest N)");
+  app.add_option("--model_dir", o.model_dir,
+                 "HuggingFace BERT directory: config.json, model.safetensors, vocab.txt [, tokenizer_config.json]")
+      ->required();
+  app.add_option("--device", o.device, "cpu, cuda or cuda:N");
+  app.add_option("--dtype", o.dtype, "Serving dtype: fp32, bf16 or fp16 (training always runs in fp32)");
+  app.add_option("--max_seq_len", o.max_seq_len, "Tokens per input; longer inputs are truncated");
+  app.add_option("--threads", o.threads, "Intra-op CPU threads for LibTorch; 0 = all cores");
+  app.add_option("--device_cache_bytes", o.device_cache_bytes, "Byte budget of the device adapter tier");
+  app.add_option("--host_cache_bytes", o.host_cache_bytes, "Byte budget of the host adapter tier");
+  app.add_option("--pin", o.pinned_tasks,
+                 "tenant/task_id whose device-tier adapter is never evicted (repeat or comma-separate)")
+      ->delimiter(',');
+  app.add_option("--max_batch_size", o.max_batch_size, "Most rows in one forward pass (across tasks)");
+  app.add_option("--max_queue_delay_us", o.max_queue_delay_us, "Longest a row waits for its batch to fill");
+  app.add_option("--training_share", o.training_share,
+                 "Minimum fraction of device time training gets while jobs are pending (0..1)");
+  app.add_option("--training_micro_batch", o.training_micro_batch,
+                 "Rows per training micro-batch: Predict batches run between micro-batches");
+  app.add_option("--max_queued_jobs_total", o.max_queued_jobs_total, "Jobs waiting across all tenants");
+  app.add_option("--max_dataset_examples", o.max_dataset_examples, "Most examples a training job may use");
+  app.add_option("--tenants_file", o.tenants_file,
+                 "JSON tenants file (API key SHA-256 hashes and quotas); empty = single tenant, no key");
+  app.add_option("--max_tasks", o.max_tasks, "Tasks per tenant (default quota)");
+  app.add_option("--max_queued_jobs", o.max_queued_jobs, "Jobs waiting per tenant (default quota)");
+  app.add_option("--max_texts_per_predict", o.max_texts_per_predict, "Texts in one Predict (default quota)");
+  app.add_option("--max_dataset_bytes", o.max_dataset_bytes, "Bytes of text per dataset (default quota)");
+  app.add_option("--predict_rate", o.predict_rate, "Predict requests/s per tenant; 0 = unlimited (default quota)");
+  app.add_option("--predict_burst", o.predict_burst, "Token-bucket size for --predict_rate; 0 = max(1, rate)");
+  app.add_option("--drain_seconds", o.drain_seconds, "Grace period for in-flight calls at shutdown");
+  app.set_version_flag("--version", "adapterd 0.1.0");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    *exit_code = app.exit(e);
+    return absl::CancelledError("exit");
+  }
+  *exit_code = 0;
+  if (absl::Status s = o.Validate(); !s.ok()) {
+    *exit_code = 2;
+    return s;
+  }
+  return o;
+}
+
+}  // namespace adapterd

@@ -1,0 +1,65 @@
+// ServerOptions: everything the adapterd process is configured with, and its
+// command line (CLI11). `adapterd --help` documents every flag; the same
+// options can come from a config file (`--config FILE`, INI/TOML `key = value`
+// lines using the flag names without dashes). Flags override the file.
+#ifndef ADAPTERD_SERVER_SERVER_OPTIONS_H_
+#define ADAPTERD_SERVER_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace adapterd {
+
+struct ServerOptions {
+  // --- network ---
+  std::string listen_address = "127.0.0.1:8500";  // gRPC; host:port (port 0 = any free)
+  std::string metrics_address = "127.0.0.1:9500";  // Prometheus /metrics; "" = off
+  int64_t max_message_bytes = 16 << 20;            // largest gRPC message either way
+  // --- storage ---
+  std::string data_dir = "./data";  // RocksDB lives in <data_dir>/db
+  int keep_versions = 2;            // adapter versions kept per task
+  // --- model ---
+  std::string model_dir;            // HuggingFace BERT directory (required)
+  std::string device = "cpu";       // cpu | cuda | cuda:N
+  std::string dtype = "fp32";       // fp32 | bf16 | fp16 (serving; training is fp32)
+  int max_seq_len = 128;            // tokens per input, truncation beyond
+  int threads = 0;                  // intra-op threads; 0 = all cores
+  // --- serving ---
+  int64_t device_cache_bytes = 1ll << 30;  // device-tier adapter budget
+  int64_t host_cache_bytes = 4ll << 30;    // host-tier adapter budget
+  int max_batch_size = 32;                  // rows per forward pass
+  int64_t max_queue_delay_us = 2000;        // longest wait to fill a batch
+  double training_share = 0.2;              // minimum device share of training while jobs wait
+  // --- training ---
+  int training_micro_batch = 8;             // rows per training micro-batch (latency bound for Predict)
+  int max_queued_jobs_total = 1024;
+  int64_t max_dataset_examples = 1000000;
+  // Tasks whose device-tier adapters are never evicted, as "tenant/task_id"
+  // ("default/<task>" on a single-tenant server). Pinned bytes count against
+  // --device_cache_bytes.
+  std::vector<std::string> pinned_tasks;
+  // --- tenancy and limits ---
+  std::string tenants_file;                 // "" = single tenant, no API key
+  int64_t max_tasks = 1000;                 // per tenant (defaults for the tenants file)
+  int64_t max_queued_jobs = 16;
+  int64_t max_texts_per_predict = 256;
+  int64_t max_dataset_bytes = 256ll << 20;
+  double predict_rate = 0;                  // Predict requests/s per tenant; 0 = unlimited
+  double predict_burst = 0;
+  // --- shutdown ---
+  int drain_seconds = 10;                   // grace for in-flight calls on SIGTERM
+
+  absl::Status Validate() const;
+};
+
+// Parses argv into options. Returns the exit code in `exit_code` and nullopt
+// when the process should exit at once (--help, --version, a bad flag: CLI11
+// has printed what to say).
+absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_code);
+
+}  // namespace adapterd
+
+#endif  // ADAPTERD_SERVER_SERVER_OPTIONS_H_

@@ -1,0 +1,238 @@
+// Tenancy: a real server with a tenants file. Tenant B cannot see or touch
+// tenant A's resources (NOT_FOUND, never PERMISSION_DENIED, so existence does
+// not leak); a bad key is UNAUTHENTICATED; every quota gives
+// RESOURCE_EXHAUSTED.
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/sha256.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/api/api_test_util.h"
+
+namespace adapterd::testing {
+namespace {
+
+using ::adapterd::storage::testing::TempDir;
+
+constexpr char kKeyA[] = "key-of-tenant-a";
+constexpr char kKeyB[] = "key-of-tenant-b";
+constexpr char kKeyTight[] = "key-of-a-tight-tenant";
+
+class TenancyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    ASSERT_OK(WriteFixtureModel(dir_->Sub("model")));
+    std::ofstream(dir_->Sub("tenants.json")) << absl::StrCat(
+        R"({"tenants": [
+          {"id": "a", "api_key_sha256": ")", Sha256Hex(kKeyA), R"("},
+          {"id": "b", "api_key_sha256": [")", Sha256Hex(kKeyB), R"("]},
+          {"id": "tight", "api_key_sha256": ")", Sha256Hex(kKeyTight), R"(",
+           "max_tasks": 1, "max_queued_jobs": 1, "max_texts_per_predict": 2,
+           "max_dataset_bytes": 2000, "predict_rate_per_second": 0.001, "predict_burst": 2}
+        ]})");
+    ServerOptions o = TestServerOptions(dir_->Sub("data"), dir_->Sub("model"));
+    o.tenants_file = dir_->Sub("tenants.json");
+    auto server = Server::Start(o);
+    ASSERT_OK(server.status());
+    server_ = server->release();
+    stub_ = NewStub(server_->grpc_port()).release();
+    v1::Dataset ds;
+    ASSERT_TRUE(Upload(*stub_, PresenceUpload("data-a", 80, 7, 1, 2), &ds, kKeyA).ok());
+    v1::CreateTrainingJobRequest req;
+    req.set_task_id("secret");
+    req.add_dataset_ids("data-a");
+    req.mutable_hyperparameters()->set_epochs(1);
+    req.mutable_hyperparameters()->set_batch_size(16);
+    req.mutable_hyperparameters()->set_bottleneck_size(8);
+    auto job = TrainToEnd(*stub_, req, kKeyA);
+    ASSERT_OK(job.status());
+    ASSERT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->error_message();
+    job_id_ = new std::string(job->job_id());
+  }
+  static void TearDownTestSuite() {
+    delete stub_;
+    delete server_;
+    delete job_id_;
+    delete dir_;
+  }
+  static TempDir* dir_;
+  static Server* server_;
+  static v1::Adapterd::Stub* stub_;
+  static std::string* job_id_;
+};
+TempDir* TenancyTest::dir_ = nullptr;
+Server* TenancyTest::server_ = nullptr;
+v1::Adapterd::Stub* TenancyTest::stub_ = nullptr;
+std::string* TenancyTest::job_id_ = nullptr;
+
+grpc::Status PredictAs(v1::Adapterd::Stub& s, const std::string& key, const std::string& task, int texts = 1) {
+  v1::PredictRequest r;
+  r.set_task_id(task);
+  for (int i = 0; i < texts; ++i) r.add_texts("w1 w7");
+  v1::PredictResponse out;
+  auto ctx = Ctx(key);
+  return s.Predict(ctx.get(), r, &out);
+}
+
+TEST_F(TenancyTest, OwnerCanUseItsTask) { EXPECT_TRUE(PredictAs(*stub_, kKeyA, "secret").ok()); }
+
+TEST_F(TenancyTest, AnotherTenantSeesNothing) {
+  using C = grpc::StatusCode;
+  EXPECT_EQ(PredictAs(*stub_, kKeyB, "secret").error_code(), C::NOT_FOUND);
+  {
+    v1::GetTaskRequest r;
+    r.set_task_id("secret");
+    v1::Task out;
+    auto ctx = Ctx(kKeyB);
+    EXPECT_EQ(stub_->GetTask(ctx.get(), r, &out).error_code(), C::NOT_FOUND);
+  }
+  {
+    v1::ListTasksResponse out;
+    auto ctx = Ctx(kKeyB);
+    ASSERT_TRUE(stub_->ListTasks(ctx.get(), v1::ListTasksRequest(), &out).ok());
+    EXPECT_EQ(out.tasks_size(), 0);
+  }
+  {
+    v1::ListTrainingJobsResponse out;
+    auto ctx = Ctx(kKeyB);
+    ASSERT_TRUE(stub_->ListTrainingJobs(ctx.get(), v1::ListTrainingJobsRequest(), &out).ok());
+    EXPECT_EQ(out.jobs_size(), 0);
+  }
+  {
+    v1::GetTrainingJobRequest r;
+    r.set_job_id(*job_id_);
+    v1::TrainingJob out;
+    auto ctx = Ctx(kKeyB);
+    EXPECT_EQ(stub_->GetTrainingJob(ctx.get(), r, &out).error_code(), C::NOT_FOUND);
+  }
+  {
+    v1::ExportAdapterRequest r;
+    r.set_task_id("secret");
+    auto ctx = Ctx(kKeyB);
+    auto reader = stub_->ExportAdapter(ctx.get(), r);
+    v1::ExportAdapterResponse m;
+    int got = 0;
+    while (reader->Read(&m)) ++got;
+    EXPECT_EQ(reader->Finish().error_code(), C::NOT_FOUND);
+    EXPECT_EQ(got, 0);
+  }
+  {
+    v1::DeleteTaskRequest r;
+    r.set_task_id("secret");
+    v1::DeleteTaskResponse out;
+    auto ctx = Ctx(kKeyB);
+    EXPECT_EQ(stub_->DeleteTask(ctx.get(), r, &out).error_code(), C::NOT_FOUND);
+  }
+  {
+    v1::GetDatasetRequest r;
+    r.set_dataset_id("data-a");
+    v1::Dataset out;
+    auto ctx = Ctx(kKeyB);
+    EXPECT_EQ(stub_->GetDataset(ctx.get(), r, &out).error_code(), C::NOT_FOUND);
+  }
+  // B training on A's dataset id finds no such dataset.
+  {
+    v1::CreateTrainingJobRequest r;
+    r.set_task_id("steal");
+    r.add_dataset_ids("data-a");
+    v1::TrainingJob out;
+    auto ctx = Ctx(kKeyB);
+    EXPECT_EQ(stub_->CreateTrainingJob(ctx.get(), r, &out).error_code(), C::NOT_FOUND);
+  }
+  // ... and A's task is intact.
+  EXPECT_TRUE(PredictAs(*stub_, kKeyA, "secret").ok());
+}
+
+TEST_F(TenancyTest, BadKeysAreUnauthenticated) {
+  using C = grpc::StatusCode;
+  EXPECT_EQ(PredictAs(*stub_, "", "secret").error_code(), C::UNAUTHENTICATED);
+  EXPECT_EQ(PredictAs(*stub_, "wrong-key", "secret").error_code(), C::UNAUTHENTICATED);
+  v1::PredictRequest r;
+  r.set_task_id("secret");
+  r.add_texts("w1");
+  v1::PredictResponse out;
+  auto ctx = Ctx();
+  ctx->AddMetadata("authorization", std::string("Basic ") + kKeyA);
+  EXPECT_EQ(stub_->Predict(ctx.get(), r, &out).error_code(), C::UNAUTHENTICATED);
+}
+
+TEST_F(TenancyTest, EachQuotaIsResourceExhausted) {
+  using C = grpc::StatusCode;
+  // Dataset bytes: 2000 bytes of text at most.
+  v1::Dataset ds;
+  EXPECT_EQ(Upload(*stub_, PresenceUpload("too-big", 400, 7, 2, 4), &ds, kKeyTight).error_code(),
+            C::RESOURCE_EXHAUSTED);
+  ASSERT_TRUE(Upload(*stub_, PresenceUpload("small", 40, 7, 3, 1), &ds, kKeyTight).ok());
+  // Tasks: one at most. Queued jobs: one at most.
+  v1::CreateTrainingJobRequest r;
+  r.set_task_id("t1");
+  r.add_dataset_ids("small");
+  r.mutable_hyperparameters()->set_epochs(1);
+  r.mutable_hyperparameters()->set_batch_size(8);
+  r.mutable_hyperparameters()->set_bottleneck_size(8);
+  auto job = TrainToEnd(*stub_, r, kKeyTight);
+  ASSERT_OK(job.status());
+  ASSERT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->error_message();
+  r.set_task_id("t2");
+  v1::TrainingJob out;
+  {
+    auto ctx = Ctx(kKeyTight);
+    EXPECT_EQ(stub_->CreateTrainingJob(ctx.get(), r, &out).error_code(), C::RESOURCE_EXHAUSTED);
+  }
+  // Texts per Predict: 2 at most.
+  EXPECT_EQ(PredictAs(*stub_, kKeyTight, "t1", 3).error_code(), C::RESOURCE_EXHAUSTED);
+  // Predict rate: a burst of 2, refilled at 0.001/s: the third call in a row
+  // is refused (the failed call above took no token).
+  EXPECT_TRUE(PredictAs(*stub_, kKeyTight, "t1").ok());
+  EXPECT_TRUE(PredictAs(*stub_, kKeyTight, "t1").ok());
+  EXPECT_EQ(PredictAs(*stub_, kKeyTight, "t1").error_code(), C::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(TenancyTest, QueuedJobQuota) {
+  // The tight tenant may have one job waiting. A long job of tenant a keeps
+  // the single trainer busy (or waits ahead in the queue), so the tight
+  // tenant's first job waits and its second is refused.
+  v1::CreateTrainingJobRequest longjob;
+  longjob.set_task_id("long");
+  longjob.add_dataset_ids("data-a");
+  longjob.mutable_hyperparameters()->set_epochs(200);
+  v1::TrainingJob running;
+  {
+    auto ctx = Ctx(kKeyA);
+    ASSERT_TRUE(stub_->CreateTrainingJob(ctx.get(), longjob, &running).ok());
+  }
+  v1::Dataset ds;
+  ASSERT_TRUE(Upload(*stub_, PresenceUpload("small-q", 40, 7, 4, 1), &ds, kKeyTight).ok());
+  v1::CreateTrainingJobRequest r;
+  r.set_task_id("t1");  // the tight tenant's only task (new or retrained)
+  r.add_dataset_ids("small-q");
+  r.mutable_hyperparameters()->set_epochs(1);
+  r.mutable_hyperparameters()->set_batch_size(8);
+  r.mutable_hyperparameters()->set_bottleneck_size(8);
+  v1::TrainingJob first, second;
+  {
+    auto ctx = Ctx(kKeyTight);
+    grpc::Status s = stub_->CreateTrainingJob(ctx.get(), r, &first);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(first.state(), v1::JOB_STATE_QUEUED);
+  }
+  {
+    r.mutable_hyperparameters()->set_seed(2);
+    auto ctx = Ctx(kKeyTight);
+    EXPECT_EQ(stub_->CreateTrainingJob(ctx.get(), r, &second).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  // Cancel both so the suite ends quickly.
+  for (const auto& [job, key] : {std::pair{running.job_id(), kKeyA}, std::pair{first.job_id(), kKeyTight}}) {
+    v1::CancelTrainingJobRequest c;
+    c.set_job_id(job);
+    v1::TrainingJob cancelled;
+    auto ctx = Ctx(key);
+    EXPECT_TRUE(stub_->CancelTrainingJob(ctx.get(), c, &cancelled).ok());
+  }
+}
+
+}  // namespace
+}  // namespace adapterd::testing

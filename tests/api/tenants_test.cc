@@ -1,0 +1,101 @@
+#include "server/api/tenants.h"
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/sha256.h"
+#include "common/testing/status_matchers.h"
+#include "gtest/gtest.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace adapterd::api {
+namespace {
+
+using adapterd::storage::testing::TempDir;
+
+absl::StatusOr<std::unique_ptr<TenantRegistry>> FromText(const TempDir& dir, const std::string& text,
+                                                         std::function<absl::Time()> now = nullptr) {
+  const std::string path = dir.Sub("tenants.json");
+  std::ofstream(path) << text;
+  TenantRegistry::Options o;
+  o.tenants_file = path;
+  if (now) o.now = std::move(now);
+  return TenantRegistry::Create(o);
+}
+
+TEST(TenantRegistry, SingleTenantModeNeedsNoKey) {
+  auto r = TenantRegistry::Create({});
+  ASSERT_OK(r.status());
+  EXPECT_TRUE((*r)->single_tenant());
+  auto t = (*r)->Authenticate(nullptr);
+  ASSERT_OK(t.status());
+  EXPECT_EQ((*t)->id(), "default");
+}
+
+TEST(TenantRegistry, MapsKeyHashesToTenantsWithQuotas) {
+  TempDir dir;
+  auto r = FromText(dir, absl::StrCat(R"({"tenants":[{"id":"acme","api_key_sha256":")", Sha256Hex("k1"),
+                                      R"(","max_tasks":3,"max_texts_per_predict":7}]})"));
+  ASSERT_OK(r.status());
+  const std::string good = "Bearer k1";
+  auto t = (*r)->Authenticate(&good);
+  ASSERT_OK(t.status());
+  EXPECT_EQ((*t)->id(), "acme");
+  EXPECT_EQ((*t)->quotas().max_tasks, 3);
+  EXPECT_EQ((*t)->quotas().max_texts_per_predict, 7);
+  EXPECT_EQ((*t)->quotas().max_queued_jobs, TenantQuotas{}.max_queued_jobs);  // default
+  for (const std::string bad : {"Bearer k2", "k1", "Bearer ", "Basic k1", ""}) {
+    EXPECT_EQ((*r)->Authenticate(&bad).status().code(), absl::StatusCode::kUnauthenticated) << bad;
+  }
+  EXPECT_EQ((*r)->Authenticate(nullptr).status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST(TenantRegistry, RejectsMalformedFiles) {
+  TempDir dir;
+  const std::string h = Sha256Hex("k");
+  for (const std::string& text : {
+           std::string("not json"),
+           std::string(R"({"nope": []})"),
+           std::string(R"({"tenants":[{"api_key_sha256":")") + h + "\"}]}",
+           std::string(R"({"tenants":[{"id":"a","api_key_sha256":"abc"}]})"),
+           std::string(R"({"tenants":[{"id":"a"}]})"),
+           std::string(R"({"tenants":[{"id":"a","api_key_sha256":")") + h + R"("},{"id":"b","api_key_sha256":")" + h +
+               "\"}]}",
+           std::string(R"({"tenants":[{"id":"a","api_key_sha256":")") + h + R"(","max_tasks":-1}]})",
+           std::string(R"({"tenants":[{"id":"../a","api_key_sha256":")") + h + "\"}]}",
+       }) {
+    EXPECT_EQ(FromText(dir, text).status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+  TenantRegistry::Options o;
+  o.tenants_file = dir.Sub("missing.json");
+  EXPECT_FALSE(TenantRegistry::Create(o).ok());
+}
+
+TEST(TokenBucket, AllowsABurstThenRefillsAtTheRate) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  TokenBucket b(/*rate=*/2, /*burst=*/3, t0);
+  EXPECT_TRUE(b.TryTake(1, t0));
+  EXPECT_TRUE(b.TryTake(1, t0));
+  EXPECT_TRUE(b.TryTake(1, t0));
+  EXPECT_FALSE(b.TryTake(1, t0));
+  EXPECT_FALSE(b.TryTake(1, t0 + absl::Milliseconds(400)));  // 0.8 tokens
+  EXPECT_TRUE(b.TryTake(1, t0 + absl::Milliseconds(500)));   // 1.0 token
+  EXPECT_TRUE(b.TryTake(3, t0 + absl::Seconds(100)));        // capped at the burst
+  EXPECT_FALSE(b.TryTake(1, t0 + absl::Seconds(100)));
+}
+
+TEST(Tenant, PredictRateIsEnforced) {
+  absl::Time now = absl::FromUnixSeconds(5);
+  TenantQuotas q;
+  q.predict_rate_per_second = 1;
+  q.predict_burst = 1;
+  Tenant t("x", q, now);
+  EXPECT_OK(t.AdmitPredict(now));
+  EXPECT_EQ(t.AdmitPredict(now).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_OK(t.AdmitPredict(now + absl::Seconds(1)));
+  Tenant unlimited("y", TenantQuotas{}, now);
+  for (int i = 0; i < 100; ++i) EXPECT_OK(unlimited.AdmitPredict(now));
+}
+
+}  // namespace
+}  // namespace adapterd::api

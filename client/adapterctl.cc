@@ -1,0 +1,253 @@
+// adapterctl: the command-line client of adapterd.
+//
+// This file only wires CLI11 to the command functions of client/commands.h,
+// where the behaviour (and its tests) live. Run `adapterctl --help`.
+#include <unistd.h>
+
+#include <cstdint>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "client/adapterd_client.h"
+#include "client/commands.h"
+#include "client/dataset_file.h"
+#include "common/status_macros.h"
+
+namespace adapterd::client {
+namespace {
+
+using Action = std::function<absl::Status(const CommandEnv&)>;
+
+const std::vector<std::string> kFormats = {"auto", "csv", "jsonl", "json", "ndjson"};
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "adapterctl: train and serve text classifiers on an adapterd server.\n"
+      "Each task is a set of Houlsby adapters on the server's frozen BERT encoder."};
+  app.require_subcommand(1);
+  app.fallthrough();  // global options may also follow the subcommand
+  app.footer(std::string("\n") + kExitCodesHelp);
+
+  AdapterdClient::Options options;
+  double timeout_seconds = 0;
+  bool json = false;
+  app.add_option("--server", options.server, "adapterd address (host:port)")
+      ->envname("ADAPTERD_SERVER")
+      ->capture_default_str();
+  app.add_option("--api-key", options.api_key, "API key, sent as 'authorization: Bearer <key>'")
+      ->envname("ADAPTERD_API_KEY");
+  app.add_option("--timeout", timeout_seconds,
+                 "deadline of every call in seconds (default: 30 s; watching a job: none)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--json", json, "print JSON instead of tables");
+
+  Action action;
+  bool health_command = false;
+
+  // --- datasets ---------------------------------------------------------------
+  auto* datasets = app.add_subcommand("datasets", "upload and inspect datasets");
+  datasets->require_subcommand(1);
+  DatasetsUploadArgs upload_args;
+  std::string upload_format = "auto";
+  auto* upload = datasets->add_subcommand(
+      "upload", "upload a CSV (header text,label or text,text_pair,label) or JSONL file");
+  upload->add_option("FILE", upload_args.file, "dataset file (.csv, .jsonl)")->required();
+  upload->add_option("--id", upload_args.dataset_id, "dataset id (default: server-assigned)");
+  upload->add_option("--name", upload_args.display_name, "display name (default: file name)");
+  upload->add_option("--format", upload_format, "file format")
+      ->check(CLI::IsMember(kFormats))
+      ->capture_default_str();
+  upload->callback([&] {
+    action = [&](const CommandEnv& env) {
+      ASSIGN_OR_RETURN(upload_args.format, ParseDatasetFormat(upload_format));
+      return DatasetsUpload(env, upload_args);
+    };
+  });
+  std::string dataset_id;
+  auto* dataset_get = datasets->add_subcommand("get", "show a dataset");
+  dataset_get->add_option("ID", dataset_id, "dataset id")->required();
+  dataset_get->callback([&] { action = [&](const CommandEnv& env) { return DatasetsGet(env, dataset_id); }; });
+
+  // --- train ------------------------------------------------------------------
+  TrainArgs train_args;
+  std::string train_format = "auto";
+  double learning_rate = 0, validation_fraction = 0;
+  int32_t epochs = 0, batch_size = 0, bottleneck = 0, max_seq_len = 0;
+  uint64_t seed = 0;
+  std::string activation;
+  auto* train = app.add_subcommand(
+      "train", "upload data, create a training job for a task and watch it to the end");
+  train->add_option("--task", train_args.task_id, "task id to train (new, or a new version)")
+      ->required();
+  train->add_option("--data", train_args.data_file, "training data (.csv, .jsonl)")->required();
+  train->add_option("--validation", train_args.validation_file,
+                    "validation data (default: a stratified split of --data)");
+  train->add_option("--format", train_format, "data file format")
+      ->check(CLI::IsMember(kFormats))
+      ->capture_default_str();
+  train->add_option("--request-id", train_args.request_id,
+                    "idempotency key (default: a hash of task, data and hyperparameters)");
+  auto* lr_opt = train->add_option("--learning-rate", learning_rate, "peak learning rate")
+                     ->check(CLI::PositiveNumber);
+  auto* epochs_opt = train->add_option("--epochs", epochs, "passes over the data")
+                         ->check(CLI::PositiveNumber);
+  auto* batch_opt = train->add_option("--batch-size", batch_size, "examples per step")
+                        ->check(CLI::PositiveNumber);
+  auto* bottleneck_opt = train->add_option("--bottleneck", bottleneck, "adapter bottleneck size")
+                             ->check(CLI::PositiveNumber);
+  auto* activation_opt = train->add_option("--activation", activation, "adapter nonlinearity")
+                             ->check(CLI::IsMember({"gelu", "relu", "tanh", "silu"}));
+  auto* seq_opt = train->add_option("--max-seq-len", max_seq_len, "longest tokenized input")
+                      ->check(CLI::PositiveNumber);
+  auto* seed_opt = train->add_option("--seed", seed, "random seed");
+  auto* fraction_opt =
+      train->add_option("--validation-fraction", validation_fraction,
+                        "held-out fraction when no --validation is given")
+          ->check(CLI::Range(0.0, 1.0));
+  train->add_flag("--detach", train_args.detach, "create the job and return without watching");
+  train->callback([&] {
+    auto& h = train_args.hyperparameters;
+    if (lr_opt->count() > 0) h.set_learning_rate(learning_rate);
+    if (epochs_opt->count() > 0) h.set_epochs(epochs);
+    if (batch_opt->count() > 0) h.set_batch_size(batch_size);
+    if (bottleneck_opt->count() > 0) h.set_bottleneck_size(bottleneck);
+    if (activation_opt->count() > 0) h.set_activation(activation);
+    if (seq_opt->count() > 0) h.set_max_seq_len(max_seq_len);
+    if (seed_opt->count() > 0) h.set_seed(seed);
+    if (fraction_opt->count() > 0) h.set_validation_fraction(validation_fraction);
+    action = [&](const CommandEnv& env) {
+      ASSIGN_OR_RETURN(train_args.format, ParseDatasetFormat(train_format));
+      return Train(env, train_args);
+    };
+  });
+
+  // --- jobs -------------------------------------------------------------------
+  auto* jobs = app.add_subcommand("jobs", "list, inspect, cancel and watch training jobs");
+  jobs->require_subcommand(1);
+  JobsListArgs list_args;
+  std::string state_filter;
+  auto* jobs_list = jobs->add_subcommand("list", "list training jobs, newest first");
+  jobs_list->add_option("--state", state_filter,
+                        "only jobs in this state (queued, running, succeeded, ...)");
+  jobs_list->add_option("--task", list_args.task_id, "only jobs of this task");
+  jobs_list->add_option("--page-size", list_args.page_size, "jobs per page (server default: 50)")
+      ->check(CLI::NonNegativeNumber);
+  jobs_list->add_option("--page-token", list_args.page_token, "continue a previous listing");
+  jobs_list->add_flag("--all", list_args.all, "fetch every page");
+  jobs_list->callback([&] {
+    action = [&](const CommandEnv& env) {
+      if (!state_filter.empty()) {
+        ASSIGN_OR_RETURN(list_args.state, ParseJobState(state_filter));
+      }
+      return JobsList(env, list_args);
+    };
+  });
+  std::string job_id;
+  auto* jobs_get = jobs->add_subcommand("get", "show a training job");
+  jobs_get->add_option("ID", job_id, "job id")->required();
+  jobs_get->callback([&] { action = [&](const CommandEnv& env) { return JobsGet(env, job_id); }; });
+  auto* jobs_cancel = jobs->add_subcommand("cancel", "cancel a queued or running job");
+  jobs_cancel->add_option("ID", job_id, "job id")->required();
+  jobs_cancel->callback(
+      [&] { action = [&](const CommandEnv& env) { return JobsCancel(env, job_id); }; });
+  auto* jobs_watch =
+      jobs->add_subcommand("watch", "follow a job until it finishes (exit code: its outcome)");
+  jobs_watch->add_option("ID", job_id, "job id")->required();
+  jobs_watch->callback(
+      [&] { action = [&](const CommandEnv& env) { return JobsWatch(env, job_id); }; });
+
+  // --- tasks ------------------------------------------------------------------
+  auto* tasks = app.add_subcommand("tasks", "list, inspect, delete, export and import tasks");
+  tasks->require_subcommand(1);
+  std::string task_id;
+  tasks->add_subcommand("list", "list tasks")->callback([&] {
+    action = [&](const CommandEnv& env) { return TasksList(env); };
+  });
+  auto* tasks_get = tasks->add_subcommand("get", "show a task");
+  tasks_get->add_option("TASK", task_id, "task id")->required();
+  tasks_get->callback([&] { action = [&](const CommandEnv& env) { return TasksGet(env, task_id); }; });
+  auto* tasks_delete = tasks->add_subcommand("delete", "delete a task and all its versions");
+  tasks_delete->add_option("TASK", task_id, "task id")->required();
+  tasks_delete->callback(
+      [&] { action = [&](const CommandEnv& env) { return TasksDelete(env, task_id); }; });
+  TasksExportArgs export_args;
+  auto* tasks_export = tasks->add_subcommand("export", "download a task's adapter file");
+  tasks_export->add_option("TASK", export_args.task_id, "task id")->required();
+  tasks_export->add_option("--version", export_args.version, "version (default: current)")
+      ->check(CLI::NonNegativeNumber);
+  tasks_export->add_option("--out", export_args.out_file, "output file ('-' = stdout)")->required();
+  tasks_export->callback(
+      [&] { action = [&](const CommandEnv& env) { return TasksExport(env, export_args); }; });
+  std::string import_file;
+  auto* tasks_import = tasks->add_subcommand("import", "create a task from an adapter file");
+  tasks_import->add_option("TASK", task_id, "new task id")->required();
+  tasks_import->add_option("FILE", import_file, "adapter file")->required();
+  tasks_import->callback([&] {
+    action = [&](const CommandEnv& env) { return TasksImport(env, task_id, import_file); };
+  });
+
+  // --- predict ----------------------------------------------------------------
+  PredictArgs predict_args;
+  auto* predict = app.add_subcommand(
+      "predict", "classify texts (arguments, --file with one per line, or stdin)");
+  predict->add_option("--task", predict_args.task_id, "task id")->required();
+  predict->add_option("--version", predict_args.version, "task version (default: current)")
+      ->check(CLI::NonNegativeNumber);
+  predict->add_flag("--all-scores", predict_args.all_scores, "show every label's probability");
+  predict->add_option("--file", predict_args.file, "read texts from this file, one per line");
+  predict->add_option("--pair", predict_args.pairs, "second segment, one per text (repeat)")
+      ->allow_extra_args(false);
+  predict->add_option("--batch", predict_args.batch_size, "texts per request")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  predict->add_option("TEXT", predict_args.texts, "texts to classify");
+  predict->callback([&] {
+    action = [&](const CommandEnv& env) { return Predict(env, predict_args); };
+  });
+
+  // --- health -----------------------------------------------------------------
+  app.add_subcommand("health", "check that the server is SERVING (exit 0) or not (exit 1)")
+      ->callback([&] {
+        health_command = true;
+        action = [&](const CommandEnv& env) { return Health(env); };
+      });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+
+  if (timeout_seconds > 0) {
+    options.default_deadline = absl::Seconds(timeout_seconds);
+    options.watch_deadline = absl::Seconds(timeout_seconds);
+  }
+  const std::string server = options.server;
+  CommandEnv env;
+  env.out = &std::cout;
+  env.err = &std::cerr;
+  env.in = &std::cin;
+  env.json = json;
+  env.tty = ::isatty(STDOUT_FILENO) == 1;
+  absl::StatusOr<std::unique_ptr<AdapterdClient>> client = AdapterdClient::Create(std::move(options));
+  if (!client.ok()) return ReportError(env, client.status(), server);
+  env.client = client->get();
+  const absl::Status status = action(env);
+  const int code = ReportError(env, status, server);
+  // Docker's HEALTHCHECK reads 1 as unhealthy (and reserves 2).
+  if (health_command && code != kExitOk) return kExitError;
+  return code;
+}
+
+}  // namespace
+}  // namespace adapterd::client
+
+int main(int argc, char** argv) { return adapterd::client::Main(argc, argv); }

@@ -1,0 +1,878 @@
+#include "client/commands.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <istream>
+#include <sstream>
+#include <limits>
+#include <ostream>
+#include <utility>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/file_util.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+
+namespace adapterd::client {
+namespace {
+
+// Marks a status as "the job ended FAILED / CANCELLED" for ExitCodeFor.
+constexpr char kJobOutcomePayload[] = "type.adapterd.dev/adapterctl.JobOutcome";
+
+absl::Status JobOutcomeError(const v1::TrainingJob& job) {
+  const bool cancelled = job.state() == v1::JOB_STATE_CANCELLED;
+  std::string message =
+      absl::StrCat("job ", job.job_id(), cancelled ? " was CANCELLED" : " FAILED");
+  if (!job.error_message().empty()) absl::StrAppend(&message, ": ", job.error_message());
+  absl::Status status = cancelled ? absl::CancelledError(message) : absl::AbortedError(message);
+  status.SetPayload(kJobOutcomePayload, absl::Cord(cancelled ? "CANCELLED" : "FAILED"));
+  return status;
+}
+
+bool IsTerminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+// --- Formatting ----------------------------------------------------------------
+
+std::string JobStateName(v1::JobState state) {
+  std::string name = v1::JobState_Name(state);
+  if (absl::StartsWith(name, "JOB_STATE_")) name = name.substr(10);
+  return name.empty() ? absl::StrCat(static_cast<int>(state)) : name;
+}
+
+std::string TaskStateName(v1::TaskState state) {
+  std::string name = v1::TaskState_Name(state);
+  if (absl::StartsWith(name, "TASK_STATE_")) name = name.substr(11);
+  return name.empty() ? absl::StrCat(static_cast<int>(state)) : name;
+}
+
+std::string FormatTime(int64_t micros) {
+  if (micros == 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%SZ", absl::FromUnixMicros(micros),
+                          absl::UTCTimeZone());
+}
+
+std::string FormatEta(double seconds) {
+  const auto s = static_cast<int64_t>(std::llround(seconds));
+  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%ds", s);
+}
+
+std::string Percent(double fraction) { return absl::StrFormat("%.1f%%", 100.0 * fraction); }
+
+// Code points, a fair approximation of terminal width for table layout.
+size_t DisplayWidth(std::string_view s) {
+  return static_cast<size_t>(
+      std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+}
+
+// One table cell: control characters become spaces, and long text is cut
+// (on a code-point boundary) with an ellipsis.
+std::string Cell(std::string_view s, size_t max_width = 60) {
+  std::string out;
+  size_t width = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if ((c & 0xC0) != 0x80) {
+      if (width == max_width) {
+        // Back up to make room for the ellipsis.
+        while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
+        if (!out.empty()) out.pop_back();
+        out += "\u2026";
+        return out;
+      }
+      ++width;
+    }
+    out.push_back(c < 0x20 || c == 0x7f ? ' ' : s[i]);
+  }
+  return out;
+}
+
+void PrintTable(std::ostream& out, const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(header.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], DisplayWidth(row[i]));
+    }
+  };
+  measure(header);
+  for (const auto& row : rows) measure(row);
+  auto print = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(widths[i] - DisplayWidth(row[i]) + 2, ' ');
+    }
+    out << line << "\n";
+  };
+  print(header);
+  for (const auto& row : rows) print(row);
+}
+
+void PrintFields(std::ostream& out,
+                 const std::vector<std::pair<std::string, std::string>>& fields) {
+  size_t width = 0;
+  for (const auto& [key, value] : fields) width = std::max(width, key.size());
+  for (const auto& [key, value] : fields) {
+    out << key << ":" << std::string(width - key.size() + 2, ' ') << value << "\n";
+  }
+}
+
+std::string ProtoToJson(const google::protobuf::Message& message, bool multi_line) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = multi_line;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) return "{}";
+  if (multi_line && !json.empty() && json.back() == '\n') json.pop_back();
+  return json;
+}
+
+void PrintJson(const CommandEnv& env, const google::protobuf::Message& message) {
+  *env.out << ProtoToJson(message, /*multi_line=*/true) << "\n";
+}
+
+// A float rounded to 6 significant digits, so that JSON shows 0.91, not
+// 0.9100000262260437.
+// The score as a double that prints (JSON) with the float's exact value:
+// 9 significant digits round-trip any float, so scripts can compare scores
+// bit for bit.
+double RoundedScore(float score) {
+  return std::strtod(absl::StrFormat("%.9g", score).c_str(), nullptr);
+}
+
+std::string FormatHyperparameters(const v1::Hyperparameters& h) {
+  std::vector<std::string> parts;
+  if (h.has_learning_rate()) parts.push_back(absl::StrCat("learning_rate=", h.learning_rate()));
+  if (h.has_epochs()) parts.push_back(absl::StrCat("epochs=", h.epochs()));
+  if (h.has_batch_size()) parts.push_back(absl::StrCat("batch_size=", h.batch_size()));
+  if (h.has_bottleneck_size()) parts.push_back(absl::StrCat("bottleneck=", h.bottleneck_size()));
+  if (h.has_activation()) parts.push_back(absl::StrCat("activation=", h.activation()));
+  if (h.has_max_seq_len()) parts.push_back(absl::StrCat("max_seq_len=", h.max_seq_len()));
+  if (h.has_seed()) parts.push_back(absl::StrCat("seed=", h.seed()));
+  if (h.has_validation_fraction()) {
+    parts.push_back(absl::StrCat("validation_fraction=", h.validation_fraction()));
+  }
+  if (h.has_warmup_fraction()) parts.push_back(absl::StrCat("warmup_fraction=", h.warmup_fraction()));
+  if (h.has_weight_decay()) parts.push_back(absl::StrCat("weight_decay=", h.weight_decay()));
+  if (h.has_max_grad_norm()) parts.push_back(absl::StrCat("max_grad_norm=", h.max_grad_norm()));
+  return parts.empty() ? "(server defaults)" : absl::StrJoin(parts, " ");
+}
+
+std::string FormatEpochMetrics(const v1::EpochMetrics& m) {
+  return absl::StrFormat("epoch %d: train loss %.4f, val loss %.4f, val accuracy %s", m.epoch(),
+                         m.train_loss(), m.val_loss(), Percent(m.val_accuracy()));
+}
+
+std::string FormatProgressCell(const v1::TrainingJob& job) {
+  const auto& p = job.progress();
+  if (p.total_steps() <= 0) return "-";
+  return absl::StrFormat("ep %d/%d %s", p.epoch(), p.total_epochs(),
+                         Percent(static_cast<double>(p.step()) / static_cast<double>(p.total_steps())));
+}
+
+void PrintDataset(const CommandEnv& env, const v1::Dataset& dataset) {
+  if (env.json) return PrintJson(env, dataset);
+  std::vector<std::pair<std::string, int64_t>> labels(dataset.label_counts().begin(),
+                                                      dataset.label_counts().end());
+  std::sort(labels.begin(), labels.end());
+  std::vector<std::string> label_parts;
+  for (const auto& [label, count] : labels) label_parts.push_back(absl::StrCat(label, "=", count));
+  PrintFields(*env.out, {{"dataset_id", dataset.dataset_id()},
+                         {"name", dataset.display_name()},
+                         {"examples", absl::StrCat(dataset.num_examples())},
+                         {"bytes", absl::StrCat(dataset.num_bytes())},
+                         {"labels", absl::StrJoin(label_parts, " ")},
+                         {"created", FormatTime(dataset.created_at_micros())},
+                         {"sha256", dataset.content_sha256()}});
+}
+
+void PrintJob(const CommandEnv& env, const v1::TrainingJob& job) {
+  if (env.json) return PrintJson(env, job);
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"job_id", job.job_id()},
+      {"task_id", job.task_id()},
+      {"state", JobStateName(job.state())},
+      {"request_id", job.request_id().empty() ? "-" : job.request_id()},
+      {"datasets", absl::StrJoin(job.dataset_ids(), ", ")},
+      {"validation", job.validation_dataset_id().empty() ? "split of the training data"
+                                                         : job.validation_dataset_id()},
+      {"hyperparameters", FormatHyperparameters(job.hyperparameters())},
+  };
+  if (job.labels_size() > 0) fields.emplace_back("labels", absl::StrJoin(job.labels(), ", "));
+  if (job.num_train_examples() > 0) {
+    fields.emplace_back("examples", absl::StrCat(job.num_train_examples(), " train, ",
+                                                 job.num_validation_examples(), " validation"));
+  }
+  if (job.progress().total_steps() > 0) {
+    fields.emplace_back("progress",
+                        absl::StrFormat("epoch %d/%d, step %d/%d", job.progress().epoch(),
+                                        job.progress().total_epochs(), job.progress().step(),
+                                        job.progress().total_steps()));
+  }
+  if (job.best_metrics().epoch() > 0) {
+    fields.emplace_back("best", FormatEpochMetrics(job.best_metrics()));
+  }
+  if (job.result_version() > 0) fields.emplace_back("result_version", absl::StrCat(job.result_version()));
+  if (!job.error_message().empty()) fields.emplace_back("error", job.error_message());
+  fields.emplace_back("attempts", absl::StrCat(job.attempts()));
+  fields.emplace_back("created", FormatTime(job.created_at_micros()));
+  fields.emplace_back("started", FormatTime(job.started_at_micros()));
+  fields.emplace_back("finished", FormatTime(job.finished_at_micros()));
+  PrintFields(*env.out, fields);
+}
+
+void PrintTask(const CommandEnv& env, const v1::Task& task) {
+  if (env.json) return PrintJson(env, task);
+  PrintFields(*env.out,
+              {{"task_id", task.task_id()},
+               {"state", TaskStateName(task.state())},
+               {"labels", absl::StrJoin(task.labels(), ", ")},
+               {"current_version", absl::StrCat(task.current_version())},
+               {"versions", absl::StrJoin(task.versions(), ", ")},
+               {"current_job_id", task.current_job_id().empty() ? "-" : task.current_job_id()},
+               {"adapter", absl::StrFormat("bottleneck %d, %s", task.adapter_config().bottleneck_size(),
+                                           task.adapter_config().activation())},
+               {"parameters", absl::StrCat(task.num_parameters())},
+               {"adapter_bytes", absl::StrCat(task.adapter_bytes())},
+               {"encoder", task.encoder_fingerprint()},
+               {"created", FormatTime(task.created_at_micros())},
+               {"updated", FormatTime(task.updated_at_micros())}});
+}
+
+// --- Watching a job ----------------------------------------------------------------
+
+// Prints a watch stream: event lines, plus one live progress line on a TTY.
+class WatchPrinter {
+ public:
+  explicit WatchPrinter(const CommandEnv& env) : env_(env) {}
+  ~WatchPrinter() { EndLiveLine(); }
+
+  void Print(const v1::WatchTrainingJobResponse& response) {
+    job_ = response.job();
+    for (const auto& event : response.events()) last_seq_ = std::max(last_seq_, event.seq());
+    if (env_.json) {
+      *env_.out << ProtoToJson(response, /*multi_line=*/false) << "\n" << std::flush;
+      return;
+    }
+    for (const auto& event : response.events()) PrintEvent(event);
+    if (env_.tty && job_.state() == v1::JOB_STATE_RUNNING) {
+      *env_.out << "\r\x1b[K" << FormatProgressLine(job_, last_train_loss_, last_progress_micros_)
+                << std::flush;
+      live_line_ = true;
+    }
+  }
+
+  const v1::TrainingJob& job() const { return job_; }
+  int64_t last_seq() const { return last_seq_; }
+  bool seen_any() const { return !job_.job_id().empty(); }
+
+  void EndLiveLine() {
+    if (live_line_) *env_.out << "\r\x1b[K" << std::flush;
+    live_line_ = false;
+  }
+
+ private:
+  void PrintEvent(const v1::JobEvent& event) {
+    switch (event.kind_case()) {
+      case v1::JobEvent::kStateChange: {
+        const auto& change = event.state_change();
+        std::string line = absl::StrCat("state ", JobStateName(change.to()));
+        if (!change.reason().empty()) absl::StrAppend(&line, " (", change.reason(), ")");
+        PrintLine(line);
+        break;
+      }
+      case v1::JobEvent::kEpochMetrics: {
+        const auto& m = event.epoch_metrics();
+        last_train_loss_ = m.train_loss();
+        PrintLine(absl::StrFormat("%s, %.0f examples/s", FormatEpochMetrics(m), m.examples_per_second()));
+        break;
+      }
+      case v1::JobEvent::kWarning:
+        PrintLine(absl::StrCat("warning: ", event.warning().message()));
+        break;
+      case v1::JobEvent::kProgress:
+        last_progress_micros_ = event.time_micros();
+        break;
+      case v1::JobEvent::KIND_NOT_SET:
+        break;
+    }
+  }
+
+  void PrintLine(std::string_view line) {
+    EndLiveLine();
+    *env_.out << line << "\n" << std::flush;
+  }
+
+  const CommandEnv& env_;
+  v1::TrainingJob job_;
+  int64_t last_seq_ = 0;
+  double last_train_loss_ = std::numeric_limits<double>::quiet_NaN();
+  int64_t last_progress_micros_ = 0;
+  bool live_line_ = false;
+};
+
+// Watches `job_id` to its end, resuming after transient UNAVAILABLE errors
+// (a server restart: jobs survive it), and turns the final state into the
+// command's result.
+absl::Status WatchToEnd(const CommandEnv& env, const std::string& job_id,
+                        std::string_view task_id_hint) {
+  constexpr int kMaxReconnects = 5;
+  WatchPrinter printer(env);
+  v1::WatchTrainingJobRequest request;
+  request.set_job_id(job_id);
+  for (int reconnects = 0;; ++reconnects) {
+    const int64_t seq_before = printer.last_seq();
+    absl::Status status = env.client->WatchTrainingJob(
+        request,
+        [&](const v1::WatchTrainingJobResponse& response) {
+          printer.Print(response);
+          return true;
+        },
+        task_id_hint);
+    if (status.ok()) break;
+    const bool progressed = printer.last_seq() > seq_before || printer.seen_any();
+    if (status.code() != absl::StatusCode::kUnavailable || !progressed ||
+        reconnects >= kMaxReconnects) {
+      printer.EndLiveLine();
+      return status;
+    }
+    printer.EndLiveLine();
+    *env.err << "adapterctl: lost the watch stream (" << status.message() << "), reconnecting\n";
+    absl::SleepFor(absl::Seconds(1 + reconnects));
+    request.set_after_seq(printer.last_seq());
+  }
+  printer.EndLiveLine();
+  v1::TrainingJob job = printer.job();
+  if (!IsTerminal(job.state())) {
+    ASSIGN_OR_RETURN(job, env.client->GetTrainingJob(job_id, task_id_hint));
+  }
+  switch (job.state()) {
+    case v1::JOB_STATE_SUCCEEDED:
+      if (!env.json) {
+        std::string line = absl::StrCat("job ", job.job_id(), " SUCCEEDED: task ", job.task_id(),
+                                        " version ", job.result_version());
+        if (job.best_metrics().epoch() > 0) {
+          absl::StrAppend(&line, " (val accuracy ", Percent(job.best_metrics().val_accuracy()),
+                          ")");
+        }
+        *env.out << line << "\n";
+      }
+      return absl::OkStatus();
+    case v1::JOB_STATE_FAILED:
+    case v1::JOB_STATE_CANCELLED:
+      return JobOutcomeError(job);
+    default:
+      return absl::UnknownError(absl::StrCat("the watch of job ", job_id,
+                                             " ended while it was ", JobStateName(job.state())));
+  }
+}
+
+// --- Content-derived ids ---------------------------------------------------------------
+
+std::string SerializeDeterministic(const google::protobuf::Message& message) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  return out;
+}
+
+// Uploads `examples` under their content-derived id, or reuses the dataset
+// already stored under it (a retried command).
+absl::StatusOr<std::string> UploadOrReuse(const CommandEnv& env,
+                                          const std::vector<v1::Example>& examples,
+                                          const std::string& file) {
+  v1::UploadDatasetRequest::Metadata metadata;
+  metadata.set_dataset_id(DatasetIdForExamples(examples));
+  const size_t slash = file.find_last_of('/');
+  metadata.set_display_name(slash == std::string::npos ? file : file.substr(slash + 1));
+  absl::StatusOr<v1::Dataset> dataset = env.client->UploadDataset(metadata, examples);
+  if (dataset.ok()) {
+    *env.err << "uploaded " << file << " as dataset " << dataset->dataset_id() << " ("
+             << dataset->num_examples() << " examples)\n";
+    return dataset->dataset_id();
+  }
+  if (dataset.status().code() != absl::StatusCode::kAlreadyExists) return dataset.status();
+  ASSIGN_OR_RETURN(const v1::Dataset existing, env.client->GetDataset(metadata.dataset_id()));
+  if (existing.num_examples() != static_cast<int64_t>(examples.size())) {
+    return absl::AlreadyExistsError(absl::StrCat("dataset ", metadata.dataset_id(),
+                                                 " already exists with different content"));
+  }
+  *env.err << file << " is already uploaded as dataset " << existing.dataset_id() << "\n";
+  return existing.dataset_id();
+}
+
+// Texts for predict: arguments, else a file, else stdin; one per line.
+absl::StatusOr<std::vector<std::string>> CollectTexts(const CommandEnv& env,
+                                                      const PredictArgs& args) {
+  if (!args.texts.empty()) return args.texts;
+  std::vector<std::string> texts;
+  auto add_lines = [&texts](std::istream& in) {
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) texts.push_back(std::move(line));
+    }
+  };
+  if (!args.file.empty()) {
+    ASSIGN_OR_RETURN(const std::string contents, ReadFileToString(args.file));
+    std::istringstream in(contents);
+    add_lines(in);
+  } else if (env.in != nullptr) {
+    add_lines(*env.in);
+  }
+  return texts;
+}
+
+}  // namespace
+
+// --- Errors and exit codes -------------------------------------------------------------
+
+const char kExitCodesHelp[] =
+    "Exit codes:\n"
+    "  0   success (train/jobs watch: the job SUCCEEDED; health: SERVING)\n"
+    "  1   other error (health: anything but SERVING)\n"
+    "  2   usage error\n"
+    "  3   invalid argument (bad input file, bad request)\n"
+    "  4   not found\n"
+    "  5   already exists\n"
+    "  6   failed precondition (e.g. the task has no ready version)\n"
+    "  7   quota or limit reached (resource exhausted)\n"
+    "  8   authentication failed or permission denied\n"
+    "  9   server unavailable\n"
+    "  10  deadline exceeded (--timeout)\n"
+    "  11  the training job FAILED\n"
+    "  12  the training job was CANCELLED\n";
+
+int ExitCodeFor(const absl::Status& status) {
+  if (status.ok()) return kExitOk;
+  if (const auto outcome = status.GetPayload(kJobOutcomePayload); outcome.has_value()) {
+    return *outcome == "CANCELLED" ? kExitJobCancelled : kExitJobFailed;
+  }
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return kExitInvalidArgument;
+    case absl::StatusCode::kNotFound:
+      return kExitNotFound;
+    case absl::StatusCode::kAlreadyExists:
+      return kExitAlreadyExists;
+    case absl::StatusCode::kFailedPrecondition:
+      return kExitFailedPrecondition;
+    case absl::StatusCode::kResourceExhausted:
+      return kExitResourceExhausted;
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return kExitUnauthenticated;
+    case absl::StatusCode::kUnavailable:
+      return kExitUnavailable;
+    case absl::StatusCode::kDeadlineExceeded:
+      return kExitDeadlineExceeded;
+    default:
+      return kExitError;
+  }
+}
+
+std::string DescribeError(const absl::Status& status, std::string_view server) {
+  const std::string message(status.message());
+  const std::string at = std::string(server);
+  if (status.GetPayload(kJobOutcomePayload).has_value()) return message;
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable: {
+      // gRPC's own connection failures, as opposed to a server that answered
+      // UNAVAILABLE itself (starting up or draining).
+      const bool connect_failure = message.empty() || absl::StrContains(message, "connect") ||
+                                   absl::StrContains(message, "DNS") ||
+                                   absl::StrContains(message, "resolv") ||
+                                   absl::StrContains(message, "Socket closed");
+      if (connect_failure) {
+        return absl::StrCat("cannot reach adapterd at ", at, ": is it running? (", message, ")");
+      }
+      return absl::StrCat("adapterd at ", at,
+                          " is unavailable (starting up or shutting down?): ", message);
+    }
+    case absl::StatusCode::kUnauthenticated:
+      return absl::StrCat("the server rejected the API key (set --api-key or ADAPTERD_API_KEY): ",
+                          message);
+    case absl::StatusCode::kPermissionDenied:
+      return absl::StrCat("permission denied: ", message);
+    case absl::StatusCode::kNotFound:
+      return absl::StrCat("not found: ", message);
+    case absl::StatusCode::kAlreadyExists:
+      return absl::StrCat("already exists: ", message);
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+      return message;
+    case absl::StatusCode::kResourceExhausted:
+      return absl::StrCat("quota or limit reached: ", message);
+    case absl::StatusCode::kDeadlineExceeded:
+      return absl::StrCat("the call to ", at, " timed out (raise --timeout?): ", message);
+    case absl::StatusCode::kUnimplemented:
+      return absl::StrCat("the server at ", at, " does not support this call: ", message);
+    default:
+      return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", message);
+  }
+}
+
+int ReportError(const CommandEnv& env, const absl::Status& status, std::string_view server) {
+  if (!status.ok()) *env.err << "adapterctl: " << DescribeError(status, server) << "\n";
+  return ExitCodeFor(status);
+}
+
+// --- Datasets ------------------------------------------------------------------------
+
+absl::Status DatasetsUpload(const CommandEnv& env, const DatasetsUploadArgs& args) {
+  ASSIGN_OR_RETURN(const std::vector<v1::Example> examples,
+                   ReadDatasetFile(args.file, args.format));
+  v1::UploadDatasetRequest::Metadata metadata;
+  metadata.set_dataset_id(args.dataset_id);
+  std::string name = args.display_name;
+  if (name.empty()) {
+    const size_t slash = args.file.find_last_of('/');
+    name = slash == std::string::npos ? args.file : args.file.substr(slash + 1);
+  }
+  metadata.set_display_name(name);
+  *env.err << "uploading " << examples.size() << " examples from " << args.file << "\n";
+  ASSIGN_OR_RETURN(const v1::Dataset dataset, env.client->UploadDataset(metadata, examples));
+  PrintDataset(env, dataset);
+  return absl::OkStatus();
+}
+
+absl::Status DatasetsGet(const CommandEnv& env, const std::string& dataset_id) {
+  ASSIGN_OR_RETURN(const v1::Dataset dataset, env.client->GetDataset(dataset_id));
+  PrintDataset(env, dataset);
+  return absl::OkStatus();
+}
+
+// --- Training --------------------------------------------------------------------------
+
+std::string DatasetIdForExamples(std::span<const v1::Example> examples) {
+  Sha256 hasher;
+  for (const auto& example : examples) {
+    const std::string bytes = SerializeDeterministic(example);
+    const uint64_t size = bytes.size();
+    hasher.Update(&size, sizeof(size));
+    hasher.Update(bytes);
+  }
+  return absl::StrCat("data-", hasher.HexDigest().substr(0, 40));
+}
+
+std::string DefaultRequestId(const v1::CreateTrainingJobRequest& request) {
+  v1::CreateTrainingJobRequest copy = request;
+  copy.clear_request_id();
+  return absl::StrCat("ctl-", Sha256Hex(SerializeDeterministic(copy)).substr(0, 40));
+}
+
+absl::Status Train(const CommandEnv& env, const TrainArgs& args) {
+  if (args.task_id.empty()) return absl::InvalidArgumentError("--task is required");
+  ASSIGN_OR_RETURN(const std::vector<v1::Example> train,
+                   ReadDatasetFile(args.data_file, args.format));
+  std::vector<v1::Example> validation;
+  if (!args.validation_file.empty()) {
+    ASSIGN_OR_RETURN(validation, ReadDatasetFile(args.validation_file, args.format));
+  }
+  v1::CreateTrainingJobRequest request;
+  request.set_task_id(args.task_id);
+  ASSIGN_OR_RETURN(const std::string train_id, UploadOrReuse(env, train, args.data_file));
+  request.add_dataset_ids(train_id);
+  if (!args.validation_file.empty()) {
+    ASSIGN_OR_RETURN(const std::string validation_id,
+                     UploadOrReuse(env, validation, args.validation_file));
+    request.set_validation_dataset_id(validation_id);
+  }
+  *request.mutable_hyperparameters() = args.hyperparameters;
+  request.set_request_id(args.request_id.empty() ? DefaultRequestId(request) : args.request_id);
+
+  ASSIGN_OR_RETURN(const v1::TrainingJob job, env.client->CreateTrainingJob(request));
+  if (args.detach) {
+    if (env.json) {
+      PrintJson(env, job);
+    } else {
+      *env.out << "job " << job.job_id() << " (task " << job.task_id() << ") is "
+               << JobStateName(job.state()) << "\n"
+               << "watch it with: adapterctl jobs watch " << job.job_id() << "\n";
+    }
+    return absl::OkStatus();
+  }
+  *env.err << "job " << job.job_id() << " training task " << job.task_id() << "\n";
+  return WatchToEnd(env, job.job_id(), job.task_id());
+}
+
+// --- Jobs ------------------------------------------------------------------------------
+
+absl::StatusOr<v1::JobState> ParseJobState(std::string_view name) {
+  std::string upper = absl::AsciiStrToUpper(std::string(name));
+  if (!absl::StartsWith(upper, "JOB_STATE_")) upper = absl::StrCat("JOB_STATE_", upper);
+  v1::JobState state;
+  if (!v1::JobState_Parse(upper, &state) || state == v1::JOB_STATE_UNSPECIFIED) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown job state '", std::string(name),
+        "' (use validating, queued, running, succeeded, failed, cancelling or cancelled)"));
+  }
+  return state;
+}
+
+std::string FormatProgressLine(const v1::TrainingJob& job, double last_train_loss,
+                               int64_t latest_progress_micros) {
+  const auto& p = job.progress();
+  std::string line = JobStateName(job.state());
+  if (p.total_steps() <= 0) return line;
+  absl::StrAppend(&line, absl::StrFormat("  epoch %d/%d  step %d/%d (%s)", p.epoch(),
+                                         p.total_epochs(), p.step(), p.total_steps(),
+                                         Percent(static_cast<double>(p.step()) /
+                                                 static_cast<double>(p.total_steps()))));
+  if (std::isnan(last_train_loss) && job.best_metrics().epoch() > 0) {
+    last_train_loss = job.best_metrics().train_loss();
+  }
+  if (!std::isnan(last_train_loss)) absl::StrAppend(&line, absl::StrFormat("  loss %.4f", last_train_loss));
+  if (job.best_metrics().epoch() > 0) {
+    absl::StrAppend(&line, "  val acc ", Percent(job.best_metrics().val_accuracy()));
+  }
+  // Both times come from the server's clock, so client clock skew does not
+  // matter.
+  const int64_t elapsed = latest_progress_micros - job.started_at_micros();
+  if (job.started_at_micros() > 0 && elapsed > 0 && p.step() > 0 && p.step() < p.total_steps()) {
+    const double seconds_per_step = static_cast<double>(elapsed) / 1e6 / static_cast<double>(p.step());
+    absl::StrAppend(&line, "  ETA ",
+                    FormatEta(seconds_per_step * static_cast<double>(p.total_steps() - p.step())));
+  }
+  return line;
+}
+
+absl::Status JobsList(const CommandEnv& env, const JobsListArgs& args) {
+  v1::ListTrainingJobsRequest request;
+  request.set_state(args.state);
+  request.set_task_id(args.task_id);
+  request.set_page_size(args.page_size);
+  request.set_page_token(args.page_token);
+  v1::ListTrainingJobsResponse all;
+  while (true) {
+    ASSIGN_OR_RETURN(v1::ListTrainingJobsResponse page, env.client->ListTrainingJobs(request));
+    for (auto& job : *page.mutable_jobs()) *all.add_jobs() = std::move(job);
+    all.set_next_page_token(page.next_page_token());
+    if (!args.all || page.next_page_token().empty()) break;
+    request.set_page_token(page.next_page_token());
+  }
+  if (env.json) {
+    PrintJson(env, all);
+    return absl::OkStatus();
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& job : all.jobs()) {
+    rows.push_back({job.job_id(), Cell(job.task_id(), 40), JobStateName(job.state()),
+                    FormatProgressCell(job),
+                    job.best_metrics().epoch() > 0 ? Percent(job.best_metrics().val_accuracy())
+                                                   : "-",
+                    FormatTime(job.created_at_micros())});
+  }
+  PrintTable(*env.out, {"JOB_ID", "TASK", "STATE", "PROGRESS", "VAL_ACC", "CREATED"}, rows);
+  if (!all.next_page_token().empty()) {
+    *env.err << "more jobs: --page-token " << all.next_page_token() << " (or --all)\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobsGet(const CommandEnv& env, const std::string& job_id) {
+  ASSIGN_OR_RETURN(const v1::TrainingJob job, env.client->GetTrainingJob(job_id));
+  PrintJob(env, job);
+  return absl::OkStatus();
+}
+
+absl::Status JobsCancel(const CommandEnv& env, const std::string& job_id) {
+  ASSIGN_OR_RETURN(const v1::TrainingJob job, env.client->CancelTrainingJob(job_id));
+  if (env.json) {
+    PrintJson(env, job);
+  } else {
+    *env.out << "job " << job.job_id() << " is " << JobStateName(job.state()) << "\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobsWatch(const CommandEnv& env, const std::string& job_id) {
+  return WatchToEnd(env, job_id, {});
+}
+
+// --- Tasks -------------------------------------------------------------------------------
+
+absl::Status TasksList(const CommandEnv& env) {
+  v1::ListTasksRequest request;
+  v1::ListTasksResponse all;
+  while (true) {
+    ASSIGN_OR_RETURN(v1::ListTasksResponse page, env.client->ListTasks(request));
+    for (auto& task : *page.mutable_tasks()) *all.add_tasks() = std::move(task);
+    if (page.next_page_token().empty()) break;
+    request.set_page_token(page.next_page_token());
+  }
+  if (env.json) {
+    PrintJson(env, all);
+    return absl::OkStatus();
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& task : all.tasks()) {
+    rows.push_back({task.task_id(), TaskStateName(task.state()),
+                    absl::StrCat(task.current_version()), absl::StrJoin(task.versions(), ","),
+                    Cell(absl::StrJoin(task.labels(), ","), 40), absl::StrCat(task.num_parameters()),
+                    FormatTime(task.updated_at_micros())});
+  }
+  PrintTable(*env.out, {"TASK", "STATE", "VERSION", "VERSIONS", "LABELS", "PARAMS", "UPDATED"},
+             rows);
+  return absl::OkStatus();
+}
+
+absl::Status TasksGet(const CommandEnv& env, const std::string& task_id) {
+  ASSIGN_OR_RETURN(const v1::Task task, env.client->GetTask(task_id));
+  PrintTask(env, task);
+  return absl::OkStatus();
+}
+
+absl::Status TasksDelete(const CommandEnv& env, const std::string& task_id) {
+  RETURN_IF_ERROR(env.client->DeleteTask(task_id));
+  if (env.json) {
+    *env.out << nlohmann::json{{"deleted", task_id}}.dump() << "\n";
+  } else {
+    *env.out << "deleted task " << task_id << "\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TasksExport(const CommandEnv& env, const TasksExportArgs& args) {
+  if (args.out_file.empty()) return absl::InvalidArgumentError("--out is required");
+  ASSIGN_OR_RETURN(const ExportedAdapter exported,
+                   env.client->ExportAdapter(args.task_id, args.version));
+  if (args.out_file == "-") {
+    env.out->write(exported.bytes.data(), static_cast<std::streamsize>(exported.bytes.size()));
+    env.out->flush();
+  } else {
+    RETURN_IF_ERROR(WriteFileAtomically(args.out_file, exported.bytes));
+  }
+  *env.err << "exported task " << args.task_id << " version " << exported.version << " ("
+           << exported.bytes.size() << " bytes) to " << args.out_file << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status TasksImport(const CommandEnv& env, const std::string& task_id,
+                         const std::string& file) {
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(file));
+  ASSIGN_OR_RETURN(const v1::Task task, env.client->ImportAdapter(task_id, bytes));
+  PrintTask(env, task);
+  return absl::OkStatus();
+}
+
+// --- Predict -----------------------------------------------------------------------------
+
+absl::Status Predict(const CommandEnv& env, const PredictArgs& args) {
+  if (args.task_id.empty()) return absl::InvalidArgumentError("--task is required");
+  if (args.batch_size <= 0) return absl::InvalidArgumentError("the batch size must be positive");
+  ASSIGN_OR_RETURN(const std::vector<std::string> texts, CollectTexts(env, args));
+  if (texts.empty()) return absl::InvalidArgumentError("no texts to classify");
+  if (!args.pairs.empty() && args.pairs.size() != texts.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("got ", args.pairs.size(), " --pair for ",
+                                                   texts.size(), " texts; give one per text"));
+  }
+  std::vector<v1::Prediction> predictions;
+  predictions.reserve(texts.size());
+  int64_t version = args.version;
+  const auto batch = static_cast<size_t>(args.batch_size);
+  for (size_t begin = 0; begin < texts.size(); begin += batch) {
+    const size_t end = std::min(texts.size(), begin + batch);
+    v1::PredictRequest request;
+    request.set_task_id(args.task_id);
+    // Later batches stay on the version that served the first one.
+    request.set_version(version);
+    request.set_return_all_scores(args.all_scores);
+    for (size_t i = begin; i < end; ++i) {
+      request.add_texts(texts[i]);
+      if (!args.pairs.empty()) request.add_text_pairs(args.pairs[i]);
+    }
+    ASSIGN_OR_RETURN(v1::PredictResponse response, env.client->Predict(request));
+    if (response.predictions_size() != static_cast<int>(end - begin)) {
+      return absl::InternalError(absl::StrCat("the server returned ", response.predictions_size(),
+                                              " predictions for ", end - begin, " texts"));
+    }
+    version = response.version();
+    for (auto& p : *response.mutable_predictions()) predictions.push_back(std::move(p));
+  }
+
+  if (env.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      nlohmann::json row = {{"text", texts[i]}};
+      if (!args.pairs.empty()) row["text_pair"] = args.pairs[i];
+      row["label"] = predictions[i].label();
+      row["score"] = RoundedScore(predictions[i].score());
+      if (args.all_scores) {
+        nlohmann::json scores = nlohmann::json::array();
+        for (const auto& s : predictions[i].all_scores()) {
+          scores.push_back({{"label", s.label()}, {"score", RoundedScore(s.score())}});
+        }
+        row["all_scores"] = std::move(scores);
+      }
+      rows.push_back(std::move(row));
+    }
+    const nlohmann::json doc = {
+        {"task_id", args.task_id}, {"version", version}, {"predictions", std::move(rows)}};
+    *env.out << doc.dump(2) << "\n";
+    return absl::OkStatus();
+  }
+
+  std::vector<std::string> header = {"TEXT"};
+  if (!args.pairs.empty()) header.push_back("TEXT_PAIR");
+  header.insert(header.end(), {"LABEL", "SCORE"});
+  if (args.all_scores) {
+    for (const auto& s : predictions.front().all_scores()) header.push_back(absl::StrCat("P(", s.label(), ")"));
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::vector<std::string> row = {Cell(texts[i])};
+    if (!args.pairs.empty()) row.push_back(Cell(args.pairs[i]));
+    row.push_back(Cell(predictions[i].label(), 40));
+    row.push_back(absl::StrFormat("%.4f", predictions[i].score()));
+    if (args.all_scores) {
+      for (const auto& s : predictions[i].all_scores()) row.push_back(absl::StrFormat("%.4f", s.score()));
+    }
+    rows.push_back(std::move(row));
+  }
+  PrintTable(*env.out, header, rows);
+  return absl::OkStatus();
+}
+
+// --- Health ------------------------------------------------------------------------------
+
+absl::Status Health(const CommandEnv& env) {
+  ASSIGN_OR_RETURN(const ServingStatus status, env.client->Health());
+  const std::string_view name = ServingStatusName(status);
+  if (env.json) {
+    *env.out << nlohmann::json{{"status", std::string(name)}}.dump() << "\n";
+  } else {
+    *env.out << name << "\n";
+  }
+  if (status != ServingStatus::kServing) {
+    return absl::UnavailableError(absl::StrCat("the health check answered ", std::string(name)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace adapterd::client

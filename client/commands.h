@@ -1,0 +1,155 @@
+// The commands of adapterctl, as functions that tests can call directly.
+//
+// Each command takes a CommandEnv (the client, output streams, formatting
+// flags) and its arguments, writes its result to env.out (progress and notes
+// to env.err) and returns a Status. adapterctl.cc only parses the command
+// line, calls one of these and turns the Status into an exit code with
+// ReportError(): the exit codes are listed in kExitCodesHelp.
+//
+// Thread safety: commands are not meant to run concurrently on one
+// CommandEnv (they write to its streams); the client itself is thread-safe.
+// Ownership: CommandEnv borrows everything it points to.
+#ifndef ADAPTERD_CLIENT_COMMANDS_H_
+#define ADAPTERD_CLIENT_COMMANDS_H_
+
+#include <cstdint>
+#include <iosfwd>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "client/adapterd_client.h"
+#include "client/dataset_file.h"
+
+namespace adapterd::client {
+
+struct CommandEnv {
+  AdapterdClient* client = nullptr;
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+  // Input for commands that read stdin (predict without texts).
+  std::istream* in = nullptr;
+  // Print machine-readable JSON instead of tables.
+  bool json = false;
+  // env.out is a terminal: redraw one live progress line while watching.
+  bool tty = false;
+};
+
+// --- Exit codes ----------------------------------------------------------------
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;  // any other error; `health`: not serving
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitInvalidArgument = 3;
+inline constexpr int kExitNotFound = 4;
+inline constexpr int kExitAlreadyExists = 5;
+inline constexpr int kExitFailedPrecondition = 6;
+inline constexpr int kExitResourceExhausted = 7;
+inline constexpr int kExitUnauthenticated = 8;
+inline constexpr int kExitUnavailable = 9;
+inline constexpr int kExitDeadlineExceeded = 10;
+inline constexpr int kExitJobFailed = 11;
+inline constexpr int kExitJobCancelled = 12;
+
+// The exit-code table for `adapterctl --help`.
+extern const char kExitCodesHelp[];
+
+// The exit code for a command's result (0 for OK).
+int ExitCodeFor(const absl::Status& status);
+// A human explanation of `status` for the terminal, naming `server` where
+// that helps (UNAVAILABLE: "cannot reach adapterd at ...: is it running?").
+std::string DescribeError(const absl::Status& status, std::string_view server);
+// Prints "adapterctl: <DescribeError>" to env.err (unless OK) and returns
+// ExitCodeFor(status).
+int ReportError(const CommandEnv& env, const absl::Status& status, std::string_view server);
+
+// --- Datasets ------------------------------------------------------------------
+struct DatasetsUploadArgs {
+  std::string file;
+  DatasetFormat format = DatasetFormat::kAuto;
+  std::string dataset_id;    // "" = the server assigns one
+  std::string display_name;  // "" = the file's base name
+};
+absl::Status DatasetsUpload(const CommandEnv& env, const DatasetsUploadArgs& args);
+absl::Status DatasetsGet(const CommandEnv& env, const std::string& dataset_id);
+
+// --- Training ------------------------------------------------------------------
+struct TrainArgs {
+  std::string task_id;
+  std::string data_file;
+  std::string validation_file;  // "" = a split of the training data
+  DatasetFormat format = DatasetFormat::kAuto;
+  // "" = derived from the task, the files' examples and the hyperparameters
+  // (DefaultRequestId), so that re-running the same command is idempotent.
+  std::string request_id;
+  v1::Hyperparameters hyperparameters;  // unset fields: the server's defaults
+  bool detach = false;                  // create the job, do not watch it
+};
+// Uploads the data (dataset ids derived from their content, so a retry
+// reuses what is already uploaded), creates the job and, unless detached,
+// watches it to the end: OK on SUCCEEDED, a job-outcome error (exit code 11
+// or 12) on FAILED / CANCELLED.
+absl::Status Train(const CommandEnv& env, const TrainArgs& args);
+
+// Content-derived ids used by Train.
+std::string DatasetIdForExamples(std::span<const v1::Example> examples);
+std::string DefaultRequestId(const v1::CreateTrainingJobRequest& request);
+
+// --- Jobs ------------------------------------------------------------------------
+struct JobsListArgs {
+  v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  std::string task_id;
+  int32_t page_size = 0;  // 0 = the server's default
+  std::string page_token;
+  bool all = false;  // follow next_page_token to the end
+};
+absl::Status JobsList(const CommandEnv& env, const JobsListArgs& args);
+absl::Status JobsGet(const CommandEnv& env, const std::string& job_id);
+absl::Status JobsCancel(const CommandEnv& env, const std::string& job_id);
+// Watches until the job is terminal; same outcome as Train.
+absl::Status JobsWatch(const CommandEnv& env, const std::string& job_id);
+
+// "queued", "QUEUED" or "JOB_STATE_QUEUED" -> JOB_STATE_QUEUED.
+absl::StatusOr<v1::JobState> ParseJobState(std::string_view name);
+
+// One-line progress summary of a running job: epoch, step/total, loss, val
+// accuracy, ETA (from the job's start and the time of `latest_progress_micros`).
+std::string FormatProgressLine(const v1::TrainingJob& job, double last_train_loss,
+                               int64_t latest_progress_micros);
+
+// --- Tasks ---------------------------------------------------------------------
+absl::Status TasksList(const CommandEnv& env);
+absl::Status TasksGet(const CommandEnv& env, const std::string& task_id);
+absl::Status TasksDelete(const CommandEnv& env, const std::string& task_id);
+struct TasksExportArgs {
+  std::string task_id;
+  int64_t version = 0;  // 0 = current
+  std::string out_file;  // "-" = env.out
+};
+absl::Status TasksExport(const CommandEnv& env, const TasksExportArgs& args);
+absl::Status TasksImport(const CommandEnv& env, const std::string& task_id,
+                         const std::string& file);
+
+// --- Predict -------------------------------------------------------------------
+struct PredictArgs {
+  std::string task_id;
+  int64_t version = 0;
+  bool all_scores = false;
+  std::vector<std::string> texts;  // empty: read `file`, else env.in
+  std::string file;                // one text per line ("" = none)
+  std::vector<std::string> pairs;  // empty, or one per text
+  // Texts per Predict call; long inputs are sent in several calls, all on
+  // the version the first call was served by.
+  int batch_size = 64;
+};
+absl::Status Predict(const CommandEnv& env, const PredictArgs& args);
+
+// --- Health --------------------------------------------------------------------
+// Prints the serving status; OK only when SERVING. A server that answers
+// but is not serving is UNAVAILABLE("... NOT_SERVING").
+absl::Status Health(const CommandEnv& env);
+
+}  // namespace adapterd::client
+
+#endif  // ADAPTERD_CLIENT_COMMANDS_H_

@@ -1,0 +1,58 @@
+// Reading labelled datasets from files for UploadDataset.
+//
+// Formats:
+// - CSV (RFC 4180): a header row naming the columns `text` and `label`, and
+//   optionally `text_pair`, in any order (names are matched after trimming
+//   spaces; a UTF-8 byte-order mark is skipped). Fields may be quoted with
+//   '"'; inside quotes, `""` is a quote and commas and line breaks are data.
+//   Records end with LF or CRLF; completely empty lines are skipped.
+// - JSON Lines: one JSON object per line with string members "text",
+//   "label" and optionally "text_pair" (null = absent); other members are
+//   ignored; blank lines are skipped.
+//
+// A file without examples is an error. Every example needs a non-empty text
+// and label; all strings must be valid
+// UTF-8. Errors are INVALID_ARGUMENT and start with "<name>:<line>: ", where
+// <line> is the 1-based line on which the offending record (or, for an
+// unterminated quote, the quoted field) starts, counting line breaks inside
+// quoted fields.
+//
+// Thread safety: free functions without shared state.
+#ifndef ADAPTERD_CLIENT_DATASET_FILE_H_
+#define ADAPTERD_CLIENT_DATASET_FILE_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/adapterd/v1/records.pb.h"
+
+namespace adapterd::client {
+
+enum class DatasetFormat {
+  kAuto,   // from the file name: .csv = CSV; .jsonl, .json, .ndjson = JSON Lines
+  kCsv,
+  kJsonl,
+};
+
+// "auto", "csv", "jsonl" / "json" / "ndjson" (case-insensitive).
+absl::StatusOr<DatasetFormat> ParseDatasetFormat(std::string_view name);
+
+// The format kAuto resolves to for `path`; INVALID_ARGUMENT for an unknown
+// extension.
+absl::StatusOr<DatasetFormat> DatasetFormatForPath(std::string_view path);
+
+// Parses `contents` (format kCsv or kJsonl; kAuto resolves from `name`).
+// `name` is used in error messages and, for kAuto, to pick the format.
+absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents,
+                                                      DatasetFormat format,
+                                                      std::string_view name);
+
+// Reads and parses the file at `path`.
+absl::StatusOr<std::vector<v1::Example>> ReadDatasetFile(const std::string& path,
+                                                         DatasetFormat format = DatasetFormat::kAuto);
+
+}  // namespace adapterd::client
+
+#endif  // ADAPTERD_CLIENT_DATASET_FILE_H_

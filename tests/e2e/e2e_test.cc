@@ -1,0 +1,267 @@
+// End to end: the real `adapterd`, `adapterctl`, `adapterd-make-model` and
+// Prometheus binaries, on 127.0.0.1 with a generated tiny model in a temp dir.
+//
+//   - Workflow: upload + train + watch (adapterctl train), predict, export,
+//     import under a new id (identical scores), graceful restart (the tasks
+//     are still served with bit-identical scores).
+//   - Crash: SIGKILL adapterd in the middle of a training job; the restarted
+//     server resumes it from its checkpoint and it succeeds.
+//   - Metrics: promtool accepts a scrape, and a real Prometheus scraping the
+//     server reports exactly the Predict calls the test made.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace adapterd::e2e {
+namespace {
+
+using ::adapterd::storage::testing::TempDir;
+using ::testing::HasSubstr;
+
+const std::string kSourceDir = ADAPTERD_SOURCE_DIR_E2E;
+const std::string kAdapterd = ADAPTERD_BIN;
+const std::string kAdapterctl = ADAPTERCTL_BIN;
+const std::string kMakeModel = MAKE_MODEL_BIN;
+
+// Parses "<what> on port N" from a log; 0 if absent.
+int PortFromLog(const std::string& log, const std::string& what) {
+  std::smatch m;
+  if (std::regex_search(log, m, std::regex(what + " on port ([0-9]+)"))) {
+    int port = 0;
+    if (absl::SimpleAtoi(m[1].str(), &port)) return port;
+  }
+  return 0;
+}
+
+class E2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_root_ = new TempDir();
+    auto r = RunCommand({kMakeModel, "--out", model_root_->Sub("model"), "--preset", "tiny", "--seed", "5",
+                         "--init_range", "0.2"},
+                        absl::Minutes(5));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->exit_code, 0) << r->err;
+  }
+  static void TearDownTestSuite() {
+    delete model_root_;
+    model_root_ = nullptr;
+  }
+
+  // Starts adapterd on free ports over `data_dir` and waits until it is
+  // SERVING (both ports are read from its log).
+  void StartServer() {
+    std::vector<std::string> argv = {kAdapterd,
+                                     "--listen", "127.0.0.1:0",
+                                     "--metrics_listen", "127.0.0.1:0",
+                                     "--data_dir", dir_.Sub("data"),
+                                     "--model_dir", model_root_->Sub("model"),
+                                     "--threads", "1",
+                                     "--max_queue_delay_us", "500",
+                                     "--drain_seconds", "10"};
+    auto p = Process::Start(argv, dir_.Sub(absl::StrCat("adapterd.", ++starts_, ".log")));
+    ASSERT_TRUE(p.ok()) << p.status();
+    server_ = std::make_unique<Process>(*std::move(p));
+    const bool up = PollUntil(
+        [&] {
+          const std::string log = server_->Log();
+          return !server_->running() || log.find("SERVING on port") != std::string::npos;
+        },
+        absl::Minutes(3));
+    ASSERT_TRUE(up && server_->running()) << "adapterd did not start:\n" << server_->Log();
+    const std::string log = server_->Log();
+    grpc_port_ = PortFromLog(log, "SERVING");
+    metrics_port_ = PortFromLog(log, "/metrics");
+    ASSERT_GT(grpc_port_, 0) << log;
+    ASSERT_GT(metrics_port_, 0) << log;
+  }
+
+  // SIGTERM, then the exit code (0 = clean shutdown).
+  int StopServer() {
+    server_->Signal(SIGTERM);
+    absl::StatusOr<int> code = server_->Wait(absl::Minutes(2));
+    EXPECT_TRUE(code.ok()) << code.status();
+    return code.ok() ? *code : -1;
+  }
+
+  CommandResult Ctl(std::vector<std::string> args, const std::string& stdin_text = "") {
+    std::vector<std::string> argv = {kAdapterctl, "--server", absl::StrCat("127.0.0.1:", grpc_port_), "--timeout",
+                                     "120"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    absl::StatusOr<CommandResult> r = RunCommand(argv, absl::Minutes(5), stdin_text);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : CommandResult{};
+  }
+
+  // Runs `adapterctl --json ...`, expecting success, and parses stdout.
+  nlohmann::json CtlJson(std::vector<std::string> args) {
+    args.insert(args.begin(), "--json");
+    CommandResult r = Ctl(args);
+    EXPECT_EQ(r.exit_code, 0) << "adapterctl " << args[1] << ": " << r.err << r.out;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(j.is_discarded()) << r.out;
+    return j;
+  }
+
+  std::string Example(const std::string& name) const { return kSourceDir + "/examples/" + name; }
+
+  static TempDir* model_root_;
+  TempDir dir_;
+  std::unique_ptr<Process> server_;
+  int starts_ = 0;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+};
+
+TempDir* E2eTest::model_root_ = nullptr;
+
+const std::vector<std::string> kTexts = {"the screen was great and fast, I love it",
+                                         "it arrived broken and the service was rude and slow",
+                                         "an ordinary chair"};
+
+TEST_F(E2eTest, TrainPredictExportImportAndRestartKeepBitIdenticalScores) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  CommandResult health = Ctl({"health"});
+  EXPECT_EQ(health.exit_code, 0) << health.err;
+
+  CommandResult train = Ctl({"train", "--task", "sentiment", "--data", Example("sentiment_train.csv"),
+                             "--validation", Example("sentiment_validation.csv"), "--epochs", "2", "--seed", "7"});
+  ASSERT_EQ(train.exit_code, 0) << train.err << train.out;
+  EXPECT_THAT(train.out + train.err, HasSubstr("SUCCEEDED"));
+
+  std::vector<std::string> predict = {"predict", "--task", "sentiment", "--all-scores"};
+  predict.insert(predict.end(), kTexts.begin(), kTexts.end());
+  const nlohmann::json before = CtlJson(predict);
+  ASSERT_EQ(before["predictions"].size(), kTexts.size()) << before.dump();
+  EXPECT_EQ(before["version"], 1);
+  for (const auto& p : before["predictions"]) {
+    EXPECT_THAT(p["label"].get<std::string>(), ::testing::AnyOf("positive", "negative")) << p.dump();
+    EXPECT_EQ(p["all_scores"].size(), 2u);
+  }
+
+  const std::string exported = dir_.Sub("sentiment.safetensors");
+  CommandResult exp = Ctl({"tasks", "export", "sentiment", "--out", exported});
+  ASSERT_EQ(exp.exit_code, 0) << exp.err;
+  ASSERT_GT(std::filesystem::file_size(exported), 8u);
+  CommandResult imp = Ctl({"tasks", "import", "sentiment-copy", exported});
+  ASSERT_EQ(imp.exit_code, 0) << imp.err;
+  std::vector<std::string> predict_copy = predict;
+  predict_copy[2] = "sentiment-copy";
+  const nlohmann::json copy = CtlJson(predict_copy);
+  EXPECT_EQ(copy["predictions"], before["predictions"]);
+
+  // A graceful restart: both tasks survive, scores bit for bit (the JSON
+  // carries every float at round-trip precision).
+  EXPECT_EQ(StopServer(), 0) << server_->Log();
+  EXPECT_THAT(server_->Log(), HasSubstr("stopped cleanly"));
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  EXPECT_EQ(CtlJson(predict)["predictions"], before["predictions"]);
+  EXPECT_EQ(CtlJson(predict_copy)["predictions"], before["predictions"]);
+  const nlohmann::json tasks = CtlJson({"tasks", "list"});
+  EXPECT_THAT(tasks.dump(), HasSubstr("\"sentiment\""));
+  EXPECT_THAT(tasks.dump(), HasSubstr("\"sentiment-copy\""));
+  EXPECT_EQ(StopServer(), 0);
+}
+
+TEST_F(E2eTest, SigkillDuringTrainingThenRestartResumesTheJobToSuccess) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  // Long enough (~12 steps per epoch) to be killed in the middle.
+  const nlohmann::json job = CtlJson({"train", "--detach", "--task", "topics", "--data", Example("topics_train.csv"),
+                                      "--epochs", "30", "--seed", "3"});
+  const std::string job_id = job.value("job_id", "");
+  ASSERT_FALSE(job_id.empty()) << job.dump();
+
+  // Wait until it has passed an epoch end (a checkpoint) and is mid-epoch.
+  int64_t step_before_kill = 0;
+  const bool progressed = PollUntil(
+      [&] {
+        const nlohmann::json j = CtlJson({"jobs", "get", job_id});
+        if (j.value("state", "") != "JOB_STATE_RUNNING" || !j.contains("progress")) return false;
+        step_before_kill = std::stoll(j["progress"].value("step", std::string("0")));
+        return step_before_kill >= 20;
+      },
+      absl::Minutes(5), absl::Milliseconds(200));
+  ASSERT_TRUE(progressed) << server_->Log();
+  server_->Signal(SIGKILL);
+  ASSERT_OK_AND_ASSIGN(int code, server_->Wait(absl::Minutes(1)));
+  EXPECT_EQ(code, 128 + SIGKILL);
+
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  CommandResult watch = Ctl({"jobs", "watch", job_id});
+  EXPECT_EQ(watch.exit_code, 0) << watch.err << watch.out;
+  EXPECT_THAT(watch.out + watch.err, HasSubstr("resumed from the checkpoint at step"));
+  const nlohmann::json done = CtlJson({"jobs", "get", job_id});
+  EXPECT_EQ(done.value("state", ""), "JOB_STATE_SUCCEEDED") << done.dump();
+  EXPECT_EQ(done.value("result_version", ""), "1") << done.dump();
+  const nlohmann::json p = CtlJson({"predict", "--task", "topics", "the team won the match"});
+  EXPECT_EQ(p["predictions"].size(), 1u);
+  EXPECT_EQ(StopServer(), 0);
+}
+
+TEST_F(E2eTest, PrometheusScrapesThePredictCountTheTestGenerated) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  CommandResult train = Ctl({"train", "--task", "sentiment", "--data", Example("sentiment_train.csv"), "--epochs",
+                             "1"});
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  constexpr int kPredicts = 7;
+  for (int i = 0; i < kPredicts; ++i) {
+    ASSERT_EQ(Ctl({"predict", "--task", "sentiment", kTexts[static_cast<size_t>(i) % kTexts.size()]}).exit_code, 0);
+  }
+
+  // Our own scrape passes promtool's checks.
+  ASSERT_OK_AND_ASSIGN(HttpResponse scrape, HttpGet(metrics_port_, "/metrics", absl::Seconds(30)));
+  ASSERT_EQ(scrape.status, 200);
+  EXPECT_THAT(scrape.content_type, HasSubstr("version=0.0.4"));
+  EXPECT_THAT(scrape.body, HasSubstr("adapterd_model_info{"));
+  ASSERT_OK_AND_ASSIGN(CommandResult lint, RunCommand({"/usr/bin/promtool", "check", "metrics"}, absl::Minutes(1),
+                                                      scrape.body));
+  EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
+
+  // A real Prometheus scraping every second.
+  ASSERT_OK_AND_ASSIGN(int prom_port, PickFreePort());
+  const std::string config = dir_.Sub("prometheus.yml");
+  std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                        << "scrape_configs:\n  - job_name: adapterd\n    static_configs:\n"
+                        << "      - targets: ['127.0.0.1:" << metrics_port_ << "']\n";
+  ASSERT_OK_AND_ASSIGN(Process prometheus,
+                       Process::Start({"/usr/bin/prometheus", "--config.file=" + config,
+                                       "--storage.tsdb.path=" + dir_.Sub("tsdb"),
+                                       "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
+                                      dir_.Sub("prometheus.log")));
+  const std::string query =
+      "/api/v1/query?query=" + UrlEncode("sum(adapterd_requests_total{method=\"Predict\",code=\"OK\"})");
+  std::string last;
+  const bool seen = PollUntil(
+      [&] {
+        absl::StatusOr<HttpResponse> r = HttpGet(prom_port, query, absl::Seconds(5));
+        if (!r.ok() || r->status != 200) return false;
+        last = r->body;
+        nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+        if (j.is_discarded() || j.value("status", "") != "success") return false;
+        const auto& result = j["data"]["result"];
+        return result.size() == 1 && result[0]["value"][1] == std::to_string(kPredicts);
+      },
+      absl::Seconds(120), absl::Milliseconds(500));
+  EXPECT_TRUE(seen) << "last answer: " << last << "\nprometheus log:\n" << prometheus.Log();
+  prometheus.Signal(SIGTERM);
+  (void)prometheus.Wait(absl::Seconds(30));
+  EXPECT_EQ(StopServer(), 0);
+}
+
+}  // namespace
+}  // namespace adapterd::e2e

@@ -1,0 +1,258 @@
+#include "tests/e2e/e2e_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace adapterd::e2e {
+namespace {
+
+absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, int stdin_fd, int stdout_fd, int stderr_fd) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (stdin_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stdin_fd, STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, stderr_fd, STDERR_FILENO);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return absl::InternalError(absl::StrCat("posix_spawn ", argv[0], ": ", std::strerror(rc)));
+  return pid;
+}
+
+int DecodeWaitStatus(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+absl::StatusOr<Process> Process::Start(const std::vector<std::string>& argv, const std::string& log_path) {
+  const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("open ", log_path, ": ", std::strerror(errno)));
+  absl::StatusOr<pid_t> pid = Spawn(argv, -1, fd, fd);
+  ::close(fd);
+  if (!pid.ok()) return pid.status();
+  return Process(*pid, log_path);
+}
+
+Process::Process(Process&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)), log_path_(std::move(other.log_path_)), exit_code_(other.exit_code_) {}
+
+Process& Process::operator=(Process&& other) noexcept {
+  if (this != &other) {
+    this->~Process();
+    pid_ = std::exchange(other.pid_, -1);
+    log_path_ = std::move(other.log_path_);
+    exit_code_ = other.exit_code_;
+  }
+  return *this;
+}
+
+Process::~Process() {
+  if (pid_ > 0 && !exit_code_.has_value()) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+}
+
+bool Process::running() {
+  if (pid_ <= 0 || exit_code_.has_value()) return false;
+  int status = 0;
+  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    exit_code_ = DecodeWaitStatus(status);
+    return false;
+  }
+  return r == 0;
+}
+
+void Process::Signal(int sig) const {
+  if (pid_ > 0 && !exit_code_.has_value()) ::kill(pid_, sig);
+}
+
+absl::StatusOr<int> Process::Wait(absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (true) {
+    if (!running()) {
+      if (exit_code_.has_value()) return *exit_code_;
+      return absl::InternalError("waitpid failed");
+    }
+    if (absl::Now() >= end) {
+      return absl::DeadlineExceededError(absl::StrCat("pid ", pid_, " still running after ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+std::string Process::Log() const { return ReadAll(log_path_); }
+
+absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, absl::Duration timeout,
+                                         const std::string& stdin_text) {
+  char out_path[] = "/tmp/adapterd_e2e_out_XXXXXX";
+  char err_path[] = "/tmp/adapterd_e2e_err_XXXXXX";
+  char in_path[] = "/tmp/adapterd_e2e_in_XXXXXX";
+  const int out_fd = ::mkstemp(out_path);
+  const int err_fd = ::mkstemp(err_path);
+  const int in_fd = ::mkstemp(in_path);
+  if (out_fd < 0 || err_fd < 0 || in_fd < 0) return absl::InternalError("mkstemp failed");
+  if (!stdin_text.empty() &&
+      ::write(in_fd, stdin_text.data(), stdin_text.size()) != static_cast<ssize_t>(stdin_text.size())) {
+    return absl::InternalError("writing stdin failed");
+  }
+  ::lseek(in_fd, 0, SEEK_SET);
+  absl::StatusOr<pid_t> pid = Spawn(argv, in_fd, out_fd, err_fd);
+  ::close(out_fd);
+  ::close(err_fd);
+  ::close(in_fd);
+  CommandResult result;
+  if (pid.ok()) {
+    const absl::Time end = absl::Now() + timeout;
+    int status = 0;
+    while (true) {
+      const pid_t r = ::waitpid(*pid, &status, WNOHANG);
+      if (r == *pid) {
+        result.exit_code = DecodeWaitStatus(status);
+        break;
+      }
+      if (absl::Now() >= end) {
+        ::kill(*pid, SIGKILL);
+        ::waitpid(*pid, &status, 0);
+        result.exit_code = 137;
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    result.out = ReadAll(out_path);
+    result.err = ReadAll(err_path);
+  }
+  ::unlink(out_path);
+  ::unlink(err_path);
+  ::unlink(in_path);
+  if (!pid.ok()) return pid.status();
+  return result;
+}
+
+absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return absl::UnavailableError(absl::StrCat("connect 127.0.0.1:", port, ": ", std::strerror(errno)));
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1:", port, "\r\nConnection: close\r\n\r\n");
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+    return absl::UnavailableError("send failed");
+  }
+  std::string raw;
+  char buf[65536];
+  while (true) {
+    const int64_t left_ms = absl::ToInt64Milliseconds(end - absl::Now());
+    if (left_ms <= 0) return absl::DeadlineExceededError(absl::StrCat("GET ", path, " timed out"));
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left_ms));
+    if (ready < 0) return absl::InternalError("poll failed");
+    if (ready == 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n < 0) return absl::UnavailableError("recv failed");
+    if (n == 0) break;
+    raw.append(buf, static_cast<size_t>(n));
+  }
+  const size_t header_end = raw.find("\r\n\r\n");
+  if (header_end == std::string::npos) return absl::DataLossError("malformed HTTP response");
+  HttpResponse response;
+  const std::vector<std::string> lines = absl::StrSplit(raw.substr(0, header_end), "\r\n");
+  const std::vector<std::string> status_line = absl::StrSplit(lines[0], ' ');
+  if (status_line.size() < 2 || !absl::SimpleAtoi(status_line[1], &response.status)) {
+    return absl::DataLossError(absl::StrCat("malformed status line: ", lines[0]));
+  }
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const size_t colon = lines[i].find(':');
+    if (colon == std::string::npos) continue;
+    if (absl::EqualsIgnoreCase(lines[i].substr(0, colon), "content-type")) {
+      response.content_type = std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1)));
+    }
+  }
+  response.body = raw.substr(header_end + 4);
+  return response;
+}
+
+bool PollUntil(const std::function<bool()>& done, absl::Duration timeout, absl::Duration interval) {
+  const absl::Time end = absl::Now() + timeout;
+  while (true) {
+    if (done()) return true;
+    if (absl::Now() >= end) return false;
+    absl::SleepFor(interval);
+  }
+}
+
+absl::StatusOr<int> PickFreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!ok) return absl::InternalError("bind to 127.0.0.1:0 failed");
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+std::string UrlEncode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
+}  // namespace adapterd::e2e

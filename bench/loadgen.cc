@@ -1,0 +1,313 @@
+// adapterd-loadgen: a closed-loop load generator for Predict.
+//
+// N client threads each send one Predict at a time (closed loop) for a fixed
+// duration; each request picks its task from K tasks, uniformly or by a Zipf
+// law. It reports requests/s, texts/s and p50/p99 latency per phase, and the
+// ratios the targets are stated in, all measured in one run (this
+// machine is shared and noisy, so only same-run ratios are meaningful):
+//
+//   in-process, 1 task          InferenceEngine::Predict, no gRPC
+//   in-process, K tasks (Zipf)  -> mixed/single ratio
+//   gRPC, K tasks (Zipf)        -> server/in-process ratio (with --server)
+//   cold adapter loads          RocksDB -> device-ready, p50/p99
+//
+// The K tasks are random near-identity adapter sets (bottleneck --bottleneck)
+// for the model in --model_dir: promoted into a temporary RocksDB for the
+// in-process phases and imported into the server (ImportAdapter, ids
+// "loadgen-<i>") for the gRPC phase. Start the server on the same model:
+//   adapterd --model_dir M --data_dir /tmp/lg --threads 2 &
+//   adapterd-loadgen --model_dir M --server 127.0.0.1:8500
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/adapterd_client.h"
+#include "server/model/adapter_format.h"
+#include "server/model/adapter_set.h"
+#include "server/model/model_loader.h"
+#include "server/serving/inference_engine.h"
+#include "storage/database.h"
+
+namespace adapterd::bench {
+namespace {
+
+struct Flags {
+  std::string model_dir;
+  std::string server;
+  int tasks = 100;
+  std::string popularity = "zipf";  // or uniform
+  double zipf_s = 1.0;
+  int concurrency = 8;
+  double seconds = 10;
+  int texts_per_request = 1;
+  int words = 100;  // ~128 word pieces with specials at most (max_seq_len truncates)
+  int max_seq_len = 128;
+  int bottleneck = 64;
+  int threads = 0;
+  int max_batch_size = 32;
+  int max_queue_delay_us = 2000;
+  int cold_loads = 100;
+};
+
+struct PhaseResult {
+  std::string name;
+  double seconds = 0;
+  int64_t requests = 0;
+  int64_t texts = 0;
+  int64_t errors = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+  double rps() const { return requests / seconds; }
+};
+
+double Percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())) - 1));
+  return v[i];
+}
+
+// Picks task indexes: uniform or Zipf(s) over [0, k).
+class TaskPicker {
+ public:
+  TaskPicker(int k, bool zipf, double s) {
+    double total = 0;
+    for (int i = 0; i < k; ++i) {
+      total += zipf ? 1.0 / std::pow(i + 1, s) : 1.0;
+      cdf_.push_back(total);
+    }
+    for (double& c : cdf_) c /= total;
+  }
+  int Pick(std::mt19937_64& rng) const {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    return static_cast<int>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+  }
+
+ private:
+  std::vector<double> cdf_;
+};
+
+// Runs `call(thread, rng)` in a closed loop on `concurrency` threads for
+// `seconds`; `call` returns false on error.
+PhaseResult RunClosedLoop(const std::string& name, const Flags& f,
+                          const std::function<bool(std::mt19937_64&)>& call) {
+  std::atomic<bool> stop{false};
+  std::vector<std::vector<double>> latencies(static_cast<size_t>(f.concurrency));
+  std::vector<int64_t> errors(static_cast<size_t>(f.concurrency), 0);
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  for (int t = 0; t < f.concurrency; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(1000 + t);
+      while (!stop.load()) {
+        const auto a = std::chrono::steady_clock::now();
+        const bool ok = call(rng);
+        const auto b = std::chrono::steady_clock::now();
+        if (ok) {
+          latencies[static_cast<size_t>(t)].push_back(std::chrono::duration<double, std::milli>(b - a).count());
+        } else {
+          ++errors[static_cast<size_t>(t)];
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(f.seconds));
+  stop = true;
+  for (auto& th : threads) th.join();
+  PhaseResult r;
+  r.name = name;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<double> all;
+  for (size_t t = 0; t < latencies.size(); ++t) {
+    all.insert(all.end(), latencies[t].begin(), latencies[t].end());
+    r.errors += errors[t];
+  }
+  r.requests = static_cast<int64_t>(all.size());
+  r.texts = r.requests * f.texts_per_request;
+  r.p50_ms = Percentile(all, 0.50);
+  r.p99_ms = Percentile(all, 0.99);
+  std::printf("%-28s %8.1f req/s %9.1f texts/s  p50 %8.2f ms  p99 %8.2f ms  errors %lld\n", name.c_str(), r.rps(),
+              r.texts / r.seconds, r.p50_ms, r.p99_ms, static_cast<long long>(r.errors));
+  std::fflush(stdout);
+  return r;
+}
+
+std::vector<std::string> MakeTexts(const model::BertTokenizer& tok, const Flags& f, std::mt19937_64& rng) {
+  std::vector<std::string> words;
+  for (const std::string& t : tok.tokens()) {
+    if (t.size() >= 3 && std::all_of(t.begin(), t.end(), [](char c) { return c >= 'a' && c <= 'z'; })) {
+      words.push_back(t);
+    }
+  }
+  if (words.empty()) words.push_back("a");
+  std::vector<std::string> texts;
+  for (int i = 0; i < f.texts_per_request; ++i) {
+    std::string s;
+    for (int w = 0; w < f.words; ++w) {
+      absl::StrAppend(&s, w ? " " : "", words[std::uniform_int_distribution<size_t>(0, words.size() - 1)(rng)]);
+    }
+    texts.push_back(std::move(s));
+  }
+  return texts;
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{"adapterd-loadgen: closed-loop Predict load; in-process engine vs gRPC server, 1 vs K tasks"};
+  app.add_option("--model_dir", f.model_dir, "HuggingFace BERT directory (the server's model)")->required();
+  app.add_option("--server", f.server, "adapterd host:port for the gRPC phase (empty: in-process only)");
+  app.add_option("--tasks", f.tasks, "K resident tasks")->capture_default_str();
+  app.add_option("--popularity", f.popularity, "zipf or uniform")->capture_default_str();
+  app.add_option("--zipf_s", f.zipf_s, "Zipf exponent")->capture_default_str();
+  app.add_option("--concurrency", f.concurrency, "closed-loop clients")->capture_default_str();
+  app.add_option("--seconds", f.seconds, "duration of each phase")->capture_default_str();
+  app.add_option("--texts_per_request", f.texts_per_request, "texts per Predict")->capture_default_str();
+  app.add_option("--words", f.words, "words per text (truncated to --max_seq_len pieces)")->capture_default_str();
+  app.add_option("--max_seq_len", f.max_seq_len, "tokens per text")->capture_default_str();
+  app.add_option("--bottleneck", f.bottleneck, "adapter size m")->capture_default_str();
+  app.add_option("--threads", f.threads, "LibTorch threads for the in-process engine (0 = all)")->capture_default_str();
+  app.add_option("--max_batch_size", f.max_batch_size, "in-process batcher")->capture_default_str();
+  app.add_option("--max_queue_delay_us", f.max_queue_delay_us, "in-process batcher")->capture_default_str();
+  app.add_option("--cold_loads", f.cold_loads, "cold adapter loads to time")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  at::set_num_threads(f.threads > 0 ? f.threads : static_cast<int>(std::thread::hardware_concurrency()));
+
+  model::LoadOptions lo;
+  lo.max_seq_len = f.max_seq_len;
+  absl::StatusOr<model::LoadedModel> m = model::LoadBertModel(f.model_dir, lo);
+  if (!m.ok()) {
+    std::fprintf(stderr, "loading %s: %s\n", f.model_dir.c_str(), m.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("model %s: %lld layers, hidden %lld; %d tasks (%s), m=%d, concurrency %d, %d text(s)/request\n",
+              f.model_dir.c_str(), static_cast<long long>(m->config.num_hidden_layers),
+              static_cast<long long>(m->config.hidden_size), f.tasks, f.popularity.c_str(), f.bottleneck,
+              f.concurrency, f.texts_per_request);
+
+  // K adapter files.
+  std::vector<std::string> files;
+  for (int i = 0; i < f.tasks; ++i) {
+    model::AdapterConfig ac;
+    ac.bottleneck_size = f.bottleneck;
+    ac.labels = {"negative", "positive"};
+    auto set = model::AdapterSet::CreateInitialized(m->config, m->encoder->weights(), ac, 7 + i,
+                                                    c10::Device(c10::kCPU));
+    if (!set.ok()) return std::fprintf(stderr, "%s\n", set.status().ToString().c_str()), 1;
+    auto bytes = model::SerializeAdapterSet(**set, m->fingerprint);
+    if (!bytes.ok()) return std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str()), 1;
+    files.push_back(*std::move(bytes));
+  }
+
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("adapterd-loadgen-", ::getpid());
+  storage::Database::Options dbo;
+  dbo.path = dir.string();
+  auto db = storage::Database::Open(dbo);
+  if (!db.ok()) return std::fprintf(stderr, "%s\n", db.status().ToString().c_str()), 1;
+  for (int i = 0; i < f.tasks; ++i) {
+    storage::Promotion p;
+    p.task.set_tenant("default");
+    p.task.set_task_id(absl::StrCat("loadgen-", i));
+    p.task.add_labels("negative");
+    p.task.add_labels("positive");
+    p.task.mutable_adapter_config()->set_bottleneck_size(f.bottleneck);
+    p.adapter_bytes = files[static_cast<size_t>(i)];
+    if (auto r = (*db)->PromoteAdapterVersion(std::move(p)); !r.ok()) {
+      return std::fprintf(stderr, "%s\n", r.status().ToString().c_str()), 1;
+    }
+  }
+  serving::InferenceEngine::Options eo;
+  eo.encoder = m->encoder.get();
+  eo.tokenizer = m->tokenizer.get();
+  eo.db = db->get();
+  eo.max_seq_len = f.max_seq_len;
+  eo.max_batch_size = f.max_batch_size;
+  eo.max_queue_delay_us = f.max_queue_delay_us;
+  auto engine = serving::InferenceEngine::Create(std::move(eo));
+  if (!engine.ok()) return std::fprintf(stderr, "%s\n", engine.status().ToString().c_str()), 1;
+
+  std::mt19937_64 text_rng(42);
+  const std::vector<std::vector<std::string>> corpus = [&] {
+    std::vector<std::vector<std::string>> c;
+    for (int i = 0; i < 64; ++i) c.push_back(MakeTexts(*m->tokenizer, f, text_rng));
+    return c;
+  }();
+  const TaskPicker picker(f.tasks, f.popularity == "zipf", f.zipf_s);
+  auto in_process = [&](bool many) {
+    return [&, many](std::mt19937_64& rng) {
+      serving::PredictRequest r;
+      r.tenant = "default";
+      r.task_id = absl::StrCat("loadgen-", many ? picker.Pick(rng) : 0);
+      r.texts = corpus[rng() % corpus.size()];
+      return (*engine)->Predict(r).ok();
+    };
+  };
+  // Warm every task into the device tier first (the targets are for resident tasks).
+  for (int i = 0; i < f.tasks; ++i) (void)(*engine)->cache().Get("default", absl::StrCat("loadgen-", i));
+
+  const PhaseResult one = RunClosedLoop("in-process, 1 task", f, in_process(false));
+  const PhaseResult many = RunClosedLoop(absl::StrCat("in-process, ", f.tasks, " tasks"), f, in_process(true));
+  std::printf("ratio  %d tasks / 1 task (in-process):  %.3f\n", f.tasks, many.rps() / one.rps());
+
+  if (!f.server.empty()) {
+    client::AdapterdClient::Options co;
+    co.server = f.server;
+    co.wait_for_ready = true;
+    auto c = client::AdapterdClient::Create(co);
+    if (!c.ok()) return std::fprintf(stderr, "%s\n", c.status().ToString().c_str()), 1;
+    for (int i = 0; i < f.tasks; ++i) {
+      auto t = (*c)->ImportAdapter(absl::StrCat("loadgen-", i), files[static_cast<size_t>(i)]);
+      if (!t.ok() && !absl::IsAlreadyExists(t.status())) {
+        return std::fprintf(stderr, "import: %s\n", t.status().ToString().c_str()), 1;
+      }
+    }
+    auto grpc_call = [&](std::mt19937_64& rng) {
+      v1::PredictRequest r;
+      r.set_task_id(absl::StrCat("loadgen-", picker.Pick(rng)));
+      for (const std::string& t : corpus[rng() % corpus.size()]) r.add_texts(t);
+      return (*c)->Predict(r).ok();
+    };
+    // One warm-up pass so the server's device tier holds every task too.
+    f.seconds = std::max(1.0, f.seconds / 4);
+    RunClosedLoop("gRPC warm-up", f, grpc_call);
+    f.seconds *= 4;
+    const PhaseResult server = RunClosedLoop(absl::StrCat("gRPC, ", f.tasks, " tasks"), f, grpc_call);
+    std::printf("ratio  gRPC server / in-process (%d tasks):  %.3f\n", f.tasks, server.rps() / many.rps());
+  }
+
+  // Cold loads: RocksDB -> device-ready adapter, timed through the cache.
+  std::vector<double> cold;
+  for (int i = 0; i < f.cold_loads; ++i) {
+    const std::string task = absl::StrCat("loadgen-", i % f.tasks);
+    (*engine)->cache().Invalidate("default", task);
+    const absl::Time a = absl::Now();
+    if ((*engine)->cache().Get("default", task).ok()) cold.push_back(absl::ToDoubleMilliseconds(absl::Now() - a));
+  }
+  std::printf("cold adapter load (m=%d)      p50 %8.2f ms  p99 %8.2f ms  (%zu loads)\n", f.bottleneck,
+              Percentile(cold, 0.5), Percentile(cold, 0.99), cold.size());
+  engine->reset();
+  (void)(*db)->Close();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return 0;
+}
+
+}  // namespace
+}  // namespace adapterd::bench
+
+int main(int argc, char** argv) { return adapterd::bench::Main(argc, argv); }

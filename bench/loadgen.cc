@@ -41,6 +41,7 @@
 #include "server/model/adapter_set.h"
 #include "server/model/model_loader.h"
 #include "server/serving/inference_engine.h"
+#include "server/training/trainer.h"
 #include "storage/database.h"
 
 namespace adapterd::bench {
@@ -62,6 +63,10 @@ struct Flags {
   int max_batch_size = 32;
   int max_queue_delay_us = 2000;
   int cold_loads = 100;
+  bool with_training = true;
+  int training_concurrency = 0;  // 0 = concurrency / 4 ("moderate load")
+  double training_share = 0.2;
+  int micro_batch = 8;
 };
 
 struct PhaseResult {
@@ -184,6 +189,13 @@ int Main(int argc, char** argv) {
   app.add_option("--max_batch_size", f.max_batch_size, "in-process batcher")->capture_default_str();
   app.add_option("--max_queue_delay_us", f.max_queue_delay_us, "in-process batcher")->capture_default_str();
   app.add_option("--cold_loads", f.cold_loads, "cold adapter loads to time")->capture_default_str();
+  app.add_option("--with_training", f.with_training, "measure Predict with a training job running")
+      ->capture_default_str();
+  app.add_option("--training_concurrency", f.training_concurrency,
+                 "clients for the training comparison (0 = concurrency/4)")
+      ->capture_default_str();
+  app.add_option("--training_share", f.training_share, "executor share kept by training")->capture_default_str();
+  app.add_option("--micro_batch", f.micro_batch, "training micro-batch rows")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(f.threads > 0 ? f.threads : static_cast<int>(std::thread::hardware_concurrency()));
 
@@ -238,6 +250,7 @@ int Main(int argc, char** argv) {
   eo.max_seq_len = f.max_seq_len;
   eo.max_batch_size = f.max_batch_size;
   eo.max_queue_delay_us = f.max_queue_delay_us;
+  eo.min_training_share = f.training_share;
   auto engine = serving::InferenceEngine::Create(std::move(eo));
   if (!engine.ok()) return std::fprintf(stderr, "%s\n", engine.status().ToString().c_str()), 1;
 
@@ -288,6 +301,48 @@ int Main(int argc, char** argv) {
     f.seconds *= 4;
     const PhaseResult server = RunClosedLoop(absl::StrCat("gRPC, ", f.tasks, " tasks"), f, grpc_call);
     std::printf("ratio  gRPC server / in-process (%d tasks):  %.3f\n", f.tasks, server.rps() / many.rps());
+  }
+
+  if (f.with_training) {
+    // Moderate load, without and then with a training job sharing the executor.
+    Flags moderate = f;
+    moderate.concurrency = f.training_concurrency > 0 ? f.training_concurrency : std::max(1, f.concurrency / 4);
+    const PhaseResult quiet = RunClosedLoop(absl::StrCat("moderate (", moderate.concurrency, " clients)"), moderate,
+                                            in_process(true));
+    training::TrainingData data;
+    data.labels = {"negative", "positive"};
+    std::mt19937_64 trng(9);
+    for (int i = 0; i < 2048; ++i) {
+      data.train.push_back({MakeTexts(*m->tokenizer, f, trng)[0], "", data.labels[static_cast<size_t>(i % 2)]});
+    }
+    training::Hyperparameters hp;
+    hp.epochs = 1000;  // runs until cancelled
+    hp.max_seq_len = f.max_seq_len;
+    hp.micro_batch_size = f.micro_batch;
+    hp.bottleneck_size = f.bottleneck;
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> steps{0};
+    training::TrainerHooks hooks;
+    hooks.cancelled = [&] { return stop.load(); };
+    hooks.on_step = [&](int64_t, int64_t, double) { ++steps; };
+    hooks.run_on_device = [&](const std::function<absl::Status()>& fn) { return (*engine)->executor().RunTraining(fn); };
+    std::thread trainer([&] { (void)training::Train(*m->encoder, *m->tokenizer, data, hp, hooks); });
+    // Let the trainer reach its first micro-batch before measuring.
+    while ((*engine)->executor().stats().training_runs == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const serving::DeviceExecutor::Stats before = (*engine)->executor().stats();
+    const PhaseResult busy = RunClosedLoop(absl::StrCat("moderate + training"), moderate, in_process(true));
+    const serving::DeviceExecutor::Stats after = (*engine)->executor().stats();
+    stop = true;
+    trainer.join();
+    const double train_s = after.training_busy_seconds - before.training_busy_seconds;
+    const double infer_s = after.inference_busy_seconds - before.inference_busy_seconds;
+    const double runs = static_cast<double>(after.training_runs - before.training_runs);
+    const double micro_ms = runs > 0 ? 1000 * train_s / runs : 0;
+    std::printf("training during the phase: %lld steps, micro-batch %.1f ms, share of busy time %.2f (target >= %.2f)\n",
+                static_cast<long long>(steps.load()), micro_ms, train_s / std::max(1e-9, train_s + infer_s),
+                f.training_share);
+    std::printf("p99 with training %.2f ms vs without %.2f ms + one micro-batch %.2f ms = %.2f ms\n", busy.p99_ms,
+                quiet.p99_ms, micro_ms, quiet.p99_ms + micro_ms);
   }
 
   // Cold loads: RocksDB -> device-ready adapter, timed through the cache.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 
 namespace adapterd::model {
 namespace {
@@ -351,26 +352,7 @@ TEST(BertTokenizer, EncodeBatchMatchesEncodePerRow) {
   EXPECT_EQ(batch.num_truncated[2], 4);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = ::testing::TempDir() + "/adapterd_tokenizer_XXXXXX";
-    path_ = mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
-    EXPECT_FALSE(path_.empty());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string Write(const std::string& name, const std::string& contents) const {
-    std::string path = path_ + "/" + name;
-    std::ofstream(path, std::ios::binary) << contents;
-    return path;
-  }
-
- private:
-  std::string path_;
-};
+using ::adapterd::testing::TempDir;
 
 std::string JoinLines(const std::vector<std::string>& tokens, const std::string& eol) {
   std::string out;

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "common/testing/temp_dir.h"
 #include "proto/adapterd/v1/records.pb.h"
 #include "server/model/adapter_format.h"
 #include "server/model/adapter_set.h"
@@ -32,26 +33,7 @@ namespace adapterd::serving::testing {
 
 inline constexpr int kWords = 40;
 
-// A fresh directory, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    const char* root = getenv("TEST_TMPDIR");
-    std::string tmpl = std::string(root != nullptr ? root : "/tmp") + "/adapterd_serving_XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ::adapterd::testing::TempDir;
 
 inline model::BertConfig FixtureConfig() {
   model::BertConfig c;

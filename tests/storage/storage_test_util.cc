@@ -26,12 +26,6 @@ extern char** environ;
 namespace adapterd::storage::testing {
 namespace {
 
-std::string TestTmp() {
-  const char* t = std::getenv("TEST_TMPDIR");
-  if (t != nullptr && *t != '\0') return t;
-  return std::filesystem::temp_directory_path().string();
-}
-
 // A raw RocksDB handle on every column family of an existing database.
 struct RawDb {
   std::unique_ptr<rocksdb::DB> db;
@@ -73,18 +67,6 @@ struct RawDb {
 };
 
 }  // namespace
-
-TempDir::TempDir() {
-  std::string tmpl = TestTmp() + "/adapterd_storage_XXXXXX";
-  char* dir = ::mkdtemp(tmpl.data());
-  if (dir == nullptr) std::abort();
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
 
 absl::Status RawPut(const std::string& path, const std::string& cf, const std::string& key,
                     const std::string& value) {

@@ -9,22 +9,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/testing/temp_dir.h"
 
 namespace adapterd::storage::testing {
 
-// A fresh directory under the test temp dir, removed on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ::adapterd::testing::TempDir;
 
 // Opens the (closed) database at `path` directly with RocksDB, with all of its
 // column families, and writes or deletes one key. `cf` is a column family name;

@@ -45,12 +45,12 @@ int Main(int argc, char** argv) {
   app.add_option("--api-key", options.api_key, "API key, sent as 'authorization: Bearer <key>'")
       ->envname("ADAPTERD_API_KEY");
   app.add_option("--timeout", timeout_seconds,
-                 "deadline of every call in seconds (default: 30 s; watching a job: none)")
+                 "deadline of every call in seconds (default: 30; watching a job: none unless "
+                 "--timeout is given)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "print JSON instead of tables");
 
   Action action;
-  bool health_command = false;
 
   // --- datasets ---------------------------------------------------------------
   auto* datasets = app.add_subcommand("datasets", "upload and inspect datasets");
@@ -79,8 +79,9 @@ int Main(int argc, char** argv) {
   // --- train ------------------------------------------------------------------
   TrainArgs train_args;
   std::string train_format = "auto";
-  double learning_rate = 0, validation_fraction = 0;
-  int32_t epochs = 0, batch_size = 0, bottleneck = 0, max_seq_len = 0;
+  double learning_rate = 0, validation_fraction = 0, warmup_fraction = 0, weight_decay = 0,
+         max_grad_norm = 0;
+  int32_t epochs = 0, batch_size = 0, bottleneck = 0, max_seq_len = 0, checkpoint_every = 0;
   uint64_t seed = 0;
   std::string activation;
   auto* train = app.add_subcommand(
@@ -112,6 +113,16 @@ int Main(int argc, char** argv) {
       train->add_option("--validation-fraction", validation_fraction,
                         "held-out fraction when no --validation is given")
           ->check(CLI::Range(0.0, 1.0));
+  auto* warmup_opt = train->add_option("--warmup-fraction", warmup_fraction,
+                                       "fraction of the steps spent in linear warmup")
+                         ->check(CLI::Range(0.0, 1.0));
+  auto* decay_opt = train->add_option("--weight-decay", weight_decay, "AdamW weight decay")
+                        ->check(CLI::NonNegativeNumber);
+  auto* clip_opt = train->add_option("--max-grad-norm", max_grad_norm, "gradient-norm clip")
+                       ->check(CLI::PositiveNumber);
+  auto* checkpoint_opt =
+      train->add_option("--checkpoint-every", checkpoint_every, "checkpoint every N steps")
+          ->check(CLI::PositiveNumber);
   train->add_flag("--detach", train_args.detach, "create the job and return without watching");
   train->callback([&] {
     auto& h = train_args.hyperparameters;
@@ -123,6 +134,10 @@ int Main(int argc, char** argv) {
     if (seq_opt->count() > 0) h.set_max_seq_len(max_seq_len);
     if (seed_opt->count() > 0) h.set_seed(seed);
     if (fraction_opt->count() > 0) h.set_validation_fraction(validation_fraction);
+    if (warmup_opt->count() > 0) h.set_warmup_fraction(warmup_fraction);
+    if (decay_opt->count() > 0) h.set_weight_decay(weight_decay);
+    if (clip_opt->count() > 0) h.set_max_grad_norm(max_grad_norm);
+    if (checkpoint_opt->count() > 0) h.set_checkpoint_every_steps(checkpoint_every);
     action = [&](const CommandEnv& env) {
       ASSIGN_OR_RETURN(train_args.format, ParseDatasetFormat(train_format));
       return Train(env, train_args);
@@ -134,7 +149,7 @@ int Main(int argc, char** argv) {
   jobs->require_subcommand(1);
   JobsListArgs list_args;
   std::string state_filter;
-  auto* jobs_list = jobs->add_subcommand("list", "list training jobs, newest first");
+  auto* jobs_list = jobs->add_subcommand("list", "list training jobs, oldest first");
   jobs_list->add_option("--state", state_filter,
                         "only jobs in this state (queued, running, succeeded, ...)");
   jobs_list->add_option("--task", list_args.task_id, "only jobs of this task");
@@ -214,11 +229,10 @@ int Main(int argc, char** argv) {
   });
 
   // --- health -----------------------------------------------------------------
-  app.add_subcommand("health", "check that the server is SERVING (exit 0) or not (exit 1)")
-      ->callback([&] {
-        health_command = true;
-        action = [&](const CommandEnv& env) { return Health(env); };
-      });
+  app.add_subcommand("health",
+                     "check that the server is SERVING (exit 0), answers but is not serving "
+                     "(exit 1), or cannot be reached (exit 9)")
+      ->callback([&] { action = [&](const CommandEnv& env) { return Health(env); }; });
 
   try {
     app.parse(argc, argv);
@@ -240,11 +254,11 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<AdapterdClient>> client = AdapterdClient::Create(std::move(options));
   if (!client.ok()) return ReportError(env, client.status(), server);
   env.client = client->get();
-  const absl::Status status = action(env);
-  const int code = ReportError(env, status, server);
-  // Docker's HEALTHCHECK reads 1 as unhealthy (and reserves 2).
-  if (health_command && code != kExitOk) return kExitError;
-  return code;
+  if (!action) {  // every leaf subcommand sets one; a guard, not a path
+    std::cerr << app.help();
+    return kExitUsage;
+  }
+  return ReportError(env, action(env), server);
 }
 
 }  // namespace

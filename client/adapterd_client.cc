@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 namespace adapterd::client {
 namespace {
@@ -172,8 +173,10 @@ AdapterdClient::AdapterdClient(Options options, std::shared_ptr<grpc::Channel> c
 void AdapterdClient::PrepareContext(grpc::ClientContext& context, std::string_view task_id,
                                     absl::Duration deadline) const {
   if (deadline != absl::InfiniteDuration()) {
-    context.set_deadline(std::chrono::system_clock::now() +
-                         absl::ToChronoNanoseconds(deadline));
+    // Through absl::Time, so that a huge deadline saturates to the infinite
+    // future (time_point::max(), which gRPC reads as "none") instead of
+    // overflowing the chrono arithmetic into the past.
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   }
   if (options_.wait_for_ready) context.set_wait_for_ready(true);
   if (!options_.api_key.empty()) {

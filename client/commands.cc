@@ -4,10 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <istream>
-#include <sstream>
 #include <limits>
 #include <ostream>
+#include <sstream>
 #include <utility>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -32,6 +33,9 @@ namespace {
 
 // Marks a status as "the job ended FAILED / CANCELLED" for ExitCodeFor.
 constexpr char kJobOutcomePayload[] = "type.adapterd.dev/adapterctl.JobOutcome";
+// Marks Health's "the server answered, but not SERVING" (exit code 1), as
+// opposed to a health call that failed (its own exit code, e.g. 9).
+constexpr char kNotServingPayload[] = "type.adapterd.dev/adapterctl.NotServing";
 
 absl::Status JobOutcomeError(const v1::TrainingJob& job) {
   const bool cancelled = job.state() == v1::JOB_STATE_CANCELLED;
@@ -151,8 +155,6 @@ void PrintJson(const CommandEnv& env, const google::protobuf::Message& message) 
   *env.out << ProtoToJson(message, /*multi_line=*/true) << "\n";
 }
 
-// A float rounded to 6 significant digits, so that JSON shows 0.91, not
-// 0.9100000262260437.
 // The score as a double that prints (JSON) with the float's exact value:
 // 9 significant digits round-trip any float, so scripts can compare scores
 // bit for bit.
@@ -175,6 +177,9 @@ std::string FormatHyperparameters(const v1::Hyperparameters& h) {
   if (h.has_warmup_fraction()) parts.push_back(absl::StrCat("warmup_fraction=", h.warmup_fraction()));
   if (h.has_weight_decay()) parts.push_back(absl::StrCat("weight_decay=", h.weight_decay()));
   if (h.has_max_grad_norm()) parts.push_back(absl::StrCat("max_grad_norm=", h.max_grad_norm()));
+  if (h.has_checkpoint_every_steps()) {
+    parts.push_back(absl::StrCat("checkpoint_every_steps=", h.checkpoint_every_steps()));
+  }
   return parts.empty() ? "(server defaults)" : absl::StrJoin(parts, " ");
 }
 
@@ -276,7 +281,10 @@ class WatchPrinter {
     }
     for (const auto& event : response.events()) PrintEvent(event);
     if (env_.tty && job_.state() == v1::JOB_STATE_RUNNING) {
-      *env_.out << "\r\x1b[K" << FormatProgressLine(job_, last_train_loss_, last_progress_micros_)
+      // Without a progress event yet, the job's last update stands in for
+      // the time of its progress snapshot.
+      const int64_t progress_micros = std::max(last_progress_micros_, job_.updated_at_micros());
+      *env_.out << "\r\x1b[K" << FormatProgressLine(job_, last_train_loss_, progress_micros)
                 << std::flush;
       live_line_ = true;
     }
@@ -428,13 +436,18 @@ absl::StatusOr<std::string> UploadOrReuse(const CommandEnv& env,
 // Texts for predict: arguments, else a file, else stdin; one per line.
 absl::StatusOr<std::vector<std::string>> CollectTexts(const CommandEnv& env,
                                                       const PredictArgs& args) {
+  if (!args.texts.empty() && !args.file.empty()) {
+    return absl::InvalidArgumentError("give texts as arguments or --file, not both");
+  }
   if (!args.texts.empty()) return args.texts;
   std::vector<std::string> texts;
   auto add_lines = [&texts](std::istream& in) {
     std::string line;
     while (std::getline(in, line)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (!line.empty()) texts.push_back(std::move(line));
+      // Blank lines separate nothing: skip them rather than send texts the
+      // server rejects.
+      if (!absl::StripAsciiWhitespace(line).empty()) texts.push_back(std::move(line));
     }
   };
   if (!args.file.empty()) {
@@ -454,7 +467,7 @@ absl::StatusOr<std::vector<std::string>> CollectTexts(const CommandEnv& env,
 const char kExitCodesHelp[] =
     "Exit codes:\n"
     "  0   success (train/jobs watch: the job SUCCEEDED; health: SERVING)\n"
-    "  1   other error (health: anything but SERVING)\n"
+    "  1   other error (health: the server answered, but is not SERVING)\n"
     "  2   usage error\n"
     "  3   invalid argument (bad input file, bad request)\n"
     "  4   not found\n"
@@ -472,6 +485,7 @@ int ExitCodeFor(const absl::Status& status) {
   if (const auto outcome = status.GetPayload(kJobOutcomePayload); outcome.has_value()) {
     return *outcome == "CANCELLED" ? kExitJobCancelled : kExitJobFailed;
   }
+  if (status.GetPayload(kNotServingPayload).has_value()) return kExitError;
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:
@@ -607,6 +621,11 @@ absl::Status Train(const CommandEnv& env, const TrainArgs& args) {
   request.set_request_id(args.request_id.empty() ? DefaultRequestId(request) : args.request_id);
 
   ASSIGN_OR_RETURN(const v1::TrainingJob job, env.client->CreateTrainingJob(request));
+  if (args.request_id.empty() && IsTerminal(job.state())) {
+    // The derived request id made this an idempotent replay of a finished job.
+    *env.err << "note: the same request already ran as job " << job.job_id() << " ("
+             << JobStateName(job.state()) << "); pass --request-id to train again\n";
+  }
   if (args.detach) {
     if (env.json) {
       PrintJson(env, job);
@@ -870,7 +889,10 @@ absl::Status Health(const CommandEnv& env) {
     *env.out << name << "\n";
   }
   if (status != ServingStatus::kServing) {
-    return absl::UnavailableError(absl::StrCat("the health check answered ", std::string(name)));
+    absl::Status not_serving =
+        absl::UnavailableError(absl::StrCat("the health check answered ", std::string(name)));
+    not_serving.SetPayload(kNotServingPayload, absl::Cord(std::string(name)));
+    return not_serving;
   }
   return absl::OkStatus();
 }

@@ -39,7 +39,7 @@ struct CommandEnv {
 
 // --- Exit codes ----------------------------------------------------------------
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitError = 1;  // any other error; `health`: not serving
+inline constexpr int kExitError = 1;  // any other error; `health`: answered, not SERVING
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitInvalidArgument = 3;
 inline constexpr int kExitNotFound = 4;
@@ -136,7 +136,10 @@ struct PredictArgs {
   std::string task_id;
   int64_t version = 0;
   bool all_scores = false;
-  std::vector<std::string> texts;  // empty: read `file`, else env.in
+  // The texts: `texts`, else the lines of `file`, else the lines of env.in
+  // (blank lines skipped, CR of CRLF dropped). Both texts and file:
+  // INVALID_ARGUMENT.
+  std::vector<std::string> texts;
   std::string file;                // one text per line ("" = none)
   std::vector<std::string> pairs;  // empty, or one per text
   // Texts per Predict call; long inputs are sent in several calls, all on
@@ -147,7 +150,9 @@ absl::Status Predict(const CommandEnv& env, const PredictArgs& args);
 
 // --- Health --------------------------------------------------------------------
 // Prints the serving status; OK only when SERVING. A server that answers
-// but is not serving is UNAVAILABLE("... NOT_SERVING").
+// but is not serving is UNAVAILABLE("... NOT_SERVING"), which ExitCodeFor
+// maps to kExitError (1); a health call that fails keeps its own code
+// (an unreachable server: kExitUnavailable).
 absl::Status Health(const CommandEnv& env);
 
 }  // namespace adapterd::client

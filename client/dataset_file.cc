@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
@@ -16,9 +17,16 @@
 namespace adapterd::client {
 namespace {
 
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
 absl::Status LineError(std::string_view name, int line, std::string_view message) {
   return absl::InvalidArgumentError(
-      absl::StrCat(std::string(name), ":", line, ": ", std::string(message)));
+      absl::StrCat(std::string(name), ": line ", line, ": ", std::string(message)));
+}
+
+std::string_view SkipBom(std::string_view contents) {
+  if (contents.substr(0, kUtf8Bom.size()) == kUtf8Bom) contents.remove_prefix(kUtf8Bom.size());
+  return contents;
 }
 
 // absl::StripAsciiWhitespace for std::string_view (absl::string_view is a
@@ -55,7 +63,7 @@ struct CsvRecord {
 class CsvReader {
  public:
   CsvReader(std::string_view contents, std::string_view name) : in_(contents), name_(name) {
-    if (in_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = 3;
+    if (in_.substr(0, kUtf8Bom.size()) == kUtf8Bom) pos_ = kUtf8Bom.size();
   }
 
   // Reads the next record into `record`; false at the end of the input.
@@ -79,12 +87,16 @@ class CsvReader {
   }
 
  private:
+  // LF, CRLF, or a CR that ends the input (so that a file whose last
+  // record ends in a lone CR does not get a label with a CR in it). Any
+  // other CR outside quotes is data.
   bool AtLineBreak() const {
-    return pos_ < in_.size() &&
-           (in_[pos_] == '\n' || (in_[pos_] == '\r' && pos_ + 1 < in_.size() && in_[pos_ + 1] == '\n'));
+    if (pos_ >= in_.size()) return false;
+    if (in_[pos_] == '\n') return true;
+    return in_[pos_] == '\r' && (pos_ + 1 == in_.size() || in_[pos_ + 1] == '\n');
   }
   void SkipLineBreak() {
-    pos_ += in_[pos_] == '\r' ? 2 : 1;
+    pos_ += in_[pos_] == '\r' && pos_ + 1 < in_.size() ? 2 : 1;
     ++line_;
   }
 
@@ -135,7 +147,7 @@ absl::StatusOr<std::vector<v1::Example>> ParseCsv(std::string_view contents,
   CsvReader reader(contents, name);
   CsvRecord header;
   ASSIGN_OR_RETURN(const bool has_header, reader.Next(header));
-  if (!has_header) return LineError(name, 1, "empty file: expected a header row 'text,label'");
+  if (!has_header) return LineError(name, 1, "no header row (expected 'text,label')");
 
   // Column index of text, text_pair and label; nullopt = absent.
   std::optional<size_t> columns[3];
@@ -170,8 +182,10 @@ absl::StatusOr<std::vector<v1::Example>> ParseCsv(std::string_view contents,
     if (!more) break;
     if (record.fields.size() != header.fields.size()) {
       return LineError(name, record.line,
-                       absl::StrCat("expected ", header.fields.size(), " fields, got ",
-                                    record.fields.size()));
+                       absl::StrCat("expected ", header.fields.size(), " fields (",
+                                    absl::StrJoin(header.fields, ","), "), got ",
+                                    record.fields.size(),
+                                    " (quote fields that contain commas)"));
     }
     v1::Example& example = examples.emplace_back();
     example.set_text(std::move(record.fields[*columns[0]]));
@@ -197,20 +211,27 @@ std::string DescribeJsonError(const nlohmann::json::parse_error& e) {
 }
 
 // Sets `*out` from member `key` of `object`. Absent (or null, when
-// `optional`) leaves `*out` unchanged.
+// `optional`) leaves `*out` unchanged. `allow_integer`: an integer member is
+// written in decimal (labels such as {"label": 1}).
 absl::Status GetStringMember(const nlohmann::json& object, const char* key, bool optional,
-                             std::string_view name, int line, std::string* out) {
+                             bool allow_integer, std::string_view name, int line,
+                             std::string* out) {
   const auto it = object.find(key);
   if (it == object.end() || (optional && it->is_null())) {
     if (optional) return absl::OkStatus();
     return LineError(name, line, absl::StrCat("missing key \"", key, "\""));
   }
-  if (!it->is_string()) {
-    return LineError(name, line,
-                     absl::StrCat("\"", key, "\" must be a string, got ", it->type_name()));
+  if (it->is_string()) {
+    *out = it->get<std::string>();
+    return absl::OkStatus();
   }
-  *out = it->get<std::string>();
-  return absl::OkStatus();
+  if (allow_integer && it->is_number_integer()) {
+    *out = it->dump();
+    return absl::OkStatus();
+  }
+  return LineError(name, line,
+                   absl::StrCat("\"", key, "\" must be a string", allow_integer ? " or an integer" : "",
+                                ", got ", it->type_name()));
 }
 
 absl::StatusOr<std::vector<v1::Example>> ParseJsonl(std::string_view contents,
@@ -218,7 +239,7 @@ absl::StatusOr<std::vector<v1::Example>> ParseJsonl(std::string_view contents,
   std::vector<v1::Example> examples;
   int line = 0;
   size_t pos = 0;
-  if (contents.substr(0, 3) == "\xEF\xBB\xBF") pos = 3;
+  if (contents.substr(0, kUtf8Bom.size()) == kUtf8Bom) pos = kUtf8Bom.size();
   while (pos < contents.size()) {
     ++line;
     size_t end = contents.find('\n', pos);
@@ -239,10 +260,13 @@ absl::StatusOr<std::vector<v1::Example>> ParseJsonl(std::string_view contents,
                                     " (JSON Lines: one object per line)"));
     }
     v1::Example& example = examples.emplace_back();
-    RETURN_IF_ERROR(GetStringMember(object, "text", false, name, line, example.mutable_text()));
-    RETURN_IF_ERROR(
-        GetStringMember(object, "text_pair", true, name, line, example.mutable_text_pair()));
-    RETURN_IF_ERROR(GetStringMember(object, "label", false, name, line, example.mutable_label()));
+    RETURN_IF_ERROR(GetStringMember(object, "text", /*optional=*/false, /*allow_integer=*/false,
+                                    name, line, example.mutable_text()));
+    RETURN_IF_ERROR(GetStringMember(object, "text_pair", /*optional=*/true,
+                                    /*allow_integer=*/false, name, line,
+                                    example.mutable_text_pair()));
+    RETURN_IF_ERROR(GetStringMember(object, "label", /*optional=*/false, /*allow_integer=*/true,
+                                    name, line, example.mutable_label()));
     RETURN_IF_ERROR(ValidateExample(example, name, line));
   }
   return examples;
@@ -276,22 +300,28 @@ absl::StatusOr<DatasetFormat> DatasetFormatForPath(std::string_view path) {
 absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents,
                                                       DatasetFormat format,
                                                       std::string_view name) {
+  const std::string_view body = TrimAsciiWhitespace(SkipBom(contents));
+  if (body.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(name), ": the file is empty (expected a CSV header 'text,label' or JSON lines)"));
+  }
   if (format == DatasetFormat::kAuto) {
-    ASSIGN_OR_RETURN(format, DatasetFormatForPath(name));
+    const absl::StatusOr<DatasetFormat> by_name = DatasetFormatForPath(name);
+    // An unknown extension: JSON Lines start with an object, CSV with a header.
+    format = by_name.ok() ? *by_name : body.front() == '{' ? DatasetFormat::kJsonl : DatasetFormat::kCsv;
   }
   ASSIGN_OR_RETURN(std::vector<v1::Example> examples,
                    format == DatasetFormat::kCsv ? ParseCsv(contents, name) : ParseJsonl(contents, name));
   if (examples.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(std::string(name), ": no examples"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(name), format == DatasetFormat::kCsv ? ": no examples after the header row"
+                                                         : ": no examples"));
   }
   return examples;
 }
 
 absl::StatusOr<std::vector<v1::Example>> ReadDatasetFile(const std::string& path,
                                                          DatasetFormat format) {
-  if (format == DatasetFormat::kAuto) {
-    ASSIGN_OR_RETURN(format, DatasetFormatForPath(path));
-  }
   ASSIGN_OR_RETURN(const std::string contents, ReadFileToString(path));
   return ParseDataset(contents, format, path);
 }

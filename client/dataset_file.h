@@ -6,16 +6,24 @@
 //   spaces; a UTF-8 byte-order mark is skipped). Fields may be quoted with
 //   '"'; inside quotes, `""` is a quote and commas and line breaks are data.
 //   Records end with LF or CRLF; completely empty lines are skipped.
-// - JSON Lines: one JSON object per line with string members "text",
-//   "label" and optionally "text_pair" (null = absent); other members are
-//   ignored; blank lines are skipped.
+// - JSON Lines: one JSON object per line with members "text", "label" and
+//   optionally "text_pair" (null = absent). "text" and "text_pair" must be
+//   strings; "label" a string or an integer (written in decimal, so that
+//   {"label": 1} and the CSV label "1" are the same label). Other members are
+//   ignored; blank lines are skipped; a UTF-8 byte-order mark is skipped.
 //
-// A file without examples is an error. Every example needs a non-empty text
-// and label; all strings must be valid
-// UTF-8. Errors are INVALID_ARGUMENT and start with "<name>:<line>: ", where
-// <line> is the 1-based line on which the offending record (or, for an
-// unterminated quote, the quoted field) starts, counting line breaks inside
-// quoted fields.
+// Format detection (DatasetFormat::kAuto): by the file name's extension
+// (.csv = CSV; .jsonl, .json, .ndjson = JSON Lines); for any other name, by
+// the content: JSON Lines when the first non-blank character is '{', else
+// CSV.
+//
+// A file without examples is an error (INVALID_ARGUMENT "<name>: the file is
+// empty" or "<name>: no examples"). Every example needs a non-empty text and
+// label; all strings must be valid UTF-8. Errors about a record are
+// INVALID_ARGUMENT and start with "<name>: line <N>: ", where <N> is the
+// 1-based line on which the offending record (or, for an unterminated quote,
+// the quoted field) starts, counting line breaks inside quoted fields. A
+// missing file is NOT_FOUND (ReadDatasetFile).
 //
 // Thread safety: free functions without shared state.
 #ifndef ADAPTERD_CLIENT_DATASET_FILE_H_
@@ -31,7 +39,7 @@
 namespace adapterd::client {
 
 enum class DatasetFormat {
-  kAuto,   // from the file name: .csv = CSV; .jsonl, .json, .ndjson = JSON Lines
+  kAuto,   // from the file name's extension, else from the content (see above)
   kCsv,
   kJsonl,
 };
@@ -39,12 +47,12 @@ enum class DatasetFormat {
 // "auto", "csv", "jsonl" / "json" / "ndjson" (case-insensitive).
 absl::StatusOr<DatasetFormat> ParseDatasetFormat(std::string_view name);
 
-// The format kAuto resolves to for `path`; INVALID_ARGUMENT for an unknown
-// extension.
+// The format `path`'s extension names; INVALID_ARGUMENT for an unknown
+// extension (ParseDataset and ReadDatasetFile then look at the content).
 absl::StatusOr<DatasetFormat> DatasetFormatForPath(std::string_view path);
 
-// Parses `contents` (format kCsv or kJsonl; kAuto resolves from `name`).
-// `name` is used in error messages and, for kAuto, to pick the format.
+// Parses `contents`. `name` is used in error messages and, for kAuto, to
+// pick the format (its extension, else the content).
 absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents,
                                                       DatasetFormat format,
                                                       std::string_view name);

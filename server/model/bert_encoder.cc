@@ -269,9 +269,10 @@ MixedStrategy BertEncoder::ChooseStrategy(int64_t batch, int64_t distinct_tasks,
   return MixedStrategy::kGatherBmm;
 }
 
-absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input) const {
+absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input,
+                                                   const ForwardOptions& options) const {
   PlainOps ops(weights_, config_.layer_norm_eps);
-  return Run(input, ops, /*train=*/false);
+  return Run(input, ops, options.train);
 }
 
 absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, const AdapterSet& task,

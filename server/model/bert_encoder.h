@@ -9,7 +9,7 @@
 //
 // Three entry points share one implementation:
 //   - Forward(input): the plain encoder (no adapters, the encoder's own
-//     LayerNorm affines, no logits);
+//     LayerNorm affines, no logits; also the pretraining path);
 //   - Forward(input, task): one task for every row; autograd flows into the
 //     task's tensors when they require grad (the training path);
 //   - Forward(input, stack, row_slots): mixed-task batches, row i adapted by
@@ -86,9 +86,10 @@ class BertEncoder {
     // Identifies the weights (see ComputeEncoderFingerprint); adapters record
     // it and refuse to load onto another encoder.
     std::string fingerprint;
-    // Baselines and benchmarks only (full fine-tuning): the weights require
-    // grad and an optimiser may update them in place. Such an encoder is not
-    // frozen, is not thread-safe under training, and must never serve.
+    // Pretraining, baselines and benchmarks only (full fine-tuning): the
+    // weights require grad and an optimiser may update them in place. Such
+    // an encoder is not frozen, is not thread-safe under training, and must
+    // never serve.
     bool trainable = false;
   };
 
@@ -98,7 +99,10 @@ class BertEncoder {
                                                              EncoderWeights weights,
                                                              Options options);
 
-  absl::StatusOr<EncoderOutput> Forward(const EncoderInput& input) const;
+  // The plain encoder. options.train enables dropout (pretraining; with a
+  // trainable encoder autograd then reaches the weights); strategy is unused.
+  absl::StatusOr<EncoderOutput> Forward(const EncoderInput& input,
+                                        const ForwardOptions& options = {}) const;
   absl::StatusOr<EncoderOutput> Forward(const EncoderInput& input, const AdapterSet& task,
                                         const ForwardOptions& options = {}) const;
   absl::StatusOr<EncoderOutput> Forward(const EncoderInput& input, const AdapterStack& stack,

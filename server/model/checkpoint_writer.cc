@@ -65,6 +65,9 @@ absl::StatusOr<std::string> SerializeEncoderWeights(const EncoderWeights& weight
     if (options.bert_prefix) name = "bert." + name;
     RETURN_IF_ERROR(AddTensor(writer, name, t, options.dtype));
   }
+  for (const auto& [name, t] : options.extra_tensors) {
+    RETURN_IF_ERROR(AddTensor(writer, name, t, options.dtype));
+  }
   return writer.Serialize();
 }
 

@@ -6,8 +6,11 @@
 #ifndef ADAPTERD_SERVER_MODEL_CHECKPOINT_WRITER_H_
 #define ADAPTERD_SERVER_MODEL_CHECKPOINT_WRITER_H_
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +35,10 @@ struct HfWriteOptions {
   bool legacy_layer_norm_names = false;
   DType dtype = DType::kF32;
   bool do_lower_case = true;
+  // Written after the encoder's tensors under exactly these names (e.g. the
+  // "cls.predictions.*" MLM head of a pretrained checkpoint, which loaders of
+  // the plain encoder ignore). Names must not collide with encoder tensors.
+  std::vector<std::pair<std::string, at::Tensor>> extra_tensors;
 };
 
 // Writes the directory (created if needed; files replaced atomically).

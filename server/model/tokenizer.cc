@@ -160,6 +160,11 @@ class Pipeline {
  public:
   Pipeline(const Vocab& vocab, int32_t unk_id, bool do_lower_case, std::vector<int32_t>* out)
       : vocab_(vocab), unk_id_(unk_id), do_lower_case_(do_lower_case), out_(out) {}
+  // Basic tokenisation only (steps 1-5): words are appended to `words`
+  // instead of being split into pieces.
+  Pipeline(bool do_lower_case, std::vector<std::string>* words)
+      : vocab_(EmptyVocab()), unk_id_(0), do_lower_case_(do_lower_case), out_(nullptr),
+        words_(words) {}
 
   void Run(std::string_view text) {
     const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
@@ -285,6 +290,11 @@ class Pipeline {
   // Greedy longest-match-first; one unmatched position makes the whole word
   // [UNK], as in HF.
   void WordPiece(std::span<const Cp> word) {
+    if (words_ != nullptr) {
+      std::string& w = words_->emplace_back();
+      for (Cp cp : word) AppendUtf8(cp, &w);
+      return;
+    }
     if (word.size() > kMaxInputCharsPerWord) {
       out_->push_back(unk_id_);
       return;
@@ -326,10 +336,16 @@ class Pipeline {
     }
   }
 
+  static const Vocab& EmptyVocab() {
+    static const Vocab* const empty = new Vocab();
+    return *empty;
+  }
+
   const Vocab& vocab_;
   const int32_t unk_id_;
   const bool do_lower_case_;
   std::vector<int32_t>* out_;
+  std::vector<std::string>* words_ = nullptr;
 
   std::vector<Cp> word_;
   bool word_ascii_ = true;
@@ -432,6 +448,12 @@ std::vector<int32_t> BertTokenizer::TokenizeToIds(std::string_view text) const {
   std::vector<int32_t> ids;
   Pipeline(ids_, unk_id_, options_.do_lower_case, &ids).Run(text);
   return ids;
+}
+
+std::vector<std::string> BasicTokenize(std::string_view text, bool do_lower_case) {
+  std::vector<std::string> words;
+  Pipeline(do_lower_case, &words).Run(text);
+  return words;
 }
 
 std::vector<std::string> BertTokenizer::Tokenize(std::string_view text) const {

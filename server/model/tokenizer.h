@@ -70,6 +70,11 @@ struct EncodedBatch {
   std::vector<int> num_truncated;
 };
 
+// Steps 1-5 of the pipeline (HF BasicTokenizer): the words WordPiece would
+// see, in order, as UTF-8. Used by the vocabulary builder, so that a built
+// vocabulary covers exactly what the tokenizer will look up.
+std::vector<std::string> BasicTokenize(std::string_view text, bool do_lower_case);
+
 class BertTokenizer {
  public:
   // Reads a vocab.txt (one token per line, id = line number; a trailing

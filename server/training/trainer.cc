@@ -98,23 +98,6 @@ std::vector<size_t> EpochOrder(size_t n, uint64_t seed, int epoch) {
   return order;
 }
 
-std::string GeneratorState() {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  at::Tensor s = gen.get_state();
-  return std::string(static_cast<const char*>(s.data_ptr()), static_cast<size_t>(s.numel()));
-}
-
-absl::Status SetGeneratorState(const std::string& bytes) {
-  return model::GuardTorch("restore RNG state", [&]() {
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    at::Tensor s = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-    std::memcpy(s.data_ptr(), bytes.data(), bytes.size());
-    gen.set_state(s);
-  });
-}
-
 std::vector<at::Tensor> Trainable(const AdapterSet& set, TrainableParts parts, bool decayed) {
   std::vector<at::Tensor> out;
   for (const auto& [name, t] : set.Named()) {
@@ -150,6 +133,23 @@ absl::Status Hyperparameters::Validate() const {
   RETURN_IF_ERROR(Range(adam_epsilon > 0 && adam_epsilon < 1, "adam_epsilon", "must be in (0, 1)"));
   RETURN_IF_ERROR(Range(checkpoint_every_steps >= 0, "checkpoint_every_steps", "must be >= 0"));
   return absl::OkStatus();
+}
+
+std::string CaptureCpuGeneratorState() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  at::Tensor s = gen.get_state();
+  return std::string(static_cast<const char*>(s.data_ptr()), static_cast<size_t>(s.numel()));
+}
+
+absl::Status RestoreCpuGeneratorState(const std::string& bytes) {
+  return model::GuardTorch("restore RNG state", [&]() {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    at::Tensor s = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+    std::memcpy(s.data_ptr(), bytes.data(), bytes.size());
+    gen.set_state(s);
+  });
 }
 
 double LinearWarmupDecay(int64_t step, int64_t total_steps, int64_t warmup_steps, double base_lr) {
@@ -312,7 +312,7 @@ absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertToken
     if (resume != nullptr) {
       std::istringstream in(state.optimizer_state);
       torch::load(optimizer, in);
-      RETURN_IF_ERROR(SetGeneratorState(state.rng_state));
+      RETURN_IF_ERROR(RestoreCpuGeneratorState(state.rng_state));
     }
 
     auto checkpoint = [&]() -> absl::Status {
@@ -321,7 +321,7 @@ absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertToken
       std::ostringstream out;
       torch::save(optimizer, out);
       state.optimizer_state = out.str();
-      state.rng_state = GeneratorState();
+      state.rng_state = CaptureCpuGeneratorState();
       return hooks.on_checkpoint(state);
     };
     auto run = [&](const std::function<absl::Status()>& fn) {

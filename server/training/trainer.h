@@ -153,6 +153,12 @@ std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::v
 // (total - step) / (total - warmup), floored at 0; times base_lr.
 double LinearWarmupDecay(int64_t step, int64_t total_steps, int64_t warmup_steps, double base_lr);
 
+// The state of LibTorch's default CPU generator (dropout draws from it), as
+// opaque bytes for checkpoints, and its restoration. Restoring bytes that
+// did not come from CaptureCpuGeneratorState is INVALID_ARGUMENT/INTERNAL.
+std::string CaptureCpuGeneratorState();
+absl::Status RestoreCpuGeneratorState(const std::string& bytes);
+
 // Accuracy and mean cross-entropy of `set` on `examples`.
 struct Evaluation {
   double loss = 0;

@@ -1,0 +1,543 @@
+#include "tools/pretrain/pretrainer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/types.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/serialize.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "server/model/checkpoint_writer.h"
+#include "server/model/model_loader.h"
+#include "server/model/tensor_io.h"
+#include "server/training/trainer.h"
+
+namespace adapterd::pretrain {
+namespace {
+
+namespace fs = std::filesystem;
+using model::GuardTorch;
+
+constexpr char kCheckpoint[] = "checkpoint";
+
+// Turns autocast on for the scope (bf16 matmuls), off and cache-cleared after.
+class AutocastScope {
+ public:
+  AutocastScope(bool on, c10::Device device) : on_(on), cuda_(device.is_cuda()) {
+    if (!on_) return;
+    if (cuda_) {
+      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_enabled(true);
+    } else {
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_cpu_enabled(true);
+    }
+  }
+  ~AutocastScope() {
+    if (!on_) return;
+    if (cuda_) at::autocast::set_enabled(false);
+    else at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool on_;
+  bool cuda_;
+};
+
+std::vector<size_t> Shuffled(size_t n, uint64_t seed, int64_t epoch) {
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 1);
+  for (size_t i = n; i > 1; --i) std::swap(order[i - 1], order[static_cast<size_t>(rng() % i)]);
+  return order;
+}
+
+// Input ids and attention mask [rows, longest] for the given sequences.
+std::pair<at::Tensor, at::Tensor> Pad(const std::vector<const std::vector<int32_t>*>& rows,
+                                      int64_t pad_id) {
+  size_t longest = 0;
+  for (const auto* r : rows) longest = std::max(longest, r->size());
+  at::Tensor ids = at::full({static_cast<int64_t>(rows.size()), static_cast<int64_t>(longest)}, pad_id,
+                            at::kLong);
+  at::Tensor mask = at::zeros_like(ids);
+  int64_t* id = ids.data_ptr<int64_t>();
+  int64_t* m = mask.data_ptr<int64_t>();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t j = 0; j < rows[i]->size(); ++j) {
+      id[i * longest + j] = (*rows[i])[j];
+      m[i * longest + j] = 1;
+    }
+  }
+  return {ids, mask};
+}
+
+// The seed of the masks of batch `index` (a training step or an evaluation
+// batch), decorrelated from neighbouring indices.
+uint64_t MaskSeed(uint64_t seed, int64_t index) {
+  return seed * 0xD1B54A32D192ED03ull ^ (static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
+}
+
+struct LossAndAccuracy {
+  at::Tensor loss;  // scalar, mean over masked positions (undefined when none)
+  int64_t correct = 0;
+  int64_t masked = 0;
+};
+
+absl::StatusOr<LossAndAccuracy> MlmStep(const model::BertEncoder& encoder, const MlmHead& head,
+                                        const at::Tensor& ids, const at::Tensor& attention,
+                                        const MaskingSpec& masking, uint64_t seed, bool train,
+                                        bool bf16) {
+  MaskedBatch batch = MaskTokens(ids, masking, seed);
+  LossAndAccuracy out;
+  out.masked = batch.num_selected;
+  if (batch.num_selected == 0) return out;
+  const c10::Device device = encoder.device();
+  model::EncoderInput input{batch.input_ids.to(device), at::Tensor(), attention.to(device)};
+  AutocastScope autocast(bf16, device);
+  ASSIGN_OR_RETURN(model::EncoderOutput enc, encoder.Forward(input, {.train = train}));
+  return GuardTorch("MLM loss", [&]() -> absl::StatusOr<LossAndAccuracy> {
+    const at::Tensor labels = batch.labels.reshape({-1}).to(device);
+    const at::Tensor positions = at::nonzero(labels != kIgnoreLabel).reshape({-1});
+    const at::Tensor hidden =
+        enc.last_hidden_state.reshape({-1, enc.last_hidden_state.size(-1)}).index_select(0, positions);
+    const at::Tensor targets = labels.index_select(0, positions);
+    const at::Tensor logits =
+        head.Logits(hidden, encoder.weights().word_embeddings, encoder.config().layer_norm_eps)
+            .to(at::kFloat);
+    out.loss = at::cross_entropy_loss(logits, targets);
+    out.correct = (logits.argmax(-1) == targets).sum().item<int64_t>();
+    return out;
+  });
+}
+
+}  // namespace
+
+bool CpuHasFastBf16() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("flags") && (line.find(" amx_bf16") != std::string::npos ||
+                                      line.find(" avx512_bf16") != std::string::npos)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+PackedCorpus PackDocuments(const std::vector<std::string>& documents,
+                           const model::BertTokenizer& tokenizer, int seq_len) {
+  PackedCorpus out;
+  const size_t capacity = static_cast<size_t>(std::max(seq_len, 8));
+  std::vector<int32_t> current = {tokenizer.cls_id()};
+  auto flush = [&]() {
+    if (current.size() > 1) {
+      out.num_tokens += static_cast<int64_t>(current.size());
+      out.sequences.push_back(std::move(current));
+    }
+    current = {tokenizer.cls_id()};
+  };
+  for (const std::string& doc : documents) {
+    std::vector<int32_t> ids = tokenizer.TokenizeToIds(doc);
+    if (ids.empty()) continue;
+    ++out.num_documents;
+    out.num_unk += std::count(ids.begin(), ids.end(), tokenizer.unk_id());
+    size_t pos = 0;
+    while (pos < ids.size()) {
+      // Room for at least one piece and the closing [SEP].
+      if (current.size() + 2 > capacity) flush();
+      const size_t take = std::min(ids.size() - pos, capacity - current.size() - 1);
+      current.insert(current.end(), ids.begin() + static_cast<std::ptrdiff_t>(pos),
+                     ids.begin() + static_cast<std::ptrdiff_t>(pos + take));
+      pos += take;
+      current.push_back(tokenizer.sep_id());
+      if (pos < ids.size()) flush();  // the document continues in the next sequence
+    }
+  }
+  flush();
+  return out;
+}
+
+absl::Status PretrainOptions::Validate() const {
+  auto bad = [](std::string_view what) { return absl::InvalidArgumentError(std::string(what)); };
+  if (max_steps <= 0 && max_minutes <= 0) return bad("give a budget: max_steps or max_minutes");
+  if (max_steps < 0 || max_minutes < 0) return bad("max_steps and max_minutes must not be negative");
+  if (batch_size < 1) return bad("batch_size must be at least 1");
+  if (seq_len < 8) return bad("seq_len must be at least 8");
+  if (!(learning_rate > 0 && learning_rate < 1)) return bad("learning_rate must be in (0, 1)");
+  if (!(warmup_fraction >= 0 && warmup_fraction < 1)) return bad("warmup_fraction must be in [0, 1)");
+  if (weight_decay < 0) return bad("weight_decay must not be negative");
+  if (!(max_grad_norm > 0)) return bad("max_grad_norm must be positive");
+  if (timing_steps < 1) return bad("timing_steps must be at least 1");
+  if (checkpoint_every_steps < 0) return bad("checkpoint_every_steps must not be negative");
+  if (autocast != "off" && autocast != "bf16" && autocast != "auto") {
+    return bad("autocast must be off, bf16 or auto");
+  }
+  const double p = masking.select_prob, m = masking.mask_prob, r = masking.random_prob;
+  if (!(p > 0 && p < 1) || m < 0 || r < 0 || m + r > 1) return bad("masking rates out of range");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MlmEvaluation> EvaluateMlm(const model::BertEncoder& encoder, const MlmHead& head,
+                                          const PackedCorpus& corpus, const MaskingSpec& masking,
+                                          uint64_t seed, int64_t max_sequences, int batch_size) {
+  at::NoGradGuard no_grad;
+  const size_t n = max_sequences > 0 ? std::min(corpus.sequences.size(), static_cast<size_t>(max_sequences))
+                                     : corpus.sequences.size();
+  if (n == 0) return absl::InvalidArgumentError("no sequences to evaluate");
+  double loss_sum = 0;
+  int64_t correct = 0, masked = 0;
+  std::map<int64_t, int64_t> label_counts;
+  for (size_t begin = 0, index = 0; begin < n; begin += static_cast<size_t>(batch_size), ++index) {
+    std::vector<const std::vector<int32_t>*> rows;
+    for (size_t i = begin; i < std::min(n, begin + static_cast<size_t>(batch_size)); ++i) {
+      rows.push_back(&corpus.sequences[i]);
+    }
+    auto [ids, attention] = Pad(rows, 0);
+    // The evaluation masks, drawn again for the unigram baseline's labels.
+    const MaskedBatch m = MaskTokens(ids, masking, MaskSeed(seed, static_cast<int64_t>(index)));
+    const int64_t* label = m.labels.data_ptr<int64_t>();
+    for (int64_t i = 0; i < m.labels.numel(); ++i) {
+      if (label[i] != kIgnoreLabel) ++label_counts[label[i]];
+    }
+    ASSIGN_OR_RETURN(LossAndAccuracy r,
+                     MlmStep(encoder, head, ids, attention, masking,
+                             MaskSeed(seed, static_cast<int64_t>(index)), /*train=*/false, false));
+    if (r.masked == 0) continue;
+    loss_sum += r.loss.item<double>() * static_cast<double>(r.masked);
+    correct += r.correct;
+    masked += r.masked;
+  }
+  if (masked == 0) return absl::InvalidArgumentError("the evaluation sample has no maskable tokens");
+  int64_t most = 0;
+  for (const auto& [id, c] : label_counts) most = std::max(most, c);
+  MlmEvaluation e;
+  e.loss = loss_sum / static_cast<double>(masked);
+  e.accuracy = static_cast<double>(correct) / static_cast<double>(masked);
+  e.unigram_accuracy = static_cast<double>(most) / static_cast<double>(masked);
+  e.num_masked = masked;
+  return e;
+}
+
+struct Pretrainer::State {
+  model::BertConfig config;
+  std::vector<std::string> vocab;
+  PretrainOptions options;
+  std::string work_dir;
+  std::unique_ptr<model::BertTokenizer> tokenizer;
+  std::unique_ptr<model::BertEncoder> encoder;
+  MlmHead head;
+  std::vector<at::Tensor> decayed, undecayed;
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  double train_seconds = 0;  // over every run of this work_dir
+  bool resumed = false;
+  bool bf16 = false;
+};
+
+Pretrainer::Pretrainer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Pretrainer::~Pretrainer() = default;
+
+absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::BertConfig& config,
+                                                               std::vector<std::string> vocab,
+                                                               PretrainOptions options,
+                                                               std::string work_dir) {
+  RETURN_IF_ERROR(options.Validate());
+  RETURN_IF_ERROR(config.Validate());
+  if (static_cast<int64_t>(vocab.size()) != config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("the vocabulary has ", vocab.size(),
+                                                   " tokens but the config says ", config.vocab_size));
+  }
+  auto s = std::make_unique<State>();
+  s->config = config;
+  s->options = std::move(options);
+  s->work_dir = std::move(work_dir);
+  ASSIGN_OR_RETURN(s->tokenizer,
+                   model::BertTokenizer::FromTokens(vocab, {.do_lower_case = true,
+                                                           .max_seq_len = s->options.seq_len}));
+  s->vocab = std::move(vocab);
+  const model::BertTokenizer& tok = *s->tokenizer;
+  const int64_t first_normal =
+      1 + std::max({tok.pad_id(), tok.unk_id(), tok.cls_id(), tok.sep_id(), tok.mask_id()});
+  if (first_normal != 5) {
+    return absl::InvalidArgumentError("the vocabulary must start with the 5 special tokens");
+  }
+  s->options.masking.mask_id = tok.mask_id();
+  s->options.masking.first_normal_id = first_normal;
+  s->options.masking.vocab_size = config.vocab_size;
+  s->bf16 = s->options.autocast == "bf16" ||
+            (s->options.autocast == "auto" && (s->options.device.is_cuda() || CpuHasFastBf16()));
+
+  fs::path ckpt = fs::path(s->work_dir) / kCheckpoint;
+  if (!fs::exists(ckpt / "state.json") && fs::exists(fs::path(s->work_dir) / "checkpoint.old" / "state.json")) {
+    ckpt = fs::path(s->work_dir) / "checkpoint.old";  // a crash between the two renames
+  }
+  model::EncoderWeights weights;
+  if (fs::exists(ckpt / "state.json")) {
+    ASSIGN_OR_RETURN(const std::string state_json, ReadFileToString((ckpt / "state.json").string()));
+    ASSIGN_OR_RETURN(const std::string config_json, ReadFileToString((ckpt / "config.json").string()));
+    ASSIGN_OR_RETURN(const model::BertConfig saved, model::BertConfig::FromJson(config_json));
+    if (saved.ToJson() != config.ToJson()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the checkpoint in ", ckpt.string(), " is for another model config"));
+    }
+    ASSIGN_OR_RETURN(const std::string vocab_txt, ReadFileToString((ckpt / "vocab.txt").string()));
+    if (vocab_txt != absl::StrJoin(s->vocab, "\n") + "\n") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the checkpoint in ", ckpt.string(), " has another vocabulary"));
+    }
+    ASSIGN_OR_RETURN(model::SafetensorsFile file,
+                     model::SafetensorsFile::Open((ckpt / "model.safetensors").string()));
+    ASSIGN_OR_RETURN(model::ResolvedWeights resolved,
+                     model::ResolveEncoderWeights(file, config, s->options.device, at::kFloat));
+    weights = std::move(resolved.weights);
+    ASSIGN_OR_RETURN(s->head, MlmHead::FromSafetensors(file, config, s->options.device));
+    RETURN_IF_ERROR(GuardTorch("copy the head", [&]() {
+      for (at::Tensor* t : {&s->head.dense_weight, &s->head.dense_bias, &s->head.ln_weight,
+                            &s->head.ln_bias, &s->head.decoder_bias}) {
+        *t = t->clone();  // never train mapped checkpoint bytes
+      }
+    }));
+    try {
+      const nlohmann::json j = nlohmann::json::parse(state_json);
+      s->step = j.at("step").get<int64_t>();
+      s->total_steps = j.at("total_steps").get<int64_t>();
+      s->train_seconds = j.at("train_seconds").get<double>();
+      if (j.at("seed").get<uint64_t>() != s->options.seed) {
+        return absl::FailedPreconditionError("the checkpoint was trained with another seed");
+      }
+    } catch (const nlohmann::json::exception& e) {
+      return absl::DataLossError(absl::StrCat("corrupt ", (ckpt / "state.json").string(), ": ", e.what()));
+    }
+    s->resumed = true;
+  } else {
+    ASSIGN_OR_RETURN(weights, model::RandomEncoderWeights(config, s->options.seed, s->options.init_range));
+    RETURN_IF_ERROR(GuardTorch("initialise", [&]() {
+      // BERT's initialisation: zero biases, LayerNorm 1/0; no pooler (there is
+      // no sentence objective to train one).
+      weights.emb_ln_weight.fill_(1);
+      weights.emb_ln_bias.zero_();
+      for (model::EncoderLayerWeights& l : weights.layers) {
+        for (at::Tensor* b : {&l.qkv_bias, &l.attn_out_bias, &l.intermediate_bias, &l.output_bias,
+                              &l.attn_ln_bias, &l.output_ln_bias}) {
+          b->zero_();
+        }
+        l.attn_ln_weight.fill_(1);
+        l.output_ln_weight.fill_(1);
+      }
+      weights.pooler_weight = at::Tensor();
+      weights.pooler_bias = at::Tensor();
+    }));
+    s->head = MlmHead::Random(config, s->options.seed + 1, s->options.init_range, s->options.device);
+    if (s->options.max_steps > 0) s->total_steps = s->options.max_steps;
+  }
+  ASSIGN_OR_RETURN(s->encoder, model::BertEncoder::Create(
+                                   config, std::move(weights),
+                                   {.device = s->options.device, .dtype = at::kFloat,
+                                    .fingerprint = "pretraining", .trainable = true}));
+  RETURN_IF_ERROR(GuardTorch("build the optimiser", [&]() {
+    for (const at::Tensor& t : s->encoder->weights().Tensors()) {
+      (t.dim() >= 2 ? s->decayed : s->undecayed).push_back(t);
+    }
+    for (at::Tensor& t : std::vector<at::Tensor>{s->head.dense_weight}) s->decayed.push_back(t);
+    for (at::Tensor& t : std::vector<at::Tensor>{s->head.dense_bias, s->head.ln_weight, s->head.ln_bias,
+                                                 s->head.decoder_bias}) {
+      s->undecayed.push_back(t);
+    }
+    for (at::Tensor& t : s->decayed) t.requires_grad_(true);
+    for (at::Tensor& t : s->undecayed) t.requires_grad_(true);
+    const PretrainOptions& o = s->options;
+    auto adamw = [&](double wd) {
+      return std::make_unique<torch::optim::AdamWOptions>(
+          torch::optim::AdamWOptions(o.learning_rate)
+              .betas({o.adam_beta1, o.adam_beta2})
+              .eps(o.adam_epsilon)
+              .weight_decay(wd));
+    };
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(s->decayed, adamw(o.weight_decay));
+    groups.emplace_back(s->undecayed, adamw(0.0));
+    s->optimizer = std::make_unique<torch::optim::AdamW>(groups, *adamw(o.weight_decay));
+  }));
+  if (s->resumed) {
+    RETURN_IF_ERROR(GuardTorch("load the optimiser state",
+                               [&]() { torch::load(*s->optimizer, (ckpt / "optimizer.pt").string()); }));
+    ASSIGN_OR_RETURN(const std::string rng, ReadFileToString((ckpt / "rng.bin").string()));
+    RETURN_IF_ERROR(training::RestoreCpuGeneratorState(rng));
+  } else {
+    at::manual_seed(s->options.seed);
+  }
+  return std::unique_ptr<Pretrainer>(new Pretrainer(std::move(s)));
+}
+
+absl::Status Pretrainer::SaveCheckpoint() const {
+  const State& s = *state_;
+  const fs::path root(s.work_dir);
+  const fs::path tmp = root / "checkpoint.tmp", ckpt = root / kCheckpoint, old = root / "checkpoint.old";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  model::HfWriteOptions write;
+  write.dtype = model::DType::kF32;
+  write.extra_tensors = s.head.Named();
+  RETURN_IF_ERROR(model::WriteHfCheckpoint(tmp.string(), s.config, s.encoder->weights(), s.vocab, write));
+  RETURN_IF_ERROR(GuardTorch("save the optimiser state",
+                             [&]() { torch::save(*s.optimizer, (tmp / "optimizer.pt").string()); }));
+  RETURN_IF_ERROR(WriteFileAtomically((tmp / "rng.bin").string(), training::CaptureCpuGeneratorState()));
+  const nlohmann::json state = {{"step", s.step},
+                                {"total_steps", s.total_steps},
+                                {"train_seconds", s.train_seconds},
+                                {"seed", s.options.seed}};
+  RETURN_IF_ERROR(WriteFileAtomically((tmp / "state.json").string(), state.dump(2) + "\n"));
+  fs::remove_all(old, ec);
+  if (fs::exists(ckpt)) {
+    fs::rename(ckpt, old, ec);
+    if (ec) return absl::InternalError(absl::StrCat("rename ", ckpt.string(), ": ", ec.message()));
+  }
+  fs::rename(tmp, ckpt, ec);
+  if (ec) return absl::InternalError(absl::StrCat("rename ", tmp.string(), ": ", ec.message()));
+  fs::remove_all(old, ec);
+  return absl::OkStatus();
+}
+
+absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
+                               const std::function<void(const StepReport&)>& report,
+                               const std::function<bool()>& stop) {
+  State& s = *state_;
+  const PretrainOptions& o = s.options;
+  const size_t n = corpus.sequences.size();
+  if (n == 0) return absl::InvalidArgumentError("the corpus has no sequences");
+  const int64_t pad = s.tokenizer->pad_id();
+  std::vector<at::Tensor> params = s.decayed;
+  params.insert(params.end(), s.undecayed.begin(), s.undecayed.end());
+
+  int64_t cached_epoch = -1;
+  std::vector<size_t> order;
+  auto batch_of = [&](int64_t step) {
+    std::vector<const std::vector<int32_t>*> rows;
+    for (int64_t i = 0; i < o.batch_size; ++i) {
+      const int64_t g = step * o.batch_size + i;
+      const int64_t epoch = g / static_cast<int64_t>(n);
+      if (epoch != cached_epoch) {
+        order = Shuffled(n, o.seed, epoch);
+        cached_epoch = epoch;
+      }
+      rows.push_back(&corpus.sequences[order[static_cast<size_t>(g % static_cast<int64_t>(n))]]);
+    }
+    return Pad(rows, pad);
+  };
+  // Forward + backward of one step's batch; gradients are left in .grad.
+  auto forward_backward = [&](int64_t step) -> absl::StatusOr<LossAndAccuracy> {
+    auto [ids, attention] = batch_of(step);
+    ASSIGN_OR_RETURN(LossAndAccuracy r,
+                     MlmStep(*s.encoder, s.head, ids, attention, o.masking, MaskSeed(o.seed, step),
+                             /*train=*/true, s.bf16));
+    if (r.loss.defined()) {
+      RETURN_IF_ERROR(GuardTorch("backward", [&]() { r.loss.backward(); }));
+    }
+    return r;
+  };
+
+  if (s.total_steps == 0) {
+    // Time budget only: time a few forward/backward passes, then fix the
+    // schedule's length. No update is applied and the RNG is restored, so
+    // the run is the same as one given that many steps outright.
+    const std::string rng = training::CaptureCpuGeneratorState();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < o.timing_steps; ++i) {
+      ASSIGN_OR_RETURN(LossAndAccuracy ignored, forward_backward(i));
+      (void)ignored;
+      s.optimizer->zero_grad();
+    }
+    const double per_step =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+        static_cast<double>(o.timing_steps);
+    // Clipping, the optimiser and reporting cost a little on top.
+    s.total_steps = std::max<int64_t>(1, static_cast<int64_t>(o.max_minutes * 60.0 / (per_step * 1.05)));
+    RETURN_IF_ERROR(training::RestoreCpuGeneratorState(rng));
+  }
+  const int64_t warmup = static_cast<int64_t>(o.warmup_fraction * static_cast<double>(s.total_steps));
+
+  const auto start = std::chrono::steady_clock::now();
+  const double seconds_before = s.train_seconds;
+  auto since_start = [&]() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  double window_start = 0;
+  int64_t window_tokens = 0;
+  while (s.step < s.total_steps) {
+    if (o.max_minutes > 0 && seconds_before + since_start() >= o.max_minutes * 60.0) break;
+    if (stop && stop()) break;
+    s.optimizer->zero_grad();
+    ASSIGN_OR_RETURN(LossAndAccuracy r, forward_backward(s.step));
+    const double lr = training::LinearWarmupDecay(s.step, s.total_steps, warmup, o.learning_rate);
+    RETURN_IF_ERROR(GuardTorch("optimiser step", [&]() {
+      torch::nn::utils::clip_grad_norm_(params, o.max_grad_norm);
+      for (auto& group : s.optimizer->param_groups()) {
+        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+      }
+      s.optimizer->step();
+    }));
+    ++s.step;
+    window_tokens += o.batch_size * o.seq_len;
+    s.train_seconds = seconds_before + since_start();
+    const bool last = s.step == s.total_steps;
+    if (report && (s.step % std::max<int64_t>(1, report_every) == 0 || last)) {
+      const double now = since_start();
+      StepReport rep;
+      rep.step = s.step;
+      rep.total_steps = s.total_steps;
+      rep.loss = r.loss.defined() ? r.loss.item<double>() : 0.0;
+      rep.accuracy = r.masked > 0 ? static_cast<double>(r.correct) / static_cast<double>(r.masked) : 0.0;
+      rep.learning_rate = lr;
+      rep.tokens_per_second = static_cast<double>(window_tokens) / std::max(1e-9, now - window_start);
+      rep.elapsed_seconds = s.train_seconds;
+      report(rep);
+      window_start = now;
+      window_tokens = 0;
+    }
+    if (o.checkpoint_every_steps > 0 && s.step % o.checkpoint_every_steps == 0 && !last) {
+      RETURN_IF_ERROR(SaveCheckpoint());
+    }
+  }
+  return SaveCheckpoint();
+}
+
+absl::Status Pretrainer::ExportHf(const std::string& dir, model::DType dtype) const {
+  model::HfWriteOptions write;
+  write.dtype = dtype;
+  write.extra_tensors = state_->head.Named();
+  return model::WriteHfCheckpoint(dir, state_->config, state_->encoder->weights(), state_->vocab, write);
+}
+
+int64_t Pretrainer::step() const { return state_->step; }
+int64_t Pretrainer::total_steps() const { return state_->total_steps; }
+bool Pretrainer::resumed() const { return state_->resumed; }
+bool Pretrainer::using_bf16() const { return state_->bf16; }
+const model::BertEncoder& Pretrainer::encoder() const { return *state_->encoder; }
+const MlmHead& Pretrainer::head() const { return state_->head; }
+const model::BertTokenizer& Pretrainer::tokenizer() const { return *state_->tokenizer; }
+
+std::vector<at::Tensor> Pretrainer::Parameters() const {
+  std::vector<at::Tensor> out = state_->encoder->weights().Tensors();
+  for (const at::Tensor& t : state_->head.Tensors()) out.push_back(t);
+  return out;
+}
+
+}  // namespace adapterd::pretrain

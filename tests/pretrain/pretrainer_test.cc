@@ -173,6 +173,41 @@ TEST(PretrainerTest, ResumedRunIsBitIdenticalToAnUninterruptedOne) {
   }
 }
 
+TEST(PretrainerTest, NewCycleContinuesAFinishedRunWithAFreshSchedule) {
+  const Fixture f = Make();
+  TempDir dir("pretrain");
+  PretrainOptions first = Options(10);
+  first.new_cycle = true;
+  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, first, dir.path()).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "a new cycle needs a checkpoint";
+  std::vector<at::Tensor> after_first;
+  {
+    std::unique_ptr<Pretrainer> p = Create(f, Options(10), dir.path());
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(p->Train(PackDocuments(f.docs, p->tokenizer(), 32), 10, nullptr).ok());
+    for (const at::Tensor& t : p->Parameters()) after_first.push_back(t.detach().clone());
+  }
+  PretrainOptions more = Options(6);
+  more.new_cycle = true;
+  std::unique_ptr<Pretrainer> p = Create(f, more, dir.path());
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->step(), 10);
+  EXPECT_EQ(p->total_steps(), 16);
+  EXPECT_TRUE(at::equal(p->Parameters()[0], after_first[0])) << "the cycle starts from the checkpoint";
+  std::vector<StepReport> reports;
+  ASSERT_TRUE(p->Train(PackDocuments(f.docs, p->tokenizer(), 32), 1,
+                       [&](const StepReport& r) { reports.push_back(r); })
+                  .ok());
+  EXPECT_EQ(p->step(), 16);
+  ASSERT_EQ(reports.size(), 6u);
+  // The cycle's own schedule: no warmup step (10% of 6), then linear decay
+  // over its 6 steps, from the peak.
+  EXPECT_NEAR(reports.front().learning_rate, 3e-3, 1e-12);
+  EXPECT_NEAR(reports.back().learning_rate, 3e-3 / 6.0, 1e-12);
+  EXPECT_FALSE(at::equal(p->Parameters()[0], after_first[0]));
+}
+
 TEST(PretrainerTest, CheckpointOfAnotherConfigIsRefused) {
   Fixture f = Make();
   TempDir dir("pretrain");

@@ -162,6 +162,7 @@ absl::Status RunTrain(TrainArgs a) {
                             {"batch_size", a.options.batch_size},
                             {"seq_len", a.options.seq_len},
                             {"learning_rate", a.options.learning_rate},
+                            {"init_range", a.options.init_range},
                             {"seed", a.options.seed},
                             {"autocast", trainer->using_bf16() ? "bf16" : "off"},
                             {"device", a.device},
@@ -261,11 +262,16 @@ int Main(int argc, char** argv) {
   train->add_option("--warmup", ta.options.warmup_fraction, "warmup fraction")->capture_default_str();
   train->add_option("--weight_decay", ta.options.weight_decay, "AdamW weight decay")->capture_default_str();
   train->add_option("--seed", ta.options.seed, "seed")->capture_default_str();
+  train->add_option("--init_range", ta.options.init_range,
+                    "std of the weights' normal initialisation (BERT: 0.02 at hidden 768)")
+      ->capture_default_str();
   train->add_option("--checkpoint_every", ta.options.checkpoint_every_steps, "checkpoint every N steps")
       ->capture_default_str();
   train->add_option("--autocast", ta.options.autocast, "off, bf16, or auto (bf16 with CUDA or a CPU with amx_bf16/avx512_bf16)")
       ->capture_default_str();
   train->add_option("--device", ta.device, "cpu or cuda[:N]")->capture_default_str();
+  train->add_flag("--new_cycle", ta.options.new_cycle,
+                  "continue the checkpoint in --work_dir with a new warmup+decay cycle of this budget");
   train->add_option("--threads", ta.threads, "LibTorch intra-op threads (0 = default)");
   train->add_option("--out_dtype", ta.out_dtype, "f16, bf16 or f32 for --out")->capture_default_str();
   train->add_option("--report_every", ta.report_every, "log every N steps")->capture_default_str();

@@ -248,6 +248,10 @@ struct Pretrainer::State {
   int64_t step = 0;
   int64_t total_steps = 0;
   double train_seconds = 0;  // over every run of this work_dir
+  // The current learning-rate cycle (new_cycle) began at this step and
+  // train_seconds; 0 and 0 for the first.
+  int64_t cycle_start_step = 0;
+  double cycle_start_seconds = 0;
   bool resumed = false;
   bool bf16 = false;
 };
@@ -320,6 +324,8 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
       s->step = j.at("step").get<int64_t>();
       s->total_steps = j.at("total_steps").get<int64_t>();
       s->train_seconds = j.at("train_seconds").get<double>();
+      s->cycle_start_step = j.value("cycle_start_step", int64_t{0});
+      s->cycle_start_seconds = j.value("cycle_start_seconds", 0.0);
       if (j.at("seed").get<uint64_t>() != s->options.seed) {
         return absl::FailedPreconditionError("the checkpoint was trained with another seed");
       }
@@ -327,7 +333,16 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
       return absl::DataLossError(absl::StrCat("corrupt ", (ckpt / "state.json").string(), ": ", e.what()));
     }
     s->resumed = true;
+    if (s->options.new_cycle) {
+      s->cycle_start_step = s->step;
+      s->cycle_start_seconds = s->train_seconds;
+      s->total_steps = s->options.max_steps > 0 ? s->step + s->options.max_steps : 0;  // 0: timed in Train
+    }
   } else {
+    if (s->options.new_cycle) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("new_cycle needs a checkpoint in ", s->work_dir, "/", kCheckpoint));
+    }
     ASSIGN_OR_RETURN(weights, model::RandomEncoderWeights(config, s->options.seed, s->options.init_range));
     RETURN_IF_ERROR(GuardTorch("initialise", [&]() {
       // BERT's initialisation: zero biases, LayerNorm 1/0; no pooler (there is
@@ -403,6 +418,8 @@ absl::Status Pretrainer::SaveCheckpoint() const {
   const nlohmann::json state = {{"step", s.step},
                                 {"total_steps", s.total_steps},
                                 {"train_seconds", s.train_seconds},
+                                {"cycle_start_step", s.cycle_start_step},
+                                {"cycle_start_seconds", s.cycle_start_seconds},
                                 {"seed", s.options.seed}};
   RETURN_IF_ERROR(WriteFileAtomically((tmp / "state.json").string(), state.dump(2) + "\n"));
   fs::remove_all(old, ec);
@@ -469,10 +486,12 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
         static_cast<double>(o.timing_steps);
     // Clipping, the optimiser and reporting cost a little on top.
-    s.total_steps = std::max<int64_t>(1, static_cast<int64_t>(o.max_minutes * 60.0 / (per_step * 1.05)));
+    s.total_steps = s.cycle_start_step +
+                    std::max<int64_t>(1, static_cast<int64_t>(o.max_minutes * 60.0 / (per_step * 1.05)));
     RETURN_IF_ERROR(training::RestoreCpuGeneratorState(rng));
   }
-  const int64_t warmup = static_cast<int64_t>(o.warmup_fraction * static_cast<double>(s.total_steps));
+  const int64_t cycle_steps = s.total_steps - s.cycle_start_step;
+  const int64_t warmup = static_cast<int64_t>(o.warmup_fraction * static_cast<double>(cycle_steps));
 
   const auto start = std::chrono::steady_clock::now();
   const double seconds_before = s.train_seconds;
@@ -482,11 +501,12 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
   double window_start = 0;
   int64_t window_tokens = 0;
   while (s.step < s.total_steps) {
-    if (o.max_minutes > 0 && seconds_before + since_start() >= o.max_minutes * 60.0) break;
+    if (o.max_minutes > 0 && seconds_before + since_start() - s.cycle_start_seconds >= o.max_minutes * 60.0) break;
     if (stop && stop()) break;
     s.optimizer->zero_grad();
     ASSIGN_OR_RETURN(LossAndAccuracy r, forward_backward(s.step));
-    const double lr = training::LinearWarmupDecay(s.step, s.total_steps, warmup, o.learning_rate);
+    const double lr =
+        training::LinearWarmupDecay(s.step - s.cycle_start_step, cycle_steps, warmup, o.learning_rate);
     RETURN_IF_ERROR(GuardTorch("optimiser step", [&]() {
       torch::nn::utils::clip_grad_norm_(params, o.max_grad_norm);
       for (auto& group : s.optimizer->param_groups()) {

@@ -20,6 +20,9 @@
 // after the first timing_steps steps from their measured speed, and saved in
 // the checkpoint, so that a resumed run keeps the same schedule). Both may be
 // given: the schedule follows max_steps and max_minutes stops early.
+// new_cycle continues a finished (or any) checkpoint with a further budget:
+// a new warmup-then-decay schedule of that budget starts at the checkpoint's
+// step (a second learning-rate cycle), e.g. for a longer run later.
 //
 // Checkpoints: `work_dir/checkpoint/` holds an HF directory in fp32 (encoder
 // + MLM head), optimizer.pt, rng.bin and state.json; it is replaced
@@ -87,6 +90,7 @@ struct PretrainOptions {
   uint64_t seed = 42;
   int64_t checkpoint_every_steps = 200;  // 0: only at the end
   std::string autocast = "off";           // off | bf16 | auto
+  bool new_cycle = false;                 // see "Budget" above; needs a checkpoint
   MaskingSpec masking;                    // ids and vocab size are filled in by Create()
   c10::Device device = c10::Device(c10::kCPU);
 

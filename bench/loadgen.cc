@@ -37,6 +37,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/adapterd_client.h"
+#include "server/model/tensor_io.h"
 #include "server/model/adapter_format.h"
 #include "server/model/adapter_set.h"
 #include "server/model/model_loader.h"
@@ -197,7 +198,7 @@ int Main(int argc, char** argv) {
   app.add_option("--training_share", f.training_share, "executor share kept by training")->capture_default_str();
   app.add_option("--micro_batch", f.micro_batch, "training micro-batch rows")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  at::set_num_threads(f.threads > 0 ? f.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  model::SetComputeThreads(f.threads);
 
   model::LoadOptions lo;
   lo.max_seq_len = f.max_seq_len;

@@ -1,6 +1,5 @@
 #include "server/server.h"
 
-#include <ATen/Parallel.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
@@ -20,6 +19,7 @@
 #include "server/api/tenants.h"
 #include "server/metrics_bridge.h"
 #include "server/model/model_loader.h"
+#include "server/model/tensor_io.h"
 #include "server/serving/inference_engine.h"
 #include "server/training/job_queue.h"
 #include "server/training/job_runner.h"
@@ -84,7 +84,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
 absl::Status Server::StartAll() {
   Parts& p = *parts_;
   const ServerOptions& o = options_;
-  if (o.threads > 0) at::set_num_threads(o.threads);
+  model::SetComputeThreads(o.threads);
 
   // 1. Storage, tenants, metrics.
   std::error_code ec;

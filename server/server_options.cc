@@ -57,7 +57,7 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   app.add_option("--device", o.device, "cpu, cuda or cuda:N");
   app.add_option("--dtype", o.dtype, "Serving dtype: fp32, bf16 or fp16 (training always runs in fp32)");
   app.add_option("--max_seq_len", o.max_seq_len, "Tokens per input; longer inputs are truncated");
-  app.add_option("--threads", o.threads, "Intra-op CPU threads for LibTorch; 0 = all cores");
+  app.add_option("--threads", o.threads, "Intra-op CPU threads for LibTorch; 0 = one per hardware thread");
   app.add_option("--device_cache_bytes", o.device_cache_bytes, "Byte budget of the device adapter tier");
   app.add_option("--host_cache_bytes", o.host_cache_bytes, "Byte budget of the host adapter tier");
   app.add_option("--pin", o.pinned_tasks,

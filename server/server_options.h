@@ -26,7 +26,7 @@ struct ServerOptions {
   std::string device = "cpu";       // cpu | cuda | cuda:N
   std::string dtype = "fp32";       // fp32 | bf16 | fp16 (serving; training is fp32)
   int max_seq_len = 128;            // tokens per input, truncation beyond
-  int threads = 0;                  // intra-op threads; 0 = all cores
+  int threads = 0;                  // intra-op threads; 0 = one per hardware thread
   // --- serving ---
   int64_t device_cache_bytes = 1ll << 30;  // device-tier adapter budget
   int64_t host_cache_bytes = 4ll << 30;    // host-tier adapter budget

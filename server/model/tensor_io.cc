@@ -2,9 +2,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -105,6 +108,12 @@ absl::StatusOr<c10::ScalarType> ParseFloatDType(std::string_view name) {
   if (name == "float16" || name == "fp16" || name == "f16") return at::kHalf;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown dtype '", std::string(name), "' (float32, bfloat16, float16)"));
+}
+
+int SetComputeThreads(int threads) {
+  const int n = threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  at::set_num_threads(n);
+  return n;
 }
 
 absl::StatusOr<c10::Device> ParseDevice(std::string_view name) {

@@ -73,6 +73,12 @@ absl::StatusOr<c10::ScalarType> ParseFloatDType(std::string_view name);
 // Parses "cpu", "cuda", "cuda:N", or "auto" (cuda when available).
 absl::StatusOr<c10::Device> ParseDevice(std::string_view name);
 
+// Sets LibTorch's intra-op CPU threads: `threads`, or for 0 one per
+// hardware thread (std::thread::hardware_concurrency). LibTorch's own
+// default counts physical cores, which is 1 on the 2-vCPU development VM:
+// left alone it trains and serves on half the machine. Returns the count set.
+int SetComputeThreads(int threads);
+
 }  // namespace adapterd::model
 
 #endif  // ADAPTERD_SERVER_MODEL_TENSOR_IO_H_

@@ -252,6 +252,7 @@ TEST(PretrainerTest, ExportLoadsThroughTheModelLoaderWithTheSameOutputs) {
   auto file = model::SafetensorsFile::Open(out + "/model.safetensors");
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_NE(file->Find("cls.predictions.bias"), nullptr);
+  EXPECT_NE(file->Find("bert.embeddings.word_embeddings.weight"), nullptr) << "HF BertForMaskedLM naming";
   EXPECT_EQ(file->Find("bert.pooler.dense.weight"), nullptr) << "no pooler was trained";
   ASSERT_TRUE(MlmHead::FromSafetensors(*file, f.config, c10::Device(c10::kCPU)).ok());
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -80,6 +81,15 @@ absl::Status RunVocab(const VocabArgs& a) {
   return absl::OkStatus();
 }
 
+// BERT's masking rule for the model's vocabulary (held-out evaluation: the
+// same rule as training, `eval` and `train --heldout` agree).
+MaskingSpec HeldOutMasking(const model::BertTokenizer& tokenizer, const model::BertConfig& config) {
+  MaskingSpec m;
+  m.mask_id = tokenizer.mask_id();
+  m.vocab_size = config.vocab_size;
+  return m;
+}
+
 struct TrainArgs {
   std::string corpus, heldout, vocab, out, work_dir, preset = "mini", out_dtype = "f16", device = "cpu";
   int64_t layers = 0, hidden = 0, heads = 0, intermediate = 0, max_positions = 512;
@@ -98,7 +108,7 @@ std::string CpuModel() {
 }
 
 absl::Status RunTrain(TrainArgs a) {
-  if (a.threads > 0) at::set_num_threads(a.threads);
+  model::SetComputeThreads(a.threads);
   ASSIGN_OR_RETURN(std::vector<std::string> vocab, ReadVocab(a.vocab));
   ASSIGN_OR_RETURN(model::BertConfig config,
                    model::BertConfig::Preset(a.preset, static_cast<int64_t>(vocab.size())));
@@ -134,7 +144,10 @@ absl::Status RunTrain(TrainArgs a) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   const std::string log_path = a.work_dir + "/train_log.jsonl";
+  std::error_code ec;
+  std::filesystem::create_directories(a.work_dir, ec);  // a fresh run's checkpoint creates it only later
   std::ofstream log(log_path, std::ios::app);
+  if (!log) return absl::PermissionDeniedError(absl::StrCat("cannot write ", log_path));
   RETURN_IF_ERROR(trainer->Train(
       corpus, a.report_every,
       [&](const StepReport& r) {
@@ -179,8 +192,9 @@ absl::Status RunTrain(TrainArgs a) {
     ASSIGN_OR_RETURN(const std::vector<std::string> held, ReadLines(a.heldout));
     const PackedCorpus held_corpus = PackDocuments(held, trainer->tokenizer(), a.options.seq_len);
     ASSIGN_OR_RETURN(const MlmEvaluation e,
-                     EvaluateMlm(trainer->encoder(), trainer->head(), held_corpus, a.options.masking,
-                                 /*seed=*/1234, a.eval_sequences, 64));
+                     EvaluateMlm(trainer->encoder(), trainer->head(), held_corpus,
+                                 HeldOutMasking(trainer->tokenizer(), config), /*seed=*/1234,
+                                 a.eval_sequences, 64));
     std::printf("held-out: masked-token accuracy %.4f (unigram baseline %.4f), loss %.4f, %lld masked\n",
                 e.accuracy, e.unigram_accuracy, e.loss, static_cast<long long>(e.num_masked));
     summary["heldout"] = {{"documents", held_corpus.num_documents},
@@ -212,11 +226,8 @@ absl::Status RunEval(const EvalArgs& a) {
   ASSIGN_OR_RETURN(const MlmHead head, MlmHead::FromSafetensors(file, m.config, c10::Device(c10::kCPU)));
   ASSIGN_OR_RETURN(const std::vector<std::string> docs, ReadLines(a.corpus));
   const PackedCorpus corpus = PackDocuments(docs, *m.tokenizer, a.seq_len);
-  MaskingSpec masking;
-  masking.mask_id = m.tokenizer->mask_id();
-  masking.vocab_size = m.config.vocab_size;
-  ASSIGN_OR_RETURN(const MlmEvaluation e,
-                   EvaluateMlm(*m.encoder, head, corpus, masking, a.seed, a.max_sequences, 64));
+  ASSIGN_OR_RETURN(const MlmEvaluation e, EvaluateMlm(*m.encoder, head, corpus, HeldOutMasking(*m.tokenizer, m.config),
+                                                      a.seed, a.max_sequences, 64));
   std::printf("masked-token accuracy %.4f (unigram baseline %.4f), loss %.4f, %lld masked tokens\n",
               e.accuracy, e.unigram_accuracy, e.loss, static_cast<long long>(e.num_masked));
   return absl::OkStatus();
@@ -272,7 +283,7 @@ int Main(int argc, char** argv) {
   train->add_option("--device", ta.device, "cpu or cuda[:N]")->capture_default_str();
   train->add_flag("--new_cycle", ta.options.new_cycle,
                   "continue the checkpoint in --work_dir with a new warmup+decay cycle of this budget");
-  train->add_option("--threads", ta.threads, "LibTorch intra-op threads (0 = default)");
+  train->add_option("--threads", ta.threads, "LibTorch intra-op threads (0 = one per hardware thread)");
   train->add_option("--out_dtype", ta.out_dtype, "f16, bf16 or f32 for --out")->capture_default_str();
   train->add_option("--report_every", ta.report_every, "log every N steps")->capture_default_str();
 

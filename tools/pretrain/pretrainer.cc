@@ -201,6 +201,9 @@ absl::StatusOr<MlmEvaluation> EvaluateMlm(const model::BertEncoder& encoder, con
   const size_t n = max_sequences > 0 ? std::min(corpus.sequences.size(), static_cast<size_t>(max_sequences))
                                      : corpus.sequences.size();
   if (n == 0) return absl::InvalidArgumentError("no sequences to evaluate");
+  if (masking.vocab_size <= masking.first_normal_id || masking.vocab_size != encoder.config().vocab_size) {
+    return absl::InvalidArgumentError("the masking spec's vocab_size does not match the model");
+  }
   double loss_sum = 0;
   int64_t correct = 0, masked = 0;
   std::map<int64_t, int64_t> label_counts;
@@ -410,6 +413,7 @@ absl::Status Pretrainer::SaveCheckpoint() const {
   fs::remove_all(tmp, ec);
   model::HfWriteOptions write;
   write.dtype = model::DType::kF32;
+  write.bert_prefix = true;  // as HF BertForMaskedLM saves it (encoder under "bert.", head under "cls.")
   write.extra_tensors = s.head.Named();
   RETURN_IF_ERROR(model::WriteHfCheckpoint(tmp.string(), s.config, s.encoder->weights(), s.vocab, write));
   RETURN_IF_ERROR(GuardTorch("save the optimiser state",
@@ -542,6 +546,7 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
 absl::Status Pretrainer::ExportHf(const std::string& dir, model::DType dtype) const {
   model::HfWriteOptions write;
   write.dtype = dtype;
+  write.bert_prefix = true;
   write.extra_tensors = state_->head.Named();
   return model::WriteHfCheckpoint(dir, state_->config, state_->encoder->weights(), state_->vocab, write);
 }

@@ -9,9 +9,10 @@
 #   ./scripts/run.sh --listen 0.0.0.0:8500 --max_batch_size 64   # other flags go to adapterd
 #
 # The model: --model_dir / MODEL_DIR when given (a HuggingFace BERT directory);
-# otherwise the project's pretrained default under models/ when it exists;
-# otherwise a generated random BERT, created once under ./data/model. A random
-# encoder is NOT pretrained: adapters trained on it learn little.
+# otherwise the project's pretrained default, models/adapterd-mini-en (built by
+# scripts/build-default-model.sh); only if that is missing, a generated random
+# BERT, created once under ./data/model, with a loud warning: a random encoder
+# is NOT pretrained and adapters trained on it learn little.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,8 +39,10 @@ cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target adapterd adapterctl a
 
 mkdir -p "$DATA_DIR"
 if [[ -z "$MODEL_DIR" ]]; then
-  if [[ -f models/default/config.json ]]; then
-    MODEL_DIR=models/default
+  if [[ -f models/adapterd-mini-en/model.safetensors ]]; then
+    # The project's own pretrained encoder (models/adapterd-mini-en/MODEL_CARD.md).
+    MODEL_DIR=models/adapterd-mini-en
+    echo "run.sh: serving the default pretrained encoder $MODEL_DIR (BERT-mini size; see its MODEL_CARD.md)" >&2
   else
     MODEL_DIR="$DATA_DIR/model"
     if [[ ! -f "$MODEL_DIR/model.safetensors" ]]; then

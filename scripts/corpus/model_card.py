@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Writes MODEL_CARD.md for a model built by scripts/build-default-model.sh.
+
+    python3 scripts/corpus/model_card.py --model_dir DIR --provenance PROVENANCE.md \
+        --finished 2026-11-23T11:07:00Z > DIR/MODEL_CARD.md
+
+Everything in the card is read from files the build wrote: DIR/config.json,
+DIR/pretrain_summary.json (adapterd-pretrain train), DIR/train_log.jsonl, the
+sizes of DIR's files, and the corpus's PROVENANCE.md (scripts/build-corpus.sh),
+which is appended whole: sources, counts, the apt snapshot and licences.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model_dir", required=True)
+    ap.add_argument("--provenance", required=True)
+    ap.add_argument("--finished", default="", help="when training finished (UTC)")
+    ap.add_argument("--notes", default="", help="a Markdown file of run notes, inserted after the accuracy")
+    a = ap.parse_args()
+    d = a.model_dir
+    config = json.load(open(os.path.join(d, "config.json")))
+    summary = json.load(open(os.path.join(d, "pretrain_summary.json")))
+    log = [json.loads(l) for l in open(os.path.join(d, "train_log.jsonl")) if l.strip()]
+    provenance = open(a.provenance, encoding="utf-8").read()
+    notes = open(a.notes, encoding="utf-8").read().strip() + "\n\n" if a.notes else ""
+    # The provenance's own title becomes a section of the card.
+    provenance = provenance.replace("# Pretraining corpus: provenance", "## Appendix: corpus provenance", 1)
+    provenance = "\n".join(("#" + l) if l.startswith("## ") and not l.startswith("## Appendix") else l
+                           for l in provenance.splitlines())
+    size = os.path.getsize(os.path.join(d, "model.safetensors"))
+    with open(os.path.join(d, "vocab.txt"), encoding="utf-8") as f:
+        vocab = sum(1 for _ in f)
+    held = summary.get("heldout", {})
+    hours = summary["train_seconds"] / 3600.0
+    tokens_seen = summary["steps"] * summary["batch_size"] * summary["seq_len"]
+    curve = []
+    if log:
+        marks = sorted({max(1, len(log) * k // 10) - 1 for k in range(1, 11)})
+        for i in marks:
+            r = log[i]
+            curve.append(f"| {r['step']} | {r['loss']:.3f} | {r['accuracy']:.3f} | {r['lr']:.2e} | "
+                         f"{r['seconds'] / 60:.1f} |")
+    name = os.path.basename(os.path.normpath(d))
+    print(f"""# {name}: adapterd's default encoder
+
+A BERT-mini-sized English encoder (uncased WordPiece), pretrained from scratch
+by adapterd's own tool (`adapterd-pretrain`, masked language modelling) on
+English text that Debian ships. It is the model `scripts/run.sh` serves when no
+`--model_dir` is given. It exists so that adapters have a *pretrained* frozen
+encoder to adapt on a machine with no internet; for production accuracy serve a
+real `bert-large-uncased` (README).
+
+Rebuild it with `./scripts/build-default-model.sh` (corpus -> vocabulary ->
+pretraining -> this card); the numbers below are read from that run's files.
+
+## Model
+
+| | |
+|---|---|
+| architecture | BertModel (HF format), no pooler; MLM head `cls.predictions.*` included |
+| layers / hidden / heads / FFN | {config['num_hidden_layers']} / {config['hidden_size']} / {config['num_attention_heads']} / {config['intermediate_size']} |
+| vocabulary | {vocab} uncased WordPiece tokens (`adapterd-pretrain vocab`) |
+| max positions | {config['max_position_embeddings']} |
+| encoder parameters | {summary['parameters']:,} |
+| weights | `model.safetensors`, {config.get('torch_dtype', 'float16')}, {size / 1e6:.1f} MB |
+
+## Pretraining
+
+| | |
+|---|---|
+| objective | MLM: 15% of tokens selected; 80% [MASK], 10% random, 10% unchanged; no NSP |
+| data | `train.txt` of the corpus below: {summary['corpus_documents']:,} documents, {summary['corpus_tokens']:,} tokens, packed into sequences of {summary['seq_len']} |
+| optimiser | AdamW (betas 0.9/0.98, eps 1e-6, weight decay 0.01 on matrices), peak lr {summary['learning_rate']}, 6% linear warmup then linear decay, grad-norm clip 1.0 |
+| batch | {summary['batch_size']} sequences x {summary['seq_len']} tokens |
+| steps | {summary['steps']:,} of a {summary['total_steps']:,}-step schedule ({tokens_seen:,} token positions, {tokens_seen / max(1, summary['corpus_tokens']):.2f} epochs) |
+| initialisation | normal, std {summary.get('init_range', 0.02)} (BERT's 0.02 at hidden 768, scaled by sqrt(768/hidden)); biases 0, LayerNorm 1/0 |
+| precision | fp32 weights and optimiser, matmuls under autocast {summary['autocast']}; exported in fp16 |
+| seed | {summary['seed']} |
+| wall time (training) | {summary['train_seconds'] / 60:.1f} min ({hours:.2f} h){', finished ' + a.finished if a.finished else ''} |
+| hardware | {summary['device']}: {summary['cpu']}, {summary['threads']} threads |
+
+Training curve (`train_log.jsonl`; loss and accuracy of single batches):
+
+| step | MLM loss | masked-token acc | lr | minutes |
+|---:|---:|---:|---:|---:|
+{chr(10).join(curve)}
+
+## Held-out masked-token accuracy
+
+On `heldout.txt` (about 1% of the corpus, chosen by hash before training, never
+trained on): {held.get('documents', 0):,} documents, {held.get('masked_tokens', 0):,} masked tokens.
+
+| | |
+|---|---|
+| masked-token accuracy | **{held.get('accuracy', float('nan')):.4f}** (target >= 0.35) |
+| MLM loss | {held.get('loss', float('nan')):.4f} |
+| unigram baseline (always the most frequent masked token) | {held.get('unigram_accuracy', float('nan')):.4f} |
+
+`heldout_sample.txt` (the first 300 held-out documents) is committed for the
+test `tests/pretrain/default_model_test.cc`; `adapterd-pretrain eval
+--model_dir {d} --corpus {d}/heldout_sample.txt` recomputes its accuracy.
+
+{notes}## Intended use and limits
+
+- Intended: the frozen encoder of adapterd's quickstart and tests of the
+  adapter pipeline on real English; docs/QUALITY.md measures adapters, full
+  fine-tuning and a head-only baseline on it.
+- Domain: software package descriptions, dictionary glosses and Linux manual
+  pages. It has seen little conversational, news or fiction text.
+- Small (4 layers) and briefly trained: far below BERT-base on general
+  language understanding. Not for any decision about people.
+- Biases: inherits those of its sources; not audited.
+
+{provenance}""")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -113,6 +113,15 @@ std::vector<at::Tensor> Trainable(const AdapterSet& set, TrainableParts parts, b
 
 }  // namespace
 
+int64_t TrainableParameterCount(const AdapterSet& set, TrainableParts parts, const model::BertEncoder& encoder) {
+  int64_t n = 0;
+  for (bool decayed : {true, false}) {
+    for (const at::Tensor& t : Trainable(set, parts, decayed)) n += t.numel();
+  }
+  if (parts == TrainableParts::kFullFineTune) n += encoder.NumParameters();
+  return n;
+}
+
 absl::Status Hyperparameters::Validate() const {
   RETURN_IF_ERROR(Range(learning_rate > 0 && learning_rate <= 1, "learning_rate", "must be in (0, 1]"));
   RETURN_IF_ERROR(Range(epochs >= 1 && epochs <= 1000, "epochs", "must be in [1, 1000]"));

@@ -159,6 +159,13 @@ double LinearWarmupDecay(int64_t step, int64_t total_steps, int64_t warmup_steps
 std::string CaptureCpuGeneratorState();
 absl::Status RestoreCpuGeneratorState(const std::string& bytes);
 
+// Parameters that train per task under `parts`: the elements of `set`'s
+// trainable tensors, plus every encoder weight for kFullFineTune. The same
+// selection Train() hands to the optimiser (for reports such as
+// docs/QUALITY.md).
+int64_t TrainableParameterCount(const model::AdapterSet& set, TrainableParts parts,
+                                const model::BertEncoder& encoder);
+
 // Accuracy and mean cross-entropy of `set` on `examples`.
 struct Evaluation {
   double loss = 0;

@@ -1,0 +1,396 @@
+// adapterd-paper-table: the paper's comparison (Houlsby et al. 2019,
+// Table 2) on the default encoder and the real datasets of examples/:
+// Houlsby adapters (m = 8, m = 64) vs full fine-tuning vs cheaper baselines
+// (the classification head only; head plus LayerNorm), each with its
+// learning rate and number of epochs chosen on the validation split, and
+// reported on the test split with the parameters trained per task.
+//
+//   adapterd-paper-table run --model_dir models/adapterd-mini-en --results R.jsonl
+//   adapterd-paper-table report --model_dir models/adapterd-mini-en --results R.jsonl
+//
+// `run` trains every configuration of the grid that is not yet in the
+// results file and appends one JSON line per run, so that an interrupted
+// sweep continues where it stopped (bench/paper_table.sh wraps both).
+// Within a run the trainer keeps the best epoch on validation (as the
+// service does); for full fine-tuning the encoder's weights of that epoch
+// are restored too before the test evaluation.
+//
+// Grid (issue 5): adapters and the baselines: lr in {3e-4, 1e-3, 3e-3};
+// full fine-tuning: lr in {3e-5, 1e-4, 3e-4}; epochs in {3, 10, 20}; one
+// seed. Runs are ordered by epochs, then dataset, method and lr, so that a
+// partial sweep already covers every cell.
+#include <CLI/CLI.hpp>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "client/dataset_file.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "server/model/model_loader.h"
+#include "server/model/safetensors.h"
+#include "server/model/tensor_io.h"
+#include "server/training/trainer.h"
+
+namespace adapterd::bench {
+namespace {
+
+using training::Example;
+using training::TrainableParts;
+
+struct Method {
+  std::string name;     // key in the results file
+  std::string display;  // row title
+  TrainableParts parts;
+  int64_t bottleneck;
+  std::vector<double> lrs;
+};
+
+const std::vector<Method>& Methods() {
+  static const std::vector<Method> kMethods = {
+      {"adapters64", "Adapters (m = 64)", TrainableParts::kAdapters, 64, {3e-4, 1e-3, 3e-3}},
+      {"adapters8", "Adapters (m = 8)", TrainableParts::kAdapters, 8, {3e-4, 1e-3, 3e-3}},
+      {"full", "Full fine-tuning", TrainableParts::kFullFineTune, 64, {3e-5, 1e-4, 3e-4}},
+      {"head_ln", "Head + LayerNorm only", TrainableParts::kHeadAndLayerNorm, 64, {3e-4, 1e-3, 3e-3}},
+      {"head", "Head only", TrainableParts::kHeadOnly, 64, {3e-4, 1e-3, 3e-3}},
+  };
+  return kMethods;
+}
+
+struct Split {
+  std::vector<Example> train, validation, test;
+  std::vector<std::string> labels;
+};
+
+absl::StatusOr<std::vector<Example>> ReadSplit(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::vector<v1::Example> rows, client::ReadDatasetFile(path));
+  std::vector<Example> out;
+  out.reserve(rows.size());
+  for (const v1::Example& r : rows) out.push_back({r.text(), r.text_pair(), r.label()});
+  return out;
+}
+
+absl::StatusOr<Split> ReadDataset(const std::string& dir, const std::string& name) {
+  Split s;
+  ASSIGN_OR_RETURN(s.train, ReadSplit(absl::StrCat(dir, "/", name, "_train.csv")));
+  ASSIGN_OR_RETURN(s.validation, ReadSplit(absl::StrCat(dir, "/", name, "_validation.csv")));
+  ASSIGN_OR_RETURN(s.test, ReadSplit(absl::StrCat(dir, "/", name, "_test.csv")));
+  std::set<std::string> labels;
+  for (const Example& e : s.train) labels.insert(e.label);
+  s.labels.assign(labels.begin(), labels.end());
+  return s;
+}
+
+// The share of the most frequent test label.
+double MajorityRate(const std::vector<Example>& examples) {
+  std::map<std::string, int64_t> counts;
+  int64_t most = 0;
+  for (const Example& e : examples) most = std::max(most, ++counts[e.label]);
+  return examples.empty() ? 0.0 : static_cast<double>(most) / static_cast<double>(examples.size());
+}
+
+std::string RunKey(const std::string& dataset, const std::string& method, double lr, int epochs,
+                   uint64_t seed) {
+  return absl::StrFormat("%s/%s/lr=%g/epochs=%d/seed=%d", dataset, method, lr, epochs, seed);
+}
+
+absl::StatusOr<std::vector<nlohmann::json>> ReadResults(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    try {
+      out.push_back(nlohmann::json::parse(line));
+    } catch (const nlohmann::json::exception& e) {
+      return absl::DataLossError(absl::StrCat(path, ": line ", n, ": ", e.what()));
+    }
+  }
+  return out;
+}
+
+// A fresh encoder from the checkpoint: frozen (shared by every run but full
+// fine-tuning) or trainable (one per full fine-tuning run: it is updated in
+// place).
+absl::StatusOr<std::unique_ptr<model::BertEncoder>> FreshEncoder(const std::string& model_dir,
+                                                                const model::BertConfig& config,
+                                                                bool trainable) {
+  ASSIGN_OR_RETURN(model::SafetensorsFile file, model::SafetensorsFile::Open(model_dir + "/model.safetensors"));
+  ASSIGN_OR_RETURN(model::ResolvedWeights resolved,
+                   model::ResolveEncoderWeights(file, config, c10::Device(c10::kCPU), at::kFloat));
+  if (trainable) {
+    // Never train mapped checkpoint bytes.
+    RETURN_IF_ERROR(model::GuardTorch("copy weights", [&]() {
+      model::EncoderWeights& w = resolved.weights;
+      for (at::Tensor* t : {&w.word_embeddings, &w.position_embeddings, &w.token_type_embeddings,
+                            &w.emb_ln_weight, &w.emb_ln_bias, &w.pooler_weight, &w.pooler_bias}) {
+        if (t->defined()) *t = t->clone();
+      }
+      for (model::EncoderLayerWeights& l : w.layers) {
+        for (at::Tensor* t : {&l.qkv_weight, &l.qkv_bias, &l.attn_out_weight, &l.attn_out_bias,
+                              &l.attn_ln_weight, &l.attn_ln_bias, &l.intermediate_weight,
+                              &l.intermediate_bias, &l.output_weight, &l.output_bias, &l.output_ln_weight,
+                              &l.output_ln_bias}) {
+          *t = t->clone();
+        }
+      }
+    }));
+  }
+  return model::BertEncoder::Create(config, std::move(resolved.weights),
+                                    {.device = c10::Device(c10::kCPU),
+                                     .dtype = at::kFloat,
+                                     .fingerprint = resolved.fingerprint,
+                                     .trainable = trainable});
+}
+
+struct RunArgs {
+  std::string model_dir, data_dir = "examples", results;
+  std::vector<std::string> datasets = {"debian_sections", "wordnet_supersenses"};
+  std::vector<std::string> methods = {"adapters64", "adapters8", "full", "head_ln", "head"};
+  std::vector<int> epochs = {3, 10, 20};
+  uint64_t seed = 42;
+  int max_seq_len = 128;
+  int threads = 0;
+  int64_t max_runs = 0;
+};
+
+absl::Status Run(const RunArgs& a) {
+  model::SetComputeThreads(a.threads);
+  ASSIGN_OR_RETURN(model::LoadedModel m, model::LoadBertModel(a.model_dir, {.max_seq_len = a.max_seq_len}));
+  ASSIGN_OR_RETURN(std::vector<nlohmann::json> done_rows, ReadResults(a.results));
+  std::set<std::string> done;
+  for (const nlohmann::json& r : done_rows) done.insert(r.value("key", ""));
+  std::map<std::string, Split> data;
+  for (const std::string& d : a.datasets) {
+    ASSIGN_OR_RETURN(data[d], ReadDataset(a.data_dir, d));
+  }
+  std::ofstream out(a.results, std::ios::app);
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot append to ", a.results));
+
+  int64_t runs = 0;
+  for (int epochs : a.epochs) {
+    for (const std::string& d : a.datasets) {
+      for (const Method& method : Methods()) {
+        if (std::find(a.methods.begin(), a.methods.end(), method.name) == a.methods.end()) continue;
+        for (double lr : method.lrs) {
+          const std::string key = RunKey(d, method.name, lr, epochs, a.seed);
+          if (done.count(key)) continue;
+          if (a.max_runs > 0 && runs >= a.max_runs) return absl::OkStatus();
+          ++runs;
+          const Split& split = data[d];
+          std::unique_ptr<model::BertEncoder> owned;
+          const model::BertEncoder* encoder = m.encoder.get();
+          if (method.parts == TrainableParts::kFullFineTune) {
+            ASSIGN_OR_RETURN(owned, FreshEncoder(a.model_dir, m.config, /*trainable=*/true));
+            encoder = owned.get();
+          }
+          training::Hyperparameters hp;
+          hp.learning_rate = lr;
+          hp.epochs = epochs;
+          hp.bottleneck_size = method.bottleneck;
+          hp.max_seq_len = a.max_seq_len;
+          hp.seed = a.seed;
+          hp.trainable = method.parts;
+          // Full fine-tuning: keep the encoder of the best epoch (the same
+          // rule as the trainer: validation accuracy, then lower loss).
+          std::vector<at::Tensor> best_weights;
+          double best_acc = -1, best_loss = 0;
+          training::TrainerHooks hooks;
+          hooks.on_epoch = [&](const training::EpochReport& r) {
+            std::fprintf(stderr, "  %s epoch %d: val acc %.4f loss %.4f\n", key.c_str(), r.epoch,
+                         r.validation_accuracy, r.validation_loss);
+            const bool better = r.validation_accuracy > best_acc ||
+                                (r.validation_accuracy == best_acc && r.validation_loss < best_loss);
+            if (!better) return;
+            best_acc = r.validation_accuracy;
+            best_loss = r.validation_loss;
+            if (owned) {
+              at::NoGradGuard no_grad;
+              best_weights.clear();
+              for (const at::Tensor& t : owned->weights().Tensors()) best_weights.push_back(t.detach().clone());
+            }
+          };
+          const auto t0 = std::chrono::steady_clock::now();
+          ASSIGN_OR_RETURN(training::TrainingResult result,
+                           training::Train(*encoder, *m.tokenizer,
+                                           {split.train, split.validation, split.labels}, hp, hooks));
+          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (owned && !best_weights.empty()) {
+            RETURN_IF_ERROR(model::GuardTorch("restore the best epoch", [&]() {
+              at::NoGradGuard no_grad;
+              const std::vector<at::Tensor> now = owned->weights().Tensors();
+              for (size_t i = 0; i < now.size(); ++i) now[i].copy_(best_weights[i]);
+            }));
+          }
+          ASSIGN_OR_RETURN(const training::Evaluation test,
+                           training::Evaluate(*encoder, *m.tokenizer, *result.best, split.test, a.max_seq_len));
+          const nlohmann::json row = {
+              {"key", key},
+              {"dataset", d},
+              {"method", method.name},
+              {"lr", lr},
+              {"epochs", epochs},
+              {"seed", a.seed},
+              {"best_epoch", result.best_epoch.epoch},
+              {"validation_accuracy", result.best_epoch.validation_accuracy},
+              {"validation_loss", result.best_epoch.validation_loss},
+              {"test_accuracy", test.accuracy},
+              {"test_loss", test.loss},
+              {"trainable_parameters", training::TrainableParameterCount(*result.best, method.parts, *encoder)},
+              {"encoder_parameters", m.encoder->NumParameters()},
+              {"train_examples", split.train.size()},
+              {"test_examples", split.test.size()},
+              {"test_majority", MajorityRate(split.test)},
+              {"seconds", seconds},
+              {"threads", at::get_num_threads()}};
+          out << row.dump() << "\n" << std::flush;
+          std::printf("%-60s val %.4f (epoch %d)  test %.4f  %.0f s\n", key.c_str(),
+                      result.best_epoch.validation_accuracy, result.best_epoch.epoch, test.accuracy, seconds);
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+struct ReportArgs {
+  std::string results;
+  std::vector<std::string> datasets = {"debian_sections", "wordnet_supersenses"};
+};
+
+// Markdown: per method, the configuration with the best validation accuracy
+// (ties: lower validation loss, then fewer epochs) and its test accuracy.
+absl::Status Report(const ReportArgs& a) {
+  ASSIGN_OR_RETURN(const std::vector<nlohmann::json> rows, ReadResults(a.results));
+  if (rows.empty()) return absl::NotFoundError(absl::StrCat(a.results, ": no results"));
+  std::map<std::pair<std::string, std::string>, std::vector<const nlohmann::json*>> cells;
+  for (const nlohmann::json& r : rows) cells[{r.at("dataset"), r.at("method")}].push_back(&r);
+  auto chosen = [&](const std::string& d, const std::string& method) -> const nlohmann::json* {
+    auto it = cells.find({d, method});
+    if (it == cells.end()) return nullptr;
+    const nlohmann::json* best = nullptr;
+    for (const nlohmann::json* r : it->second) {
+      auto key = [](const nlohmann::json* x) {
+        return std::make_tuple(x->at("validation_accuracy").get<double>(), -x->at("validation_loss").get<double>(),
+                               -x->at("epochs").get<int>());
+      };
+      if (best == nullptr || key(r) > key(best)) best = r;
+    }
+    return best;
+  };
+  int64_t encoder_params = rows.front().at("encoder_parameters").get<int64_t>();
+
+  std::string header = "| Method | Trainable params / task |";
+  std::string rule = "|---|---:|";
+  for (const std::string& d : a.datasets) {
+    absl::StrAppend(&header, " ", d, " test acc |");
+    absl::StrAppend(&rule, "---:|");
+  }
+  absl::StrAppend(&header, " Mean |");
+  absl::StrAppend(&rule, "---:|");
+  std::cout << header << "\n" << rule << "\n";
+  for (const Method& method : Methods()) {
+    std::string line = absl::StrCat("| ", method.display, " |");
+    double sum = 0;
+    int n = 0;
+    int64_t params = 0;
+    std::string cols;
+    for (const std::string& d : a.datasets) {
+      const nlohmann::json* r = chosen(d, method.name);
+      if (r == nullptr) {
+        absl::StrAppend(&cols, " n/a |");
+        continue;
+      }
+      params = std::max<int64_t>(params, r->at("trainable_parameters").get<int64_t>());
+      const double acc = r->at("test_accuracy").get<double>();
+      absl::StrAppend(&cols, absl::StrFormat(" %.1f |", 100 * acc));
+      sum += acc;
+      ++n;
+    }
+    if (n == 0) continue;
+    absl::StrAppend(&line, absl::StrFormat(" %s (%.2f%%) |", absl::StrFormat("%d", params),
+                                           100.0 * static_cast<double>(params) / static_cast<double>(encoder_params)),
+                    cols, n == static_cast<int>(a.datasets.size()) ? absl::StrFormat(" %.1f |", 100 * sum / n)
+                                                                   : std::string(" n/a |"));
+    std::cout << line << "\n";
+  }
+  std::string majority = "| Majority class | 0 |";
+  for (const std::string& d : a.datasets) {
+    const nlohmann::json* any = nullptr;
+    for (const nlohmann::json& r : rows) {
+      if (r.at("dataset") == d) any = &r;
+    }
+    absl::StrAppend(&majority, any ? absl::StrFormat(" %.1f |", 100 * any->at("test_majority").get<double>())
+                                   : std::string(" n/a |"));
+  }
+  std::cout << majority << " |\n\nEncoder parameters: " << encoder_params
+            << ". Percentages are of the encoder's parameters.\n\n";
+
+  std::cout << "Chosen configurations (best validation accuracy; runs in the sweep):\n\n"
+            << "| Dataset | Method | lr | epochs | best epoch | val acc | test acc | runs | train s |\n"
+            << "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const std::string& d : a.datasets) {
+    for (const Method& method : Methods()) {
+      const nlohmann::json* r = chosen(d, method.name);
+      if (r == nullptr) continue;
+      std::cout << absl::StrFormat("| %s | %s | %g | %d | %d | %.1f | %.1f | %d | %.0f |\n", d, method.name,
+                                   r->at("lr").get<double>(), r->at("epochs").get<int>(),
+                                   r->at("best_epoch").get<int>(), 100 * r->at("validation_accuracy").get<double>(),
+                                   100 * r->at("test_accuracy").get<double>(),
+                                   static_cast<int>(cells[{d, method.name}].size()), r->at("seconds").get<double>());
+    }
+  }
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"adapterd-paper-table: adapters vs full fine-tuning vs baselines on real datasets"};
+  app.require_subcommand(1);
+  RunArgs ra;
+  auto* run = app.add_subcommand("run", "train every configuration not yet in --results");
+  run->add_option("--model_dir", ra.model_dir, "HuggingFace BERT directory")->required();
+  run->add_option("--results", ra.results, "JSON-lines results file (appended)")->required();
+  run->add_option("--data_dir", ra.data_dir, "directory of NAME_{train,validation,test}.csv")->capture_default_str();
+  run->add_option("--datasets", ra.datasets, "dataset names")->delimiter(',')->capture_default_str();
+  run->add_option("--methods", ra.methods, "adapters64, adapters8, full, head_ln, head")
+      ->delimiter(',')
+      ->capture_default_str();
+  run->add_option("--epochs", ra.epochs, "epoch counts of the grid")->delimiter(',')->capture_default_str();
+  run->add_option("--seed", ra.seed, "training seed")->capture_default_str();
+  run->add_option("--max_seq_len", ra.max_seq_len, "tokens per example")->capture_default_str();
+  run->add_option("--threads", ra.threads, "LibTorch threads (0 = one per hardware thread)");
+  run->add_option("--max_runs", ra.max_runs, "stop after N new runs (0 = all)");
+  ReportArgs pa;
+  auto* report = app.add_subcommand("report", "print the Markdown table of a results file");
+  report->add_option("--results", pa.results, "JSON-lines results file")->required();
+  report->add_option("--datasets", pa.datasets, "dataset names (columns)")->delimiter(',')->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  const absl::Status s = *run ? Run(ra) : Report(pa);
+  if (!s.ok()) {
+    std::cerr << "adapterd-paper-table: " << s << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace adapterd::bench
+
+int main(int argc, char** argv) { return adapterd::bench::Main(argc, argv); }

@@ -77,6 +77,8 @@ absl::StatusOr<c10::Device> ParseDevice(std::string_view name);
 // hardware thread (std::thread::hardware_concurrency). LibTorch's own
 // default counts physical cores, which is 1 on the 2-vCPU development VM:
 // left alone it trains and serves on half the machine. Returns the count set.
+// Process-global (LibTorch's thread pool): call once at start-up, before
+// any parallel work.
 int SetComputeThreads(int threads);
 
 }  // namespace adapterd::model

@@ -100,11 +100,10 @@ struct LossAndAccuracy {
   int64_t masked = 0;
 };
 
+// MLM loss and accuracy of `batch` (already masked: MaskTokens).
 absl::StatusOr<LossAndAccuracy> MlmStep(const model::BertEncoder& encoder, const MlmHead& head,
-                                        const at::Tensor& ids, const at::Tensor& attention,
-                                        const MaskingSpec& masking, uint64_t seed, bool train,
-                                        bool bf16) {
-  MaskedBatch batch = MaskTokens(ids, masking, seed);
+                                        const MaskedBatch& batch, const at::Tensor& attention,
+                                        bool train, bool bf16) {
   LossAndAccuracy out;
   out.masked = batch.num_selected;
   if (batch.num_selected == 0) return out;
@@ -213,15 +212,13 @@ absl::StatusOr<MlmEvaluation> EvaluateMlm(const model::BertEncoder& encoder, con
       rows.push_back(&corpus.sequences[i]);
     }
     auto [ids, attention] = Pad(rows, 0);
-    // The evaluation masks, drawn again for the unigram baseline's labels.
+    // One draw of the masks serves the model and the unigram baseline.
     const MaskedBatch m = MaskTokens(ids, masking, MaskSeed(seed, static_cast<int64_t>(index)));
     const int64_t* label = m.labels.data_ptr<int64_t>();
     for (int64_t i = 0; i < m.labels.numel(); ++i) {
       if (label[i] != kIgnoreLabel) ++label_counts[label[i]];
     }
-    ASSIGN_OR_RETURN(LossAndAccuracy r,
-                     MlmStep(encoder, head, ids, attention, masking,
-                             MaskSeed(seed, static_cast<int64_t>(index)), /*train=*/false, false));
+    ASSIGN_OR_RETURN(LossAndAccuracy r, MlmStep(encoder, head, m, attention, /*train=*/false, false));
     if (r.masked == 0) continue;
     loss_sum += r.loss.item<double>() * static_cast<double>(r.masked);
     correct += r.correct;
@@ -466,9 +463,8 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
   // Forward + backward of one step's batch; gradients are left in .grad.
   auto forward_backward = [&](int64_t step) -> absl::StatusOr<LossAndAccuracy> {
     auto [ids, attention] = batch_of(step);
-    ASSIGN_OR_RETURN(LossAndAccuracy r,
-                     MlmStep(*s.encoder, s.head, ids, attention, o.masking, MaskSeed(o.seed, step),
-                             /*train=*/true, s.bf16));
+    const MaskedBatch masked = MaskTokens(ids, o.masking, MaskSeed(o.seed, step));
+    ASSIGN_OR_RETURN(LossAndAccuracy r, MlmStep(*s.encoder, s.head, masked, attention, /*train=*/true, s.bf16));
     if (r.loss.defined()) {
       RETURN_IF_ERROR(GuardTorch("backward", [&]() { r.loss.backward(); }));
     }

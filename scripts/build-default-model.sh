@@ -21,10 +21,16 @@
 #                      sqrt(768/256) for hidden 256, see MODEL_CARD.md]
 #   --batch_size N     sequences per step [32]
 #   --seq_len N        tokens per sequence [128]
+#   --dropout X        dropout while pretraining [0: the budget is short, the
+#                      model underfits; the model's config keeps 0.1 for
+#                      fine-tuning]
+#   --new_cycle        continue a finished run in --work with a further
+#                      learning-rate cycle of this budget (to resume an
+#                      interrupted second cycle, run again without it)
 # Interrupting it (Ctrl-C) checkpoints; running it again with the same --work
 # resumes where it stopped.
 set -euo pipefail
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
 
 OUT=models/adapterd-mini-en
 WORK=./data/pretrain
@@ -37,8 +43,11 @@ LR=2e-3
 INIT=0.035
 BATCH=32
 SEQ=128
+DROPOUT=0
+NEW_CYCLE=()
 while [[ $# -gt 0 ]]; do
   [[ "$1" == -h || "$1" == --help ]] && { usage; exit 0; }
+  if [[ "$1" == --new_cycle ]]; then NEW_CYCLE=(--new_cycle); shift; continue; fi
   [[ $# -ge 2 ]] || { echo "build-default-model: $1 needs a value" >&2; usage >&2; exit 2; }
   case "$1" in
     --out) OUT=$2 ;;
@@ -52,6 +61,7 @@ while [[ $# -gt 0 ]]; do
     --init_range) INIT=$2 ;;
     --batch_size) BATCH=$2 ;;
     --seq_len) SEQ=$2 ;;
+    --dropout) DROPOUT=$2 ;;
     *) echo "build-default-model: unknown option: $1" >&2; usage >&2; exit 2 ;;
   esac
   shift 2
@@ -84,8 +94,8 @@ budget=(--max_minutes "$MINUTES")
 "$PRETRAIN" train --corpus "$WORK/corpus/train.txt" --heldout "$WORK/corpus/heldout.txt" \
   --eval_sequences 0 --vocab "$WORK/vocab.txt" --work_dir "$WORK/run" --out "$OUT" \
   --preset mini --layers 4 --hidden 256 --heads 4 --intermediate 1024 \
-  --batch_size "$BATCH" --seq_len "$SEQ" --lr "$LR" --init_range "$INIT" --autocast "$AUTOCAST" --device "$DEVICE" \
-  "${budget[@]}" --out_dtype f16 --report_every 20 | tee -a "$WORK/train_stdout.log"
+  --batch_size "$BATCH" --seq_len "$SEQ" --lr "$LR" --init_range "$INIT" --dropout "$DROPOUT" --autocast "$AUTOCAST" --device "$DEVICE" \
+  "${budget[@]}" "${NEW_CYCLE[@]}" --out_dtype f16 --report_every 20 | tee -a "$WORK/train_stdout.log"
 finished=$(date -u -r "$WORK/run/checkpoint/state.json" +%Y-%m-%dT%H:%M:%SZ)
 cp "$WORK/run/train_log.jsonl" "$OUT/train_log.jsonl"
 

@@ -2,7 +2,8 @@
 // pretrained for 30 steps on a tiny corpus learns (held-out MLM loss falls),
 // a run interrupted at step 15 and resumed from its checkpoint ends
 // bit-identical to an uninterrupted one, and the exported directory loads
-// through the serving model loader with the same outputs.
+// through the serving model loader with the same outputs; the dropout option
+// applies to pretraining only.
 #include "tools/pretrain/pretrainer.h"
 
 #include <ATen/ATen.h>
@@ -228,6 +229,10 @@ TEST(PretrainerTest, InvalidOptionsAreRejected) {
   EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(),
             absl::StatusCode::kInvalidArgument);
   o = Options(5);
+  o.dropout = 1.0;
+  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = Options(5);
   o.autocast = "fp8";
   EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -265,6 +270,48 @@ TEST(PretrainerTest, ExportLoadsThroughTheModelLoaderWithTheSameOutputs) {
   auto b = loaded->encoder->Forward(in);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(at::allclose(a->last_hidden_state, b->last_hidden_state, 1e-5, 1e-6));
+}
+
+// options.dropout replaces the config's rates while pretraining only: with 0
+// two training-mode passes agree, with the config's 0.1 they differ, and the
+// checkpoint and the export keep the config's 0.1 for fine-tuning.
+TEST(PretrainerTest, DropoutOptionOverridesTrainingDropoutButNotTheSavedConfig) {
+  const Fixture f = Make();
+  ASSERT_DOUBLE_EQ(f.config.hidden_dropout_prob, 0.1);
+  auto two_train_passes_differ = [&](const Pretrainer& p) {
+    const std::vector<int32_t> ids = p.tokenizer().TokenizeToIds("the cat walked to the river");
+    at::Tensor input = at::empty({1, static_cast<int64_t>(ids.size())}, at::kLong);
+    for (size_t i = 0; i < ids.size(); ++i) input[0][static_cast<int64_t>(i)] = ids[i];
+    const model::EncoderInput in{input, at::Tensor(), at::ones_like(input)};
+    auto a = p.encoder().Forward(in, {.train = true});
+    auto b = p.encoder().Forward(in, {.train = true});
+    EXPECT_TRUE(a.ok() && b.ok());
+    return !at::equal(a->last_hidden_state, b->last_hidden_state);
+  };
+  TempDir dir("pretrain");
+  PretrainOptions o = Options(3);
+  o.dropout = 0;
+  std::unique_ptr<Pretrainer> off = Create(f, o, dir.Sub("off"));
+  ASSERT_NE(off, nullptr);
+  EXPECT_FALSE(two_train_passes_differ(*off));
+  std::unique_ptr<Pretrainer> on = Create(f, Options(3), dir.Sub("on"));  // dropout -1: the config's
+  ASSERT_NE(on, nullptr);
+  EXPECT_TRUE(two_train_passes_differ(*on));
+
+  ASSERT_TRUE(off->Train(PackDocuments(f.docs, off->tokenizer(), 32), 5, nullptr).ok());
+  const std::string out = dir.Sub("hf");
+  ASSERT_TRUE(off->ExportHf(out, model::DType::kF32).ok());
+  auto loaded = model::LoadBertModel(out, {.max_seq_len = 32});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->config, f.config) << "the exported config keeps dropout 0.1";
+  // The checkpoint was saved with the config's rates, so a run with the
+  // default dropout resumes it (a changed config would be refused).
+  PretrainOptions resume = Options(3);
+  resume.new_cycle = true;
+  std::unique_ptr<Pretrainer> resumed = Create(f, resume, dir.Sub("off"));
+  ASSERT_NE(resumed, nullptr);
+  EXPECT_TRUE(resumed->resumed());
+  EXPECT_EQ(resumed->step(), 3);
 }
 
 }  // namespace

@@ -164,10 +164,9 @@ absl::Status RunTrain(TrainArgs a) {
             << std::flush;
       },
       [] { return g_stop.load(); }));
-  if (g_stop) {
-    std::cout << "stopped by a signal at step " << trainer->step() << "; the checkpoint in "
-              << a.work_dir << " resumes it\n";
-    return absl::OkStatus();
+  if (g_stop) {  // not an error, but the run is unfinished: no export, exit 130
+    return absl::CancelledError(absl::StrCat("stopped by a signal at step ", trainer->step(),
+                                             "; the checkpoint in ", a.work_dir, " resumes it"));
   }
 
   nlohmann::json summary = {{"steps", trainer->step()},
@@ -176,6 +175,7 @@ absl::Status RunTrain(TrainArgs a) {
                             {"seq_len", a.options.seq_len},
                             {"learning_rate", a.options.learning_rate},
                             {"init_range", a.options.init_range},
+                            {"dropout", a.options.dropout},
                             {"seed", a.options.seed},
                             {"autocast", trainer->using_bf16() ? "bf16" : "off"},
                             {"device", a.device},
@@ -273,6 +273,9 @@ int Main(int argc, char** argv) {
   train->add_option("--warmup", ta.options.warmup_fraction, "warmup fraction")->capture_default_str();
   train->add_option("--weight_decay", ta.options.weight_decay, "AdamW weight decay")->capture_default_str();
   train->add_option("--seed", ta.options.seed, "seed")->capture_default_str();
+  train->add_option("--dropout", ta.options.dropout,
+                    "dropout while pretraining (negative: the config's 0.1; the exported config keeps 0.1)")
+      ->capture_default_str();
   train->add_option("--init_range", ta.options.init_range,
                     "std of the weights' normal initialisation (BERT: 0.02 at hidden 768)")
       ->capture_default_str();
@@ -302,7 +305,9 @@ int Main(int argc, char** argv) {
   else status = RunEval(ea);
   if (!status.ok()) {
     std::cerr << "adapterd-pretrain: " << status << "\n";
-    return 1;
+    // 130 (interrupted, as a shell reports SIGINT): scripts stop there
+    // instead of exporting an unfinished model.
+    return status.code() == absl::StatusCode::kCancelled ? 130 : 1;
   }
   return 0;
 }

@@ -183,6 +183,7 @@ absl::Status PretrainOptions::Validate() const {
   if (!(warmup_fraction >= 0 && warmup_fraction < 1)) return bad("warmup_fraction must be in [0, 1)");
   if (weight_decay < 0) return bad("weight_decay must not be negative");
   if (!(max_grad_norm > 0)) return bad("max_grad_norm must be positive");
+  if (!(dropout < 1)) return bad("dropout must be below 1 (negative: the config's rates)");
   if (timing_steps < 1) return bad("timing_steps must be at least 1");
   if (checkpoint_every_steps < 0) return bad("checkpoint_every_steps must not be negative");
   if (autocast != "off" && autocast != "bf16" && autocast != "auto") {
@@ -363,8 +364,13 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
     s->head = MlmHead::Random(config, s->options.seed + 1, s->options.init_range, s->options.device);
     if (s->options.max_steps > 0) s->total_steps = s->options.max_steps;
   }
+  model::BertConfig train_config = config;  // the saved config keeps its dropout
+  if (s->options.dropout >= 0) {
+    train_config.hidden_dropout_prob = s->options.dropout;
+    train_config.attention_probs_dropout_prob = s->options.dropout;
+  }
   ASSIGN_OR_RETURN(s->encoder, model::BertEncoder::Create(
-                                   config, std::move(weights),
+                                   train_config, std::move(weights),
                                    {.device = s->options.device, .dtype = at::kFloat,
                                     .fingerprint = "pretraining", .trainable = true}));
   RETURN_IF_ERROR(GuardTorch("build the optimiser", [&]() {

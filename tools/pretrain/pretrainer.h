@@ -87,6 +87,12 @@ struct PretrainOptions {
   double adam_beta2 = 0.98;
   double adam_epsilon = 1e-6;
   double init_range = 0.02;
+  // Dropout (hidden and attention) while pretraining; < 0 keeps the
+  // config's rates. The saved and exported config keeps its own rates, which
+  // are the ones fine-tuning uses. 0 suits short single-pass budgets, where
+  // the model underfits rather than overfits (Geiping & Goldstein 2022,
+  // "Cramming").
+  double dropout = -1;
   uint64_t seed = 42;
   int64_t checkpoint_every_steps = 200;  // 0: only at the end
   std::string autocast = "off";           // off | bf16 | auto

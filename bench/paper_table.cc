@@ -15,6 +15,13 @@
 // service does); for full fine-tuning the encoder's weights of that epoch
 // are restored too before the test evaluation.
 //
+// Each row records the model's fingerprint; `run` refuses a results file
+// that holds runs of another model (a rebuilt default encoder needs a new
+// sweep). `--shard K/N` runs every N-th configuration of the grid, starting
+// at the K-th, so that N processes with one thread each share the sweep and
+// one results file (each row is one O_APPEND write; bench/paper_table.sh
+// starts one shard per core).
+//
 // Grid (issue 5): adapters and the baselines: lr in {3e-4, 1e-3, 3e-3};
 // full fine-tuning: lr in {3e-5, 1e-4, 3e-4}; epochs in {3, 10, 20}; one
 // seed. Runs are ordered by epochs, then dataset, method and lr, so that a
@@ -35,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -168,14 +176,33 @@ struct RunArgs {
   int max_seq_len = 128;
   int threads = 0;
   int64_t max_runs = 0;
+  std::string shard = "0/1";  // K/N
 };
 
+absl::StatusOr<std::pair<int, int>> ParseShard(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, '/');
+  int k = -1, n = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &k) || !absl::SimpleAtoi(parts[1], &n) || n < 1 || k < 0 ||
+      k >= n) {
+    return absl::InvalidArgumentError(absl::StrCat("--shard must be K/N with 0 <= K < N, not \"", text, "\""));
+  }
+  return std::make_pair(k, n);
+}
+
 absl::Status Run(const RunArgs& a) {
+  ASSIGN_OR_RETURN(const auto shard, ParseShard(a.shard));
   model::SetComputeThreads(a.threads);
   ASSIGN_OR_RETURN(model::LoadedModel m, model::LoadBertModel(a.model_dir, {.max_seq_len = a.max_seq_len}));
   ASSIGN_OR_RETURN(std::vector<nlohmann::json> done_rows, ReadResults(a.results));
   std::set<std::string> done;
-  for (const nlohmann::json& r : done_rows) done.insert(r.value("key", ""));
+  for (const nlohmann::json& r : done_rows) {
+    if (r.value("model", "") != m.fingerprint) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          a.results, " holds runs of another model (", r.value("model", "unrecorded"), ", not ", m.fingerprint,
+          " in ", a.model_dir, "); give a new --results file"));
+    }
+    done.insert(r.value("key", ""));
+  }
   std::map<std::string, Split> data;
   for (const std::string& d : a.datasets) {
     ASSIGN_OR_RETURN(data[d], ReadDataset(a.data_dir, d));
@@ -183,14 +210,14 @@ absl::Status Run(const RunArgs& a) {
   std::ofstream out(a.results, std::ios::app);
   if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot append to ", a.results));
 
-  int64_t runs = 0;
+  int64_t runs = 0, index = -1;
   for (int epochs : a.epochs) {
     for (const std::string& d : a.datasets) {
       for (const Method& method : Methods()) {
         if (std::find(a.methods.begin(), a.methods.end(), method.name) == a.methods.end()) continue;
         for (double lr : method.lrs) {
           const std::string key = RunKey(d, method.name, lr, epochs, a.seed);
-          if (done.count(key)) continue;
+          if (++index % shard.second != shard.first || done.count(key)) continue;
           if (a.max_runs > 0 && runs >= a.max_runs) return absl::OkStatus();
           ++runs;
           const Split& split = data[d];
@@ -242,6 +269,7 @@ absl::Status Run(const RunArgs& a) {
                            training::Evaluate(*encoder, *m.tokenizer, *result.best, split.test, a.max_seq_len));
           const nlohmann::json row = {
               {"key", key},
+              {"model", m.fingerprint},
               {"dataset", d},
               {"method", method.name},
               {"lr", lr},
@@ -259,7 +287,9 @@ absl::Status Run(const RunArgs& a) {
               {"test_majority", MajorityRate(split.test)},
               {"seconds", seconds},
               {"threads", at::get_num_threads()}};
-          out << row.dump() << "\n" << std::flush;
+          const std::string line = row.dump() + "\n";  // one write: shards share the file
+          out.write(line.data(), static_cast<std::streamsize>(line.size()));
+          out.flush();
           std::printf("%-60s val %.4f (epoch %d)  test %.4f  %.0f s\n", key.c_str(),
                       result.best_epoch.validation_accuracy, result.best_epoch.epoch, test.accuracy, seconds);
           std::fflush(stdout);
@@ -280,6 +310,13 @@ struct ReportArgs {
 absl::Status Report(const ReportArgs& a) {
   ASSIGN_OR_RETURN(const std::vector<nlohmann::json> rows, ReadResults(a.results));
   if (rows.empty()) return absl::NotFoundError(absl::StrCat(a.results, ": no results"));
+  const std::string model = rows.front().value("model", "unrecorded");
+  for (const nlohmann::json& r : rows) {
+    if (r.value("model", "unrecorded") != model) {
+      return absl::FailedPreconditionError(absl::StrCat(a.results, " mixes runs of two models: ", model, " and ",
+                                                        r.value("model", "unrecorded")));
+    }
+  }
   std::map<std::pair<std::string, std::string>, std::vector<const nlohmann::json*>> cells;
   for (const nlohmann::json& r : rows) cells[{r.at("dataset"), r.at("method")}].push_back(&r);
   auto chosen = [&](const std::string& d, const std::string& method) -> const nlohmann::json* {
@@ -341,7 +378,7 @@ absl::Status Report(const ReportArgs& a) {
                                    : std::string(" n/a |"));
   }
   std::cout << majority << " |\n\nEncoder parameters: " << encoder_params
-            << ". Percentages are of the encoder's parameters.\n\n";
+            << ". Percentages are of the encoder's parameters. Model " << model << ".\n\n";
 
   std::cout << "Chosen configurations (best validation accuracy; runs in the sweep):\n\n"
             << "| Dataset | Method | lr | epochs | best epoch | val acc | test acc | runs | train s |\n"
@@ -377,6 +414,8 @@ int Main(int argc, char** argv) {
   run->add_option("--max_seq_len", ra.max_seq_len, "tokens per example")->capture_default_str();
   run->add_option("--threads", ra.threads, "LibTorch threads (0 = one per hardware thread)");
   run->add_option("--max_runs", ra.max_runs, "stop after N new runs (0 = all)");
+  run->add_option("--shard", ra.shard, "K/N: run every N-th configuration from the K-th (0-based)")
+      ->capture_default_str();
   ReportArgs pa;
   auto* report = app.add_subcommand("report", "print the Markdown table of a results file");
   report->add_option("--results", pa.results, "JSON-lines results file")->required();

@@ -9,16 +9,22 @@
 #   RESULTS=/tmp/r.jsonl bench/paper_table.sh --methods adapters64,full
 #
 # Results accumulate in $RESULTS (default bench/results/paper_table.jsonl,
-# one JSON line per run); a run already there is not repeated, so an
-# interrupted sweep continues where it stopped. Extra arguments go to
-# `adapterd-paper-table run` (--datasets, --methods, --epochs, --threads,
-# --max_runs, --model_dir). The full grid is 90 runs, about 7 hours on the
-# 2-core development CPU.
+# one JSON line per run, each with the model's fingerprint); a run already
+# there is not repeated, so an interrupted sweep continues where it stopped.
+# A results file of another model is refused: move it away after rebuilding
+# the model. Extra arguments go to `adapterd-paper-table run` (--datasets,
+# --methods, --epochs, --max_runs, --model_dir).
+#
+# PARALLEL processes (default: one per core) share the grid (--shard K/N),
+# each with one LibTorch thread: on this project's 2-core CPU one thread per
+# process is faster than two threads in one process for these short texts
+# (docs/QUALITY.md). The full grid is 90 runs, about 4 hours on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS:-bench/results/paper_table.jsonl}
 MODEL_DIR=${MODEL_DIR:-models/adapterd-mini-en}
 BUILD_DIR=${BUILD_DIR:-build}
+PARALLEL=${PARALLEL:-$(nproc)}
 
 ./scripts/install-deps.sh
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
@@ -26,5 +32,14 @@ if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
 fi
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target adapterd-paper-table
 mkdir -p "$(dirname "$RESULTS")"
-"$BUILD_DIR/bench/adapterd-paper-table" run --model_dir "$MODEL_DIR" --results "$RESULTS" "$@"
-"$BUILD_DIR/bench/adapterd-paper-table" report --results "$RESULTS"
+TOOL="$BUILD_DIR/bench/adapterd-paper-table"
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true' INT TERM
+for ((k = 0; k < PARALLEL; ++k)); do
+  "$TOOL" run --model_dir "$MODEL_DIR" --results "$RESULTS" --threads 1 --shard "$k/$PARALLEL" "$@" &
+  pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+[[ $status == 0 ]] || { echo "paper_table: a shard failed" >&2; exit 1; }
+"$TOOL" report --results "$RESULTS"

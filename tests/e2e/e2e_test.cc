@@ -106,11 +106,13 @@ class E2eTest : public ::testing::Test {
     return code.ok() ? *code : -1;
   }
 
-  CommandResult Ctl(std::vector<std::string> args, const std::string& stdin_text = "") {
+  // `timeout_seconds` bounds each call, and `train`'s whole watch.
+  CommandResult Ctl(std::vector<std::string> args, const std::string& stdin_text = "", int timeout_seconds = 120) {
     std::vector<std::string> argv = {kAdapterctl, "--server", absl::StrCat("127.0.0.1:", grpc_port_), "--timeout",
-                                     "120"};
+                                     absl::StrCat(timeout_seconds)};
     argv.insert(argv.end(), args.begin(), args.end());
-    absl::StatusOr<CommandResult> r = RunCommand(argv, absl::Minutes(5), stdin_text);
+    absl::StatusOr<CommandResult> r =
+        RunCommand(argv, absl::Seconds(std::max(300, timeout_seconds + 60)), stdin_text);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : CommandResult{};
   }
@@ -138,13 +140,17 @@ class E2eTest : public ::testing::Test {
 TempDir* E2eTest::model_root_ = nullptr;
 
 // The walkthrough (README): its hyperparameters, and the test accuracy it
-// must reach on the first kTestExamples test examples. Measured: 0.49
-// (147/300, 70 s on 2 cores; majority class 0.18). The bar, 0.40, is over
-// twice the majority rate, with room for thread-count-dependent rounding.
+// must reach on the first kTestExamples test examples. Measured: 0.75
+// (226/300; majority class 0.18) on the default encoder of 2026-11-23
+// (held-out masked-token accuracy 0.456). The bar, 0.60, is over three times
+// the majority rate, with room for thread-count-dependent rounding.
 constexpr char kWalkthroughEpochs[] = "3";
 constexpr char kWalkthroughLr[] = "1e-3";
 constexpr size_t kTestExamples = 300;
-constexpr double kMinTestAccuracy = 0.40;
+constexpr double kMinTestAccuracy = 0.60;
+// The training takes about 70 s on an idle 2-core machine; a loaded one (a
+// parallel ctest, a shared CI runner) can take several times that.
+constexpr int kWalkthroughTrainTimeoutSeconds = 900;
 
 const std::vector<std::string> kTexts = {"the screen was great and fast, I love it",
                                          "it arrived broken and the service was rude and slow",
@@ -203,7 +209,8 @@ TEST_F(E2eTest, DefaultModelLearnsTheWalkthroughDatasetWellAboveMajority) {
   ASSERT_NO_FATAL_FAILURE(StartServer(kSourceDir + "/models/adapterd-mini-en", "2"));
   CommandResult train = Ctl({"train", "--task", "supersenses", "--data", Example("wordnet_supersenses_train.csv"),
                              "--validation", Example("wordnet_supersenses_validation.csv"), "--epochs",
-                             kWalkthroughEpochs, "--learning-rate", kWalkthroughLr, "--seed", "1"});
+                             kWalkthroughEpochs, "--learning-rate", kWalkthroughLr, "--seed", "1"},
+                            /*stdin_text=*/"", kWalkthroughTrainTimeoutSeconds);
   ASSERT_EQ(train.exit_code, 0) << train.err << train.out;
   EXPECT_THAT(train.out + train.err, HasSubstr("SUCCEEDED"));
 
@@ -231,7 +238,7 @@ TEST_F(E2eTest, DefaultModelLearnsTheWalkthroughDatasetWellAboveMajority) {
   std::cout << "walkthrough: test accuracy " << accuracy << " (" << correct << "/" << kTestExamples
             << "), majority class " << majority_rate << "\n";
   RecordProperty("test_accuracy", std::to_string(accuracy));
-  // kMinTestAccuracy (see its definition) is over twice the majority rate.
+  // kMinTestAccuracy (see its definition) is over three times the majority rate.
   EXPECT_LT(majority_rate, 0.2);
   EXPECT_GE(accuracy, kMinTestAccuracy) << correct << " of " << kTestExamples << " correct; majority class "
                                         << majority_rate;

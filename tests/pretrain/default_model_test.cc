@@ -88,13 +88,15 @@ TEST(DefaultModelTest, MaskedTokenAccuracyClearlyBeatsUnigramBaseline) {
   ASSERT_TRUE(e.ok()) << e.status();
   ASSERT_GT(e->num_masked, 2000);
   // The unigram baseline (always the sample's most frequent masked token)
-  // scores about 0.03 here, the model about 0.15 (MODEL_CARD.md: 0.153 on
-  // the whole held-out 1%). A clear margin, which a random or unigram-only
-  // model cannot pass: at least 0.08 absolute above the baseline and at
-  // least 3x it.
-  EXPECT_GT(e->accuracy, e->unigram_accuracy + 0.08)
+  // scores 0.039 here, the model 0.453 (MODEL_CARD.md: 0.456 on the whole
+  // held-out 1%; about 2,200 masked tokens here, so a standard error near
+  // 0.011). The margin a random or unigram-only model cannot pass: at least
+  // 0.25 absolute above the baseline and at least 5x it; and the committed
+  // model must keep the quality bar of 0.35.
+  EXPECT_GT(e->accuracy, e->unigram_accuracy + 0.25)
       << "accuracy " << e->accuracy << " unigram " << e->unigram_accuracy;
-  EXPECT_GT(e->accuracy, 3.0 * e->unigram_accuracy);
+  EXPECT_GT(e->accuracy, 5.0 * e->unigram_accuracy);
+  EXPECT_GE(e->accuracy, 0.35) << "below the default model's quality target";
 }
 
 }  // namespace

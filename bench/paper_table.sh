@@ -16,9 +16,12 @@
 # --methods, --epochs, --max_runs, --model_dir).
 #
 # PARALLEL processes (default: one per core) share the grid (--shard K/N),
-# each with one LibTorch thread: on this project's 2-core CPU one thread per
-# process is faster than two threads in one process for these short texts
-# (docs/QUALITY.md). The full grid is 90 runs, about 4 hours on 2 cores.
+# each with one LibTorch thread: for these short texts one process with two
+# intra-op threads was 2.4x slower than with one (docs/QUALITY.md). On this
+# project's 2-vCPU VM two shards together ran about as fast as one process
+# (each run took twice as long), so the vCPUs are not two full cores for
+# this fp32 workload; on real cores the shards add up. The full grid is 90
+# runs, about 8 hours here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS:-bench/results/paper_table.jsonl}

@@ -189,20 +189,34 @@ absl::StatusOr<std::pair<int, int>> ParseShard(const std::string& text) {
   return std::make_pair(k, n);
 }
 
+// The one model whose fingerprint every row of `rows` (read from `path`)
+// records; "" when there are no rows; FAILED_PRECONDITION when they mix
+// models, "unrecorded" standing for rows without one.
+absl::StatusOr<std::string> ModelOfResults(const std::vector<nlohmann::json>& rows, const std::string& path) {
+  if (rows.empty()) return std::string();
+  const std::string model = rows.front().value("model", "unrecorded");
+  for (const nlohmann::json& r : rows) {
+    if (r.value("model", "unrecorded") != model) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, " mixes runs of two models: ", model, " and ", r.value("model", "unrecorded")));
+    }
+  }
+  return model;
+}
+
 absl::Status Run(const RunArgs& a) {
   ASSIGN_OR_RETURN(const auto shard, ParseShard(a.shard));
   model::SetComputeThreads(a.threads);
   ASSIGN_OR_RETURN(model::LoadedModel m, model::LoadBertModel(a.model_dir, {.max_seq_len = a.max_seq_len}));
   ASSIGN_OR_RETURN(std::vector<nlohmann::json> done_rows, ReadResults(a.results));
-  std::set<std::string> done;
-  for (const nlohmann::json& r : done_rows) {
-    if (r.value("model", "") != m.fingerprint) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          a.results, " holds runs of another model (", r.value("model", "unrecorded"), ", not ", m.fingerprint,
-          " in ", a.model_dir, "); give a new --results file"));
-    }
-    done.insert(r.value("key", ""));
+  ASSIGN_OR_RETURN(const std::string results_model, ModelOfResults(done_rows, a.results));
+  if (!results_model.empty() && results_model != m.fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat(a.results, " holds runs of another model (", results_model,
+                                                      ", not ", m.fingerprint, " in ", a.model_dir,
+                                                      "); give a new --results file"));
   }
+  std::set<std::string> done;
+  for (const nlohmann::json& r : done_rows) done.insert(r.value("key", ""));
   std::map<std::string, Split> data;
   for (const std::string& d : a.datasets) {
     ASSIGN_OR_RETURN(data[d], ReadDataset(a.data_dir, d));
@@ -310,13 +324,7 @@ struct ReportArgs {
 absl::Status Report(const ReportArgs& a) {
   ASSIGN_OR_RETURN(const std::vector<nlohmann::json> rows, ReadResults(a.results));
   if (rows.empty()) return absl::NotFoundError(absl::StrCat(a.results, ": no results"));
-  const std::string model = rows.front().value("model", "unrecorded");
-  for (const nlohmann::json& r : rows) {
-    if (r.value("model", "unrecorded") != model) {
-      return absl::FailedPreconditionError(absl::StrCat(a.results, " mixes runs of two models: ", model, " and ",
-                                                        r.value("model", "unrecorded")));
-    }
-  }
+  ASSIGN_OR_RETURN(const std::string model, ModelOfResults(rows, a.results));
   std::map<std::pair<std::string, std::string>, std::vector<const nlohmann::json*>> cells;
   for (const nlohmann::json& r : rows) cells[{r.at("dataset"), r.at("method")}].push_back(&r);
   auto chosen = [&](const std::string& d, const std::string& method) -> const nlohmann::json* {

@@ -89,8 +89,8 @@ struct PretrainOptions {
   double init_range = 0.02;
   // Dropout (hidden and attention) while pretraining; < 0 keeps the
   // config's rates. The saved and exported config keeps its own rates, which
-  // are the ones fine-tuning uses. 0 suits short single-pass budgets, where
-  // the model underfits rather than overfits (Geiping & Goldstein 2022,
+  // are the ones fine-tuning uses. 0 suits short budgets (a few passes over
+  // the corpus), where the model underfits rather than overfits (Geiping & Goldstein 2022,
   // "Cramming").
   double dropout = -1;
   uint64_t seed = 42;

@@ -1,17 +1,14 @@
 // Shared command-line handling for the Google Benchmark binaries in bench/.
 //
 // Each binary has a few flags of its own (--preset=..., --batch=...). ParseOwnFlags
-// consumes those, leaves every other argument for benchmark::Initialize, and sets
-// LibTorch's intra-op thread count (0 = one per hardware thread).
+// consumes those and leaves every other argument for benchmark::Initialize. The
+// binaries size their compute threads with model::SetComputeThreads.
 #pragma once
-
-#include <ATen/Parallel.h>
 
 #include <cstring>
 #include <functional>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace adapterd::bench {
@@ -32,10 +29,6 @@ inline std::vector<char*> ParseOwnFlags(int argc, char** argv, const FlagSetters
     }
   }
   return rest;
-}
-
-inline void SetThreads(int threads) {
-  at::set_num_threads(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 }  // namespace adapterd::bench

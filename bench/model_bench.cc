@@ -19,7 +19,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +26,7 @@
 #include "server/model/adapter_set.h"
 #include "server/model/bert_encoder.h"
 #include "server/model/checkpoint_writer.h"
+#include "server/model/tensor_io.h"
 
 namespace adapterd::model {
 namespace {
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
        {"--tasks", [](const char* v) { g_cfg.tasks = std::atol(v); }},
        {"--bottleneck", [](const char* v) { g_cfg.bottleneck = std::atol(v); }},
        {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }}});
-  adapterd::bench::SetThreads(g_cfg.threads);
+  adapterd::model::SetComputeThreads(g_cfg.threads);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   adapterd::model::RatioReporter reporter;

@@ -16,12 +16,10 @@
 # --methods, --epochs, --max_runs, --model_dir).
 #
 # PARALLEL processes (default: one per core) share the grid (--shard K/N),
-# each with one LibTorch thread: for these short texts one process with two
-# intra-op threads was 2.4x slower than with one (docs/QUALITY.md). On this
-# project's 2-vCPU VM two shards together ran about as fast as one process
-# (each run took twice as long), so the vCPUs are not two full cores for
-# this fp32 workload; on real cores the shards add up. The full grid is 90
-# runs, about 8 hours here.
+# each with one compute thread (LibTorch's and OpenBLAS's pools both sized to
+# 1: docs/PERFORMANCE.md, "CPU threads"). For these short texts, separate
+# single-thread processes use the cores better than threads in one process.
+# The full grid is 90 runs, about 5-6 hours on this project's 2-vCPU VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS:-bench/results/paper_table.jsonl}

@@ -18,13 +18,13 @@
 #include <map>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_main.h"
 #include "server/model/adapter_format.h"
 #include "server/model/checkpoint_writer.h"
+#include "server/model/tensor_io.h"
 #include "server/training/trainer.h"
 #include "tools/make_model/english_vocab.h"
 
@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
        {"--steps", [](const char* v) { g_cfg.steps = std::atoi(v); }},
        {"--bottleneck", [](const char* v) { g_cfg.bottleneck = std::atol(v); }},
        {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }}});
-  adapterd::bench::SetThreads(g_cfg.threads);
+  adapterd::model::SetComputeThreads(g_cfg.threads);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   benchmark::RunSpecifiedBenchmarks();

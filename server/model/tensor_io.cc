@@ -1,5 +1,7 @@
 #include "server/model/tensor_io.h"
 
+#include <dlfcn.h>
+
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -110,10 +112,28 @@ absl::StatusOr<c10::ScalarType> ParseFloatDType(std::string_view name) {
       absl::StrCat("unknown dtype '", std::string(name), "' (float32, bfloat16, float16)"));
 }
 
+namespace {
+
+// OpenBLAS's thread-count entry points, looked up at run time: LibTorch may
+// be linked against another BLAS (MKL in PyTorch's wheels), and then there is
+// no such pool to size.
+template <typename Fn>
+Fn OpenBlasSymbol(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
+}
+
+}  // namespace
+
 int SetComputeThreads(int threads) {
   const int n = threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   at::set_num_threads(n);
+  if (auto set = OpenBlasSymbol<void (*)(int)>("openblas_set_num_threads")) set(n);
   return n;
+}
+
+int BlasThreads() {
+  auto get = OpenBlasSymbol<int (*)()>("openblas_get_num_threads");
+  return get != nullptr ? get() : -1;
 }
 
 absl::StatusOr<c10::Device> ParseDevice(std::string_view name) {

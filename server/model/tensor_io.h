@@ -73,13 +73,22 @@ absl::StatusOr<c10::ScalarType> ParseFloatDType(std::string_view name);
 // Parses "cpu", "cuda", "cuda:N", or "auto" (cuda when available).
 absl::StatusOr<c10::Device> ParseDevice(std::string_view name);
 
-// Sets LibTorch's intra-op CPU threads: `threads`, or for 0 one per
-// hardware thread (std::thread::hardware_concurrency). LibTorch's own
-// default counts physical cores, which is 1 on the 2-vCPU development VM:
-// left alone it trains and serves on half the machine. Returns the count set.
-// Process-global (LibTorch's thread pool): call once at start-up, before
-// any parallel work.
+// Sets the CPU threads LibTorch computes with: `threads`, or for 0 one per
+// hardware thread (std::thread::hardware_concurrency; LibTorch's own default
+// counts physical cores, which is 1 on the 2-vCPU development VM). Two pools
+// are sized: LibTorch's intra-op (OpenMP) pool, and OpenBLAS's own pthread
+// pool when LibTorch's BLAS is OpenBLAS (Debian's is; its fp32 GEMMs run
+// there). at::set_num_threads leaves OpenBLAS's pool at one thread per CPU,
+// so a "one thread" process computed on two and two such processes slowed
+// each other 2x (docs/PERFORMANCE.md). With more than one thread, libgomp's
+// idle workers spin while OpenBLAS works unless OMP_WAIT_POLICY=PASSIVE;
+// libgomp reads that only at load, so the launch scripts export it.
+// Returns the count set. Process-global: call once at start-up, before any
+// parallel work.
 int SetComputeThreads(int threads);
+
+// OpenBLAS's thread count, or -1 when LibTorch's BLAS is not OpenBLAS.
+int BlasThreads();
 
 }  // namespace adapterd::model
 

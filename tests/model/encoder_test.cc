@@ -1,10 +1,12 @@
 // Encoder and loader: golden outputs against an independent reference,
 // checkpoint naming variants, and error paths.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
@@ -228,6 +230,26 @@ TEST(BertEncoder, CreateRejectsWeightsThatDoNotFitTheConfig) {
   w.layers[1].output_weight = at::zeros({32, 63});
   EXPECT_THAT(BertEncoder::Create(config, w, {}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("encoder.layer.1.output.dense.weight")));
+}
+
+// --threads N means N compute threads in all: LibTorch's pool and, where
+// LibTorch's BLAS is OpenBLAS (Debian's), OpenBLAS's own pool too.
+TEST(ComputeThreads, SizesLibTorchAndOpenBlasPools) {
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream text;
+  text << maps.rdbuf();
+  const bool openblas_loaded = text.str().find("openblas") != std::string::npos;
+  const int before = at::get_num_threads();
+  for (int n : {1, 2, 1}) {
+    EXPECT_EQ(SetComputeThreads(n), n);
+    EXPECT_EQ(at::get_num_threads(), n);
+    if (openblas_loaded) {
+      EXPECT_EQ(BlasThreads(), n);
+    } else {
+      EXPECT_EQ(BlasThreads(), -1);
+    }
+  }
+  SetComputeThreads(before);
 }
 
 TEST(BertConfig, ParsesHfJsonAndRoundTrips) {

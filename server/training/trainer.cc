@@ -111,6 +111,21 @@ std::vector<at::Tensor> Trainable(const AdapterSet& set, TrainableParts parts, b
   return out;
 }
 
+// The encoder tensors full fine-tuning trains: all but the LayerNorm affines.
+// The adapter set's per-task copies replace those in the forward pass, and
+// train as part of the set.
+std::vector<at::Tensor> FullFineTuneEncoderTensors(const model::EncoderWeights& w) {
+  std::vector<at::Tensor> ln = {w.emb_ln_weight, w.emb_ln_bias};
+  for (const model::EncoderLayerWeights& l : w.layers) {
+    ln.insert(ln.end(), {l.attn_ln_weight, l.attn_ln_bias, l.output_ln_weight, l.output_ln_bias});
+  }
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& t : w.Tensors()) {
+    if (std::none_of(ln.begin(), ln.end(), [&](const at::Tensor& x) { return x.is_same(t); })) out.push_back(t);
+  }
+  return out;
+}
+
 }  // namespace
 
 int64_t TrainableParameterCount(const AdapterSet& set, TrainableParts parts, const model::BertEncoder& encoder) {
@@ -118,7 +133,9 @@ int64_t TrainableParameterCount(const AdapterSet& set, TrainableParts parts, con
   for (bool decayed : {true, false}) {
     for (const at::Tensor& t : Trainable(set, parts, decayed)) n += t.numel();
   }
-  if (parts == TrainableParts::kFullFineTune) n += encoder.NumParameters();
+  if (parts == TrainableParts::kFullFineTune) {
+    for (const at::Tensor& t : FullFineTuneEncoderTensors(encoder.weights())) n += t.numel();
+  }
   return n;
 }
 
@@ -300,9 +317,11 @@ absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertToken
     std::vector<at::Tensor> decayed = Trainable(*set, hp.trainable, true);
     std::vector<at::Tensor> undecayed = Trainable(*set, hp.trainable, false);
     if (hp.trainable == TrainableParts::kFullFineTune) {
-      // Matrices and embeddings decay; biases and LayerNorm affines do not,
-      // as in BERT's fine-tuning optimiser.
-      for (const at::Tensor& t : encoder.weights().Tensors()) (t.dim() >= 2 ? decayed : undecayed).push_back(t);
+      // Matrices and embeddings decay; biases do not, as in BERT's
+      // fine-tuning optimiser (the LayerNorm affines train in `set`).
+      for (const at::Tensor& t : FullFineTuneEncoderTensors(encoder.weights())) {
+        (t.dim() >= 2 ? decayed : undecayed).push_back(t);
+      }
     }
     for (at::Tensor& t : decayed) t.requires_grad_(true);
     for (at::Tensor& t : undecayed) t.requires_grad_(true);

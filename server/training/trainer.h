@@ -160,8 +160,10 @@ std::string CaptureCpuGeneratorState();
 absl::Status RestoreCpuGeneratorState(const std::string& bytes);
 
 // Parameters that train per task under `parts`: the elements of `set`'s
-// trainable tensors, plus every encoder weight for kFullFineTune. The same
-// selection Train() hands to the optimiser (for reports such as
+// trainable tensors, plus for kFullFineTune every encoder weight but the
+// LayerNorm affines (the set's per-task copies replace and train in their
+// place), so full fine-tuning counts the encoder's size plus the head. The
+// same selection Train() hands to the optimiser (for reports such as
 // docs/QUALITY.md).
 int64_t TrainableParameterCount(const model::AdapterSet& set, TrainableParts parts,
                                 const model::BertEncoder& encoder);

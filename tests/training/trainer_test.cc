@@ -206,6 +206,14 @@ TEST_F(TrainerTest, FullFineTuningBaselineNeedsATrainableEncoderAndUpdatesIt) {
   ASSERT_OK_AND_ASSIGN(TrainingResult r, Train(*trainable, *tokenizer_, data_, hp));
   EXPECT_FALSE(at::equal(trainable->weights().layers[0].intermediate_weight.detach(), before));
   EXPECT_TRUE(at::equal(weights->layers[0].intermediate_weight, before)) << "the source weights are copied";
+  // The set's per-task LayerNorms stand in for the encoder's own, which stay
+  // as loaded; so full fine-tuning trains the encoder's size plus the head.
+  EXPECT_TRUE(at::equal(trainable->weights().layers[0].output_ln_weight.detach(), weights->layers[0].output_ln_weight));
+  EXPECT_FALSE(at::equal(r.best->layers()[0].output_layer_norm.weight, weights->layers[0].output_ln_weight));
+  const int64_t head = TrainableParameterCount(*r.best, TrainableParts::kHeadOnly, *trainable);
+  EXPECT_EQ(head, (encoder_->config().hidden_size + 1) * 2);
+  EXPECT_EQ(TrainableParameterCount(*r.best, TrainableParts::kFullFineTune, *trainable),
+            trainable->NumParameters() + head);
   // And a trainable encoder is refused for adapter training.
   hp.trainable = TrainableParts::kAdapters;
   EXPECT_THAT(Train(*trainable, *tokenizer_, data_, hp), StatusIs(absl::StatusCode::kInvalidArgument));

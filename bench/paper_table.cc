@@ -33,6 +33,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -172,6 +173,7 @@ struct RunArgs {
   std::vector<std::string> datasets = {"debian_sections", "wordnet_supersenses"};
   std::vector<std::string> methods = {"adapters64", "adapters8", "full", "head_ln", "head"};
   std::vector<int> epochs = {3, 10, 20};
+  std::vector<double> lrs;  // a subset of each method's grid; empty = all of it
   uint64_t seed = 42;
   int max_seq_len = 128;
   int threads = 0;
@@ -230,6 +232,10 @@ absl::Status Run(const RunArgs& a) {
       for (const Method& method : Methods()) {
         if (std::find(a.methods.begin(), a.methods.end(), method.name) == a.methods.end()) continue;
         for (double lr : method.lrs) {
+          if (!a.lrs.empty() && std::none_of(a.lrs.begin(), a.lrs.end(),
+                                             [&](double x) { return std::abs(x - lr) <= 1e-9 * lr; })) {
+            continue;
+          }
           const std::string key = RunKey(d, method.name, lr, epochs, a.seed);
           if (++index % shard.second != shard.first || done.count(key)) continue;
           if (a.max_runs > 0 && runs >= a.max_runs) return absl::OkStatus();
@@ -432,6 +438,10 @@ int Main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   run->add_option("--epochs", ra.epochs, "epoch counts of the grid")->delimiter(',')->capture_default_str();
+  run->add_option("--lrs", ra.lrs,
+                  "only these learning rates of each method's grid (default: the whole grid; "
+                  "a value outside a method's grid selects none of its runs)")
+      ->delimiter(',');
   run->add_option("--seed", ra.seed, "training seed")->capture_default_str();
   run->add_option("--max_seq_len", ra.max_seq_len, "tokens per example")->capture_default_str();
   run->add_option("--threads", ra.threads, "LibTorch threads (0 = one per hardware thread)");

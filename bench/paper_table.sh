@@ -13,7 +13,7 @@
 # there is not repeated, so an interrupted sweep continues where it stopped.
 # A results file of another model is refused: move it away after rebuilding
 # the model. Extra arguments go to `adapterd-paper-table run` (--datasets,
-# --methods, --epochs, --max_runs, --model_dir).
+# --methods, --epochs, --lrs, --max_runs, --model_dir).
 #
 # PARALLEL processes (default: one per core) share the grid (--shard K/N),
 # each with one compute thread (LibTorch's and OpenBLAS's pools both sized to

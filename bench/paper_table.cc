@@ -33,8 +33,8 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>

@@ -1,5 +1,6 @@
 // Encoder and loader: golden outputs against an independent reference,
-// checkpoint naming variants, and error paths.
+// checkpoint naming variants, error paths, and the compute-thread setup
+// (tensor_io.h SetComputeThreads).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>

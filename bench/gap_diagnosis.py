@@ -127,6 +127,11 @@ def pad(rows):
     return ids, mask
 
 
+def masked_mean(h, mask):
+    """The mean of h [B, L, d] over the positions where mask [B, L] is 1."""
+    return (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+
+
 def load_dataset(name, tokenizer):
     """{split: (token id lists, label index tensor)}, labels sorted by name."""
     splits = {}
@@ -219,9 +224,7 @@ class Model:
         return h
 
     def pool(self, h, mask):
-        if self.pooling == "cls":
-            return h[:, 0]
-        return (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+        return h[:, 0] if self.pooling == "cls" else masked_mean(h, mask)
 
     def logits(self, ids, mask, train):
         return self._linear(self.pool(self.hidden(ids, mask, train), mask), "head", self.task)
@@ -287,7 +290,7 @@ def probe(args, weights, config, data, labels):
                 x, m = pad(ids[s:s + 64])
                 h = model.hidden(x, m, False)
                 cls.append(h[:, 0])
-                mean.append((h * m[..., None]).sum(1) / m.sum(1, keepdim=True))
+                mean.append(masked_mean(h, m))
             features[split] = {"cls": torch.cat(cls), "mean": torch.cat(mean)}
     results = []
     for pooling in ("cls", "mean"):

@@ -27,10 +27,18 @@
 #   --new_cycle        continue a finished run in --work with a further
 #                      learning-rate cycle of this budget (to resume an
 #                      interrupted second cycle, run again without it)
+#   --init_from DIR    start a new --work from the model in DIR (same size and
+#                      vocabulary, e.g. models/adapterd-mini-en, whose own
+#                      checkpoint is not kept) instead of random weights; its
+#                      vocab.txt is the vocabulary. Use a new --seed so that
+#                      the run sees other masks and another order.
+#   --seed N           seed of the initialisation, masks and order [42]
+#   --threads N        LibTorch threads [0: one per hardware thread; on a VM
+#                      whose second vCPU is a busy sibling, 1 can be faster]
 # Interrupting it (Ctrl-C) checkpoints; running it again with the same --work
 # resumes where it stopped.
 set -euo pipefail
-usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
 
 OUT=models/adapterd-mini-en
 WORK=./data/pretrain
@@ -45,6 +53,9 @@ BATCH=32
 SEQ=128
 DROPOUT=0
 NEW_CYCLE=()
+INIT_FROM=()
+SEED=42
+THREADS=0
 while [[ $# -gt 0 ]]; do
   [[ "$1" == -h || "$1" == --help ]] && { usage; exit 0; }
   if [[ "$1" == --new_cycle ]]; then NEW_CYCLE=(--new_cycle); shift; continue; fi
@@ -62,6 +73,9 @@ while [[ $# -gt 0 ]]; do
     --batch_size) BATCH=$2 ;;
     --seq_len) SEQ=$2 ;;
     --dropout) DROPOUT=$2 ;;
+    --init_from) INIT_FROM=(--init_from "$(cd "$2" && pwd)") ;;
+    --seed) SEED=$2 ;;
+    --threads) THREADS=$2 ;;
     *) echo "build-default-model: unknown option: $1" >&2; usage >&2; exit 2 ;;
   esac
   shift 2
@@ -84,7 +98,9 @@ if [[ ! -s "$WORK/corpus/train.txt" || ! -s "$WORK/corpus/heldout.txt" ]]; then
 fi
 
 # 2. Vocabulary (skipped when already built: a resumed run must keep it).
-if [[ ! -s "$WORK/vocab.txt" ]]; then
+if [[ ! -s "$WORK/vocab.txt" && ${#INIT_FROM[@]} -gt 0 ]]; then
+  cp "${INIT_FROM[1]}/vocab.txt" "$WORK/vocab.txt"
+elif [[ ! -s "$WORK/vocab.txt" ]]; then
   "$PRETRAIN" vocab --corpus "$WORK/corpus/train.txt" --size "$VOCAB_SIZE" --out "$WORK/vocab.txt"
 fi
 
@@ -95,7 +111,7 @@ budget=(--max_minutes "$MINUTES")
   --eval_sequences 0 --vocab "$WORK/vocab.txt" --work_dir "$WORK/run" --out "$OUT" \
   --preset mini --layers 4 --hidden 256 --heads 4 --intermediate 1024 \
   --batch_size "$BATCH" --seq_len "$SEQ" --lr "$LR" --init_range "$INIT" --dropout "$DROPOUT" --autocast "$AUTOCAST" --device "$DEVICE" \
-  "${budget[@]}" "${NEW_CYCLE[@]}" --out_dtype f16 --report_every 20 | tee -a "$WORK/train_stdout.log"
+  --seed "$SEED" --threads "$THREADS" "${budget[@]}" "${NEW_CYCLE[@]}" "${INIT_FROM[@]}" --out_dtype f16 --report_every 20 | tee -a "$WORK/train_stdout.log"
 finished=$(date -u -r "$WORK/run/checkpoint/state.json" +%Y-%m-%dT%H:%M:%SZ)
 cp "$WORK/run/train_log.jsonl" "$OUT/train_log.jsonl"
 

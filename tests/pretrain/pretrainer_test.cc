@@ -2,8 +2,8 @@
 // pretrained for 30 steps on a tiny corpus learns (held-out MLM loss falls),
 // a run interrupted at step 15 and resumed from its checkpoint ends
 // bit-identical to an uninterrupted one, and the exported directory loads
-// through the serving model loader with the same outputs; the dropout option
-// applies to pretraining only.
+// through the serving model loader with the same outputs and starts a new
+// run through init_from; the dropout option applies to pretraining only.
 #include "tools/pretrain/pretrainer.h"
 
 #include <ATen/ATen.h>
@@ -207,6 +207,70 @@ TEST(PretrainerTest, NewCycleContinuesAFinishedRunWithAFreshSchedule) {
   EXPECT_NEAR(reports.front().learning_rate, 3e-3, 1e-12);
   EXPECT_NEAR(reports.back().learning_rate, 3e-3 / 6.0, 1e-12);
   EXPECT_FALSE(at::equal(p->Parameters()[0], after_first[0]));
+}
+
+// init_from starts a new run from an exported model (the committed default
+// model has no checkpoint): step 0 with the export's exact weights (f32) or
+// their f16 rounding, a fresh schedule, and a checkpoint that later resumes
+// without init_from and remembers where the run began. An export of another
+// config or vocabulary is refused.
+TEST(PretrainerTest, InitFromStartsANewRunFromAnExportedModel) {
+  Fixture f = Make();
+  TempDir dir("pretrain");
+  std::vector<at::Tensor> exported;
+  {
+    std::unique_ptr<Pretrainer> p = Create(f, Options(5), dir.Sub("first"));
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(p->Train(PackDocuments(f.docs, p->tokenizer(), 32), 5, nullptr).ok());
+    ASSERT_TRUE(p->ExportHf(dir.Sub("hf32"), model::DType::kF32).ok());
+    ASSERT_TRUE(p->ExportHf(dir.Sub("hf16"), model::DType::kF16).ok());
+    for (const at::Tensor& t : p->Parameters()) exported.push_back(t.detach().clone());
+  }
+  PretrainOptions o = Options(4);
+  o.init_from = dir.Sub("hf32");
+  {
+    std::unique_ptr<Pretrainer> p = Create(f, o, dir.Sub("second"));
+    ASSERT_NE(p, nullptr);
+    EXPECT_FALSE(p->resumed());
+    EXPECT_EQ(p->step(), 0);
+    EXPECT_EQ(p->total_steps(), 4);
+    EXPECT_EQ(p->init_from(), o.init_from);
+    const std::vector<at::Tensor> got = p->Parameters();
+    ASSERT_EQ(got.size(), exported.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(at::equal(got[i], exported[i])) << "parameter " << i << " is not the export's";
+    }
+    ASSERT_TRUE(p->Train(PackDocuments(f.docs, p->tokenizer(), 32), 4, nullptr).ok());
+    EXPECT_FALSE(at::equal(p->Parameters()[0], exported[0])) << "the run trains the loaded weights";
+  }
+  // The checkpoint now wins: resumed without init_from, it still names it.
+  std::unique_ptr<Pretrainer> resumed = Create(f, Options(4), dir.Sub("second"));
+  ASSERT_NE(resumed, nullptr);
+  EXPECT_TRUE(resumed->resumed());
+  EXPECT_EQ(resumed->step(), 4);
+  EXPECT_EQ(resumed->init_from(), o.init_from);
+
+  PretrainOptions half = Options(4);
+  half.init_from = dir.Sub("hf16");
+  std::unique_ptr<Pretrainer> from16 = Create(f, half, dir.Sub("third"));
+  ASSERT_NE(from16, nullptr);
+  const std::vector<at::Tensor> got16 = from16->Parameters();
+  ASSERT_EQ(got16.size(), exported.size());
+  for (size_t i = 0; i < got16.size(); ++i) {
+    EXPECT_EQ(got16[i].scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::equal(got16[i], exported[i].to(at::kHalf).to(at::kFloat))) << "parameter " << i;
+  }
+
+  std::vector<std::string> other_vocab = f.vocab;
+  std::swap(other_vocab[10], other_vocab[11]);
+  EXPECT_EQ(Pretrainer::Create(f.config, other_vocab, o, dir.Sub("fourth")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  f.config.num_hidden_layers = 3;
+  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.Sub("fifth")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  o.init_from = dir.Sub("missing");
+  f.config.num_hidden_layers = 2;
+  EXPECT_FALSE(Pretrainer::Create(f.config, f.vocab, o, dir.Sub("sixth")).ok());
 }
 
 TEST(PretrainerTest, CheckpointOfAnotherConfigIsRefused) {

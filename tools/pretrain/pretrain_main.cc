@@ -127,8 +127,9 @@ absl::Status RunTrain(TrainArgs a) {
 
   ASSIGN_OR_RETURN(std::unique_ptr<Pretrainer> trainer,
                    Pretrainer::Create(config, vocab, a.options, a.work_dir));
-  std::cout << (trainer->resumed() ? absl::StrCat("resumed at step ", trainer->step())
-                                   : std::string("fresh model"))
+  std::cout << (trainer->resumed()             ? absl::StrCat("resumed at step ", trainer->step())
+                : trainer->init_from().empty() ? std::string("fresh model")
+                                               : absl::StrCat("model from ", trainer->init_from()))
             << ": " << config.num_hidden_layers << " layers, hidden " << config.hidden_size << ", "
             << config.num_attention_heads << " heads, FFN " << config.intermediate_size << ", vocab "
             << config.vocab_size << "; autocast " << (trainer->using_bf16() ? "bf16" : "off")
@@ -177,6 +178,7 @@ absl::Status RunTrain(TrainArgs a) {
                             {"init_range", a.options.init_range},
                             {"dropout", a.options.dropout},
                             {"seed", a.options.seed},
+                            {"init_from", trainer->init_from()},
                             {"autocast", trainer->using_bf16() ? "bf16" : "off"},
                             {"device", a.device},
                             {"cpu", CpuModel()},
@@ -286,6 +288,9 @@ int Main(int argc, char** argv) {
   train->add_option("--device", ta.device, "cpu or cuda[:N]")->capture_default_str();
   train->add_flag("--new_cycle", ta.options.new_cycle,
                   "continue the checkpoint in --work_dir with a new warmup+decay cycle of this budget");
+  train->add_option("--init_from", ta.options.init_from,
+                    "start a new work_dir from this HF BERT directory (same config and vocab) instead of "
+                    "random weights, e.g. to continue the default model");
   train->add_option("--threads", ta.threads, "LibTorch intra-op threads (0 = one per hardware thread)");
   train->add_option("--out_dtype", ta.out_dtype, "f16, bf16 or f32 for --out")->capture_default_str();
   train->add_option("--report_every", ta.report_every, "log every N steps")->capture_default_str();

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -33,6 +35,38 @@ namespace fs = std::filesystem;
 using model::GuardTorch;
 
 constexpr char kCheckpoint[] = "checkpoint";
+
+// The encoder (fp32, on `device`, owning its memory) and MLM head of the
+// HuggingFace BERT directory `dir` (a checkpoint or an ExportHf output, any
+// dtype), which must hold exactly `config` and `vocab`: FAILED_PRECONDITION
+// naming the difference otherwise.
+absl::StatusOr<std::pair<model::EncoderWeights, MlmHead>> LoadPretrained(
+    const fs::path& dir, const model::BertConfig& config, const std::vector<std::string>& vocab,
+    c10::Device device) {
+  ASSIGN_OR_RETURN(const std::string config_json, ReadFileToString((dir / "config.json").string()));
+  ASSIGN_OR_RETURN(const model::BertConfig saved, model::BertConfig::FromJson(config_json));
+  if (saved.ToJson() != config.ToJson()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the model in ", dir.string(), " is for another model config: ", saved.ToJson(),
+                     " vs ", config.ToJson()));
+  }
+  ASSIGN_OR_RETURN(const std::string vocab_txt, ReadFileToString((dir / "vocab.txt").string()));
+  if (vocab_txt != absl::StrJoin(vocab, "\n") + "\n") {
+    return absl::FailedPreconditionError(absl::StrCat("the model in ", dir.string(), " has another vocabulary"));
+  }
+  ASSIGN_OR_RETURN(model::SafetensorsFile file, model::SafetensorsFile::Open((dir / "model.safetensors").string()));
+  ASSIGN_OR_RETURN(model::ResolvedWeights resolved, model::ResolveEncoderWeights(file, config, device, at::kFloat));
+  ASSIGN_OR_RETURN(MlmHead head, MlmHead::FromSafetensors(file, config, device));
+  RETURN_IF_ERROR(GuardTorch("copy the head", [&]() {
+    // Never train mapped file bytes (a trainable BertEncoder copies the
+    // encoder's weights itself).
+    for (at::Tensor* t : {&head.dense_weight, &head.dense_bias, &head.ln_weight, &head.ln_bias,
+                          &head.decoder_bias}) {
+      *t = t->clone();
+    }
+  }));
+  return std::make_pair(std::move(resolved.weights), std::move(head));
+}
 
 // Turns autocast on for the scope (bf16 matmuls), off and cache-cleared after.
 class AutocastScope {
@@ -253,6 +287,7 @@ struct Pretrainer::State {
   // train_seconds; 0 and 0 for the first.
   int64_t cycle_start_step = 0;
   double cycle_start_seconds = 0;
+  std::string init_from;  // the model the run started from; "" = random
   bool resumed = false;
   bool bf16 = false;
 };
@@ -297,29 +332,8 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
   model::EncoderWeights weights;
   if (fs::exists(ckpt / "state.json")) {
     ASSIGN_OR_RETURN(const std::string state_json, ReadFileToString((ckpt / "state.json").string()));
-    ASSIGN_OR_RETURN(const std::string config_json, ReadFileToString((ckpt / "config.json").string()));
-    ASSIGN_OR_RETURN(const model::BertConfig saved, model::BertConfig::FromJson(config_json));
-    if (saved.ToJson() != config.ToJson()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the checkpoint in ", ckpt.string(), " is for another model config"));
-    }
-    ASSIGN_OR_RETURN(const std::string vocab_txt, ReadFileToString((ckpt / "vocab.txt").string()));
-    if (vocab_txt != absl::StrJoin(s->vocab, "\n") + "\n") {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the checkpoint in ", ckpt.string(), " has another vocabulary"));
-    }
-    ASSIGN_OR_RETURN(model::SafetensorsFile file,
-                     model::SafetensorsFile::Open((ckpt / "model.safetensors").string()));
-    ASSIGN_OR_RETURN(model::ResolvedWeights resolved,
-                     model::ResolveEncoderWeights(file, config, s->options.device, at::kFloat));
-    weights = std::move(resolved.weights);
-    ASSIGN_OR_RETURN(s->head, MlmHead::FromSafetensors(file, config, s->options.device));
-    RETURN_IF_ERROR(GuardTorch("copy the head", [&]() {
-      for (at::Tensor* t : {&s->head.dense_weight, &s->head.dense_bias, &s->head.ln_weight,
-                            &s->head.ln_bias, &s->head.decoder_bias}) {
-        *t = t->clone();  // never train mapped checkpoint bytes
-      }
-    }));
+    ASSIGN_OR_RETURN(std::tie(weights, s->head),
+                     LoadPretrained(ckpt, config, s->vocab, s->options.device));
     try {
       const nlohmann::json j = nlohmann::json::parse(state_json);
       s->step = j.at("step").get<int64_t>();
@@ -327,6 +341,7 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
       s->train_seconds = j.at("train_seconds").get<double>();
       s->cycle_start_step = j.value("cycle_start_step", int64_t{0});
       s->cycle_start_seconds = j.value("cycle_start_seconds", 0.0);
+      s->init_from = j.value("init_from", std::string());
       if (j.at("seed").get<uint64_t>() != s->options.seed) {
         return absl::FailedPreconditionError("the checkpoint was trained with another seed");
       }
@@ -339,11 +354,19 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
       s->cycle_start_seconds = s->train_seconds;
       s->total_steps = s->options.max_steps > 0 ? s->step + s->options.max_steps : 0;  // 0: timed in Train
     }
+  } else if (s->options.new_cycle) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("new_cycle needs a checkpoint in ", s->work_dir, "/", kCheckpoint));
+  } else if (!s->options.init_from.empty()) {
+    ASSIGN_OR_RETURN(std::tie(weights, s->head),
+                     LoadPretrained(s->options.init_from, config, s->vocab, s->options.device));
+    s->init_from = s->options.init_from;
+    RETURN_IF_ERROR(GuardTorch("drop the pooler", [&]() {
+      weights.pooler_weight = at::Tensor();  // not trained by MLM, never exported
+      weights.pooler_bias = at::Tensor();
+    }));
+    if (s->options.max_steps > 0) s->total_steps = s->options.max_steps;
   } else {
-    if (s->options.new_cycle) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("new_cycle needs a checkpoint in ", s->work_dir, "/", kCheckpoint));
-    }
     ASSIGN_OR_RETURN(weights, model::RandomEncoderWeights(config, s->options.seed, s->options.init_range));
     RETURN_IF_ERROR(GuardTorch("initialise", [&]() {
       // BERT's initialisation: zero biases, LayerNorm 1/0; no pooler (there is
@@ -427,7 +450,8 @@ absl::Status Pretrainer::SaveCheckpoint() const {
                                 {"train_seconds", s.train_seconds},
                                 {"cycle_start_step", s.cycle_start_step},
                                 {"cycle_start_seconds", s.cycle_start_seconds},
-                                {"seed", s.options.seed}};
+                                {"seed", s.options.seed},
+                                {"init_from", s.init_from}};
   RETURN_IF_ERROR(WriteFileAtomically((tmp / "state.json").string(), state.dump(2) + "\n"));
   fs::remove_all(old, ec);
   if (fs::exists(ckpt)) {
@@ -556,6 +580,7 @@ absl::Status Pretrainer::ExportHf(const std::string& dir, model::DType dtype) co
 int64_t Pretrainer::step() const { return state_->step; }
 int64_t Pretrainer::total_steps() const { return state_->total_steps; }
 bool Pretrainer::resumed() const { return state_->resumed; }
+const std::string& Pretrainer::init_from() const { return state_->init_from; }
 bool Pretrainer::using_bf16() const { return state_->bf16; }
 const model::BertEncoder& Pretrainer::encoder() const { return *state_->encoder; }
 const MlmHead& Pretrainer::head() const { return state_->head; }

@@ -24,6 +24,14 @@
 // a new warmup-then-decay schedule of that budget starts at the checkpoint's
 // step (a second learning-rate cycle), e.g. for a longer run later.
 //
+// init_from starts a fresh work_dir from a pretrained model instead of a
+// random initialisation: an HF directory (an earlier run's export, e.g. the
+// committed default model) with the same config and vocabulary, whose
+// encoder and MLM head are read as fp32. The run is a new one (step 0, its
+// own schedule and optimiser, which the export does not keep); once
+// work_dir has a checkpoint, that checkpoint is resumed and init_from is
+// not read again. It continues a model whose checkpoint is gone.
+//
 // Checkpoints: `work_dir/checkpoint/` holds an HF directory in fp32 (encoder
 // + MLM head), optimizer.pt, rng.bin and state.json; it is replaced
 // atomically (written beside, then renamed). Create() resumes from it when
@@ -97,6 +105,7 @@ struct PretrainOptions {
   int64_t checkpoint_every_steps = 200;  // 0: only at the end
   std::string autocast = "off";           // off | bf16 | auto
   bool new_cycle = false;                 // see "Budget" above; needs a checkpoint
+  std::string init_from;                  // see "init_from" above; "" = random initialisation
   MaskingSpec masking;                    // ids and vocab size are filled in by Create()
   c10::Device device = c10::Device(c10::kCPU);
 
@@ -128,9 +137,10 @@ absl::StatusOr<MlmEvaluation> EvaluateMlm(const model::BertEncoder& encoder, con
 
 class Pretrainer {
  public:
-  // A fresh model for `config` with `vocab`, or the one in
-  // work_dir/checkpoint when present (its config and vocab must then equal
-  // these: FAILED_PRECONDITION otherwise).
+  // A fresh model for `config` with `vocab` (random, or options.init_from's),
+  // or the one in work_dir/checkpoint when present. A checkpoint or
+  // init_from directory must hold this config and vocab: FAILED_PRECONDITION
+  // otherwise.
   static absl::StatusOr<std::unique_ptr<Pretrainer>> Create(const model::BertConfig& config,
                                                             std::vector<std::string> vocab,
                                                             PretrainOptions options,
@@ -152,6 +162,8 @@ class Pretrainer {
   int64_t step() const;
   int64_t total_steps() const;
   bool resumed() const;
+  // The init_from model this run (or the run it resumes) started from; "" if random.
+  const std::string& init_from() const;
   bool using_bf16() const;
   const model::BertEncoder& encoder() const;
   const MlmHead& head() const;

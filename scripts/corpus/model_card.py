@@ -46,6 +46,17 @@ def main():
             curve.append(f"| {r['step']} | {r['loss']:.3f} | {r['accuracy']:.3f} | {r['lr']:.2e} | "
                          f"{r['seconds'] / 60:.1f} |")
     name = os.path.basename(os.path.normpath(d))
+    # A run started with --init_from continues an earlier model: its card
+    # records that model's pretraining, which precedes these steps.
+    init_from = summary.get("init_from", "")
+    if init_from:
+        if os.path.isabs(init_from) and init_from.startswith(os.getcwd() + os.sep):
+            init_from = os.path.relpath(init_from)
+        init = (f"the weights of `{init_from}` (`--init_from`; its card records the pretraining "
+                f"that precedes these steps; a fresh optimiser and schedule)")
+    else:
+        init = (f"normal, std {summary.get('init_range', 0.02)} (BERT's 0.02 at hidden 768, scaled by "
+                f"sqrt(768/hidden)); biases 0, LayerNorm 1/0")
     print(f"""# {name}: adapterd's default encoder
 
 A BERT-mini-sized English encoder (uncased WordPiece), pretrained from scratch
@@ -78,7 +89,7 @@ pretraining -> this card); the numbers below are read from that run's files.
 | optimiser | AdamW (betas 0.9/0.98, eps 1e-6, weight decay 0.01 on matrices), peak lr {summary['learning_rate']}, 6% linear warmup then linear decay, grad-norm clip 1.0 |
 | batch | {summary['batch_size']} sequences x {summary['seq_len']} tokens |
 | steps | {summary['steps']:,} of a {summary['total_steps']:,}-step schedule ({tokens_seen:,} token positions, {tokens_seen / max(1, summary['corpus_tokens']):.2f} epochs) |
-| initialisation | normal, std {summary.get('init_range', 0.02)} (BERT's 0.02 at hidden 768, scaled by sqrt(768/hidden)); biases 0, LayerNorm 1/0 |
+| initialisation | {init} |
 | precision | fp32 weights and optimiser, matmuls under autocast {summary['autocast']}; exported in fp16 |
 | seed | {summary['seed']} |
 | wall time (training) | {summary['train_seconds'] / 60:.1f} min ({hours:.2f} h){', finished ' + a.finished if a.finished else ''} |

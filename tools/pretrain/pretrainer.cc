@@ -361,10 +361,8 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
     ASSIGN_OR_RETURN(std::tie(weights, s->head),
                      LoadPretrained(s->options.init_from, config, s->vocab, s->options.device));
     s->init_from = s->options.init_from;
-    RETURN_IF_ERROR(GuardTorch("drop the pooler", [&]() {
-      weights.pooler_weight = at::Tensor();  // not trained by MLM, never exported
-      weights.pooler_bias = at::Tensor();
-    }));
+    weights.pooler_weight = at::Tensor();  // not trained by MLM, never exported
+    weights.pooler_bias = at::Tensor();
     if (s->options.max_steps > 0) s->total_steps = s->options.max_steps;
   } else {
     ASSIGN_OR_RETURN(weights, model::RandomEncoderWeights(config, s->options.seed, s->options.init_range));

@@ -53,7 +53,7 @@ BATCH=32
 SEQ=128
 DROPOUT=0
 NEW_CYCLE=()
-INIT_FROM=()
+INIT_FROM=""
 SEED=42
 THREADS=0
 while [[ $# -gt 0 ]]; do
@@ -73,7 +73,7 @@ while [[ $# -gt 0 ]]; do
     --batch_size) BATCH=$2 ;;
     --seq_len) SEQ=$2 ;;
     --dropout) DROPOUT=$2 ;;
-    --init_from) INIT_FROM=(--init_from "$(cd "$2" && pwd)") ;;
+    --init_from) INIT_FROM=$(cd "$2" && pwd) ;;
     --seed) SEED=$2 ;;
     --threads) THREADS=$2 ;;
     *) echo "build-default-model: unknown option: $1" >&2; usage >&2; exit 2 ;;
@@ -98,8 +98,8 @@ if [[ ! -s "$WORK/corpus/train.txt" || ! -s "$WORK/corpus/heldout.txt" ]]; then
 fi
 
 # 2. Vocabulary (skipped when already built: a resumed run must keep it).
-if [[ ! -s "$WORK/vocab.txt" && ${#INIT_FROM[@]} -gt 0 ]]; then
-  cp "${INIT_FROM[1]}/vocab.txt" "$WORK/vocab.txt"
+if [[ ! -s "$WORK/vocab.txt" && -n "$INIT_FROM" ]]; then
+  cp "$INIT_FROM/vocab.txt" "$WORK/vocab.txt"
 elif [[ ! -s "$WORK/vocab.txt" ]]; then
   "$PRETRAIN" vocab --corpus "$WORK/corpus/train.txt" --size "$VOCAB_SIZE" --out "$WORK/vocab.txt"
 fi
@@ -111,7 +111,7 @@ budget=(--max_minutes "$MINUTES")
   --eval_sequences 0 --vocab "$WORK/vocab.txt" --work_dir "$WORK/run" --out "$OUT" \
   --preset mini --layers 4 --hidden 256 --heads 4 --intermediate 1024 \
   --batch_size "$BATCH" --seq_len "$SEQ" --lr "$LR" --init_range "$INIT" --dropout "$DROPOUT" --autocast "$AUTOCAST" --device "$DEVICE" \
-  --seed "$SEED" --threads "$THREADS" "${budget[@]}" "${NEW_CYCLE[@]}" "${INIT_FROM[@]}" --out_dtype f16 --report_every 20 | tee -a "$WORK/train_stdout.log"
+  --seed "$SEED" --threads "$THREADS" "${budget[@]}" "${NEW_CYCLE[@]}" ${INIT_FROM:+--init_from "$INIT_FROM"} --out_dtype f16 --report_every 20 | tee -a "$WORK/train_stdout.log"
 finished=$(date -u -r "$WORK/run/checkpoint/state.json" +%Y-%m-%dT%H:%M:%SZ)
 cp "$WORK/run/train_log.jsonl" "$OUT/train_log.jsonl"
 

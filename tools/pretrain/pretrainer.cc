@@ -361,14 +361,10 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
     ASSIGN_OR_RETURN(std::tie(weights, s->head),
                      LoadPretrained(s->options.init_from, config, s->vocab, s->options.device));
     s->init_from = s->options.init_from;
-    weights.pooler_weight = at::Tensor();  // not trained by MLM, never exported
-    weights.pooler_bias = at::Tensor();
-    if (s->options.max_steps > 0) s->total_steps = s->options.max_steps;
   } else {
     ASSIGN_OR_RETURN(weights, model::RandomEncoderWeights(config, s->options.seed, s->options.init_range));
     RETURN_IF_ERROR(GuardTorch("initialise", [&]() {
-      // BERT's initialisation: zero biases, LayerNorm 1/0; no pooler (there is
-      // no sentence objective to train one).
+      // BERT's initialisation: zero biases, LayerNorm 1/0.
       weights.emb_ln_weight.fill_(1);
       weights.emb_ln_bias.zero_();
       for (model::EncoderLayerWeights& l : weights.layers) {
@@ -379,12 +375,14 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
         l.attn_ln_weight.fill_(1);
         l.output_ln_weight.fill_(1);
       }
-      weights.pooler_weight = at::Tensor();
-      weights.pooler_bias = at::Tensor();
     }));
     s->head = MlmHead::Random(config, s->options.seed + 1, s->options.init_range, s->options.device);
-    if (s->options.max_steps > 0) s->total_steps = s->options.max_steps;
   }
+  if (!s->resumed && s->options.max_steps > 0) s->total_steps = s->options.max_steps;  // a new run
+  // No pooler, whatever the source: MLM has no sentence objective to train
+  // one, and neither checkpoints nor exports hold it.
+  weights.pooler_weight = at::Tensor();
+  weights.pooler_bias = at::Tensor();
   model::BertConfig train_config = config;  // the saved config keeps its dropout
   if (s->options.dropout >= 0) {
     train_config.hidden_dropout_prob = s->options.dropout;

@@ -117,6 +117,6 @@ cp "$WORK/run/train_log.jsonl" "$OUT/train_log.jsonl"
 
 # 4. A small committed held-out sample for the model test, and the card.
 head -n 300 "$WORK/corpus/heldout.txt" > "$OUT/heldout_sample.txt"
-/usr/bin/env python3 scripts/corpus/model_card.py --model_dir "$OUT" \
+/usr/bin/env python3 scripts/corpus/model_card.py --model_dir "$OUT" --write_lineage \
   --provenance "$WORK/corpus/PROVENANCE.md" --finished "$finished" > "$OUT/MODEL_CARD.md"
 echo "build-default-model: wrote $OUT (see $OUT/MODEL_CARD.md)"

@@ -8,11 +8,75 @@ Everything in the card is read from files the build wrote: DIR/config.json,
 DIR/pretrain_summary.json (adapterd-pretrain train), DIR/train_log.jsonl, the
 sizes of DIR's files, and the corpus's PROVENANCE.md (scripts/build-corpus.sh),
 which is appended whole: sources, counts, the apt snapshot and licences.
+
+A model continued from another (`adapterd-pretrain train --init_from`) has a
+lineage: the exported runs that precede its own, oldest first. With
+--write_lineage the card's generator stores it in DIR/lineage.json (each
+run's pretrain_summary.json, its directory and the sha256 of its weights,
+read from the --init_from model's directory and its own lineage.json), so a
+chain of continuations stays described after the earlier directories are
+gone; the card shows it as a table with the totals.
 """
 import argparse
+import hashlib
 import json
 import os
 import sys
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def shown_path(path):
+    """A path under the working directory relative to it (the repository's root in the build)."""
+    if os.path.isabs(path) and path.startswith(os.getcwd() + os.sep):
+        return os.path.relpath(path)
+    return path
+
+
+def lineage_of(model_dir, summary):
+    """The runs before model_dir's own, oldest first: its stored lineage.json, else the chain through
+    summary["init_from"] (that model's own lineage, then that model)."""
+    stored = os.path.join(model_dir, "lineage.json")
+    if os.path.exists(stored):
+        return json.load(open(stored))
+    init_from = summary.get("init_from", "")
+    if not init_from:
+        return []
+    try:
+        parent_summary = json.load(open(os.path.join(init_from, "pretrain_summary.json")))
+    except OSError as e:
+        sys.exit(f"model_card: {model_dir} continues {init_from} (init_from), whose summary cannot be read "
+                 f"({e.strerror}), and has no lineage.json to describe it")
+    return lineage_of(init_from, parent_summary) + [{
+        "model_dir": shown_path(init_from),
+        "weights_sha256": sha256_of(os.path.join(init_from, "model.safetensors")),
+        "summary": parent_summary,
+    }]
+
+
+def lineage_table(runs, summary, name):
+    """Markdown: one row per run of the lineage and this one, then the totals."""
+    rows, steps, positions, seconds = [], 0, 0, 0.0
+    for label, s in [(f"`{r['model_dir']}` (weights sha256 {r['weights_sha256'][:12]})", r["summary"])
+                     for r in runs] + [(f"this model, `{name}`", summary)]:
+        p = s["steps"] * s["batch_size"] * s["seq_len"]
+        steps, positions, seconds = steps + s["steps"], positions + p, seconds + s["train_seconds"]
+        acc = s.get("heldout", {}).get("accuracy", float("nan"))
+        rows.append(f"| {label} | {s['steps']:,} | {p / max(1, s['corpus_tokens']):.2f} | {s['learning_rate']} | "
+                    f"{s['train_seconds'] / 60:.1f} | {s['cpu'] if s['device'] == 'cpu' else s['device']}, "
+                    f"{s['threads']} threads, autocast {s['autocast']} | {acc:.4f} |")
+    corpus_tokens = max(1, summary["corpus_tokens"])
+    return ("| run | steps | epochs | peak lr (last cycle) | minutes | hardware | held-out acc after |\n"
+            "|---|---:|---:|---:|---:|---|---:|\n" + "\n".join(rows) + "\n"
+            f"| **all** | **{steps:,}** | **{positions / corpus_tokens:.2f}** | | **{seconds / 60:.1f}** | | |\n\n"
+            f"In all, {positions:,} token positions. A run's peak lr is that of its last learning-rate "
+            f"cycle; the training curve above covers this model's run only.")
 
 
 def main():
@@ -21,6 +85,7 @@ def main():
     ap.add_argument("--provenance", required=True)
     ap.add_argument("--finished", default="", help="when training finished (UTC)")
     ap.add_argument("--notes", default="", help="a Markdown file of run notes, inserted after the accuracy")
+    ap.add_argument("--write_lineage", action="store_true", help="store the lineage in DIR/lineage.json")
     a = ap.parse_args()
     d = a.model_dir
     config = json.load(open(os.path.join(d, "config.json")))
@@ -46,14 +111,20 @@ def main():
             curve.append(f"| {r['step']} | {r['loss']:.3f} | {r['accuracy']:.3f} | {r['lr']:.2e} | "
                          f"{r['seconds'] / 60:.1f} |")
     name = os.path.basename(os.path.normpath(d))
-    # A run started with --init_from continues an earlier model: its card
-    # records that model's pretraining, which precedes these steps.
+    # A run started with --init_from continues an earlier model: the card's
+    # lineage lists the runs that precede these steps.
     init_from = summary.get("init_from", "")
+    runs = lineage_of(d, summary)
+    if a.write_lineage and runs:
+        with open(os.path.join(d, "lineage.json"), "w") as f:
+            json.dump(runs, f, indent=1, sort_keys=True)
+            f.write("\n")
+    lineage = (f"## Lineage\n\nThis model continues earlier pretraining runs (`--init_from`), oldest "
+               f"first; the tables above describe the last one.\n\n{lineage_table(runs, summary, name)}\n\n"
+               if runs else "")
     if init_from:
-        if os.path.isabs(init_from) and init_from.startswith(os.getcwd() + os.sep):
-            init_from = os.path.relpath(init_from)
-        init = (f"the weights of `{init_from}` (`--init_from`; its card records the pretraining "
-                f"that precedes these steps; a fresh optimiser and schedule)")
+        init = (f"the weights of `{shown_path(init_from)}` (`--init_from`: see \"Lineage\" below; a fresh "
+                f"optimiser and schedule)")
     else:
         init = (f"normal, std {summary.get('init_range', 0.02)} (BERT's 0.02 at hidden 768, scaled by "
                 f"sqrt(768/hidden)); biases 0, LayerNorm 1/0")
@@ -116,7 +187,7 @@ trained on): {held.get('documents', 0):,} documents, {held.get('masked_tokens', 
 test `tests/pretrain/default_model_test.cc`; `adapterd-pretrain eval
 --model_dir {d} --corpus {d}/heldout_sample.txt` recomputes its accuracy.
 
-{notes}## Intended use and limits
+{lineage}{notes}## Intended use and limits
 
 - Intended: the frozen encoder of adapterd's quickstart and tests of the
   adapter pipeline on real English; docs/QUALITY.md measures adapters, full

@@ -28,7 +28,8 @@ TOOL="$BUILD_DIR/bench/adapterd-paper-table"
 mkdir -p "$(dirname "$RESULTS")"
 
 # The paper table's chosen learning rates (docs/QUALITY.md, "Chosen
-# configurations"), all at 20 epochs.
+# configurations"), all at 20 epochs: update them when a new table chooses
+# others.
 declare -A ADAPTERS_LR=([debian_sections]=0.001 [wordnet_supersenses]=0.003)
 declare -A FULL_LR=([debian_sections]=0.0003 [wordnet_supersenses]=0.0003)
 

@@ -11,11 +11,14 @@ which is appended whole: sources, counts, the apt snapshot and licences.
 
 A model continued from another (`adapterd-pretrain train --init_from`) has a
 lineage: the exported runs that precede its own, oldest first. With
---write_lineage the card's generator stores it in DIR/lineage.json (each
-run's pretrain_summary.json, its directory and the sha256 of its weights,
-read from the --init_from model's directory and its own lineage.json), so a
-chain of continuations stays described after the earlier directories are
-gone; the card shows it as a table with the totals.
+--write_lineage (the build's own call, right after training) the lineage is
+derived afresh, from the --init_from model's directory and that model's
+lineage.json, and stored in DIR/lineage.json (each run's
+pretrain_summary.json, its directory and the sha256 of its weights); a
+lineage.json left in DIR by an earlier model is replaced, or removed when
+the new model has no lineage. Without it, DIR's stored lineage.json is read
+when present, so a chain of continuations stays described after the earlier
+directories are gone. The card shows the lineage as a table with the totals.
 """
 import argparse
 import hashlib
@@ -39,11 +42,11 @@ def shown_path(path):
     return path
 
 
-def lineage_of(model_dir, summary):
-    """The runs before model_dir's own, oldest first: its stored lineage.json, else the chain through
-    summary["init_from"] (that model's own lineage, then that model)."""
+def lineage_of(model_dir, summary, use_stored=True):
+    """The runs before model_dir's own, oldest first: its stored lineage.json (if use_stored), else
+    the chain through summary["init_from"] (that model's own lineage, then that model)."""
     stored = os.path.join(model_dir, "lineage.json")
-    if os.path.exists(stored):
+    if use_stored and os.path.exists(stored):
         return json.load(open(stored))
     init_from = summary.get("init_from", "")
     if not init_from:
@@ -114,11 +117,15 @@ def main():
     # A run started with --init_from continues an earlier model: the card's
     # lineage lists the runs that precede these steps.
     init_from = summary.get("init_from", "")
-    runs = lineage_of(d, summary)
-    if a.write_lineage and runs:
-        with open(os.path.join(d, "lineage.json"), "w") as f:
-            json.dump(runs, f, indent=1, sort_keys=True)
-            f.write("\n")
+    runs = lineage_of(d, summary, use_stored=not a.write_lineage)
+    if a.write_lineage:
+        stored = os.path.join(d, "lineage.json")
+        if runs:
+            with open(stored, "w") as f:
+                json.dump(runs, f, indent=1, sort_keys=True)
+                f.write("\n")
+        elif os.path.exists(stored):
+            os.remove(stored)  # an earlier model's, exported to the same directory
     lineage = (f"## Lineage\n\nThis model continues earlier pretraining runs (`--init_from`), oldest "
                f"first; the tables above describe the last one.\n\n{lineage_table(runs, summary, name)}\n\n"
                if runs else "")

@@ -118,6 +118,31 @@ class ModelCardTest(unittest.TestCase):
         self.assertIn("## Lineage", self.card(b))
         self.assertFalse(os.path.exists(os.path.join(b, "lineage.json")))
 
+    def test_a_new_model_in_the_same_directory_replaces_the_stored_lineage(self):
+        a, b, out = (os.path.join(self.dir, n) for n in ("a", "b", "out"))
+        make_model(a, steps=10, seconds=60, lr=2e-3, accuracy=0.30)
+        make_model(b, steps=20, seconds=120, lr=5e-4, accuracy=0.40)
+        make_model(out, steps=5, seconds=30, lr=1e-4, accuracy=0.45, init_from=a)
+        self.card(out, "--write_lineage")
+        self.assertEqual([r["model_dir"] for r in read_json(os.path.join(out, "lineage.json"))], [a])
+
+        # Another model exported to `out` (the old lineage.json left there), continuing b: the card
+        # and the stored file describe b, not a.
+        stale = read_json(os.path.join(out, "lineage.json"))
+        shutil.rmtree(out)
+        make_model(out, steps=5, seconds=30, lr=1e-4, accuracy=0.45, init_from=b)
+        with open(os.path.join(out, "lineage.json"), "w") as f:
+            json.dump(stale, f)
+        text = self.card(out, "--write_lineage")
+        self.assertIn(f"| `{b}` (weights sha256", text)
+        self.assertNotIn(f"| `{a}`", text)
+        self.assertEqual([r["model_dir"] for r in read_json(os.path.join(out, "lineage.json"))], [b])
+
+        # And one trained from scratch: no lineage, and the stale file is gone.
+        shutil.copy(os.path.join(a, "pretrain_summary.json"), os.path.join(out, "pretrain_summary.json"))
+        self.assertNotIn("## Lineage", self.card(out, "--write_lineage"))
+        self.assertFalse(os.path.exists(os.path.join(out, "lineage.json")))
+
     def test_a_missing_parent_is_an_error(self):
         b = os.path.join(self.dir, "b")
         make_model(b, steps=20, seconds=120, lr=5e-4, accuracy=0.40, init_from=os.path.join(self.dir, "gone"))

@@ -24,7 +24,7 @@ RESULTS=${RESULTS:-data/gap_check/$(basename "$MODEL_DIR").jsonl}
 DATASETS=${DATASETS:-wordnet_supersenses,debian_sections}
 BUILD_DIR=${BUILD_DIR:-build}
 TOOL="$BUILD_DIR/bench/adapterd-paper-table"
-[[ -x "$TOOL" ]] || cmake --build "$BUILD_DIR" --target adapterd-paper-table
+cmake --build "$BUILD_DIR" --target adapterd-paper-table   # a no-op when up to date
 mkdir -p "$(dirname "$RESULTS")"
 
 # The paper table's chosen learning rates (docs/QUALITY.md, "Chosen

@@ -437,10 +437,11 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
   if (bytes.empty()) return absl::InvalidArgumentError("the adapter file is empty");
   ASSIGN_OR_RETURN(model::AdapterFileInfo info, model::ReadAdapterInfo(bytes));
   const model::BertEncoder& encoder = *options_.encoder;
-  // Parse every tensor against this encoder (fingerprint, shapes) before
-  // anything is stored.
-  RETURN_IF_ERROR(
-      model::DeserializeAdapterSet(bytes, encoder.config(), encoder.fingerprint(), c10::Device(c10::kCPU)).status());
+  // Parse every tensor against this encoder (fingerprint, shapes, finite
+  // values) before anything is stored.
+  RETURN_IF_ERROR(model::DeserializeAdapterSet(bytes, encoder.config(), encoder.fingerprint(), c10::Device(c10::kCPU),
+                                               {.v1_fingerprint = encoder.weights_fingerprint()})
+                      .status());
   absl::StatusOr<v1::TaskRecord> existing = options_.db->tasks().Get(tenant.id(), task_id);
   if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
   if (!absl::IsNotFound(existing.status())) return existing.status();

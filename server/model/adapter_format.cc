@@ -119,15 +119,24 @@ absl::StatusOr<AdapterFileInfo> ReadAdapterInfo(std::string_view bytes) {
 absl::StatusOr<std::unique_ptr<AdapterSet>> DeserializeAdapterSet(std::string_view bytes,
                                                                   const BertConfig& encoder_config,
                                                                   std::string_view encoder_fingerprint,
-                                                                  c10::Device device) {
+                                                                  c10::Device device,
+                                                                  const AdapterLoadOptions& options) {
   ASSIGN_OR_RETURN(SafetensorsFile file,
                    SafetensorsFile::Parse({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()},
                                           nullptr));
   ASSIGN_OR_RETURN(AdapterFileInfo info, InfoFromMetadata(file.metadata()));
-  if (info.encoder_fingerprint != encoder_fingerprint) {
+  if (info.format_version == 1) {
+    const std::string_view want = options.v1_fingerprint.empty() ? encoder_fingerprint : options.v1_fingerprint;
+    if (info.encoder_fingerprint != want) {
+      return absl::FailedPreconditionError(absl::StrCat("adapter (format 1) was trained on encoder ",
+                                                        info.encoder_fingerprint, ", but this server runs encoder ",
+                                                        std::string(want)));
+    }
+  } else if (info.encoder_fingerprint != encoder_fingerprint) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "adapter was trained on encoder ", info.encoder_fingerprint, ", but this server runs encoder ",
-        std::string(encoder_fingerprint)));
+        "adapter was trained on model ", info.encoder_fingerprint, ", but this server runs model ",
+        std::string(encoder_fingerprint),
+        " (the fingerprint covers the encoder's weights and config, its vocabulary and its lower-casing)"));
   }
   if (info.num_layers != encoder_config.num_hidden_layers || info.hidden_size != encoder_config.hidden_size) {
     return absl::FailedPreconditionError(absl::StrCat("adapter is for ", info.num_layers, " layers of width ",
@@ -171,12 +180,20 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> DeserializeAdapterSet(std::string_vi
           absl::StrCat("adapter file: tensor '", name, "' has dtype ", std::string(DTypeName(view.dtype))));
     }
     ASSIGN_OR_RETURN(*it->second, ViewToTensor(view, file.holder(), device, at::kFloat));
+    if (options.check_finite) RETURN_IF_ERROR(CheckFinite(*it->second, absl::StrCat("adapter file: tensor '", name, "'")));
   }
   for (const auto& [name, slot] : slots) {
     if (!slot->defined()) return absl::InvalidArgumentError(absl::StrCat("adapter file: tensor '", name, "' is missing"));
   }
   return AdapterSet::FromParts(encoder_config, std::move(info.config), std::move(emb), std::move(layers),
                                std::move(head_w), std::move(head_b));
+}
+
+absl::Status CheckFinite(const AdapterSet& set) {
+  for (const auto& [name, t] : set.Named()) {
+    RETURN_IF_ERROR(CheckFinite(t, absl::StrCat("adapter tensor '", name, "'")));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace adapterd::model

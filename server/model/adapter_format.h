@@ -21,7 +21,10 @@
 namespace adapterd::model {
 
 inline constexpr char kAdapterFormatName[] = "adapterd.adapter_set";
-inline constexpr int kAdapterFormatVersion = 1;
+// Version 2: `encoder_fingerprint` is the model fingerprint (weights, config,
+// vocabulary and tokenizer settings; ComputeModelFingerprint). Version 1
+// files carry the weights-only fingerprint and are still read.
+inline constexpr int kAdapterFormatVersion = 2;
 
 // What the metadata says about a file, without its tensors.
 struct AdapterFileInfo {
@@ -34,7 +37,9 @@ struct AdapterFileInfo {
   std::map<std::string, std::string> extra;
 };
 
-// Serialises `set` with `encoder_fingerprint`. Tensors are written as
+// Serialises `set` with `encoder_fingerprint` (the model fingerprint of the
+// encoder it was trained on, BertEncoder::fingerprint()), as the current
+// format version. Tensors are written as
 // `dtype` (F32, F16 or BF16). `extra` keys must not collide with the format's
 // own keys (INVALID_ARGUMENT).
 absl::StatusOr<std::string> SerializeAdapterSet(const AdapterSet& set,
@@ -47,16 +52,35 @@ absl::StatusOr<std::string> SerializeAdapterSet(const AdapterSet& set,
 // version this build does not read).
 absl::StatusOr<AdapterFileInfo> ReadAdapterInfo(std::string_view bytes);
 
+struct AdapterLoadOptions {
+  // The fingerprint a version 1 file must carry: the encoder's weights-only
+  // fingerprint (BertEncoder::weights_fingerprint()). Version 1 predates the
+  // vocabulary check, so such a file is matched on weights and config only.
+  // Empty: the `encoder_fingerprint` argument.
+  std::string_view v1_fingerprint;
+  // Reject a tensor holding NaN or Inf (INVALID_ARGUMENT naming it). Bytes
+  // from storage were checked on their way in (import, training), so the
+  // serving cache skips this on its hot path.
+  bool check_finite = true;
+};
+
 // Parses a file into an fp32 AdapterSet on `device`, checking it against the
 // encoder it will run on:
-//   FAILED_PRECONDITION if it was trained on another encoder (fingerprints
-//   differ) or its layer count / hidden size differ;
-//   INVALID_ARGUMENT if it is malformed, a tensor is missing, unexpected or
-//   mis-shaped (the message names the tensor).
+//   FAILED_PRECONDITION if it was trained on another model (fingerprints
+//   differ: other weights, config, vocabulary or lower-casing) or its layer
+//   count / hidden size differ;
+//   INVALID_ARGUMENT if it is malformed, a tensor is missing, unexpected,
+//   mis-shaped or (with check_finite) not finite; the message names the
+//   tensor.
 absl::StatusOr<std::unique_ptr<AdapterSet>> DeserializeAdapterSet(std::string_view bytes,
                                                                   const BertConfig& encoder_config,
                                                                   std::string_view encoder_fingerprint,
-                                                                  c10::Device device);
+                                                                  c10::Device device,
+                                                                  const AdapterLoadOptions& options = {});
+
+// OK when every tensor of `set` is finite; otherwise INVALID_ARGUMENT naming
+// the first tensor (adapter-file name) that holds NaN or Inf.
+absl::Status CheckFinite(const AdapterSet& set);
 
 }  // namespace adapterd::model
 

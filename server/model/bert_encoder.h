@@ -83,9 +83,15 @@ class BertEncoder {
     // Must match where `weights` live; Create() moves them there otherwise.
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;
-    // Identifies the weights (see ComputeEncoderFingerprint); adapters record
-    // it and refuse to load onto another encoder.
+    // Identifies the model adapters are trained for; adapter files record it
+    // and refuse to load onto another. The loader sets the model
+    // fingerprint (ComputeModelFingerprint: weights, config, vocabulary and
+    // tokenizer settings); encoders built without a tokenizer (tests,
+    // benchmarks) may use ComputeEncoderFingerprint or any label.
     std::string fingerprint;
+    // The weights-only fingerprint (ComputeEncoderFingerprint) that adapter
+    // files of format version 1 carry; empty = `fingerprint`.
+    std::string weights_fingerprint;
     // Pretraining, baselines and benchmarks only (full fine-tuning): the
     // weights require grad and an optimiser may update them in place. Such
     // an encoder is not frozen, is not thread-safe under training, and must
@@ -119,6 +125,10 @@ class BertEncoder {
   c10::Device device() const { return options_.device; }
   c10::ScalarType dtype() const { return options_.dtype; }
   const std::string& fingerprint() const { return options_.fingerprint; }
+  // What a format-1 adapter file must carry (Options::weights_fingerprint).
+  const std::string& weights_fingerprint() const {
+    return options_.weights_fingerprint.empty() ? options_.fingerprint : options_.weights_fingerprint;
+  }
   bool trainable() const { return options_.trainable; }
   // Parameter count of the encoder (pooler included when present).
   int64_t NumParameters() const;

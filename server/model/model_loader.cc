@@ -4,12 +4,15 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/file_util.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/model/tensor_io.h"
 
@@ -24,6 +27,28 @@ std::string Canonical(std::string_view name) {
   if (n.ends_with("LayerNorm.gamma")) n = n.substr(0, n.size() - 5) + "weight";
   if (n.ends_with("LayerNorm.beta")) n = n.substr(0, n.size() - 4) + "bias";
   return n;
+}
+
+// Buffers HF's BertModel saves alongside its parameters; not weights.
+bool IsIgnoredBuffer(std::string_view canonical) {
+  return canonical == "embeddings.position_ids" || canonical == "embeddings.token_type_ids";
+}
+
+// Why a tensor the config does not describe is there, as clearly as its name
+// allows: a layer past num_hidden_layers, or simply unknown.
+absl::Status UndescribedTensor(const std::string& original, std::string_view canonical, const BertConfig& config) {
+  constexpr std::string_view kLayer = "encoder.layer.";
+  if (canonical.starts_with(kLayer)) {
+    std::string_view rest = canonical.substr(kLayer.size());
+    int64_t layer = -1;
+    if (absl::SimpleAtoi(std::string(rest.substr(0, rest.find('.'))), &layer) && layer >= config.num_hidden_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint tensor '", original, "' belongs to layer ", layer,
+                                                     ", but config.json's num_hidden_layers is ",
+                                                     config.num_hidden_layers));
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("checkpoint tensor '", original, "' is not part of the BERT encoder that config.json describes"));
 }
 
 absl::Status ShapeError(const std::string& name, const TensorView& v, const std::vector<int64_t>& want) {
@@ -79,6 +104,16 @@ absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& fil
     expected.push_back({"pooler.dense.bias", {d}});
   }
 
+  // Everything else in the checkpoint must be accounted for: a tensor the
+  // config does not describe means the two disagree.
+  {
+    std::set<std::string_view> wanted;
+    for (const auto& e : expected) wanted.insert(e.first);
+    for (const auto& [name, view] : by_name) {
+      if (!wanted.contains(name) && !IsIgnoredBuffer(name)) return UndescribedTensor(original[name], name, config);
+    }
+  }
+
   EncoderFingerprinter fingerprinter(config);
   std::map<std::string, at::Tensor> loaded;
   for (const auto& [name, shape] : expected) {
@@ -96,6 +131,7 @@ absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& fil
     // On CPU in the file's dtype the tensor borrows the mapped bytes: the
     // encoder never writes its weights, and the page cache is shared.
     ASSIGN_OR_RETURN(loaded[name], ViewToTensor(v, file.holder(), device, dtype, /*allow_alias=*/true));
+    RETURN_IF_ERROR(CheckFinite(loaded[name], absl::StrCat("checkpoint tensor '", original[name], "'")));
   }
 
   ResolvedWeights out;
@@ -172,18 +208,17 @@ absl::StatusOr<LoadedModel> LoadBertModel(const std::string& dir, const LoadOpti
   }
 
   const std::string weights_path = (fs::path(dir) / "model.safetensors").string();
-  absl::StatusOr<SafetensorsFile> file = SafetensorsFile::Open(weights_path);
-  if (!file.ok()) {
-    return absl::Status(file.status().code(), absl::StrCat(weights_path, ": ", file.status().message()));
-  }
-  absl::StatusOr<ResolvedWeights> resolved = ResolveEncoderWeights(*file, *config, options.device, options.dtype);
+  // Open's errors already name the file.
+  ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(weights_path));
+  absl::StatusOr<ResolvedWeights> resolved = ResolveEncoderWeights(file, *config, options.device, options.dtype);
   if (!resolved.ok()) {
     return absl::Status(resolved.status().code(), absl::StrCat(weights_path, ": ", resolved.status().message()));
   }
   BertEncoder::Options enc;
   enc.device = options.device;
   enc.dtype = options.dtype;
-  enc.fingerprint = resolved->fingerprint;
+  enc.fingerprint = ComputeModelFingerprint(resolved->fingerprint, *tokenizer);
+  enc.weights_fingerprint = resolved->fingerprint;
   ASSIGN_OR_RETURN(std::unique_ptr<BertEncoder> encoder,
                    BertEncoder::Create(*config, std::move(resolved->weights), enc));
   LoadedModel out;
@@ -191,7 +226,21 @@ absl::StatusOr<LoadedModel> LoadBertModel(const std::string& dir, const LoadOpti
   out.encoder = std::move(encoder);
   out.tokenizer = std::move(tokenizer);
   out.fingerprint = enc.fingerprint;
+  out.weights_fingerprint = enc.weights_fingerprint;
   return out;
+}
+
+std::string ComputeModelFingerprint(std::string_view weights_fingerprint, const BertTokenizer& tokenizer) {
+  Sha256 sha;
+  sha.Update(absl::StrCat("adapterd-model-v2\nweights=", std::string(weights_fingerprint),
+                          "\ndo_lower_case=", tokenizer.options().do_lower_case ? 1 : 0,
+                          "\nvocab=", tokenizer.vocab_size(), "\n"));
+  // vocab.txt lines cannot hold '\n', so one per token is unambiguous.
+  for (const std::string& token : tokenizer.tokens()) {
+    sha.Update(token);
+    sha.Update("\n");
+  }
+  return absl::StrCat("sha256:", sha.HexDigest());
 }
 
 }  // namespace adapterd::model

@@ -2,10 +2,11 @@
 // vocab.txt and (optional) tokenizer_config.json.
 //
 // Tensor names: with or without the "bert." prefix, and LayerNorm
-// gamma/beta as well as weight/bias. "cls.*" pre-training heads and buffers
-// such as "embeddings.position_ids" are ignored. Every shape is checked
-// against config.json; a missing or mis-shaped tensor is INVALID_ARGUMENT
-// naming it (as the checkpoint would spell it, canonical form).
+// gamma/beta as well as weight/bias. "cls.*" pre-training heads and the
+// buffers "embeddings.position_ids"/"embeddings.token_type_ids" are ignored;
+// any other tensor must be one config.json describes. Every shape is checked
+// against config.json; a missing, mis-shaped, non-finite or undescribed
+// tensor is INVALID_ARGUMENT naming it (as the checkpoint spells it).
 //
 // Thread safety: free functions; the result is owned by the caller.
 #ifndef ADAPTERD_SERVER_MODEL_MODEL_LOADER_H_
@@ -16,6 +17,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "server/model/bert_config.h"
@@ -37,17 +39,33 @@ struct LoadedModel {
   BertConfig config;
   std::unique_ptr<BertEncoder> encoder;
   std::unique_ptr<BertTokenizer> tokenizer;
-  // "sha256:..." over the config and the checkpoint's encoder tensors.
+  // The model fingerprint (ComputeModelFingerprint), as encoder->fingerprint().
   std::string fingerprint;
+  // "sha256:..." over the config and the checkpoint's encoder tensors only
+  // (ComputeEncoderFingerprint), as encoder->weights_fingerprint().
+  std::string weights_fingerprint;
 };
 
-// Loads `dir`. Errors name the file and the problem: NOT_FOUND for a missing
-// required file, INVALID_ARGUMENT for malformed content.
+// Loads `dir`. Errors name the file once and the problem: NOT_FOUND for a
+// missing required file, INVALID_ARGUMENT for malformed content, a tensor
+// holding NaN or Inf, or a checkpoint that disagrees with config.json.
 absl::StatusOr<LoadedModel> LoadBertModel(const std::string& dir, const LoadOptions& options);
 
+// The fingerprint adapters record (adapter format 2): "sha256:" + SHA-256
+// over the weights fingerprint and everything that decides which ids a text
+// becomes: the vocabulary (every token, in id order) and do_lower_case. Two
+// servers with the same weights but a different vocab.txt or lower-casing
+// get different fingerprints (docs/ADAPTER_FORMAT.md).
+std::string ComputeModelFingerprint(std::string_view weights_fingerprint, const BertTokenizer& tokenizer);
+
 // Resolves the encoder's tensors in a parsed checkpoint (on CPU, in the
-// file's dtype cast to `dtype`) and computes the fingerprint of the stored
-// bytes. Exposed for tools and tests.
+// file's dtype cast to `dtype`) and computes the weights fingerprint of the
+// stored bytes. The checkpoint must hold exactly what the config describes:
+// a missing, mis-shaped or non-finite tensor, and a tensor the config does
+// not describe (a layer past num_hidden_layers, an unknown name), are
+// INVALID_ARGUMENT naming it. Ignored: HF's "cls.*" pre-training heads and
+// the buffers "embeddings.position_ids" and "embeddings.token_type_ids".
+// Exposed for tools and tests.
 struct ResolvedWeights {
   EncoderWeights weights;
   std::string fingerprint;

@@ -91,6 +91,15 @@ absl::Status AddTensor(SafetensorsWriter& writer, std::string name, const at::Te
                     {bytes, static_cast<size_t>(cpu.numel()) * cpu.element_size()});
 }
 
+absl::Status CheckFinite(const at::Tensor& tensor, std::string_view what) {
+  ASSIGN_OR_RETURN(const bool finite, GuardTorch("check finite", [&]() -> absl::StatusOr<bool> {
+                     if (!tensor.defined() || !at::isFloatingType(tensor.scalar_type())) return true;
+                     return at::isfinite(tensor).all().item<bool>();
+                   }));
+  if (finite) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(std::string(what), " holds NaN or infinite values"));
+}
+
 absl::Status TorchExceptionToStatus(const std::exception& e, std::string_view context) {
   std::string what = e.what();
   // c10 messages carry a C++ backtrace after the first line; keep the first.

@@ -42,6 +42,10 @@ absl::StatusOr<at::Tensor> ViewToTensor(const TensorView& view,
 absl::Status AddTensor(SafetensorsWriter& writer, std::string name, const at::Tensor& tensor,
                        DType dtype);
 
+// OK when every element of `tensor` is finite (integer tensors always are);
+// otherwise INVALID_ARGUMENT "<what> holds NaN or infinite values".
+absl::Status CheckFinite(const at::Tensor& tensor, std::string_view what);
+
 // Converts an exception escaping LibTorch into a Status:
 // INVALID_ARGUMENT for c10::Error (shape/dtype misuse), RESOURCE_EXHAUSTED for
 // out-of-memory, INTERNAL otherwise. `context` prefixes the message.

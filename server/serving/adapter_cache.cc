@@ -209,8 +209,10 @@ AdapterCache::Result AdapterCache::Load(const Key& key, const std::shared_ptr<Fl
   const absl::Time start = absl::Now();
   const model::BertEncoder& encoder = *options_.encoder;
   ASSIGN_OR_RETURN(std::unique_ptr<model::AdapterSet> set,
-                   model::DeserializeAdapterSet(*bytes, encoder.config(), encoder.fingerprint(),
-                                                encoder.device()));
+                   model::DeserializeAdapterSet(*bytes, encoder.config(), encoder.fingerprint(), encoder.device(),
+                                                {.v1_fingerprint = encoder.weights_fingerprint(),
+                                                 // Checked when stored (import, training).
+                                                 .check_finite = false}));
   if (set->dtype() != encoder.dtype() || set->device() != encoder.device()) {
     ASSIGN_OR_RETURN(set, set->Clone(encoder.device(), encoder.dtype()));
   }

@@ -182,7 +182,10 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
   std::optional<TrainerState> resume;
   absl::StatusOr<v1::CheckpointRecord> checkpoint = options_.db->checkpoints().Get(job_id);
   if (checkpoint.ok()) {
-    if (checkpoint->encoder_fingerprint() != options_.encoder->fingerprint()) {
+    // Checkpoints written before adapter format 2 record the weights-only
+    // fingerprint.
+    if (checkpoint->encoder_fingerprint() != options_.encoder->fingerprint() &&
+        checkpoint->encoder_fingerprint() != options_.encoder->weights_fingerprint()) {
       absl::Status s = absl::FailedPreconditionError("the job's checkpoint was written for another encoder");
       RETURN_IF_ERROR(options_.queue->Fail(job, s));
       return s;
@@ -244,6 +247,13 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
     return result.status();
   }
 
+  // A run that diverged must not become a version that answers NaN.
+  if (absl::Status finite = model::CheckFinite(*result->best); !finite.ok()) {
+    absl::Status s = absl::FailedPreconditionError(
+        absl::StrCat("training diverged: ", finite.message(), "; try a lower learning_rate"));
+    RETURN_IF_ERROR(options_.queue->Fail(job, s));
+    return s;
+  }
   v1::TaskRecord task;
   task.set_tenant(job.tenant());
   task.set_task_id(job.task_id());

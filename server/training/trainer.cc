@@ -299,7 +299,10 @@ absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertToken
         return absl::InvalidArgumentError("full fine-tuning (a baseline) does not resume from checkpoints");
       }
       state = *resume;
-      ASSIGN_OR_RETURN(set, model::DeserializeAdapterSet(state.adapter_bytes, encoder.config(), fingerprint, device));
+      // A checkpoint written before adapter format 2 holds a format-1 file.
+      ASSIGN_OR_RETURN(set, model::DeserializeAdapterSet(state.adapter_bytes, encoder.config(), fingerprint, device,
+                                                         {.v1_fingerprint = encoder.weights_fingerprint(),
+                                                          .check_finite = false}));
       if (set->config().labels != ac.labels || set->config().bottleneck_size != ac.bottleneck_size) {
         return absl::InvalidArgumentError("checkpoint does not belong to this training run");
       }
@@ -430,8 +433,11 @@ absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertToken
     }
 
     TrainingResult result;
-    ASSIGN_OR_RETURN(result.best, model::DeserializeAdapterSet(state.best_adapter_bytes, encoder.config(),
-                                                               fingerprint, device));
+    // The caller decides what a non-finite result means (JobRunner fails
+    // the job as diverged).
+    ASSIGN_OR_RETURN(result.best, model::DeserializeAdapterSet(
+                                      state.best_adapter_bytes, encoder.config(), fingerprint, device,
+                                      {.v1_fingerprint = encoder.weights_fingerprint(), .check_finite = false}));
     result.best_epoch = *state.best;
     result.history = state.history;
     result.steps = state.step;

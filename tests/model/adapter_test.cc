@@ -5,6 +5,8 @@
 #include <torch/optim/adamw.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
 
 #include "common/testing/status_matchers.h"
@@ -19,6 +21,7 @@ namespace adapterd::model {
 namespace {
 
 using ::adapterd::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using namespace ::adapterd::model::testing;  // NOLINT
 
@@ -259,7 +262,7 @@ TEST(AdapterFormat, LoadingOnAnotherEncoderIsRefused) {
   auto set = MakeTrainedLikeSet(*enc, 2, 5);
   ASSERT_OK_AND_ASSIGN(std::string bytes, SerializeAdapterSet(*set, enc->fingerprint()));
   EXPECT_THAT(DeserializeAdapterSet(bytes, other->config(), other->fingerprint(), at::kCPU),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("trained on encoder")));
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("trained on model")));
   BertConfig wider = TinyConfig();
   wider.num_hidden_layers = 3;
   EXPECT_THAT(DeserializeAdapterSet(bytes, wider, enc->fingerprint(), at::kCPU),
@@ -316,6 +319,47 @@ TEST(AdapterFormat, MalformedFilesAreInvalidArgumentNamingTheProblem) {
   }
   EXPECT_THAT(SerializeAdapterSet(*set, enc->fingerprint(), {{"labels", "x"}}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reserved")));
+}
+
+TEST(AdapterFormat, NonFiniteTensorsAreRefusedNamingThem) {
+  auto enc = MakeEncoder(TinyConfig());
+  auto set = MakeTrainedLikeSet(*enc, 2, 5);
+  EXPECT_OK(CheckFinite(*set));
+  ASSERT_OK_AND_ASSIGN(std::string good, SerializeAdapterSet(*set, enc->fingerprint()));
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    const std::string poisoned = Rewrite(good, [bad](auto& t, auto&) { t["layers.0.attention_adapter.down.bias"][1] = bad; });
+    EXPECT_THAT(DeserializeAdapterSet(poisoned, enc->config(), enc->fingerprint(), at::kCPU),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("'layers.0.attention_adapter.down.bias'"), HasSubstr("NaN or infinite"))));
+    // The serving cache skips the check (stored bytes were checked on the
+    // way in); CheckFinite then still names the tensor.
+    ASSERT_OK_AND_ASSIGN(auto loaded, DeserializeAdapterSet(poisoned, enc->config(), enc->fingerprint(), at::kCPU,
+                                                            {.check_finite = false}));
+    EXPECT_THAT(CheckFinite(*loaded), StatusIs(absl::StatusCode::kInvalidArgument,
+                                               HasSubstr("'layers.0.attention_adapter.down.bias'")));
+  }
+}
+
+TEST(AdapterFormat, FormatOneFilesMatchTheWeightsFingerprint) {
+  auto enc = MakeEncoder(TinyConfig());
+  auto set = MakeTrainedLikeSet(*enc, 2, 5);
+  ASSERT_OK_AND_ASSIGN(std::string v2, SerializeAdapterSet(*set, "sha256:model"));
+  ASSERT_OK_AND_ASSIGN(AdapterFileInfo info, ReadAdapterInfo(v2));
+  EXPECT_EQ(info.format_version, 2);
+  const std::string v1 = Rewrite(v2, [](auto&, auto& m) {
+    m["format_version"] = "1";
+    m["encoder_fingerprint"] = "sha256:weights";
+  });
+  const AdapterLoadOptions options{.v1_fingerprint = "sha256:weights"};
+  EXPECT_OK(DeserializeAdapterSet(v2, enc->config(), "sha256:model", at::kCPU, options));
+  ASSERT_OK_AND_ASSIGN(auto from_v1, DeserializeAdapterSet(v1, enc->config(), "sha256:model", at::kCPU, options));
+  EXPECT_TRUE(BitEqual(from_v1->head_weight(), set->head_weight()));
+  // Each version is held to its own fingerprint.
+  EXPECT_THAT(DeserializeAdapterSet(v1, enc->config(), "sha256:model", at::kCPU,
+                                    {.v1_fingerprint = "sha256:other-weights"}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("format 1")));
+  EXPECT_THAT(DeserializeAdapterSet(v2, enc->config(), "sha256:weights", at::kCPU, options),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("vocabulary")));
 }
 
 TEST(AdapterFormat, HalfPrecisionFilesLoadCloseToFp32) {

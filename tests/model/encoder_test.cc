@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
@@ -86,11 +87,12 @@ TEST(ModelLoader, BothNamingVariantsGiveIdenticalOutputs) {
   ASSERT_OK_AND_ASSIGN(EncoderOutput ob, b.encoder->Forward(input));
   EXPECT_TRUE(BitEqual(oa.last_hidden_state, ob.last_hidden_state));
   EXPECT_TRUE(BitEqual(oa.pooled, ob.pooled));
-  // Same weights, same fingerprint, whatever the spelling; and it equals the
-  // in-memory computation.
+  // Same weights, same fingerprints, whatever the spelling; the weights
+  // fingerprint equals the in-memory computation.
   EXPECT_EQ(a.fingerprint, b.fingerprint);
+  EXPECT_EQ(a.weights_fingerprint, b.weights_fingerprint);
   ASSERT_OK_AND_ASSIGN(std::string fp, ComputeEncoderFingerprint(config, w));
-  EXPECT_EQ(a.fingerprint, fp);
+  EXPECT_EQ(a.weights_fingerprint, fp);
   std::filesystem::remove_all(dir);
 }
 
@@ -175,6 +177,73 @@ TEST_F(ModelLoaderErrors, MissingFilesAndBadConfigAreClear) {
 TEST_F(ModelLoaderErrors, CorruptSafetensorsIsAnErrorNotACrash) {
   ASSERT_OK(WriteFileAtomically(dir_ + "/model.safetensors", std::string("\xff\xff\xff\xff\x00\x00\x00\x00{", 9)));
   EXPECT_THAT(LoadBertModel(dir_, {}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model.safetensors")));
+}
+
+TEST_F(ModelLoaderErrors, ATensorTheConfigDoesNotDescribeIsRefused) {
+  EditCheckpoint(dir_, [](auto& t) {
+    t["encoder.layer.0.attention.self.extra.weight"] = at::zeros({32});
+    t["embeddings.token_type_ids"] = at::zeros({1, 64});  // an HF buffer: fine
+  });
+  EXPECT_THAT(LoadBertModel(dir_, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("'encoder.layer.0.attention.self.extra.weight'"),
+                             HasSubstr("not part of the BERT encoder"))));
+}
+
+TEST_F(ModelLoaderErrors, ACheckpointWithMoreLayersThanTheConfigIsRefused) {
+  // The checkpoint has 2 layers; config.json claims 1 (the extra layer used
+  // to be ignored silently).
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(dir_ + "/config.json"));
+  nlohmann::json config = nlohmann::json::parse(text);
+  config["num_hidden_layers"] = 1;
+  ASSERT_OK(WriteFileAtomically(dir_ + "/config.json", config.dump()));
+  EXPECT_THAT(LoadBertModel(dir_, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("belongs to layer 1, but config.json's num_hidden_layers is 1")));
+}
+
+TEST_F(ModelLoaderErrors, NonFiniteWeightsAreRefusedNamingTheTensor) {
+  // The same element each time, so the second edit replaces the first.
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    EditCheckpoint(dir_, [bad](auto& t) { t["encoder.layer.1.output.dense.weight"][3][5] = bad; });
+    EXPECT_THAT(LoadBertModel(dir_, {}),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("'encoder.layer.1.output.dense.weight'"), HasSubstr("NaN or infinite"))));
+  }
+}
+
+TEST_F(ModelLoaderErrors, ErrorsNameTheWeightsFileOnce) {
+  const std::string weights = dir_ + "/model.safetensors";
+  std::filesystem::resize_file(weights, 20);
+  absl::StatusOr<LoadedModel> m = LoadBertModel(dir_, {});
+  ASSERT_FALSE(m.ok());
+  const std::string message(m.status().message());
+  EXPECT_EQ(message.find(weights), message.rfind(weights)) << message;
+  EXPECT_NE(message.find(weights), std::string::npos) << message;
+}
+
+TEST_F(ModelLoaderErrors, TheFingerprintCoversTheVocabularyAndLowerCasing) {
+  ASSERT_OK_AND_ASSIGN(LoadedModel base, LoadBertModel(dir_, {}));
+  EXPECT_EQ(base.encoder->fingerprint(), base.fingerprint);
+  EXPECT_EQ(base.encoder->weights_fingerprint(), base.weights_fingerprint);
+  ASSERT_OK_AND_ASSIGN(std::string fp, ComputeEncoderFingerprint(base.config, base.encoder->weights()));
+  EXPECT_EQ(base.weights_fingerprint, fp);
+  EXPECT_EQ(base.fingerprint, ComputeModelFingerprint(fp, *base.tokenizer));
+  // Deterministic: loading again gives the same fingerprint.
+  ASSERT_OK_AND_ASSIGN(LoadedModel again, LoadBertModel(dir_, {}));
+  EXPECT_EQ(again.fingerprint, base.fingerprint);
+
+  // Same weights, a token renamed: another model.
+  ASSERT_OK(WriteFileAtomically(dir_ + "/vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n"));
+  ASSERT_OK_AND_ASSIGN(LoadedModel a, LoadBertModel(dir_, {}));
+  ASSERT_OK(WriteFileAtomically(dir_ + "/vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhallo\n"));
+  ASSERT_OK_AND_ASSIGN(LoadedModel b, LoadBertModel(dir_, {}));
+  ASSERT_OK(WriteFileAtomically(dir_ + "/tokenizer_config.json", "{\"do_lower_case\": false}"));
+  ASSERT_OK_AND_ASSIGN(LoadedModel b_cased, LoadBertModel(dir_, {}));
+  for (const LoadedModel* m : {&a, &b, &b_cased}) EXPECT_EQ(m->weights_fingerprint, base.weights_fingerprint);
+  EXPECT_NE(a.fingerprint, base.fingerprint);
+  EXPECT_NE(a.fingerprint, b.fingerprint);
+  EXPECT_NE(b.fingerprint, b_cased.fingerprint);
 }
 
 TEST_F(ModelLoaderErrors, TokenizerConfigControlsLowerCasing) {

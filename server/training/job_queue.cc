@@ -50,6 +50,28 @@ v1::JobEvent StateEvent(JobState from, JobState to, const std::string& reason, i
   return e;
 }
 
+// Copies what validation resolved into the job.
+void ApplyOutcome(const ValidationOutcome& outcome, v1::JobRecord& job) {
+  job.clear_labels();
+  for (const std::string& l : outcome.labels) job.add_labels(l);
+  job.set_num_train_examples(outcome.num_train_examples);
+  job.set_num_validation_examples(outcome.num_validation_examples);
+  if (outcome.hyperparameters.has_value()) *job.mutable_hyperparameters() = *outcome.hyperparameters;
+}
+
+// Appends validation's warnings as "dataset" warning events.
+absl::Status AppendWarnings(storage::Batch& batch, const std::string& job_id, const std::vector<std::string>& warnings,
+                            int64_t now) {
+  for (const std::string& w : warnings) {
+    v1::JobEvent e;
+    e.set_time_micros(now);
+    e.mutable_warning()->set_message(w);
+    e.mutable_warning()->set_kind("dataset");
+    RETURN_IF_ERROR(batch.AppendEvent(job_id, e));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool IsTerminal(JobState s) {
@@ -185,7 +207,10 @@ absl::Status JobQueue::Transition(v1::JobRecord& job, JobState to, const std::st
   const int64_t now = Now();
   next.set_state(to);
   next.set_updated_at_micros(now);
-  if (to == v1::JOB_STATE_RUNNING && next.started_at_micros() == 0) next.set_started_at_micros(now);
+  if (to == v1::JOB_STATE_RUNNING) {
+    if (next.started_at_micros() == 0) next.set_started_at_micros(now);
+    next.set_attempts(stored.attempts() + 1);
+  }
   if (IsTerminal(to)) next.set_finished_at_micros(now);
   storage::Batch batch;
   RETURN_IF_ERROR(batch.PutJob(next));
@@ -231,6 +256,9 @@ absl::StatusOr<v1::JobRecord> JobQueue::Submit(const JobRequest& request) {
     }
     ++validating_[request.tenant];  // reserve the slot while validating
   }
+  // Validate before anything is stored: a rejected request leaves no record
+  // and does not claim its request_id. The slot reserved above keeps
+  // concurrent validations within the limits.
   v1::JobRecord job;
   job.set_job_id(NewJobId(Now()));
   job.set_tenant(request.tenant);
@@ -241,18 +269,36 @@ absl::StatusOr<v1::JobRecord> JobQueue::Submit(const JobRequest& request) {
   *job.mutable_hyperparameters() = request.hyperparameters;
   for (const std::string& d : request.dataset_ids) job.add_dataset_ids(d);
   job.set_validation_dataset_id(request.validation_dataset_id);
-  job.set_created_at_micros(Now());
-  job.set_updated_at_micros(job.created_at_micros());
+  auto release_slot = [&] {
+    absl::MutexLock l(&mu_);
+    --validating_[request.tenant];
+  };
+  absl::StatusOr<ValidationOutcome> outcome = options_.validator(job);
+  if (!outcome.ok()) {
+    release_slot();
+    return outcome.status();
+  }
+  ApplyOutcome(*outcome, job);
+  const int64_t now = Now();
+  job.set_state(v1::JOB_STATE_QUEUED);
+  job.set_created_at_micros(now);
+  job.set_updated_at_micros(now);
+  // One synced batch: the record, its history (created, validated, the
+  // dataset warnings) and the queue entry.
   storage::Batch create;
-  RETURN_IF_ERROR(create.CreateJob(job));
-  RETURN_IF_ERROR(create.AppendEvent(
-      job.job_id(), StateEvent(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_VALIDATING, "created", job.created_at_micros())));
-  if (absl::Status s = options_.db->Commit(create); !s.ok()) {
-    {
-      absl::MutexLock l(&mu_);
-      --validating_[request.tenant];
-    }
-    if (absl::IsAlreadyExists(s) && !request.request_id.empty()) {
+  absl::Status built = [&]() -> absl::Status {
+    RETURN_IF_ERROR(create.CreateJob(job));
+    RETURN_IF_ERROR(
+        create.AppendEvent(job.job_id(), StateEvent(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_VALIDATING, "created", now)));
+    RETURN_IF_ERROR(
+        create.AppendEvent(job.job_id(), StateEvent(v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, "validated", now)));
+    RETURN_IF_ERROR(AppendWarnings(create, job.job_id(), outcome->warnings, now));
+    return create.Enqueue(job.tenant(), job.job_id(), now);
+  }();
+  if (built.ok()) built = options_.db->Commit(create);
+  if (!built.ok()) {
+    release_slot();
+    if (absl::IsAlreadyExists(built) && !request.request_id.empty()) {
       // Lost a race with the same request_id: answer as the winner did.
       ASSIGN_OR_RETURN(v1::JobRecord winner, options_.db->jobs().FindByRequestId(request.tenant, request.request_id));
       if (winner.request_fingerprint() != fingerprint) {
@@ -261,10 +307,16 @@ absl::StatusOr<v1::JobRecord> JobQueue::Submit(const JobRequest& request) {
       }
       return winner;
     }
-    return s;
+    return built;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    --validating_[request.tenant];
+    scheduler_.Push(job.tenant(), job.job_id());
+    queue_seq_[job.job_id()] = create.committed_queue_entries().back().seq();
   }
   NotifyEvents();
-  return ValidateAndEnqueue(std::move(job));
+  return job;
 }
 
 absl::StatusOr<v1::JobRecord> JobQueue::ValidateAndEnqueue(v1::JobRecord job) {
@@ -276,20 +328,12 @@ absl::StatusOr<v1::JobRecord> JobQueue::ValidateAndEnqueue(v1::JobRecord job) {
     job.set_error_code(static_cast<int>(outcome.status().code()));
     result = Transition(job, v1::JOB_STATE_FAILED, std::string(outcome.status().message()));
   } else {
-    for (const std::string& l : outcome->labels) job.add_labels(l);
-    job.set_num_train_examples(outcome->num_train_examples);
-    job.set_num_validation_examples(outcome->num_validation_examples);
+    ApplyOutcome(*outcome, job);
     const int64_t now = Now();
     result = Transition(
         job, v1::JOB_STATE_QUEUED, "validated",
         [&](storage::Batch& b) -> absl::Status {
-          for (const std::string& w : outcome->warnings) {
-            v1::JobEvent e;
-            e.set_time_micros(now);
-            e.mutable_warning()->set_message(w);
-            e.mutable_warning()->set_kind("dataset");
-            RETURN_IF_ERROR(b.AppendEvent(job.job_id(), e));
-          }
+          RETURN_IF_ERROR(AppendWarnings(b, job.job_id(), outcome->warnings, now));
           return b.Enqueue(job.tenant(), job.job_id(), now);
         },
         &seq);
@@ -383,6 +427,7 @@ std::optional<v1::JobRecord> JobQueue::NextJob(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     std::optional<FairScheduler::Entry> next;
+    std::optional<v1::JobRecord> resumed;
     int64_t seq = 0;
     {
       absl::MutexLock l(&mu_);
@@ -392,18 +437,24 @@ std::optional<v1::JobRecord> JobQueue::NextJob(absl::Duration timeout) {
       if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) return std::nullopt;
       if (shutdown_) return std::nullopt;
       if (!resume_.empty()) {
-        v1::JobRecord job = std::move(resume_.front());
+        resumed = std::move(resume_.front());
         resume_.pop_front();
-        running_job_ = job.job_id();
-        return job;
+        running_job_ = resumed->job_id();
+      } else {
+        next = scheduler_.Pop();
+        auto it = queue_seq_.find(next->job_id);
+        if (it != queue_seq_.end()) {
+          seq = it->second;
+          queue_seq_.erase(it);
+        }
+        running_job_ = next->job_id;
       }
-      next = scheduler_.Pop();
-      auto it = queue_seq_.find(next->job_id);
-      if (it != queue_seq_.end()) {
-        seq = it->second;
-        queue_seq_.erase(it);
-      }
-      running_job_ = next->job_id;
+    }
+    if (resumed.has_value()) {
+      // A new attempt of a job a restart interrupted. Counting it is
+      // bookkeeping: if the write fails the job still resumes.
+      (void)CountResumedAttempt(*resumed);
+      return resumed;
     }
     absl::StatusOr<v1::JobRecord> job = options_.db->jobs().Get(next->tenant, next->job_id);
     if (job.ok() && job->state() == v1::JOB_STATE_QUEUED &&
@@ -415,6 +466,21 @@ std::optional<v1::JobRecord> JobQueue::NextJob(absl::Duration timeout) {
     absl::MutexLock l(&mu_);
     running_job_.clear();  // vanished or cancelled meanwhile: take the next one
   }
+}
+
+absl::Status JobQueue::CountResumedAttempt(v1::JobRecord& job) {
+  absl::MutexLock t(&transition_mu_);
+  ASSIGN_OR_RETURN(v1::JobRecord next, options_.db->jobs().Get(job.tenant(), job.job_id()));
+  // Versions before attempts were counted stored 0 for a started job.
+  next.set_attempts(std::max(next.attempts(), 1) + 1);
+  next.set_updated_at_micros(Now());
+  storage::Batch b;
+  RETURN_IF_ERROR(b.UpdateJob(next, next.state()));
+  RETURN_IF_ERROR(options_.db->Commit(b));
+  job.set_attempts(next.attempts());
+  job.set_updated_at_micros(next.updated_at_micros());
+  NotifyEvents();
+  return absl::OkStatus();
 }
 
 bool JobQueue::CancelRequested(const std::string& job_id) const {

@@ -73,6 +73,9 @@ struct ValidationOutcome {
   int64_t num_train_examples = 0;
   int64_t num_validation_examples = 0;
   std::vector<std::string> warnings;
+  // The hyperparameters the job will train with, every field set (stored in
+  // place of the requested ones); nullopt keeps the request's.
+  std::optional<v1::Hyperparameters> hyperparameters;
 };
 
 class JobQueue {
@@ -90,14 +93,18 @@ class JobQueue {
   };
 
   // Restores state from storage: RUNNING jobs are scheduled first (to resume),
-  // CANCELLING ones become CANCELLED, VALIDATING ones are validated again,
-  // QUEUED ones keep their arrival order.
+  // CANCELLING ones become CANCELLED, VALIDATING ones (stored only by
+  // versions before Submit validated first) are validated again, QUEUED ones
+  // keep their arrival order.
   static absl::StatusOr<std::unique_ptr<JobQueue>> Create(Options options);
 
-  // Creates a job: persists it VALIDATING, validates its data, then persists
-  // QUEUED (or FAILED, returning the validation error). With a request_id
-  // already used by this tenant: the same request returns the existing job;
-  // a different one is INVALID_ARGUMENT. RESOURCE_EXHAUSTED past a limit.
+  // Creates a job: validates its data first, then persists it QUEUED (with
+  // its "created" and "validated" state events) in one write. A request that
+  // fails validation is answered with the validator's error and stores
+  // nothing: no record, no event, and its request_id stays free. With a
+  // request_id already used by this tenant: the same request returns the
+  // existing job; a different one is INVALID_ARGUMENT. RESOURCE_EXHAUSTED
+  // past a limit (validations in progress count as waiting jobs).
   absl::StatusOr<v1::JobRecord> Submit(const JobRequest& request);
 
   absl::StatusOr<v1::JobRecord> Get(const std::string& tenant, const std::string& job_id) const;
@@ -148,7 +155,8 @@ class JobQueue {
   explicit JobQueue(Options options) : options_(std::move(options)) {}
 
   absl::Status Recover();
-  // Validates the job's data and moves it VALIDATING -> QUEUED (or FAILED).
+  // Recovery: validates a stored VALIDATING job's data and moves it to
+  // QUEUED (or FAILED).
   absl::StatusOr<v1::JobRecord> ValidateAndEnqueue(v1::JobRecord job);
   // Commits `job` moving to `to` with its state-change event and whatever
   // `extra` adds, then updates memory and wakes watchers.
@@ -158,6 +166,9 @@ class JobQueue {
   absl::Status Transition(v1::JobRecord& job, v1::JobState to, const std::string& reason,
                           const std::function<absl::Status(storage::Batch&)>& extra = nullptr,
                           int64_t* enqueued_seq = nullptr);
+  // A restart interrupted `job` (RUNNING): counts the new attempt in the
+  // stored record and in `job`.
+  absl::Status CountResumedAttempt(v1::JobRecord& job);
   // Copies the stored state into `job` (the worker's copy may predate a cancel).
   absl::Status RefreshState(v1::JobRecord& job) const;
   int64_t Now() const;

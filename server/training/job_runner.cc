@@ -84,6 +84,23 @@ absl::StatusOr<Hyperparameters> ResolveHyperparameters(const v1::Hyperparameters
   return hp;
 }
 
+v1::Hyperparameters ToProto(const Hyperparameters& hp) {
+  v1::Hyperparameters r;
+  r.set_learning_rate(hp.learning_rate);
+  r.set_epochs(hp.epochs);
+  r.set_batch_size(hp.batch_size);
+  r.set_bottleneck_size(static_cast<int32_t>(hp.bottleneck_size));
+  r.set_activation(hp.activation);
+  r.set_max_seq_len(hp.max_seq_len);
+  r.set_seed(hp.seed);
+  r.set_validation_fraction(hp.validation_fraction);
+  r.set_warmup_fraction(hp.warmup_fraction);
+  r.set_weight_decay(hp.weight_decay);
+  r.set_max_grad_norm(hp.max_grad_norm);
+  r.set_checkpoint_every_steps(hp.checkpoint_every_steps);
+  return r;
+}
+
 absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const std::string& tenant,
                                                   const std::vector<std::string>& dataset_ids) {
   std::vector<Example> out;
@@ -121,6 +138,7 @@ JobQueue::Validator MakeJobValidator(storage::Database* db, const model::BertTok
     out.num_train_examples = report.num_train;
     out.num_validation_examples = report.num_validation;
     out.warnings = report.warnings;
+    out.hyperparameters = ToProto(hp);
     return out;
   };
 }

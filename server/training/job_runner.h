@@ -36,6 +36,11 @@ namespace adapterd::training {
 absl::StatusOr<Hyperparameters> ResolveHyperparameters(const v1::Hyperparameters& requested,
                                                        const Hyperparameters& defaults);
 
+// Every field of `hp` that the API exposes, set (a job's resolved
+// hyperparameters). ResolveHyperparameters(ToProto(hp), d) gives back `hp`'s
+// API fields whatever `d` is.
+v1::Hyperparameters ToProto(const Hyperparameters& hp);
+
 // Reads the examples of datasets (in order) from storage.
 absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const std::string& tenant,
                                                   const std::vector<std::string>& dataset_ids);

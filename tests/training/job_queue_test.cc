@@ -33,6 +33,10 @@ absl::StatusOr<ValidationOutcome> FakeValidator(const v1::JobRecord& job) {
   out.labels = {"neg", "pos"};
   out.num_train_examples = 10;
   if (job.task_id() == "warn") out.warnings = {"labels are imbalanced"};
+  if (job.task_id() == "resolved") {
+    out.hyperparameters = job.hyperparameters();
+    out.hyperparameters->set_epochs(7);  // as if from the server's defaults
+  }
   return out;
 }
 
@@ -108,7 +112,7 @@ TEST(JobStateMachine, LegalAndIllegalTransitions) {
   }
 }
 
-TEST_F(JobQueueTest, SubmitPersistsValidatingThenQueuedWithEvents) {
+TEST_F(JobQueueTest, SubmitValidatesThenPersistsQueuedWithItsHistory) {
   ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "warn")));
   EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
   EXPECT_EQ(job.labels_size(), 2);
@@ -119,17 +123,36 @@ TEST_F(JobQueueTest, SubmitPersistsValidatingThenQueuedWithEvents) {
   bool warned = false;
   for (const auto& e : events) warned |= e.has_warning() && e.warning().message() == "labels are imbalanced";
   EXPECT_TRUE(warned);
+  EXPECT_EQ(stored.attempts(), 0);  // not started yet
 }
 
-TEST_F(JobQueueTest, InvalidDataFailsTheJobWithTheValidatorsMessage) {
-  JobRequest r = Request("acme", "t");
+TEST_F(JobQueueTest, TheJobStoresTheHyperparametersValidationResolved) {
+  JobRequest r = Request("acme", "resolved", "req-1");
+  r.hyperparameters.set_learning_rate(0.5);
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(r));
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord stored, queue_->Get("acme", job.job_id()));
+  EXPECT_EQ(stored.hyperparameters().epochs(), 7);
+  EXPECT_DOUBLE_EQ(stored.hyperparameters().learning_rate(), 0.5);
+  // Idempotency compares the request as sent, not the stored resolution.
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord again, queue_->Submit(r));
+  EXPECT_EQ(again.job_id(), job.job_id());
+}
+
+TEST_F(JobQueueTest, InvalidDataIsRefusedStoringNothingAndFreeingTheRequestId) {
+  JobRequest r = Request("acme", "t", "req-7");
   r.dataset_ids = {"bad-data"};
-  EXPECT_THAT(queue_->Submit(r), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("train example 3")));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_THAT(queue_->Submit(r), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("train example 3")));
+  }
   ASSERT_OK_AND_ASSIGN(auto page, queue_->List({.tenant = "acme"}));
-  ASSERT_EQ(page.jobs.size(), 1u);
-  EXPECT_EQ(page.jobs[0].state(), v1::JOB_STATE_FAILED);
-  EXPECT_THAT(page.jobs[0].error_message(), HasSubstr("text is empty"));
+  EXPECT_TRUE(page.jobs.empty()) << page.jobs.size() << " jobs stored";
+  EXPECT_THAT(db_->jobs().FindByRequestId("acme", "req-7"), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(queue_->queued(), 0);
+  // The corrected request may use the same request_id.
+  r.dataset_ids = {"good-data"};
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(r));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(queue_->queued(), 1);
 }
 
 TEST_F(JobQueueTest, ServesTenantsRoundRobinInAScriptedOrder) {
@@ -214,9 +237,10 @@ TEST_F(JobQueueTest, CancelInEveryState) {
     EXPECT_THAT(queue_->Cancel("acme", id),
                 StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("can no longer be cancelled")));
   }
-  JobRequest bad = Request("acme", "f");
-  bad.dataset_ids = {"bad"};
-  (void)queue_->Submit(bad);
+  ASSERT_OK(queue_->Submit(Request("acme", "f")).status());
+  auto failing = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(failing.has_value());
+  ASSERT_OK(queue_->Fail(*failing, absl::InternalError("boom")));
   ASSERT_OK_AND_ASSIGN(auto page, queue_->List({.tenant = "acme", .states = {v1::JOB_STATE_FAILED}}));
   ASSERT_EQ(page.jobs.size(), 1u);
   EXPECT_THAT(queue_->Cancel("acme", page.jobs[0].job_id()), StatusIs(absl::StatusCode::kFailedPrecondition));
@@ -279,6 +303,7 @@ TEST_F(JobQueueTest, RestartResumesRunningFirstKeepsQueuedOrderAndFinishesCancel
   auto running = queue_->NextJob(absl::ZeroDuration());  // a1 runs
   ASSERT_TRUE(running.has_value());
   ASSERT_EQ(running->job_id(), a1.job_id());
+  EXPECT_EQ(running->attempts(), 1);
   auto second = queue_->NextJob(absl::ZeroDuration());  // b1 runs, then is cancelled
   ASSERT_TRUE(second.has_value());
   ASSERT_OK(queue_->Cancel("B", b1.job_id()).status());
@@ -290,6 +315,11 @@ TEST_F(JobQueueTest, RestartResumesRunningFirstKeepsQueuedOrderAndFinishesCancel
   while (auto job = queue_->NextJob(absl::ZeroDuration())) {
     order.push_back(job->task_id());
     EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+    // a1 resumes: its second attempt, in the answer and in storage.
+    const int attempts = job->job_id() == a1.job_id() ? 2 : 1;
+    EXPECT_EQ(job->attempts(), attempts) << job->task_id();
+    ASSERT_OK_AND_ASSIGN(v1::JobRecord stored, queue_->Get(job->tenant(), job->job_id()));
+    EXPECT_EQ(stored.attempts(), attempts) << job->task_id();
     ASSERT_OK(queue_->Fail(*job, absl::InternalError("stop")));
   }
   EXPECT_EQ(order, (std::vector<std::string>{"a1", "a2", "a3"}));

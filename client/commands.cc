@@ -27,6 +27,7 @@
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 
 namespace adapterd::client {
 namespace {
@@ -456,6 +457,12 @@ absl::StatusOr<std::vector<std::string>> CollectTexts(const CommandEnv& env,
     add_lines(in);
   } else if (env.in != nullptr) {
     add_lines(*env.in);
+  }
+  // The server would refuse the whole call; say which text is at fault.
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (!IsValidUtf8(texts[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("text ", i + 1, " is not valid UTF-8"));
+    }
   }
   return texts;
 }

@@ -201,12 +201,18 @@ absl::StatusOr<std::vector<v1::Example>> ParseCsv(std::string_view contents,
 // ---------------------------------------------------------------------------
 
 // nlohmann's messages read "[json.exception.parse_error.101] parse error at
-// line 1, column 7: syntax error ..."; the line is always 1 here, so keep the
-// column and what follows.
-std::string DescribeJsonError(const nlohmann::json::parse_error& e) {
+// line 1, column 7: syntax error ..." or "[json.exception.out_of_range.406]
+// number overflow parsing '1e400'"; the line is always 1 here, so keep the
+// column and what follows, or else what follows the bracketed id.
+std::string DescribeJsonError(const nlohmann::json::exception& e) {
   std::string_view what = e.what();
   const size_t column = what.find("column ");
-  if (column != std::string_view::npos) what.remove_prefix(column);
+  if (column != std::string_view::npos) {
+    what.remove_prefix(column);
+  } else if (const size_t id_end = what.find("] "); what.starts_with("[json.exception.") &&
+                                                    id_end != std::string_view::npos) {
+    what.remove_prefix(id_end + 2);
+  }
   return std::string(what);
 }
 
@@ -251,7 +257,9 @@ absl::StatusOr<std::vector<v1::Example>> ParseJsonl(std::string_view contents,
     nlohmann::json object;
     try {
       object = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
+      // Every parse failure, including a number too large for a double
+      // (out_of_range, not parse_error), is the line's fault.
       return LineError(name, line, absl::StrCat("invalid JSON: ", DescribeJsonError(e)));
     }
     if (!object.is_object()) {

@@ -146,6 +146,15 @@ TEST_F(AdapterctlTest, UploadingABadFileNamesTheLineAndCallsNothing) {
   EXPECT_THAT(r.err, HasSubstr("bad.jsonl: line 2: \"text\" must be a string"));
   EXPECT_TRUE(server->fake().calls().empty());
 
+  // A number too large for a double, even in a field adapterctl ignores, is
+  // a bad line like any other (it used to abort the process, exit 134).
+  const std::string huge = dir_.Write("huge.jsonl", "{\"text\":\"a\",\"label\":\"x\"}\n"
+                                                    "{\"text\":\"a\",\"label\":\"x\",\"n\":1e400}\n");
+  const RunResult overflow = Run({"--server", server->address(), "datasets", "upload", huge});
+  EXPECT_EQ(overflow.exit_code, kExitInvalidArgument) << overflow.err;
+  EXPECT_THAT(overflow.err, HasSubstr("huge.jsonl: line 2: invalid JSON: number overflow"));
+  EXPECT_TRUE(server->fake().calls().empty());
+
   const std::string good = dir_.Write("good.csv", "text,label\nhello,x\n");
   const RunResult ok = Run({"--server", server->address(), "datasets", "upload", good, "--id", "greetings"});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;

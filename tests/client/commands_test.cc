@@ -186,6 +186,15 @@ TEST_F(CommandsTest, PredictReadsAFileOneTextPerLine) {
   EXPECT_THAT(Predict(env_, args), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not both")));
 }
 
+TEST_F(CommandsTest, PredictNamesATextThatIsNotUtf8WithoutCallingTheServer) {
+  PredictArgs args;
+  args.task_id = "sentiment";
+  args.file = dir_.Write("texts.txt", "first\nsecond \xff\xfe\n");
+  EXPECT_THAT(Predict(env_, args),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("text 2 is not valid UTF-8")));
+  EXPECT_TRUE(fake().calls().empty());
+}
+
 TEST_F(CommandsTest, PredictSplitsLongInputsAndPinsTheVersion) {
   PredictArgs args;
   args.task_id = "sentiment";

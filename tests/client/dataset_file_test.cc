@@ -156,6 +156,12 @@ TEST(DatasetFile, JsonLinesErrorsNameTheLine) {
       {"empty text", Jsonl("{\"text\":\"\",\"label\":\"a\"}\n"), "d.jsonl: line 1: ", "empty text"},
       {"empty label", Jsonl("{\"text\":\"t\",\"label\":\"\"}\n"), "d.jsonl: line 1: ", "empty label"},
       {"invalid UTF-8", Jsonl("{\"text\":\"\xc3\",\"label\":\"a\"}\n"), "d.jsonl: line 1: ", "invalid UTF-8"},
+      // nlohmann throws out_of_range (not parse_error) for these.
+      {"number too large for a double in an ignored field",
+       Jsonl("{\"text\":\"a\",\"label\":\"b\"}\n{\"text\":\"a\",\"label\":\"x\",\"n\":1e400}\n"), "d.jsonl: line 2: ",
+       "invalid JSON: number overflow parsing '1e400'"},
+      {"number too large as the label", Jsonl("{\"text\":\"a\",\"label\":-1e999}\n"), "d.jsonl: line 1: ",
+       "number overflow"},
   });
 }
 

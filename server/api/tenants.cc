@@ -1,6 +1,7 @@
 #include "server/api/tenants.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -56,8 +57,12 @@ template <typename T>
 absl::Status ReadQuota(const Json& t, const char* key, const std::string& where, T* out) {
   if (!t.contains(key)) return absl::OkStatus();
   const Json& v = t.at(key);
-  if (!v.is_number() || v.get<double>() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": '", key, "' must be a non-negative number"));
+  // Range-check as a double first: converting an out-of-range double to an
+  // integer type is undefined behaviour.
+  if (!v.is_number() || !(v.get<double>() >= 0) ||
+      v.get<double>() > static_cast<double>(std::numeric_limits<T>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": '", key, "' must be a non-negative number no larger than ",
+                                                   std::numeric_limits<T>::max()));
   }
   *out = v.get<T>();
   return absl::OkStatus();

@@ -2,9 +2,19 @@
 //
 // SIGTERM and SIGINT start a graceful shutdown (server/server.h); a second
 // signal during shutdown is ignored, so the drain is never cut short by a
-// repeated Ctrl-C; use SIGKILL for that.
+// repeated Ctrl-C; use SIGKILL for that. --drain_seconds bounds the whole
+// shutdown: should it still be running at the deadline (a training step
+// longer than the budget), a watchdog ends the process there. Every state
+// change is already durable (synced WAL), so that exit loses nothing: the
+// running job resumes from its last checkpoint, as after a crash.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 #include "server/server.h"
 #include "server/server_options.h"
@@ -26,6 +36,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  const int drain_seconds = options->drain_seconds;
   absl::StatusOr<std::unique_ptr<adapterd::Server>> server = adapterd::Server::Start(*std::move(options));
   if (!server.ok()) {
     std::fprintf(stderr, "adapterd: failed to start: %s\n", server.status().ToString().c_str());
@@ -33,8 +44,21 @@ int main(int argc, char** argv) {
   }
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "adapterd: %s received, shutting down\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  std::fprintf(stderr, "adapterd: %s received, shutting down (at most %d s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+               drain_seconds);
+  const absl::Time deadline = adapterd::PlanShutdown(absl::Now(), drain_seconds).deadline;
+  absl::Notification stopped;
+  std::thread watchdog([&stopped, deadline] {
+    if (stopped.WaitForNotificationWithDeadline(deadline)) return;
+    std::fprintf(stderr,
+                 "adapterd: --drain_seconds passed before shutdown finished; exiting now (a running training "
+                 "job resumes from its last checkpoint)\n");
+    std::fflush(stderr);
+    _exit(0);
+  });
   (*server)->Shutdown();
+  stopped.Notify();
+  watchdog.join();
   std::fprintf(stderr, "adapterd: stopped cleanly\n");
   return 0;
 }

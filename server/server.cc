@@ -6,6 +6,7 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -227,14 +228,23 @@ void Server::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   Parts& p = *parts_;
+  // The whole shutdown fits in drain_seconds: calls get the budget less a
+  // reserve for stopping gRPC, the trainer and the database; client streams
+  // stop taking messages a little earlier, so they can still answer
+  // UNAVAILABLE before gRPC cancels what remains. main.cc enforces the bound
+  // with a watchdog in case a training step outlasts it.
+  const ShutdownPlan plan = PlanShutdown(absl::Now(), options_.drain_seconds);
   if (p.grpc_server) p.grpc_server->GetHealthCheckService()->SetServingStatus(false);
-  if (p.service) p.service->StartDraining();
-  // In-flight Predicts finish; new ones are refused.
-  if (p.engine) p.engine->Drain();
-  if (p.grpc_server) {
-    p.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(options_.drain_seconds));
+  if (p.service) p.service->StartDraining(plan.streams_deadline);
+  // Preempt the running job at its next step while calls drain; it is
+  // checkpointed and left RUNNING, so the next start resumes it.
+  if (p.runner) p.runner->RequestStop();
+  if (p.service && !p.service->WaitForIdle(plan.calls_deadline)) {
+    std::fprintf(stderr, "adapterd: calls still in flight after the drain; cancelling them\n");
   }
-  // Checkpoints the running job at its next step and leaves it RUNNING.
+  // Every Predict handler has returned (or is being cancelled): refuse more.
+  if (p.engine) p.engine->Drain();
+  if (p.grpc_server) p.grpc_server->Shutdown(std::chrono::system_clock::now());
   if (p.runner) p.runner->Stop();
   if (p.engine) p.engine->Shutdown();
   if (p.metrics) p.metrics->Stop();
@@ -248,6 +258,16 @@ void Server::Shutdown() {
     if (!s.ok()) std::fprintf(stderr, "adapterd: closing the database: %s\n", s.ToString().c_str());
   }
   stopped_.Notify();
+}
+
+ShutdownPlan PlanShutdown(absl::Time start, int drain_seconds) {
+  const absl::Duration budget = absl::Seconds(std::max(0, drain_seconds));
+  const absl::Duration slice = std::min(absl::Seconds(1), budget / 4);
+  ShutdownPlan plan;
+  plan.deadline = start + budget;
+  plan.calls_deadline = plan.deadline - slice;
+  plan.streams_deadline = plan.calls_deadline - slice;
+  return plan;
 }
 
 void Server::Wait() { stopped_.WaitForNotification(); }

@@ -9,10 +9,16 @@
 //      queue (recovering jobs that were RUNNING or QUEUED) and the job runner;
 //      health becomes SERVING.
 //
-// Shutdown (SIGTERM/SIGINT in main.cc, or Shutdown()): health NOT_SERVING;
-// new calls UNAVAILABLE; in-flight Predicts drain; the running training job
-// is checkpointed at its next step and left RUNNING so the next start resumes
-// it; gRPC stops after at most drain_seconds; RocksDB closes cleanly.
+// Shutdown (SIGTERM/SIGINT in main.cc, or Shutdown()), bounded by
+// drain_seconds (PlanShutdown): health NOT_SERVING; new calls and open
+// watches UNAVAILABLE; the running training job is asked to stop at its next
+// step (checkpointed and left RUNNING, so the next start resumes it); calls
+// in flight may finish until the calls deadline (client streams until the
+// earlier streams deadline, then UNAVAILABLE), after which gRPC cancels what
+// remains; the trainer is joined and RocksDB closes cleanly. A training step
+// that outlasts the budget is the one wait Shutdown() cannot cut short;
+// main.cc then exits at the deadline anyway (the job resumes from its last
+// checkpoint, as after a crash).
 //
 // Thread safety: Start/Shutdown/Wait from one controlling thread; Shutdown
 // may also be called from a signal-handling thread while Wait() blocks.
@@ -25,9 +31,22 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "server/server_options.h"
 
 namespace adapterd {
+
+// The deadlines of one shutdown that starts at `start`:
+//   streams_deadline  client streams stop taking messages (UNAVAILABLE);
+//   calls_deadline    gRPC cancels calls still in flight;
+//   deadline          start + drain_seconds: the process has exited.
+// Each step gets min(1 s, drain_seconds / 4) before the next.
+struct ShutdownPlan {
+  absl::Time streams_deadline;
+  absl::Time calls_deadline;
+  absl::Time deadline;
+};
+ShutdownPlan PlanShutdown(absl::Time start, int drain_seconds);
 
 class Server {
  public:

@@ -79,7 +79,9 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   app.add_option("--max_dataset_bytes", o.max_dataset_bytes, "Bytes of text per dataset (default quota)");
   app.add_option("--predict_rate", o.predict_rate, "Predict requests/s per tenant; 0 = unlimited (default quota)");
   app.add_option("--predict_burst", o.predict_burst, "Token-bucket size for --predict_rate; 0 = max(1, rate)");
-  app.add_option("--drain_seconds", o.drain_seconds, "Grace period for in-flight calls at shutdown");
+  app.add_option("--drain_seconds", o.drain_seconds,
+                 "Bound on the whole shutdown after SIGTERM/SIGINT: calls in flight may finish within it")
+      ->check(CLI::NonNegativeNumber);
   app.set_version_flag("--version", "adapterd 0.1.0");
   try {
     app.parse(argc, argv);

@@ -50,7 +50,7 @@ struct ServerOptions {
   double predict_rate = 0;                  // Predict requests/s per tenant; 0 = unlimited
   double predict_burst = 0;
   // --- shutdown ---
-  int drain_seconds = 10;                   // grace for in-flight calls on SIGTERM
+  int drain_seconds = 10;                   // bound on the whole shutdown (server.h)
 
   absl::Status Validate() const;
 };

@@ -326,13 +326,14 @@ absl::StatusOr<v1::TrainingJob> Backend::CancelTrainingJob(const Tenant& tenant,
 
 absl::Status Backend::WatchTrainingJob(const Tenant& tenant, const v1::WatchTrainingJobRequest& request,
                                        const std::function<bool(const v1::WatchTrainingJobResponse&)>& send,
-                                       const std::function<bool()>& cancelled) {
+                                       const std::function<absl::Status()>& stop) {
   RETURN_IF_ERROR(ValidateId("job_id", request.job_id()));
   if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq must not be negative");
   int64_t after = request.after_seq();
   bool first = true;
   while (true) {
-    if (cancelled()) return absl::CancelledError("the watch was cancelled");
+    RETURN_IF_ERROR(stop());
+    if (options_.queue->shutting_down()) return absl::UnavailableError("adapterd is shutting down; watch again");
     ASSIGN_OR_RETURN(std::vector<v1::JobEvent> events,
                      options_.queue->WaitForEvents(tenant.id(), request.job_id(), after,
                                                    first ? absl::ZeroDuration() : options_.watch_poll));
@@ -350,7 +351,6 @@ absl::Status Backend::WatchTrainingJob(const Tenant& tenant, const v1::WatchTrai
     // Terminal and every event delivered: WaitForEvents returns at once for
     // a terminal job, so an empty answer means there is nothing more.
     if (training::IsTerminal(job.state()) && events.empty()) return absl::OkStatus();
-    if (options_.queue->shutting_down()) return absl::UnavailableError("the server is shutting down");
   }
 }
 

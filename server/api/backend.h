@@ -99,10 +99,12 @@ class Backend {
   absl::StatusOr<v1::TrainingJob> CancelTrainingJob(const Tenant& tenant,
                                                     const v1::CancelTrainingJobRequest& request);
   // Sends the snapshot, then new events, to `send` until the job is terminal
-  // (OK), `send` returns false or `cancelled()` becomes true (CANCELLED).
+  // (OK), `send` returns false (CANCELLED), `stop()` returns an error (that
+  // error: CANCELLED for a gone client, UNAVAILABLE while the server drains)
+  // or the job queue shuts down (UNAVAILABLE).
   absl::Status WatchTrainingJob(const Tenant& tenant, const v1::WatchTrainingJobRequest& request,
                                 const std::function<bool(const v1::WatchTrainingJobResponse&)>& send,
-                                const std::function<bool()>& cancelled);
+                                const std::function<absl::Status()>& stop);
 
   // --- tasks ------------------------------------------------------------------
   absl::StatusOr<v1::Task> GetTask(const Tenant& tenant, const v1::GetTaskRequest& request);

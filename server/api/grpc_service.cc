@@ -18,17 +18,60 @@ absl::Time Deadline(const grpc::ServerContext* ctx) {
   return absl::FromChrono(d);
 }
 
+absl::Status ShuttingDown() { return absl::UnavailableError("adapterd is shutting down; retry the call"); }
+
 }  // namespace
+
+void GrpcService::StartDraining(absl::Time streams_deadline) {
+  absl::MutexLock lock(&mu_);
+  if (draining_.load()) return;
+  streams_deadline_ = streams_deadline;
+  draining_.store(true);
+}
+
+bool GrpcService::WaitForIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+absl::Status GrpcService::StopReason(grpc::ServerContext* ctx, bool client_stream) const {
+  if (ctx->IsCancelled()) return absl::CancelledError("the call was cancelled");
+  if (draining_.load()) {
+    bool stop = !client_stream;
+    if (client_stream) {
+      absl::MutexLock lock(&mu_);
+      stop = absl::Now() >= streams_deadline_;
+    }
+    if (stop) return ShuttingDown();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcService::CheckCleanEnd(grpc::ServerContext* ctx, const char* what) const {
+  // gRPC's sync Read() returns false both for a half-close and for a
+  // cancelled call; since gRPC 1.41 a failed read marks the context
+  // cancelled before Read() returns, so this check is not racy.
+  if (ctx->IsCancelled()) {
+    return absl::CancelledError(
+        absl::StrCat("the ", what, " stream ended before the client closed it; nothing was stored"));
+  }
+  return absl::OkStatus();
+}
 
 grpc::Status GrpcService::Handle(const char* method, grpc::ServerContext* ctx,
                                  const std::function<absl::Status(const Tenant&)>& body, int64_t texts) {
   const absl::Time start = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    ++in_flight_;
+  }
   RpcRecord record;
   record.method = method;
   record.texts = texts;
   absl::Status status;
   if (draining_.load()) {
-    status = absl::UnavailableError("adapterd is shutting down");
+    status = ShuttingDown();
   } else if (backend_.load() == nullptr) {
     status = absl::UnavailableError("adapterd is starting: the encoder is loading");
   } else {
@@ -48,6 +91,10 @@ grpc::Status GrpcService::Handle(const char* method, grpc::ServerContext* ctx,
   record.code = status.code();
   record.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (options_.on_rpc) options_.on_rpc(record);
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  }
   return ToGrpcStatus(status);
 }
 
@@ -60,10 +107,11 @@ grpc::Status GrpcService::UploadDataset(grpc::ServerContext* ctx,
     if (!msg.has_metadata()) return absl::InvalidArgumentError("the first message must carry metadata");
     ASSIGN_OR_RETURN(std::unique_ptr<DatasetUpload> upload, backend().BeginUpload(tenant, msg.metadata()));
     while (reader->Read(&msg)) {
-      if (ctx->IsCancelled()) return absl::CancelledError("the client cancelled the upload");
+      RETURN_IF_ERROR(StopReason(ctx, /*client_stream=*/true));
       if (!msg.has_chunk()) return absl::InvalidArgumentError("only the first message may carry metadata");
       RETURN_IF_ERROR(upload->AddChunk(msg.chunk()));
     }
+    RETURN_IF_ERROR(CheckCleanEnd(ctx, "upload"));
     ASSIGN_OR_RETURN(*response, upload->Finish());
     return absl::OkStatus();
   });
@@ -114,7 +162,7 @@ grpc::Status GrpcService::WatchTrainingJob(grpc::ServerContext* ctx, const v1::W
   return Handle("WatchTrainingJob", ctx, [&](const Tenant& t) {
     return backend().WatchTrainingJob(
         t, *request, [&](const v1::WatchTrainingJobResponse& msg) { return writer->Write(msg); },
-        [&] { return ctx->IsCancelled() || draining_.load(); });
+        [&] { return StopReason(ctx, /*client_stream=*/false); });
   });
 }
 
@@ -156,12 +204,14 @@ grpc::Status GrpcService::ImportAdapter(grpc::ServerContext* ctx, grpc::ServerRe
     std::string bytes;
     const int64_t limit = backend().max_adapter_bytes();
     while (reader->Read(&msg)) {
+      RETURN_IF_ERROR(StopReason(ctx, /*client_stream=*/true));
       if (!msg.has_chunk()) return absl::InvalidArgumentError("only the first message may carry metadata");
       if (static_cast<int64_t>(bytes.size() + msg.chunk().size()) > limit) {
         return absl::ResourceExhaustedError(absl::StrCat("adapter file larger than ", limit, " bytes"));
       }
       bytes += msg.chunk();
     }
+    RETURN_IF_ERROR(CheckCleanEnd(ctx, "import"));
     ASSIGN_OR_RETURN(*response, backend().ImportAdapter(tenant, task_id, std::move(bytes)));
     return absl::OkStatus();
   });

@@ -3,6 +3,16 @@
 // Backend, maps the Status (grpc_status.h) and reports the call to an
 // observer (metrics). No business logic lives here.
 //
+// Client streams (UploadDataset, ImportAdapter) commit only when the client
+// ends the stream cleanly (half-close). A stream that ends any other way
+// (the client cancels, dies or runs out of deadline, or the server cancels
+// it at the end of a drain) stores nothing and answers CANCELLED.
+//
+// Draining (shutdown): new calls are UNAVAILABLE at once; open watches end
+// with UNAVAILABLE; client streams in flight may finish until the streams
+// deadline, after which their next message ends them with UNAVAILABLE
+// (nothing stored); WaitForIdle() lets the server wait for calls in flight.
+//
 // Thread safety: thread-safe (gRPC's sync server calls methods concurrently).
 // Ownership: the Backend and TenantRegistry are not owned and outlive the
 // service.
@@ -13,7 +23,10 @@
 #include <functional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
 #include "server/api/backend.h"
 #include "server/api/tenants.h"
@@ -41,8 +54,11 @@ class GrpcService final : public v1::Adapterd::Service {
   // server answers health checks while the encoder loads. Not owned.
   void SetBackend(Backend* backend) { backend_.store(backend); }
 
-  // While draining, every new call is UNAVAILABLE; calls in flight finish.
-  void StartDraining() { draining_.store(true); }
+  // Starts the drain (see above). Client streams in flight may go on until
+  // `streams_deadline`. Idempotent: the first deadline holds.
+  void StartDraining(absl::Time streams_deadline);
+  // Blocks until no call is in flight or `deadline` passes; true when idle.
+  bool WaitForIdle(absl::Time deadline);
 
   grpc::Status UploadDataset(grpc::ServerContext* ctx, grpc::ServerReader<v1::UploadDatasetRequest>* reader,
                              v1::Dataset* response) override;
@@ -77,9 +93,20 @@ class GrpcService final : public v1::Adapterd::Service {
 
   Backend& backend() const { return *backend_.load(); }
 
+  // OK, or why a streaming call must stop now: CANCELLED when the client
+  // cancelled (or is gone, or its deadline passed), UNAVAILABLE when the
+  // server is draining (for client streams: past the streams deadline).
+  absl::Status StopReason(grpc::ServerContext* ctx, bool client_stream) const;
+  // After Read() returned false: OK only if the client half-closed.
+  absl::Status CheckCleanEnd(grpc::ServerContext* ctx, const char* what) const;
+
   Options options_;
   std::atomic<Backend*> backend_{nullptr};
   std::atomic<bool> draining_{false};
+
+  mutable absl::Mutex mu_;  // protects in_flight_ and streams_deadline_
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time streams_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
 }  // namespace adapterd::api

@@ -163,9 +163,13 @@ void JobRunner::Start() {
   });
 }
 
-void JobRunner::Stop() {
+void JobRunner::RequestStop() {
   stopping_.store(true);
   options_.queue->Shutdown();
+}
+
+void JobRunner::Stop() {
+  RequestStop();
   if (worker_.joinable()) worker_.join();
 }
 

@@ -7,8 +7,8 @@
 // a cancel finishes it CANCELLED; Stop() preempts the running job after a
 // final checkpoint and leaves it RUNNING, so the next start resumes it.
 //
-// Thread safety: Start()/Stop() from one controlling thread; the runner owns
-// one worker thread. RunNext() is for tests that drive it synchronously.
+// Thread safety: Start()/RequestStop()/Stop() from one controlling thread;
+// the runner owns one worker thread. RunNext() is for tests that drive it synchronously.
 #ifndef ADAPTERD_SERVER_TRAINING_JOB_RUNNER_H_
 #define ADAPTERD_SERVER_TRAINING_JOB_RUNNER_H_
 
@@ -75,8 +75,11 @@ class JobRunner {
 
   // Starts the worker thread.
   void Start();
-  // Preempts the running job (final checkpoint, left RUNNING), stops taking
-  // jobs and joins the worker. Shuts the queue down. Idempotent.
+  // Asks the worker to stop without waiting: the running job is preempted
+  // at its next step (final checkpoint, left RUNNING), no new job starts,
+  // and the queue shuts down (waking watchers). Idempotent.
+  void RequestStop();
+  // RequestStop(), then joins the worker. Idempotent.
   void Stop();
 
   // Takes the next job (waiting up to `timeout`) and runs it to its end on

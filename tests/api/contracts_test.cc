@@ -1,0 +1,407 @@
+// API contracts about what gets stored, through a real in-process server
+// (RocksDB in a temp dir, the tiny fixture encoder) on 127.0.0.1 port 0:
+//
+//   - a client stream commits only on a clean half-close: a cancelled or
+//     timed-out UploadDataset, and an ImportAdapter cancelled after its last
+//     chunk, store nothing, and a retry under the same id succeeds;
+//   - a CreateTrainingJob that fails validation stores no job and leaves its
+//     request_id free;
+//   - adapter files with NaN or Inf weights are refused, naming the tensor;
+//   - the model fingerprint covers the vocabulary and lower-casing: an
+//     adapter does not import onto a server whose vocab.txt or
+//     do_lower_case differs, while a format-1 file (weights fingerprint)
+//     still imports onto the same encoder;
+//   - a job reports the hyperparameters it trains with (every field) and
+//     its attempts.
+// The e2e suite (tests/e2e/lifecycle_e2e_test.cc) covers the ways a stream
+// ends that need real processes: a killed client and a server shutdown.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/api/grpc_status.h"
+#include "server/model/model_loader.h"
+#include "server/model/safetensors.h"
+#include "tests/api/api_test_util.h"
+
+namespace adapterd::testing {
+namespace {
+
+using ::adapterd::storage::testing::TempDir;
+using ::testing::HasSubstr;
+
+class ContractsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    ASSERT_OK(WriteFixtureModel(dir_->Sub("model")));
+    ASSERT_OK_AND_ASSIGN(auto server, Server::Start(TestServerOptions(dir_->Sub("data"), dir_->Sub("model"))));
+    server_ = server.release();
+    stub_ = NewStub(server_->grpc_port()).release();
+    v1::Dataset ds;
+    ASSERT_TRUE(Upload(*stub_, PresenceUpload("presence", 120, 7, 11, 4), &ds).ok());
+    v1::CreateTrainingJobRequest req = TrainRequest("task-a", "presence");
+    req.set_request_id("train-a");
+    ASSERT_OK_AND_ASSIGN(v1::TrainingJob job, TrainToEnd(*stub_, req));
+    ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.error_message();
+    job_a_ = new v1::TrainingJob(job);
+    adapter_a_ = new std::string(Export("task-a"));
+  }
+  static void TearDownTestSuite() {
+    delete stub_;
+    delete server_;
+    delete job_a_;
+    delete adapter_a_;
+    delete dir_;
+  }
+
+  static v1::CreateTrainingJobRequest TrainRequest(const std::string& task, const std::string& dataset) {
+    v1::CreateTrainingJobRequest req;
+    req.set_task_id(task);
+    req.add_dataset_ids(dataset);
+    req.mutable_hyperparameters()->set_epochs(2);
+    req.mutable_hyperparameters()->set_batch_size(16);
+    req.mutable_hyperparameters()->set_learning_rate(3e-3);
+    req.mutable_hyperparameters()->set_bottleneck_size(8);
+    return req;
+  }
+
+  static std::string Export(const std::string& task) {
+    v1::ExportAdapterRequest ex;
+    ex.set_task_id(task);
+    auto ctx = Ctx();
+    auto reader = stub_->ExportAdapter(ctx.get(), ex);
+    v1::ExportAdapterResponse msg;
+    std::string bytes;
+    while (reader->Read(&msg)) bytes += msg.chunk();
+    EXPECT_TRUE(reader->Finish().ok());
+    return bytes;
+  }
+
+  // Imports `bytes` as `task` on `stub`, half-closing cleanly.
+  static grpc::Status Import(v1::Adapterd::Stub& stub, const std::string& task, const std::string& bytes,
+                             v1::Task* out = nullptr) {
+    v1::Task task_out;
+    auto ctx = Ctx();
+    auto writer = stub.ImportAdapter(ctx.get(), out ? out : &task_out);
+    v1::ImportAdapterRequest m;
+    m.mutable_metadata()->set_task_id(task);
+    writer->Write(m);
+    m.set_chunk(bytes);
+    writer->Write(m);
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  static grpc::StatusCode GetDatasetCode(const std::string& id) {
+    v1::GetDatasetRequest req;
+    req.set_dataset_id(id);
+    v1::Dataset out;
+    auto ctx = Ctx();
+    return stub_->GetDataset(ctx.get(), req, &out).error_code();
+  }
+
+  static grpc::StatusCode GetTaskCode(const std::string& id) {
+    v1::GetTaskRequest req;
+    req.set_task_id(id);
+    v1::Task out;
+    auto ctx = Ctx();
+    return stub_->GetTask(ctx.get(), req, &out).error_code();
+  }
+
+  static int CountJobs() {
+    int n = 0;
+    v1::ListTrainingJobsRequest req;
+    req.set_page_size(1000);
+    do {
+      v1::ListTrainingJobsResponse resp;
+      auto ctx = Ctx();
+      EXPECT_TRUE(stub_->ListTrainingJobs(ctx.get(), req, &resp).ok());
+      n += resp.jobs_size();
+      req.set_page_token(resp.next_page_token());
+    } while (!req.page_token().empty());
+    return n;
+  }
+
+  static grpc::Status Create(const v1::CreateTrainingJobRequest& req, v1::TrainingJob* out) {
+    auto ctx = Ctx();
+    return stub_->CreateTrainingJob(ctx.get(), req, out);
+  }
+
+  // A copy of adapter file `bytes` with metadata `overrides` applied and,
+  // if `poison` names a tensor, its first element set to `value`.
+  static std::string Rewrite(const std::string& bytes, const std::map<std::string, std::string>& overrides,
+                             const std::string& poison = "", float value = 0) {
+    auto file = model::SafetensorsFile::FromString(bytes);
+    EXPECT_TRUE(file.ok()) << file.status();
+    model::SafetensorsWriter writer;
+    for (const auto& [k, v] : file->metadata()) writer.SetMetadata(k, v);
+    for (const auto& [k, v] : overrides) writer.SetMetadata(k, v);
+    for (const auto& [name, view] : file->tensors()) {
+      std::string data(reinterpret_cast<const char*>(view.data.data()), view.data.size());
+      if (name == poison) {
+        EXPECT_EQ(view.dtype, model::DType::kF32);
+        std::memcpy(data.data(), &value, sizeof(value));
+      }
+      EXPECT_OK(writer.Add(name, view.dtype, view.shape,
+                           {reinterpret_cast<const std::byte*>(data.data()), data.size()}));
+    }
+    return writer.Serialize();
+  }
+
+  static TempDir* dir_;
+  static Server* server_;
+  static v1::Adapterd::Stub* stub_;
+  static v1::TrainingJob* job_a_;
+  static std::string* adapter_a_;
+};
+
+TempDir* ContractsTest::dir_ = nullptr;
+Server* ContractsTest::server_ = nullptr;
+v1::Adapterd::Stub* ContractsTest::stub_ = nullptr;
+v1::TrainingJob* ContractsTest::job_a_ = nullptr;
+std::string* ContractsTest::adapter_a_ = nullptr;
+
+// --- client streams -----------------------------------------------------------
+
+TEST_F(ContractsTest, UploadCancelledMidStreamStoresNothing) {
+  const std::vector<v1::UploadDatasetRequest> msgs = PresenceUpload("ds-cancel", 400, 3, 5, 8);
+  {
+    auto ctx = Ctx();
+    v1::Dataset out;
+    auto writer = stub_->UploadDataset(ctx.get(), &out);
+    for (size_t i = 0; i < msgs.size() / 2; ++i) ASSERT_TRUE(writer->Write(msgs[i]));
+    // Give the server time to store the chunks it got (the case that used
+    // to commit them); the check below does not depend on it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ctx->TryCancel();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_EQ(GetDatasetCode("ds-cancel"), grpc::StatusCode::NOT_FOUND);
+  // The id is free again: a complete upload stores every example.
+  v1::Dataset full;
+  grpc::Status s = Upload(*stub_, msgs, &full);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(full.num_examples(), 400);
+}
+
+TEST_F(ContractsTest, UploadPastItsDeadlineStoresNothing) {
+  const std::vector<v1::UploadDatasetRequest> msgs = PresenceUpload("ds-deadline", 200, 3, 6, 4);
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(800));
+    v1::Dataset out;
+    auto writer = stub_->UploadDataset(&ctx, &out);
+    for (size_t i = 0; i + 1 < msgs.size(); ++i) ASSERT_TRUE(writer->Write(msgs[i]));
+    // Never half-closed: the deadline ends the call.
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  // The server ends its side when it sees the deadline; give it a bounded
+  // while, then the dataset must still be absent.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(GetDatasetCode("ds-deadline"), grpc::StatusCode::NOT_FOUND);
+  v1::Dataset full;
+  ASSERT_TRUE(Upload(*stub_, msgs, &full).ok());
+  EXPECT_EQ(full.num_examples(), 200);
+}
+
+TEST_F(ContractsTest, ImportCancelledAfterTheLastChunkCreatesNoTask) {
+  {
+    auto ctx = Ctx();
+    v1::Task out;
+    auto writer = stub_->ImportAdapter(ctx.get(), &out);
+    v1::ImportAdapterRequest m;
+    m.mutable_metadata()->set_task_id("import-cancel");
+    ASSERT_TRUE(writer->Write(m));
+    m.set_chunk(*adapter_a_);
+    ASSERT_TRUE(writer->Write(m));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ctx->TryCancel();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_EQ(GetTaskCode("import-cancel"), grpc::StatusCode::NOT_FOUND);
+  grpc::Status s = Import(*stub_, "import-cancel", *adapter_a_);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+// --- training jobs --------------------------------------------------------------
+
+TEST_F(ContractsTest, RejectedCreateStoresNoJobAndLeavesTheRequestIdFree) {
+  const int before = CountJobs();
+  v1::TrainingJob job;
+  // A dataset that does not exist yet.
+  v1::CreateTrainingJobRequest missing = TrainRequest("task-late", "ds-late");
+  missing.set_request_id("req-late");
+  EXPECT_EQ(Create(missing, &job).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // Data that fail validation: one label only; a label over 128 bytes.
+  auto upload_labels = [](const std::string& id, const std::vector<std::string>& labels) {
+    std::vector<v1::UploadDatasetRequest> msgs(2);
+    msgs[0].mutable_metadata()->set_dataset_id(id);
+    for (int i = 0; i < 40; ++i) {
+      v1::Example* e = msgs[1].mutable_chunk()->add_examples();
+      e->set_text(absl::StrCat("w", i % 50, " w", (i * 7) % 50));
+      e->set_label(labels[static_cast<size_t>(i) % labels.size()]);
+    }
+    v1::Dataset out;
+    return Upload(*stub_, msgs, &out);
+  };
+  ASSERT_TRUE(upload_labels("ds-one-label", {"only"}).ok());
+  ASSERT_TRUE(upload_labels("ds-long-label", {"short", std::string(129, 'x')}).ok());
+  // And labels that conflict with an existing task's (task-a: yes/no).
+  ASSERT_TRUE(upload_labels("ds-other-labels", {"red", "blue"}).ok());
+  for (const auto& [task, dataset] : std::vector<std::pair<std::string, std::string>>{
+           {"task-one", "ds-one-label"}, {"task-long", "ds-long-label"}, {"task-a", "ds-other-labels"}}) {
+    v1::CreateTrainingJobRequest bad = TrainRequest(task, dataset);
+    bad.set_request_id("req-" + dataset);
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      grpc::Status s = Create(bad, &job);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << dataset << ": " << s.error_message();
+    }
+  }
+  EXPECT_EQ(CountJobs(), before) << "a rejected CreateTrainingJob stored a job";
+
+  // Once the dataset exists, the very same request (same request_id) is
+  // accepted as a new job.
+  v1::Dataset late;
+  ASSERT_TRUE(Upload(*stub_, PresenceUpload("ds-late", 80, 7, 9, 2), &late).ok());
+  grpc::Status s = Create(missing, &job);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(job.request_id(), "req-late");
+  EXPECT_EQ(CountJobs(), before + 1);
+  v1::CancelTrainingJobRequest cancel;
+  cancel.set_job_id(job.job_id());
+  auto ctx = Ctx();
+  v1::TrainingJob cancelled;
+  (void)stub_->CancelTrainingJob(ctx.get(), cancel, &cancelled);
+}
+
+TEST_F(ContractsTest, JobsReportTheirResolvedHyperparametersAndAttempts) {
+  const v1::Hyperparameters& hp = job_a_->hyperparameters();
+  // Set by the request.
+  EXPECT_EQ(hp.epochs(), 2);
+  EXPECT_EQ(hp.batch_size(), 16);
+  EXPECT_DOUBLE_EQ(hp.learning_rate(), 3e-3);
+  EXPECT_EQ(hp.bottleneck_size(), 8);
+  // Resolved from the server's defaults (TestServerOptions: max_seq_len 32).
+  EXPECT_TRUE(hp.has_activation() && hp.has_seed() && hp.has_validation_fraction() && hp.has_warmup_fraction() &&
+              hp.has_weight_decay() && hp.has_max_grad_norm() && hp.has_checkpoint_every_steps());
+  EXPECT_EQ(hp.activation(), "gelu");
+  EXPECT_EQ(hp.max_seq_len(), 32);
+  EXPECT_DOUBLE_EQ(hp.weight_decay(), 0.01);
+  // One run, no restart.
+  EXPECT_EQ(job_a_->attempts(), 1);
+  // The idempotent retry still matches, on the request as sent.
+  v1::CreateTrainingJobRequest again = TrainRequest("task-a", "presence");
+  again.set_request_id("train-a");
+  v1::TrainingJob same;
+  ASSERT_TRUE(Create(again, &same).ok());
+  EXPECT_EQ(same.job_id(), job_a_->job_id());
+}
+
+// --- adapter files -----------------------------------------------------------------
+
+TEST_F(ContractsTest, NonFiniteAdapterWeightsAreRefusedNamingTheTensor) {
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    const std::string poisoned = Rewrite(*adapter_a_, {}, "layers.1.ffn_adapter.up.weight", bad);
+    grpc::Status s = Import(*stub_, "poisoned", poisoned);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("layers.1.ffn_adapter.up.weight"));
+    EXPECT_THAT(s.error_message(), HasSubstr("NaN or infinite"));
+    EXPECT_EQ(GetTaskCode("poisoned"), grpc::StatusCode::NOT_FOUND);
+  }
+}
+
+TEST_F(ContractsTest, TheFingerprintCoversTheVocabularyAndLowerCasing) {
+  ASSERT_OK_AND_ASSIGN(model::LoadedModel a, model::LoadBertModel(dir_->Sub("model"), {}));
+  v1::GetTaskRequest get;
+  get.set_task_id("task-a");
+  v1::Task task_a;
+  {
+    auto ctx = Ctx();
+    ASSERT_TRUE(stub_->GetTask(ctx.get(), get, &task_a).ok());
+  }
+  EXPECT_EQ(task_a.encoder_fingerprint(), a.fingerprint);
+  EXPECT_NE(a.fingerprint, a.weights_fingerprint);
+
+  // Same weights and config; one vocabulary entry renamed, or lower-casing
+  // off. Each server must refuse task-a's adapter.
+  auto variant = [&](const std::string& name, const std::function<void(const std::string&)>& change) {
+    const std::string model = dir_->Sub(name);
+    std::filesystem::copy(dir_->Sub("model"), model);
+    change(model);
+    return model;
+  };
+  const std::string renamed = variant("model-vocab", [](const std::string& dir) {
+    std::ifstream in(dir + "/vocab.txt");
+    std::string vocab((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = vocab.find("\nw59\n");
+    ASSERT_NE(at, std::string::npos);
+    vocab.replace(at, 5, "\nzz59\n");
+    std::ofstream(dir + "/vocab.txt", std::ios::trunc) << vocab;
+  });
+  const std::string cased = variant("model-cased", [](const std::string& dir) {
+    std::ofstream(dir + "/tokenizer_config.json", std::ios::trunc) << "{\"do_lower_case\": false}";
+  });
+  for (const std::string& model : {renamed, cased}) {
+    ASSERT_OK_AND_ASSIGN(model::LoadedModel m, model::LoadBertModel(model, {}));
+    EXPECT_EQ(m.weights_fingerprint, a.weights_fingerprint) << model;
+    EXPECT_NE(m.fingerprint, a.fingerprint) << model;
+    TempDir data;
+    ASSERT_OK_AND_ASSIGN(auto other, Server::Start(TestServerOptions(data.Sub("data"), model)));
+    auto stub = NewStub(other->grpc_port());
+    grpc::Status s = Import(*stub, "copy", *adapter_a_);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << model << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("vocabulary"));
+    other->Shutdown();
+  }
+}
+
+TEST_F(ContractsTest, AFormatOneFileStillImportsOntoItsEncoder) {
+  ASSERT_OK_AND_ASSIGN(model::LoadedModel a, model::LoadBertModel(dir_->Sub("model"), {}));
+  const std::string v1 =
+      Rewrite(*adapter_a_, {{"format_version", "1"}, {"encoder_fingerprint", a.weights_fingerprint}});
+  v1::Task task;
+  grpc::Status s = Import(*stub_, "from-v1", v1, &task);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(task.encoder_fingerprint(), a.weights_fingerprint);
+  // A format-1 file that names the model fingerprint (or anything else) is
+  // for another encoder.
+  const std::string wrong = Rewrite(*adapter_a_, {{"format_version", "1"}});
+  EXPECT_EQ(Import(*stub_, "from-v1-wrong", wrong).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  // It serves exactly as the task it came from.
+  auto predict = [&](const std::string& task_id) {
+    v1::PredictRequest req;
+    req.set_task_id(task_id);
+    req.add_texts("w7 w1 w2");
+    req.add_texts("w3 w4");
+    req.set_return_all_scores(true);
+    v1::PredictResponse resp;
+    auto ctx = Ctx();
+    EXPECT_TRUE(stub_->Predict(ctx.get(), req, &resp).ok());
+    return resp;
+  };
+  const v1::PredictResponse original = predict("task-a");
+  const v1::PredictResponse copy = predict("from-v1");
+  ASSERT_EQ(original.predictions_size(), copy.predictions_size());
+  for (int i = 0; i < original.predictions_size(); ++i) {
+    EXPECT_EQ(original.predictions(i).label(), copy.predictions(i).label());
+    EXPECT_EQ(original.predictions(i).score(), copy.predictions(i).score());
+  }
+}
+
+}  // namespace
+}  // namespace adapterd::testing

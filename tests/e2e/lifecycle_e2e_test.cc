@@ -1,0 +1,229 @@
+// End to end, with the real binaries: how calls end when a client or the
+// server goes away, and how the server starts and stops.
+//
+//   - A client stream that never half-closes (the client process is
+//     SIGKILLed, or the server shuts down under it) stores nothing: no
+//     dataset, no task; a retry with the same id starts afresh.
+//   - SIGTERM: open watches and Predicts during the drain end UNAVAILABLE
+//     (never CANCELLED), and the process is gone within --drain_seconds even
+//     with a stream held open and a training job running; the job resumes
+//     after the restart as its second attempt.
+//   - Start-up errors name the file once, and a config that disagrees with
+//     its checkpoint is refused.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/server_fixture.h"
+
+namespace adapterd::e2e {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int kUnavailable = 14;  // grpc::StatusCode::UNAVAILABLE
+
+class LifecycleTest : public ServerProcessTest {
+ protected:
+  // rpc_probe against the running server, as a child process.
+  Process Probe(const std::vector<std::string>& args, const std::string& name) {
+    std::vector<std::string> argv = {kRpcProbe, absl::StrCat(grpc_port_)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    absl::StatusOr<Process> p = Process::Start(argv, dir_.Sub(name + ".log"));
+    EXPECT_TRUE(p.ok()) << p.status();
+    return *std::move(p);
+  }
+
+  // Waits until `p` has logged `line`.
+  static bool Logged(Process& p, const std::string& line) {
+    return PollUntil([&] { return p.Log().find(line) != std::string::npos; }, absl::Minutes(2));
+  }
+
+  // The value of a counter sample whose labels include every one of
+  // `labels` ("name=\"value\""), or -1 when the scrape has none.
+  double Counter(const std::string& name, const std::vector<std::string>& labels) {
+    absl::StatusOr<HttpResponse> r = HttpGet(metrics_port_, "/metrics", absl::Seconds(10));
+    if (!r.ok()) return -1;
+    for (absl::string_view line : absl::StrSplit(r->body, '\n')) {
+      if (!absl::StartsWith(line, name + "{")) continue;
+      bool all = true;
+      for (const std::string& l : labels) all = all && line.find(l) != absl::string_view::npos;
+      if (!all) continue;
+      return std::stod(std::string(line.substr(line.rfind(' ') + 1)));
+    }
+    return -1;
+  }
+
+  // "status N ..." lines a probe printed, as codes.
+  static std::vector<int> Codes(const std::string& log) {
+    std::vector<int> codes;
+    std::smatch m;
+    std::string rest = log;
+    while (std::regex_search(rest, m, std::regex("status ([0-9]+)"))) {
+      codes.push_back(std::stoi(m[1].str()));
+      rest = m.suffix();
+    }
+    return codes;
+  }
+};
+
+TEST_F(LifecycleTest, UploadWhoseClientIsKilledStoresNothingAndCanBeRetried) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  Process client = Probe({"upload", "ds-killed", "6", "hold"}, "probe-upload");
+  ASSERT_TRUE(Logged(client, "holding")) << client.Log();
+  client.Signal(SIGKILL);
+  ASSERT_OK_AND_ASSIGN(int code, client.Wait(absl::Minutes(1)));
+  EXPECT_EQ(code, 128 + SIGKILL);
+
+  // The server ends the call once it sees the connection gone; the call
+  // must end CANCELLED, not commit what had arrived.
+  const std::vector<std::string> labels = {"method=\"UploadDataset\"", "code=\"CANCELLED\""};
+  ASSERT_TRUE(PollUntil([&] { return Counter("adapterd_requests_total", labels) == 1; }, absl::Minutes(1)))
+      << server_->Log();
+  EXPECT_EQ(Counter("adapterd_requests_total", {"method=\"UploadDataset\"", "code=\"OK\""}), -1);
+  CommandResult get = Ctl({"datasets", "get", "ds-killed"});
+  EXPECT_EQ(get.exit_code, 4) << get.out << get.err;  // NOT_FOUND
+
+  // A complete retry under the same id is not ALREADY_EXISTS and holds
+  // every example.
+  Process retry = Probe({"upload", "ds-killed", "6"}, "probe-retry");
+  ASSERT_OK_AND_ASSIGN(int retry_code, retry.Wait(absl::Minutes(1)));
+  EXPECT_EQ(retry_code, 0);
+  EXPECT_THAT(retry.Log(), HasSubstr("status 0 "));
+  const nlohmann::json ds = CtlJson({"datasets", "get", "ds-killed"});
+  EXPECT_EQ(ds.value("num_examples", ""), "300") << ds.dump();
+  EXPECT_EQ(StopServer(), 0);
+}
+
+TEST_F(LifecycleTest, SigtermEndsCallsUnavailableStoresNoPartialStreamAndStaysWithinTheDrain) {
+  drain_seconds_ = "3";
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  CommandResult train = Ctl({"train", "--task", "sentiment", "--data", Example("sentiment_train.csv"), "--epochs",
+                             "1", "--seed", "7"});
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const std::string exported = dir_.Sub("sentiment.safetensors");
+  ASSERT_EQ(Ctl({"tasks", "export", "sentiment", "--out", exported}).exit_code, 0);
+
+  // A job that runs far longer than the test, watched.
+  const nlohmann::json job = CtlJson({"train", "--detach", "--task", "long", "--data", Example("topics_train.csv"),
+                                      "--epochs", "500", "--seed", "3"});
+  const std::string job_id = job.value("job_id", "");
+  ASSERT_FALSE(job_id.empty()) << job.dump();
+  ASSERT_TRUE(PollUntil([&] { return CtlJson({"jobs", "get", job_id}).value("state", "") == "JOB_STATE_RUNNING"; },
+                        absl::Minutes(2)));
+  Process watch = Probe({"watch", job_id}, "probe-watch");
+  ASSERT_TRUE(Logged(watch, "event"));
+  // Two client streams held open: every message sent, never half-closed.
+  Process upload = Probe({"upload", "ds-term", "4", "hold"}, "probe-upload");
+  Process import = Probe({"import", "sentiment-copy", exported, "hold"}, "probe-import");
+  ASSERT_TRUE(Logged(upload, "holding"));
+  ASSERT_TRUE(Logged(import, "holding"));
+  // Predicts before, during and after the shutdown.
+  Process predicts = Probe({"predict_loop", "sentiment", "8"}, "probe-predict");
+  absl::SleepFor(absl::Milliseconds(500));
+
+  const absl::Time sigterm = absl::Now();
+  server_->Signal(SIGTERM);
+  ASSERT_OK_AND_ASSIGN(int exit_code, server_->Wait(absl::Minutes(1)));
+  const absl::Duration took = absl::Now() - sigterm;
+  std::cout << "shutdown with --drain_seconds 3 took " << absl::FormatDuration(took) << "\n";
+  EXPECT_EQ(exit_code, 0) << server_->Log();
+  // --drain_seconds 3 bounds the whole shutdown; the slack is for process
+  // teardown and this test's polling, not for the drain.
+  EXPECT_LT(took, absl::Seconds(3) + absl::Milliseconds(1500)) << server_->Log();
+  EXPECT_THAT(server_->Log(), HasSubstr("SIGTERM received"));
+
+  ASSERT_OK(watch.Wait(absl::Minutes(1)).status());
+  EXPECT_THAT(Codes(watch.Log()), ::testing::ElementsAre(kUnavailable)) << watch.Log();
+  ASSERT_OK(predicts.Wait(absl::Minutes(1)).status());
+  EXPECT_THAT(predicts.Log(), AllOf(HasSubstr("ok "), Not(HasSubstr("ok 0\n")))) << predicts.Log();
+  for (int code : Codes(predicts.Log())) EXPECT_EQ(code, kUnavailable) << predicts.Log();
+  ASSERT_OK(upload.Wait(absl::Minutes(1)).status());
+  ASSERT_OK(import.Wait(absl::Minutes(1)).status());
+  EXPECT_THAT(Codes(upload.Log()), ::testing::Each(::testing::Ne(0))) << upload.Log();
+  EXPECT_THAT(Codes(import.Log()), ::testing::Each(::testing::Ne(0))) << import.Log();
+
+  // Nothing from the held streams was stored; the job resumes as its second
+  // attempt.
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  EXPECT_EQ(Ctl({"datasets", "get", "ds-term"}).exit_code, 4);
+  EXPECT_EQ(Ctl({"tasks", "get", "sentiment-copy"}).exit_code, 4);
+  nlohmann::json resumed;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        resumed = CtlJson({"jobs", "get", job_id});
+        return resumed.value("state", "") == "JOB_STATE_RUNNING" && resumed.value("attempts", 0) == 2;
+      },
+      absl::Minutes(2)))
+      << resumed.dump();
+  EXPECT_EQ(Ctl({"jobs", "cancel", job_id}).exit_code, 0);
+  EXPECT_EQ(StopServer(), 0);
+}
+
+// A model directory copied from the generated one, for breaking.
+class BrokenModelTest : public LifecycleTest {
+ protected:
+  std::string CopyModel() {
+    const std::string dir = dir_.Sub("broken-model");
+    std::filesystem::copy(model_root_->Sub("model"), dir);
+    return dir;
+  }
+  // Runs adapterd on `model_dir`; it must fail to start.
+  CommandResult StartFails(const std::string& model_dir) {
+    absl::StatusOr<CommandResult> r =
+        RunCommand({kAdapterd, "--listen", "127.0.0.1:0", "--metrics_listen", "", "--data_dir", dir_.Sub("data"),
+                    "--model_dir", model_dir, "--threads", "1"},
+                   absl::Minutes(2));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : CommandResult{};
+  }
+  static int Occurrences(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+};
+
+TEST_F(BrokenModelTest, TruncatedWeightsFailWithThePathNamedOnce) {
+  const std::string dir = CopyModel();
+  const std::string weights = dir + "/model.safetensors";
+  std::filesystem::resize_file(weights, 100);
+  const CommandResult r = StartFails(dir);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("failed to start"));
+  EXPECT_EQ(Occurrences(r.err, weights), 1) << r.err;
+}
+
+TEST_F(BrokenModelTest, FewerLayersInTheConfigThanTheCheckpointAreRefused) {
+  const std::string dir = CopyModel();
+  std::ifstream in(dir + "/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  ASSERT_GE(config["num_hidden_layers"].get<int>(), 2);
+  config["num_hidden_layers"] = 1;
+  std::ofstream(dir + "/config.json") << config.dump();
+  const CommandResult r = StartFails(dir);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("belongs to layer 1, but config.json's num_hidden_layers is 1")) << r.err;
+  EXPECT_EQ(Occurrences(r.err, dir + "/model.safetensors"), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace adapterd::e2e

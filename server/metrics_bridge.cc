@@ -102,8 +102,7 @@ void MetricsBridge::OnRpc(const api::RpcRecord& r) {
 void MetricsBridge::SetModelInfo(const ModelInfo& info) {
   device_ = info.device;
   metrics_->model_info
-      .Add({{"model_dir", info.model_dir},
-            {"fingerprint", info.fingerprint},
+      .Add({{"fingerprint", info.fingerprint},
             {"device", info.device},
             {"dtype", info.dtype},
             {"layers", absl::StrCat(info.layers)},

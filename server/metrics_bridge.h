@@ -39,8 +39,10 @@ class JobQueue;
 }
 
 // What /metrics reports about the loaded encoder.
+// No path: /metrics is readable by anyone who can reach the port, and the
+// model directory says nothing an operator needs that the fingerprint does
+// not.
 struct ModelInfo {
-  std::string model_dir;
   std::string fingerprint;
   std::string device;  // "cpu", "cuda:0"
   std::string dtype;   // "float32", "bfloat16", "float16"

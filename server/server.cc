@@ -151,7 +151,6 @@ absl::Status Server::StartAll() {
     train_model = &p.training_model;
   }
   ModelInfo info;
-  info.model_dir = o.model_dir;
   info.fingerprint = p.model.fingerprint;
   info.device = o.device;
   info.dtype = o.dtype;

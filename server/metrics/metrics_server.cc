@@ -77,10 +77,15 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   std::string error;
   // One internal thread polls every connection: scrapes are rare and cheap.
+  // Connection limits (see the header) keep idle clients from starving the
+  // scraper: a scrape is one small request, so a short idle budget costs a
+  // keep-alive scraper only a reconnect.
   server->daemon_ = MHD_start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &Handle, registry,
       MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_EXTERNAL_LOGGER, &Log, &error,
-      MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned int>(kMetricsIdleTimeoutSeconds),
+      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned int>(kMetricsMaxConnections),
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(16 * 1024), MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot serve /metrics on ", address, ": ",
                                                error.empty() ? "the HTTP daemon failed to start" : error));

@@ -8,6 +8,10 @@
 //     taken port is UNAVAILABLE, a malformed address INVALID_ARGUMENT; the
 //     message carries the HTTP library's reason.
 //   - GET and HEAD of /metrics answer 200; other methods 405; other paths 404.
+//   - Idle clients cannot starve the scraper: at most kMetricsMaxConnections
+//     connections are open at once (more are refused at accept), and a
+//     connection with no traffic for kMetricsIdleTimeoutSeconds is closed,
+//     so a burst of idle connections is shed within that time.
 //   - The destructor stops serving (in-flight scrapes finish first).
 //
 // Why not civetweb (DESIGN.md names it): Debian's libcivetweb creates its
@@ -30,6 +34,9 @@
 struct MHD_Daemon;
 
 namespace adapterd::metrics {
+
+inline constexpr int kMetricsMaxConnections = 256;
+inline constexpr int kMetricsIdleTimeoutSeconds = 3;
 
 class MetricsServer {
  public:

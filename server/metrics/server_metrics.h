@@ -47,7 +47,7 @@ struct ServerMetrics {
   Family<Counter>& training_examples_total;
   Family<Counter>& executor_busy_seconds_total;   // {kind}
   Family<Gauge>& device_memory_bytes;             // {device, kind}
-  Family<Gauge>& model_info;                      // 1; {model_dir, fingerprint, device, dtype, layers, hidden}
+  Family<Gauge>& model_info;                      // 1; {fingerprint, device, dtype, layers, hidden}
   Family<Gauge>& build_info;                      // 1; {version}
 };
 

@@ -199,6 +199,10 @@ TEST_F(E2eTest, PrometheusScrapesThePredictCountTheTestGenerated) {
   ASSERT_EQ(scrape.status, 200);
   EXPECT_THAT(scrape.content_type, HasSubstr("version=0.0.4"));
   EXPECT_THAT(scrape.body, HasSubstr("adapterd_model_info{"));
+  // The endpoint has no authentication: it must not show where the model
+  // lives on the server's disk (docs/METRICS.md, "Exposure").
+  EXPECT_THAT(scrape.body, Not(HasSubstr(model_root_->Sub("model"))));
+  EXPECT_THAT(scrape.body, Not(HasSubstr("model_dir")));
   ASSERT_OK_AND_ASSIGN(CommandResult lint, RunCommand({"/usr/bin/promtool", "check", "metrics"}, absl::Minutes(1),
                                                       scrape.body));
   EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;

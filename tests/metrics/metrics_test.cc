@@ -2,9 +2,16 @@
 // HTTP on 127.0.0.1, and adapterd's metric set checked by promtool.
 #include "server/metrics/metrics.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -148,6 +155,60 @@ TEST(MetricsServer, ServesMetricsOverHttpOnLoopback) {
   EXPECT_THAT(MetricsServer::Start("not-an-ip:80", &r).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// A TCP connection to 127.0.0.1:port that sends nothing; -1 on failure.
+int ConnectIdle(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// More idle connections than the old limit (64) held open: a scrape still
+// gets through at once.
+TEST(MetricsServer, IdleConnectionsDoNotStarveTheScraper) {
+  Registry r;
+  r.AddCounter("app_hits_total", "Hits.").Add({}).Increment(1);
+  ASSERT_OK_AND_ASSIGN(auto server, MetricsServer::Start("127.0.0.1:0", &r));
+  constexpr int kIdle = 160;
+  static_assert(kIdle < kMetricsMaxConnections);
+  std::vector<int> idle;
+  for (int i = 0; i < kIdle; ++i) {
+    const int fd = ConnectIdle(server->port());
+    ASSERT_GE(fd, 0) << "connection " << i << ": " << std::strerror(errno);
+    idle.push_back(fd);
+  }
+  absl::StatusOr<e2e::HttpResponse> scrape = e2e::HttpGet(server->port(), "/metrics", absl::Seconds(5));
+  for (int fd : idle) ::close(fd);
+  ASSERT_OK(scrape.status());
+  EXPECT_EQ(scrape->status, 200);
+  EXPECT_THAT(scrape->body, HasSubstr("app_hits_total 1"));
+}
+
+// An idle connection is closed by the server after the idle budget, so idle
+// clients release their slots by themselves.
+TEST(MetricsServer, ClosesIdleConnections) {
+  Registry r;
+  ASSERT_OK_AND_ASSIGN(auto server, MetricsServer::Start("127.0.0.1:0", &r));
+  const int fd = ConnectIdle(server->port());
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  // Wait for end of file, bounded well past the budget (the old budget of
+  // 30 s would fail this).
+  pollfd p{fd, POLLIN, 0};
+  const int ready = ::poll(&p, 1, (kMetricsIdleTimeoutSeconds + 7) * 1000);
+  char byte = 0;
+  const ssize_t got = ready == 1 ? ::recv(fd, &byte, 1, 0) : -2;
+  ::close(fd);
+  EXPECT_EQ(ready, 1) << "the server kept an idle connection open";
+  EXPECT_EQ(got, 0) << "expected end of file";
+}
+
 // Every adapterd metric, with a child of every family, passes promtool.
 TEST(ServerMetrics, EveryMetricPassesPromtoolAndAvoidsUnboundedLabels) {
   Registry r;
@@ -160,7 +221,7 @@ TEST(ServerMetrics, EveryMetricPassesPromtoolAndAvoidsUnboundedLabels) {
   m.adapter_load_seconds.Add({{"tier", "device"}}).Observe(0.002);
   m.training_jobs.Add({{"state", "RUNNING"}}).Set(1);
   m.device_memory_bytes.Add({{"device", "cpu"}, {"kind", "encoder"}}).Set(1e6);
-  m.model_info.Add({{"model_dir", "/m"}, {"fingerprint", "sha256:ab"}, {"device", "cpu"}, {"dtype", "fp32"},
+  m.model_info.Add({{"fingerprint", "sha256:ab"}, {"device", "cpu"}, {"dtype", "fp32"},
                     {"layers", "2"}, {"hidden", "128"}})
       .Set(1);
   const std::string text = r.Serialize();

@@ -14,7 +14,7 @@ absl::Status ReadInt(const Json& j, const char* key, int64_t* out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_number_integer()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.json: '", key, "' must be an integer"));
+    return absl::InvalidArgumentError(absl::StrCat("'", key, "' must be an integer"));
   }
   *out = it->get<int64_t>();
   return absl::OkStatus();
@@ -24,7 +24,7 @@ absl::Status ReadDouble(const Json& j, const char* key, double* out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_number()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.json: '", key, "' must be a number"));
+    return absl::InvalidArgumentError(absl::StrCat("'", key, "' must be a number"));
   }
   *out = it->get<double>();
   return absl::OkStatus();
@@ -63,13 +63,14 @@ absl::Status BertConfig::Validate() const {
   return absl::OkStatus();
 }
 
+// Messages describe the JSON, not the file: callers prefix the path.
 absl::StatusOr<BertConfig> BertConfig::FromJson(std::string_view text) {
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError("config.json: malformed JSON");
-  if (!j.is_object()) return absl::InvalidArgumentError("config.json: top level must be an object");
+  if (j.is_discarded()) return absl::InvalidArgumentError("malformed JSON");
+  if (!j.is_object()) return absl::InvalidArgumentError("top level must be an object");
   if (auto it = j.find("model_type"); it != j.end() && it->is_string() && *it != "bert") {
     return absl::InvalidArgumentError(
-        absl::StrCat("config.json: model_type is '", it->get<std::string>(), "', expected 'bert'"));
+        absl::StrCat("model_type is '", it->get<std::string>(), "', expected 'bert'"));
   }
   BertConfig c;
   RETURN_IF_ERROR(ReadInt(j, "vocab_size", &c.vocab_size));
@@ -84,11 +85,11 @@ absl::StatusOr<BertConfig> BertConfig::FromJson(std::string_view text) {
   RETURN_IF_ERROR(ReadDouble(j, "hidden_dropout_prob", &c.hidden_dropout_prob));
   RETURN_IF_ERROR(ReadDouble(j, "attention_probs_dropout_prob", &c.attention_probs_dropout_prob));
   if (auto it = j.find("hidden_act"); it != j.end()) {
-    if (!it->is_string()) return absl::InvalidArgumentError("config.json: 'hidden_act' must be a string");
+    if (!it->is_string()) return absl::InvalidArgumentError("'hidden_act' must be a string");
     c.hidden_act = it->get<std::string>();
   }
   if (auto it = j.find("position_embedding_type"); it != j.end() && it->is_string() && *it != "absolute") {
-    return absl::InvalidArgumentError("config.json: only absolute position embeddings are supported");
+    return absl::InvalidArgumentError("only absolute position embeddings are supported");
   }
   RETURN_IF_ERROR(c.Validate());
   return c;

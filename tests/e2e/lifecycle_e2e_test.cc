@@ -212,6 +212,18 @@ TEST_F(BrokenModelTest, TruncatedWeightsFailWithThePathNamedOnce) {
   EXPECT_EQ(Occurrences(r.err, weights), 1) << r.err;
 }
 
+TEST_F(BrokenModelTest, ABadConfigFailsWithThePathNamedOnce) {
+  const std::string dir = CopyModel();
+  std::ifstream in(dir + "/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config["hidden_size"] = "wide";
+  std::ofstream(dir + "/config.json") << config.dump();
+  const CommandResult r = StartFails(dir);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(dir + "/config.json: 'hidden_size' must be an integer")) << r.err;
+  EXPECT_EQ(Occurrences(r.err, "config.json"), 1) << r.err;
+}
+
 TEST_F(BrokenModelTest, FewerLayersInTheConfigThanTheCheckpointAreRefused) {
   const std::string dir = CopyModel();
   std::ifstream in(dir + "/config.json");

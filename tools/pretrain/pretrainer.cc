@@ -43,8 +43,13 @@ constexpr char kCheckpoint[] = "checkpoint";
 absl::StatusOr<std::pair<model::EncoderWeights, MlmHead>> LoadPretrained(
     const fs::path& dir, const model::BertConfig& config, const std::vector<std::string>& vocab,
     c10::Device device) {
-  ASSIGN_OR_RETURN(const std::string config_json, ReadFileToString((dir / "config.json").string()));
-  ASSIGN_OR_RETURN(const model::BertConfig saved, model::BertConfig::FromJson(config_json));
+  const std::string config_path = (dir / "config.json").string();
+  ASSIGN_OR_RETURN(const std::string config_json, ReadFileToString(config_path));
+  absl::StatusOr<model::BertConfig> parsed = model::BertConfig::FromJson(config_json);
+  if (!parsed.ok()) {
+    return absl::Status(parsed.status().code(), absl::StrCat(config_path, ": ", parsed.status().message()));
+  }
+  const model::BertConfig& saved = *parsed;
   if (saved.ToJson() != config.ToJson()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the model in ", dir.string(), " is for another model config: ", saved.ToJson(),

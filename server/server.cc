@@ -241,7 +241,8 @@ void Server::Shutdown() {
   if (p.service && !p.service->WaitForIdle(plan.calls_deadline)) {
     std::fprintf(stderr, "adapterd: calls still in flight after the drain; cancelling them\n");
   }
-  // Every Predict handler has returned (or is being cancelled): refuse more.
+  // Refuse more Predicts; one still in flight (only if the drain ran out)
+  // finishes first, or the watchdog in main.cc ends the wait.
   if (p.engine) p.engine->Drain();
   if (p.grpc_server) p.grpc_server->Shutdown(std::chrono::system_clock::now());
   if (p.runner) p.runner->Stop();

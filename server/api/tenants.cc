@@ -1,7 +1,9 @@
 #include "server/api/tenants.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -58,9 +60,11 @@ absl::Status ReadQuota(const Json& t, const char* key, const std::string& where,
   if (!t.contains(key)) return absl::OkStatus();
   const Json& v = t.at(key);
   // Range-check as a double first: converting an out-of-range double to an
-  // integer type is undefined behaviour.
-  if (!v.is_number() || !(v.get<double>() >= 0) ||
-      v.get<double>() > static_cast<double>(std::numeric_limits<T>::max())) {
+  // integer type is undefined behaviour. 2^digits is the first integer past
+  // T's range, and exact as a double.
+  const double limit = std::is_integral_v<T> ? std::ldexp(1.0, std::numeric_limits<T>::digits)
+                                             : std::numeric_limits<double>::infinity();
+  if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() >= limit) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": '", key, "' must be a non-negative number no larger than ",
                                                    std::numeric_limits<T>::max()));
   }

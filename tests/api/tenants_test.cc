@@ -62,6 +62,10 @@ TEST(TenantRegistry, RejectsMalformedFiles) {
            std::string(R"({"tenants":[{"id":"a","api_key_sha256":")") + h + R"("},{"id":"b","api_key_sha256":")" + h +
                "\"}]}",
            std::string(R"({"tenants":[{"id":"a","api_key_sha256":")") + h + R"(","max_tasks":-1}]})",
+           // Past the quota's integer type (converting those was undefined).
+           std::string(R"({"tenants":[{"id":"a","api_key_sha256":")") + h + R"(","max_tasks":1e300}]})",
+           std::string(R"({"tenants":[{"id":"a","api_key_sha256":")") + h +
+               R"(","max_dataset_bytes":9223372036854775808.0}]})",
            std::string(R"({"tenants":[{"id":"../a","api_key_sha256":")") + h + "\"}]}",
        }) {
     EXPECT_EQ(FromText(dir, text).status().code(), absl::StatusCode::kInvalidArgument) << text;

@@ -160,6 +160,22 @@ class ContractsTest : public ::testing::Test {
     return writer.Serialize();
   }
 
+  // Uploads `msgs` completely. The server may still be ending an earlier
+  // stream under the same id (it notices a cancel asynchronously), which is
+  // ALREADY_EXISTS "being uploaded"; retry that, a bounded number of times.
+  static grpc::Status UploadWhenFree(const std::vector<v1::UploadDatasetRequest>& msgs, v1::Dataset* out) {
+    grpc::Status s;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      s = Upload(*stub_, msgs, out);
+      if (s.error_code() != grpc::StatusCode::ALREADY_EXISTS ||
+          s.error_message().find("being uploaded") == std::string::npos) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return s;
+  }
+
   static TempDir* dir_;
   static Server* server_;
   static v1::Adapterd::Stub* stub_;
@@ -191,7 +207,7 @@ TEST_F(ContractsTest, UploadCancelledMidStreamStoresNothing) {
   EXPECT_EQ(GetDatasetCode("ds-cancel"), grpc::StatusCode::NOT_FOUND);
   // The id is free again: a complete upload stores every example.
   v1::Dataset full;
-  grpc::Status s = Upload(*stub_, msgs, &full);
+  grpc::Status s = UploadWhenFree(msgs, &full);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(full.num_examples(), 400);
 }
@@ -200,19 +216,22 @@ TEST_F(ContractsTest, UploadPastItsDeadlineStoresNothing) {
   const std::vector<v1::UploadDatasetRequest> msgs = PresenceUpload("ds-deadline", 200, 3, 6, 4);
   {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(800));
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     v1::Dataset out;
     auto writer = stub_->UploadDataset(&ctx, &out);
-    for (size_t i = 0; i + 1 < msgs.size(); ++i) ASSERT_TRUE(writer->Write(msgs[i]));
+    // On a loaded machine a write may already meet the deadline; what
+    // matters is how the call ends.
+    for (size_t i = 0; i + 1 < msgs.size(); ++i) (void)writer->Write(msgs[i]);
     // Never half-closed: the deadline ends the call.
     EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   }
-  // The server ends its side when it sees the deadline; give it a bounded
-  // while, then the dataset must still be absent.
+  // The server ends its side when it sees the deadline; give it a while,
+  // then the dataset must still be absent.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(GetDatasetCode("ds-deadline"), grpc::StatusCode::NOT_FOUND);
   v1::Dataset full;
-  ASSERT_TRUE(Upload(*stub_, msgs, &full).ok());
+  grpc::Status s = UploadWhenFree(msgs, &full);
+  ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(full.num_examples(), 200);
 }
 

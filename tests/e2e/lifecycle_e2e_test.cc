@@ -137,8 +137,8 @@ TEST_F(LifecycleTest, SigtermEndsCallsUnavailableStoresNoPartialStreamAndStaysWi
   ASSERT_TRUE(Logged(upload, "holding"));
   ASSERT_TRUE(Logged(import, "holding"));
   // Predicts before, during and after the shutdown.
-  Process predicts = Probe({"predict_loop", "sentiment", "8"}, "probe-predict");
-  absl::SleepFor(absl::Milliseconds(500));
+  Process predicts = Probe({"predict_loop", "sentiment", "20"}, "probe-predict");
+  ASSERT_TRUE(Logged(predicts, "first ok")) << predicts.Log();
 
   const absl::Time sigterm = absl::Now();
   server_->Signal(SIGTERM);

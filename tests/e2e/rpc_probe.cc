@@ -13,8 +13,8 @@
 //       Watches a job, printing "event" per message and "status CODE".
 //   rpc_probe PORT predict_loop TASK_ID SECONDS
 //       Calls Predict back to back for up to SECONDS (each call with a 5 s
-//       deadline), printing "status CODE" for every call that is not OK, and
-//       "ok N" at the end.
+//       deadline), printing "first ok" after the first success, "status
+//       CODE" for every call that is not OK, and "ok N" at the end.
 //
 // CODE is the gRPC status code's number. Exit code 0 unless the arguments are
 // wrong (2). Every wait is bounded: the process gives up after 10 minutes.
@@ -132,7 +132,7 @@ int PredictLoop(Adapterd::Stub& stub, const std::string& task_id, int seconds) {
     adapterd::v1::PredictResponse resp;
     const grpc::Status s = stub.Predict(&ctx, req, &resp);
     if (s.ok()) {
-      ++ok;
+      if (++ok == 1) Say("first ok");
       continue;
     }
     SayStatus(s);

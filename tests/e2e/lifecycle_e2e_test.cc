@@ -7,7 +7,8 @@
 //   - SIGTERM: open watches and Predicts during the drain end UNAVAILABLE
 //     (never CANCELLED), and the process is gone within --drain_seconds even
 //     with a stream held open and a training job running; the job resumes
-//     after the restart as its second attempt.
+//     after the restart as its second attempt. With no time at all for the
+//     running step, the watchdog exits at the deadline and nothing is lost.
 //   - Start-up errors name the file once, and a config that disagrees with
 //     its checkpoint is refused.
 #include <signal.h>
@@ -166,6 +167,44 @@ TEST_F(LifecycleTest, SigtermEndsCallsUnavailableStoresNoPartialStreamAndStaysWi
   ASSERT_NO_FATAL_FAILURE(StartServer());
   EXPECT_EQ(Ctl({"datasets", "get", "ds-term"}).exit_code, 4);
   EXPECT_EQ(Ctl({"tasks", "get", "sentiment-copy"}).exit_code, 4);
+  nlohmann::json resumed;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        resumed = CtlJson({"jobs", "get", job_id});
+        return resumed.value("state", "") == "JOB_STATE_RUNNING" && resumed.value("attempts", 0) == 2;
+      },
+      absl::Minutes(2)))
+      << resumed.dump();
+  EXPECT_EQ(Ctl({"jobs", "cancel", job_id}).exit_code, 0);
+  EXPECT_EQ(StopServer(), 0);
+}
+
+// --drain_seconds 0 leaves no time for the running training step: the
+// watchdog ends the process at once, and nothing is lost (the state is
+// durable before the exit; the job resumes from its last checkpoint).
+TEST_F(LifecycleTest, AShutdownThatOutrunsTheDrainExitsAtTheDeadlineLosingNothing) {
+  drain_seconds_ = "0";
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  ASSERT_EQ(Ctl({"train", "--task", "sentiment", "--data", Example("sentiment_train.csv"), "--epochs", "1"}).exit_code,
+            0);
+  const nlohmann::json before = CtlJson({"predict", "--task", "sentiment", "--all-scores", "a great fast screen"});
+  const nlohmann::json job = CtlJson({"train", "--detach", "--task", "long", "--data", Example("topics_train.csv"),
+                                      "--epochs", "500", "--seed", "3", "--checkpoint-every", "2"});
+  const std::string job_id = job.value("job_id", "");
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const nlohmann::json j = CtlJson({"jobs", "get", job_id});
+        return j.contains("progress") && std::stoll(j["progress"].value("step", std::string("0"))) >= 4;
+      },
+      absl::Minutes(2)));
+  server_->Signal(SIGTERM);
+  ASSERT_OK_AND_ASSIGN(int exit_code, server_->Wait(absl::Minutes(1)));
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_THAT(server_->Log(), HasSubstr("--drain_seconds passed before shutdown finished; exiting now"));
+
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  EXPECT_EQ(CtlJson({"predict", "--task", "sentiment", "--all-scores", "a great fast screen"})["predictions"],
+            before["predictions"]);
   nlohmann::json resumed;
   ASSERT_TRUE(PollUntil(
       [&] {

@@ -73,6 +73,20 @@ class LifecycleTest : public ServerProcessTest {
     return -1;
   }
 
+  // After a restart: `job_id` runs again as its second attempt; then it is
+  // cancelled, so the server stops promptly.
+  void ExpectResumedAsSecondAttemptThenCancel(const std::string& job_id) {
+    nlohmann::json resumed;
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          resumed = CtlJson({"jobs", "get", job_id});
+          return resumed.value("state", "") == "JOB_STATE_RUNNING" && resumed.value("attempts", 0) == 2;
+        },
+        absl::Minutes(2)))
+        << resumed.dump();
+    EXPECT_EQ(Ctl({"jobs", "cancel", job_id}).exit_code, 0);
+  }
+
   // "status N ..." lines a probe printed, as codes.
   static std::vector<int> Codes(const std::string& log) {
     std::vector<int> codes;
@@ -167,15 +181,7 @@ TEST_F(LifecycleTest, SigtermEndsCallsUnavailableStoresNoPartialStreamAndStaysWi
   ASSERT_NO_FATAL_FAILURE(StartServer());
   EXPECT_EQ(Ctl({"datasets", "get", "ds-term"}).exit_code, 4);
   EXPECT_EQ(Ctl({"tasks", "get", "sentiment-copy"}).exit_code, 4);
-  nlohmann::json resumed;
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        resumed = CtlJson({"jobs", "get", job_id});
-        return resumed.value("state", "") == "JOB_STATE_RUNNING" && resumed.value("attempts", 0) == 2;
-      },
-      absl::Minutes(2)))
-      << resumed.dump();
-  EXPECT_EQ(Ctl({"jobs", "cancel", job_id}).exit_code, 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectResumedAsSecondAttemptThenCancel(job_id));
   EXPECT_EQ(StopServer(), 0);
 }
 
@@ -205,15 +211,7 @@ TEST_F(LifecycleTest, AShutdownThatOutrunsTheDrainExitsAtTheDeadlineLosingNothin
   ASSERT_NO_FATAL_FAILURE(StartServer());
   EXPECT_EQ(CtlJson({"predict", "--task", "sentiment", "--all-scores", "a great fast screen"})["predictions"],
             before["predictions"]);
-  nlohmann::json resumed;
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        resumed = CtlJson({"jobs", "get", job_id});
-        return resumed.value("state", "") == "JOB_STATE_RUNNING" && resumed.value("attempts", 0) == 2;
-      },
-      absl::Minutes(2)))
-      << resumed.dump();
-  EXPECT_EQ(Ctl({"jobs", "cancel", job_id}).exit_code, 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectResumedAsSecondAttemptThenCancel(job_id));
   EXPECT_EQ(StopServer(), 0);
 }
 

@@ -304,6 +304,25 @@ TEST(BertEncoder, CreateRejectsWeightsThatDoNotFitTheConfig) {
 
 // --threads N means N compute threads in all: LibTorch's pool and, where
 // LibTorch's BLAS is OpenBLAS (Debian's), OpenBLAS's own pool too.
+// CheckFinite sums first (one reduction); the sum of finite values can still
+// overflow, and then it must look at the elements rather than refuse.
+TEST(TensorIo, CheckFiniteIsExactWhenTheSumOverflows) {
+  for (at::ScalarType type : {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}) {
+    const double big = type == at::kHalf ? 60000.0 : 3e38;
+    at::Tensor finite = at::full({64}, big, at::TensorOptions().dtype(type));
+    EXPECT_OK(CheckFinite(finite, "big")) << type;
+    for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+      at::Tensor t = finite.clone();
+      t[17] = bad;
+      EXPECT_THAT(CheckFinite(t, "t"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("t holds NaN"))) << type;
+      at::Tensor small = at::zeros({8}, at::TensorOptions().dtype(type));
+      small[3] = bad;
+      EXPECT_THAT(CheckFinite(small, "s"), StatusIs(absl::StatusCode::kInvalidArgument)) << type;
+    }
+  }
+  EXPECT_OK(CheckFinite(at::full({4}, 7, at::kLong), "integers"));
+}
+
 TEST(ComputeThreads, SizesLibTorchAndOpenBlasPools) {
   std::ifstream maps("/proc/self/maps");
   std::stringstream text;

@@ -37,15 +37,12 @@ bool GrpcService::WaitForIdle(absl::Time deadline) {
 
 absl::Status GrpcService::StopReason(grpc::ServerContext* ctx, bool client_stream) const {
   if (ctx->IsCancelled()) return absl::CancelledError("the call was cancelled");
-  if (draining_.load()) {
-    bool stop = !client_stream;
-    if (client_stream) {
-      absl::MutexLock lock(&mu_);
-      stop = absl::Now() >= streams_deadline_;
-    }
-    if (stop) return ShuttingDown();
+  if (!draining_.load()) return absl::OkStatus();
+  if (client_stream) {
+    absl::MutexLock lock(&mu_);
+    if (absl::Now() < streams_deadline_) return absl::OkStatus();
   }
-  return absl::OkStatus();
+  return ShuttingDown();
 }
 
 absl::Status GrpcService::CheckCleanEnd(grpc::ServerContext* ctx, const char* what) const {

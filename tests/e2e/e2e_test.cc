@@ -25,7 +25,6 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/dataset_file.h"
 #include "common/testing/status_matchers.h"

@@ -2,9 +2,19 @@
 # Installs every Debian bookworm package adapterd needs to build, test and run.
 # Idempotent: packages already installed are left alone, and apt is only asked
 # when something is missing. Runs as root, or through sudo when available.
+#
+#   ./scripts/install-deps.sh                    # everything (build, test, run)
+#   ADAPTERD_DEPS=build ./scripts/install-deps.sh  # only what compiling needs
+#                                                # (docker/Dockerfile's builder)
 set -euo pipefail
 
-PACKAGES=(
+ADAPTERD_DEPS=${ADAPTERD_DEPS:-all}
+case "$ADAPTERD_DEPS" in
+  all|build) ;;
+  *) echo "install-deps: ADAPTERD_DEPS must be 'all' or 'build', not '$ADAPTERD_DEPS'" >&2; exit 2 ;;
+esac
+
+BUILD_PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config git ca-certificates
   # model core: Debian's LibTorch (1.13, CPU). OpenBLAS with pthreads is
@@ -16,12 +26,31 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev
   # tokenizer, JSON, CLI, HTTP metrics endpoint
-  libutf8proc-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev prometheus
-  # tests and benchmarks
+  libutf8proc-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev
+  # tests and benchmarks (CMake configures them, so a build needs them too)
   libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+TEST_PACKAGES=(
+  # a real Prometheus and promtool for the metrics tests
+  prometheus
   # golden-output reference (independent PyTorch implementation of BertModel)
   python3 python3-torch python3-numpy
+  # deployment tests (tests/deploy): images built and run with podman (no
+  # Docker engine needed), a local debian:bookworm-slim base via debootstrap,
+  # nginx as the task-sharding gRPC router, YAML lint, and node/npm for the
+  # offline Kubernetes schema validation and the Dockerfile linter
+  podman runc uidmap fuse-overlayfs slirp4netns debootstrap nginx-light yamllint python3-yaml curl
+  nodejs
 )
+
+PACKAGES=("${BUILD_PACKAGES[@]}")
+if [ "$ADAPTERD_DEPS" = all ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
+
+# npm tools for the deployment tests, pinned, installed into one prefix
+# (not on PATH): tests/deploy finds them under $ADAPTERD_TOOLS/node_modules.
+ADAPTERD_TOOLS=${ADAPTERD_TOOLS:-/opt/adapterd-tools}
+NPM_TOOLS=(kubernetes-models@4.5.1 dockerfilelint@1.8.0)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -30,12 +59,35 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+npm_tools_missing() {
+  local t
+  for t in "${NPM_TOOLS[@]}"; do
+    [ -f "$ADAPTERD_TOOLS/node_modules/${t%@*}/package.json" ] || return 0
+  done
+  return 1
+}
+
+install_npm_tools() {
+  if npm_tools_missing; then
+    echo "install-deps: installing npm tools into $ADAPTERD_TOOLS: ${NPM_TOOLS[*]}"
+    $SUDO mkdir -p "$ADAPTERD_TOOLS"
+    $SUDO npm install --prefix "$ADAPTERD_TOOLS" --no-audit --no-fund --loglevel=error "${NPM_TOOLS[@]}"
+  fi
+}
+
+SUDO=""
+# npm: Debian's package only where no npm came with the machine's nodejs (a
+# NodeSource nodejs bundles npm and conflicts with Debian's npm package).
+if [ "$ADAPTERD_DEPS" = all ] && ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+if [ "$ADAPTERD_DEPS" = build ]; then NPM_TOOLS=(); fi
+
 if [ ${#missing[@]} -eq 0 ]; then
+  if npm_tools_missing && [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  install_npm_tools
   echo "install-deps: all ${#PACKAGES[@]} packages already installed"
   exit 0
 fi
 
-SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
     echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
@@ -46,5 +98,10 @@ fi
 echo "install-deps: installing ${#missing[@]} package(s): ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# policy-rc.d: installing nginx must not start a system nginx (the tests run
+# their own on loopback ports), nor fail where no init system runs.
+$SUDO sh -c 'printf "#!/bin/sh\nexit 101\n" > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d'
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" || { $SUDO rm -f /usr/sbin/policy-rc.d; exit 1; }
+$SUDO rm -f /usr/sbin/policy-rc.d
+install_npm_tools
 echo "install-deps: done"

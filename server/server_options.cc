@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cctype>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -36,7 +38,23 @@ absl::Status ServerOptions::Validate() const {
     return bad("tenant limits must be >= 1");
   }
   if (predict_rate < 0 || predict_burst < 0) return bad("--predict_rate and --predict_burst must be >= 0");
+  if (threads < 0) return bad("--threads must be >= 0");
+  for (const std::string& peer : peers) {
+    const size_t colon = peer.rfind(':');
+    if (peer.empty() || colon == std::string::npos || colon == 0 || colon + 1 == peer.size()) {
+      return bad(absl::StrCat("--peers takes host:port entries, not '", peer, "'"));
+    }
+  }
+  if (backup_interval_seconds < 1) return bad("--backup_interval_seconds must be >= 1");
+  if (backups_to_keep < 1) return bad("--backups_to_keep must be >= 1");
+  if (!backup_dir.empty() && backup_dir == data_dir) return bad("--backup_dir must not be --data_dir");
   return absl::OkStatus();
+}
+
+std::string EnvName(const std::string& flag) {
+  std::string name = "ADAPTERD_";
+  for (char c : flag) name.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  return name;
 }
 
 absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_code) {
@@ -57,7 +75,8 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   app.add_option("--device", o.device, "cpu, cuda or cuda:N");
   app.add_option("--dtype", o.dtype, "Serving dtype: fp32, bf16 or fp16 (training always runs in fp32)");
   app.add_option("--max_seq_len", o.max_seq_len, "Tokens per input; longer inputs are truncated");
-  app.add_option("--threads", o.threads, "Intra-op CPU threads for LibTorch; 0 = one per hardware thread");
+  app.add_option("--threads", o.threads,
+                 "Intra-op CPU threads for LibTorch; 0 = the CPUs this process may use (affinity and cgroup quota)");
   app.add_option("--device_cache_bytes", o.device_cache_bytes, "Byte budget of the device adapter tier");
   app.add_option("--host_cache_bytes", o.host_cache_bytes, "Byte budget of the host adapter tier");
   app.add_option("--pin", o.pinned_tasks,
@@ -79,10 +98,24 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   app.add_option("--max_dataset_bytes", o.max_dataset_bytes, "Bytes of text per dataset (default quota)");
   app.add_option("--predict_rate", o.predict_rate, "Predict requests/s per tenant; 0 = unlimited (default quota)");
   app.add_option("--predict_burst", o.predict_burst, "Token-bucket size for --predict_rate; 0 = max(1, rate)");
+  app.add_option("--peers", o.peers,
+                 "Every replica's gRPC host:port, this one's included (comma-separated): list calls then answer "
+                 "for all replicas (docs/DEPLOYMENT.md)")
+      ->delimiter(',');
+  app.add_option("--backup_dir", o.backup_dir,
+                 "Directory for online RocksDB backups (BackupEngine); empty = none. Restore with `adapterd restore`");
+  app.add_option("--backup_interval_seconds", o.backup_interval_seconds,
+                 "Seconds between scheduled backups (with --backup_dir); SIGUSR1 takes one at once");
+  app.add_option("--backups_to_keep", o.backups_to_keep, "Backups kept in --backup_dir; older ones are purged");
   app.add_option("--drain_seconds", o.drain_seconds,
                  "Bound on the whole shutdown after SIGTERM/SIGINT: calls in flight may finish within it")
       ->check(CLI::NonNegativeNumber);
   app.set_version_flag("--version", "adapterd 0.1.0");
+  // Every option also reads ADAPTERD_<NAME> from the environment.
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_lnames().empty() || opt->get_lnames()[0] == "help" || opt->get_lnames()[0] == "version") continue;
+    opt->envname(EnvName(opt->get_lnames()[0]));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -90,6 +123,8 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
     return absl::CancelledError("exit");
   }
   *exit_code = 0;
+  // An empty list variable (ADAPTERD_PEERS="") means none.
+  std::erase(o.peers, std::string());
   if (absl::Status s = o.Validate(); !s.ok()) {
     *exit_code = 2;
     return s;

@@ -1,7 +1,10 @@
 // ServerOptions: everything the adapterd process is configured with, and its
 // command line (CLI11). `adapterd --help` documents every flag; the same
 // options can come from a config file (`--config FILE`, INI/TOML `key = value`
-// lines using the flag names without dashes). Flags override the file.
+// lines using the flag names without dashes) and from the environment: flag
+// `--name` is also read from `ADAPTERD_NAME` (upper case; list flags take
+// commas), which is how containers configure it. Precedence: command line,
+// then the config file, then the environment, then the default.
 #ifndef ADAPTERD_SERVER_SERVER_OPTIONS_H_
 #define ADAPTERD_SERVER_SERVER_OPTIONS_H_
 
@@ -26,7 +29,8 @@ struct ServerOptions {
   std::string device = "cpu";       // cpu | cuda | cuda:N
   std::string dtype = "fp32";       // fp32 | bf16 | fp16 (serving; training is fp32)
   int max_seq_len = 128;            // tokens per input, truncation beyond
-  int threads = 0;                  // intra-op threads; 0 = one per hardware thread
+  int threads = 0;                  // intra-op threads; 0 = the CPUs this process may use
+                                    // (affinity and cgroup quota, common/cpu_quota.h)
   // --- serving ---
   int64_t device_cache_bytes = 1ll << 30;  // device-tier adapter budget
   int64_t host_cache_bytes = 4ll << 30;    // host-tier adapter budget
@@ -49,6 +53,14 @@ struct ServerOptions {
   int64_t max_dataset_bytes = 256ll << 20;
   double predict_rate = 0;                  // Predict requests/s per tenant; 0 = unlimited
   double predict_burst = 0;
+  // --- scale-out (docs/DEPLOYMENT.md) ---
+  // Every replica's gRPC address, this one's included. When set, ListTasks
+  // and ListTrainingJobs answer for all replicas (api/shard_fanout.h).
+  std::vector<std::string> peers;
+  // --- backups (storage/backup.h) ---
+  std::string backup_dir;                   // "" = no scheduled backups
+  int64_t backup_interval_seconds = 3600;   // between scheduled backups (SIGUSR1: one now)
+  int backups_to_keep = 7;                  // older backups are purged
   // --- shutdown ---
   int drain_seconds = 10;                   // bound on the whole shutdown (server.h)
 
@@ -58,6 +70,10 @@ struct ServerOptions {
 // Parses argv into options. Returns the exit code in `exit_code` and nullopt
 // when the process should exit at once (--help, --version, a bad flag: CLI11
 // has printed what to say).
+// The environment variable of flag `name` (without dashes): "metrics_listen"
+// -> "ADAPTERD_METRICS_LISTEN".
+std::string EnvName(const std::string& name);
+
 absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_code);
 
 }  // namespace adapterd

@@ -1,0 +1,109 @@
+// ServerOptions from the command line, a config file and ADAPTERD_<FLAG>
+// environment variables (server/server_options.h).
+#include "server/server_options.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
+
+namespace adapterd {
+namespace {
+
+using ::adapterd::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Sets environment variables for one test and clears them after.
+class ScopedEnv {
+ public:
+  void Set(const std::string& name, const std::string& value) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+    names_.push_back(name);
+  }
+  ~ScopedEnv() {
+    for (const std::string& n : names_) ::unsetenv(n.c_str());
+  }
+
+ private:
+  std::vector<std::string> names_;
+};
+
+absl::StatusOr<ServerOptions> Parse(std::vector<std::string> args, int* exit_code) {
+  args.insert(args.begin(), "adapterd");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return ParseServerFlags(static_cast<int>(argv.size()), argv.data(), exit_code);
+}
+
+TEST(ServerOptions, EveryFlagHasItsEnvironmentVariable) {
+  EXPECT_EQ(EnvName("listen"), "ADAPTERD_LISTEN");
+  EXPECT_EQ(EnvName("metrics_listen"), "ADAPTERD_METRICS_LISTEN");
+  EXPECT_EQ(EnvName("backup_interval_seconds"), "ADAPTERD_BACKUP_INTERVAL_SECONDS");
+}
+
+TEST(ServerOptions, TheEnvironmentConfiguresAServerWithNoArguments) {
+  ScopedEnv env;
+  env.Set("ADAPTERD_MODEL_DIR", "/opt/adapterd/models/m");
+  env.Set("ADAPTERD_LISTEN", "0.0.0.0:8500");
+  env.Set("ADAPTERD_METRICS_LISTEN", "0.0.0.0:9500");
+  env.Set("ADAPTERD_DATA_DIR", "/data");
+  env.Set("ADAPTERD_THREADS", "3");
+  env.Set("ADAPTERD_PEERS", "a-0.a:8500,a-1.a:8500");
+  env.Set("ADAPTERD_PIN", "t1/x,t2/y");
+  env.Set("ADAPTERD_BACKUP_DIR", "/data/backups");
+  env.Set("ADAPTERD_MAX_TASKS", "77");
+  int code = -1;
+  ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({}, &code));
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(o.model_dir, "/opt/adapterd/models/m");
+  EXPECT_EQ(o.listen_address, "0.0.0.0:8500");
+  EXPECT_EQ(o.metrics_address, "0.0.0.0:9500");
+  EXPECT_EQ(o.data_dir, "/data");
+  EXPECT_EQ(o.threads, 3);
+  EXPECT_THAT(o.peers, ElementsAre("a-0.a:8500", "a-1.a:8500"));
+  EXPECT_THAT(o.pinned_tasks, ElementsAre("t1/x", "t2/y"));
+  EXPECT_EQ(o.backup_dir, "/data/backups");
+  EXPECT_EQ(o.max_tasks, 77);
+}
+
+TEST(ServerOptions, TheCommandLineWinsOverTheConfigFileWhichWinsOverTheEnvironment) {
+  ScopedEnv env;
+  env.Set("ADAPTERD_MODEL_DIR", "/env/model");
+  env.Set("ADAPTERD_LISTEN", "127.0.0.1:1");
+  env.Set("ADAPTERD_DATA_DIR", "/env/data");
+  adapterd::testing::TempDir dir;
+  const std::string config = dir.Write("adapterd.ini", "listen = 127.0.0.1:2\n");
+  int code = -1;
+  ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({"--config", config, "--data_dir", "/flag/data"}, &code));
+  EXPECT_EQ(o.model_dir, "/env/model");
+  EXPECT_EQ(o.listen_address, "127.0.0.1:2");
+  EXPECT_EQ(o.data_dir, "/flag/data");
+}
+
+TEST(ServerOptions, BadValuesFromTheEnvironmentAreRefusedNamingTheFlag) {
+  ScopedEnv env;
+  env.Set("ADAPTERD_MODEL_DIR", "/m");
+  env.Set("ADAPTERD_PEERS", "no-port");
+  int code = 0;
+  EXPECT_THAT(Parse({}, &code).status(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--peers")));
+  EXPECT_EQ(code, 2);
+  env.Set("ADAPTERD_PEERS", "");
+  env.Set("ADAPTERD_BACKUP_INTERVAL_SECONDS", "0");
+  EXPECT_THAT(Parse({}, &code).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--backup_interval_seconds")));
+}
+
+TEST(ServerOptions, ModelDirIsStillRequired) {
+  int code = 0;
+  EXPECT_FALSE(Parse({}, &code).ok());
+  EXPECT_NE(code, 0);
+}
+
+}  // namespace
+}  // namespace adapterd

@@ -70,6 +70,8 @@ class WriteBatch;
 
 namespace adapterd::storage {
 
+class Backups;
+
 // The schema version this build writes and reads. A database with a newer
 // version is refused (FAILED_PRECONDITION).
 inline constexpr int64_t kSchemaVersion = 1;
@@ -143,6 +145,7 @@ class Database {
   friend class JobStore;
   friend class DatasetStore;
   friend class CheckpointStore;
+  friend class Backups;
 
   // Per-Commit state of the resolved operations (defined in database.cc).
   struct CommitState;

@@ -62,6 +62,8 @@ int Main(int argc, char** argv) {
   upload->add_option("FILE", upload_args.file, "dataset file (.csv, .jsonl)")->required();
   upload->add_option("--id", upload_args.dataset_id, "dataset id (default: server-assigned)");
   upload->add_option("--name", upload_args.display_name, "display name (default: file name)");
+  upload->add_option("--task", upload_args.task_id,
+                     "the task it is for: behind a task-sharding router the upload lands on that task's replica");
   upload->add_option("--format", upload_format, "file format")
       ->check(CLI::IsMember(kFormats))
       ->capture_default_str();
@@ -71,10 +73,13 @@ int Main(int argc, char** argv) {
       return DatasetsUpload(env, upload_args);
     };
   });
-  std::string dataset_id;
+  std::string dataset_id, dataset_task;
   auto* dataset_get = datasets->add_subcommand("get", "show a dataset");
   dataset_get->add_option("ID", dataset_id, "dataset id")->required();
-  dataset_get->callback([&] { action = [&](const CommandEnv& env) { return DatasetsGet(env, dataset_id); }; });
+  dataset_get->add_option("--task", dataset_task,
+                          "routing hint behind a task-sharding router (default: the task a server-assigned id carries)");
+  dataset_get->callback(
+      [&] { action = [&](const CommandEnv& env) { return DatasetsGet(env, dataset_id, dataset_task); }; });
 
   // --- train ------------------------------------------------------------------
   TrainArgs train_args;

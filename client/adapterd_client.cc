@@ -7,6 +7,7 @@
 #include <grpcpp/generic/generic_stub.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/routing.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 
@@ -189,9 +190,9 @@ void AdapterdClient::PrepareContext(grpc::ClientContext& context, std::string_vi
 
 absl::StatusOr<v1::Dataset> AdapterdClient::UploadDataset(
     const v1::UploadDatasetRequest::Metadata& metadata,
-    std::span<const v1::Example> examples) const {
+    std::span<const v1::Example> examples, std::string_view task_id_hint) const {
   grpc::ClientContext context;
-  PrepareContext(context, {}, options_.default_deadline);
+  PrepareContext(context, task_id_hint, options_.default_deadline);
   v1::Dataset response;
   auto writer = stub_->UploadDataset(&context, &response);
   v1::UploadDatasetRequest request;
@@ -212,9 +213,11 @@ absl::StatusOr<v1::Dataset> AdapterdClient::UploadDataset(
   return response;
 }
 
-absl::StatusOr<v1::Dataset> AdapterdClient::GetDataset(const std::string& dataset_id) const {
+absl::StatusOr<v1::Dataset> AdapterdClient::GetDataset(const std::string& dataset_id,
+                                                       std::string_view task_id_hint) const {
   grpc::ClientContext context;
-  PrepareContext(context, {}, options_.default_deadline);
+  PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(dataset_id) : task_id_hint,
+                 options_.default_deadline);
   v1::GetDatasetRequest request;
   request.set_dataset_id(dataset_id);
   v1::Dataset response;
@@ -236,7 +239,7 @@ absl::StatusOr<v1::TrainingJob> AdapterdClient::CreateTrainingJob(
 absl::StatusOr<v1::TrainingJob> AdapterdClient::GetTrainingJob(
     const std::string& job_id, std::string_view task_id_hint) const {
   grpc::ClientContext context;
-  PrepareContext(context, task_id_hint, options_.default_deadline);
+  PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(job_id) : task_id_hint, options_.default_deadline);
   v1::GetTrainingJobRequest request;
   request.set_job_id(job_id);
   v1::TrainingJob response;
@@ -258,7 +261,7 @@ absl::StatusOr<v1::ListTrainingJobsResponse> AdapterdClient::ListTrainingJobs(
 absl::StatusOr<v1::TrainingJob> AdapterdClient::CancelTrainingJob(
     const std::string& job_id, std::string_view task_id_hint) const {
   grpc::ClientContext context;
-  PrepareContext(context, task_id_hint, options_.default_deadline);
+  PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(job_id) : task_id_hint, options_.default_deadline);
   v1::CancelTrainingJobRequest request;
   request.set_job_id(job_id);
   v1::TrainingJob response;
@@ -271,7 +274,8 @@ absl::Status AdapterdClient::WatchTrainingJob(const v1::WatchTrainingJobRequest&
                                               const WatchCallback& on_response,
                                               std::string_view task_id_hint) const {
   grpc::ClientContext context;
-  PrepareContext(context, task_id_hint, options_.watch_deadline);
+  PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(request.job_id()) : task_id_hint,
+                 options_.watch_deadline);
   auto reader = stub_->WatchTrainingJob(&context, request);
   v1::WatchTrainingJobResponse response;
   bool stopped = false;

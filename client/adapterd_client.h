@@ -8,10 +8,12 @@
 // - Metadata: every call sends `authorization: Bearer <api_key>` when
 //   Options::api_key is set, and `x-task-id: <task>` whenever the call has a
 //   task id (Predict, CreateTrainingJob, GetTask, DeleteTask, ExportAdapter,
-//   ImportAdapter, ListTrainingJobs with a task filter, and the job calls when
-//   the caller passes the task as a routing hint), so a router can shard by
-//   task. A task id that is not printable ASCII is not sent as metadata (the
-//   server rejects the request field itself).
+//   ImportAdapter, ListTrainingJobs with a task filter, UploadDataset when the
+//   caller names the task it uploads for, and the job and dataset calls: the
+//   caller's hint, or else the task a server-minted id carries,
+//   common/routing.h), so a router can shard by task. A task id that is not
+//   printable ASCII is not sent as metadata (the server rejects the request
+//   field itself).
 // - Deadlines: unary and upload/download calls get Options::default_deadline;
 //   WatchTrainingJob gets Options::watch_deadline (none by default, since a
 //   training job can run for hours).
@@ -110,11 +112,15 @@ class AdapterdClient {
 
   // --- Datasets -------------------------------------------------------------
   // Streams `examples` (metadata first, then chunks). Returns the stored
-  // dataset once the server has committed it.
+  // dataset once the server has committed it. `task_id_hint`: the task the
+  // dataset is for (sent as x-task-id, so it lands on that task's replica,
+  // and a server-assigned id carries it).
   absl::StatusOr<v1::Dataset> UploadDataset(
       const v1::UploadDatasetRequest::Metadata& metadata,
-      std::span<const v1::Example> examples) const;
-  absl::StatusOr<v1::Dataset> GetDataset(const std::string& dataset_id) const;
+      std::span<const v1::Example> examples, std::string_view task_id_hint = {}) const;
+  // `task_id_hint` as for UploadDataset; default: the task a server-assigned
+  // id carries.
+  absl::StatusOr<v1::Dataset> GetDataset(const std::string& dataset_id, std::string_view task_id_hint = {}) const;
 
   // --- Training jobs --------------------------------------------------------
   absl::StatusOr<v1::TrainingJob> CreateTrainingJob(

@@ -409,23 +409,23 @@ std::string SerializeDeterministic(const google::protobuf::Message& message) {
   return out;
 }
 
-// Uploads `examples` under their content-derived id, or reuses the dataset
-// already stored under it (a retried command).
+// Uploads `examples` for `task_id` under their content-derived id, or reuses
+// the dataset already stored under it (a retried command).
 absl::StatusOr<std::string> UploadOrReuse(const CommandEnv& env,
                                           const std::vector<v1::Example>& examples,
-                                          const std::string& file) {
+                                          const std::string& file, const std::string& task_id) {
   v1::UploadDatasetRequest::Metadata metadata;
   metadata.set_dataset_id(DatasetIdForExamples(examples));
   const size_t slash = file.find_last_of('/');
   metadata.set_display_name(slash == std::string::npos ? file : file.substr(slash + 1));
-  absl::StatusOr<v1::Dataset> dataset = env.client->UploadDataset(metadata, examples);
+  absl::StatusOr<v1::Dataset> dataset = env.client->UploadDataset(metadata, examples, task_id);
   if (dataset.ok()) {
     *env.err << "uploaded " << file << " as dataset " << dataset->dataset_id() << " ("
              << dataset->num_examples() << " examples)\n";
     return dataset->dataset_id();
   }
   if (dataset.status().code() != absl::StatusCode::kAlreadyExists) return dataset.status();
-  ASSIGN_OR_RETURN(const v1::Dataset existing, env.client->GetDataset(metadata.dataset_id()));
+  ASSIGN_OR_RETURN(const v1::Dataset existing, env.client->GetDataset(metadata.dataset_id(), task_id));
   if (existing.num_examples() != static_cast<int64_t>(examples.size())) {
     return absl::AlreadyExistsError(absl::StrCat("dataset ", metadata.dataset_id(),
                                                  " already exists with different content"));
@@ -523,6 +523,11 @@ std::string DescribeError(const absl::Status& status, std::string_view server) {
   if (status.GetPayload(kJobOutcomePayload).has_value()) return message;
   switch (status.code()) {
     case absl::StatusCode::kUnavailable: {
+      // A task-sharded deployment: the router or the fan-out of a list could
+      // not reach a replica behind `at` (docs/DEPLOYMENT.md).
+      if (absl::StrContains(message, "replica")) {
+        return absl::StrCat("adapterd at ", at, " answered UNAVAILABLE: ", message);
+      }
       // gRPC's own connection failures, as opposed to a server that answered
       // UNAVAILABLE itself (starting up or draining).
       const bool connect_failure = message.empty() || absl::StrContains(message, "connect") ||
@@ -577,13 +582,13 @@ absl::Status DatasetsUpload(const CommandEnv& env, const DatasetsUploadArgs& arg
   }
   metadata.set_display_name(name);
   *env.err << "uploading " << examples.size() << " examples from " << args.file << "\n";
-  ASSIGN_OR_RETURN(const v1::Dataset dataset, env.client->UploadDataset(metadata, examples));
+  ASSIGN_OR_RETURN(const v1::Dataset dataset, env.client->UploadDataset(metadata, examples, args.task_id));
   PrintDataset(env, dataset);
   return absl::OkStatus();
 }
 
-absl::Status DatasetsGet(const CommandEnv& env, const std::string& dataset_id) {
-  ASSIGN_OR_RETURN(const v1::Dataset dataset, env.client->GetDataset(dataset_id));
+absl::Status DatasetsGet(const CommandEnv& env, const std::string& dataset_id, const std::string& task_id) {
+  ASSIGN_OR_RETURN(const v1::Dataset dataset, env.client->GetDataset(dataset_id, task_id));
   PrintDataset(env, dataset);
   return absl::OkStatus();
 }
@@ -617,11 +622,11 @@ absl::Status Train(const CommandEnv& env, const TrainArgs& args) {
   }
   v1::CreateTrainingJobRequest request;
   request.set_task_id(args.task_id);
-  ASSIGN_OR_RETURN(const std::string train_id, UploadOrReuse(env, train, args.data_file));
+  ASSIGN_OR_RETURN(const std::string train_id, UploadOrReuse(env, train, args.data_file, args.task_id));
   request.add_dataset_ids(train_id);
   if (!args.validation_file.empty()) {
     ASSIGN_OR_RETURN(const std::string validation_id,
-                     UploadOrReuse(env, validation, args.validation_file));
+                     UploadOrReuse(env, validation, args.validation_file, args.task_id));
     request.set_validation_dataset_id(validation_id);
   }
   *request.mutable_hyperparameters() = args.hyperparameters;

@@ -70,9 +70,11 @@ struct DatasetsUploadArgs {
   DatasetFormat format = DatasetFormat::kAuto;
   std::string dataset_id;    // "" = the server assigns one
   std::string display_name;  // "" = the file's base name
+  std::string task_id;       // the task it is for: routes the upload to that task's replica
 };
 absl::Status DatasetsUpload(const CommandEnv& env, const DatasetsUploadArgs& args);
-absl::Status DatasetsGet(const CommandEnv& env, const std::string& dataset_id);
+// `task_id`: routing hint ("" = the task a server-assigned id carries).
+absl::Status DatasetsGet(const CommandEnv& env, const std::string& dataset_id, const std::string& task_id = "");
 
 // --- Training ------------------------------------------------------------------
 struct TrainArgs {

@@ -1,17 +1,17 @@
 #include "server/api/backend.h"
 
 #include <algorithm>
-#include <random>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/routing.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "server/api/ids.h"
+#include "server/api/page_token.h"
 #include "server/model/adapter_format.h"
 #include "server/training/job_runner.h"
 #include "storage/adapter_store.h"
@@ -22,45 +22,7 @@
 namespace adapterd::api {
 namespace {
 
-// Page tokens are opaque to clients: "<base64url(store token)>.<check>",
-// check = the first 16 hex digits of SHA-256(listing, tenant, store token).
-// The check is not a secret (the store bounds every scan by the tenant's key
-// prefix, so a forged token cannot reach other tenants' data); it makes a
-// token that this listing did not issue to this tenant INVALID_ARGUMENT
-// instead of silently starting somewhere.
-std::string PageTokenCheck(std::string_view listing, const std::string& tenant, const std::string& raw) {
-  return Sha256Hex(absl::StrCat(std::string(listing), std::string(1, '\0'), tenant, std::string(1, '\0'), raw))
-      .substr(0, 16);
-}
-
-std::string EncodePageToken(std::string_view listing, const std::string& tenant, const std::string& raw) {
-  if (raw.empty()) return "";
-  return absl::StrCat(absl::WebSafeBase64Escape(raw), ".", PageTokenCheck(listing, tenant, raw));
-}
-
-absl::StatusOr<std::string> DecodePageToken(std::string_view listing, const std::string& tenant,
-                                            const std::string& token) {
-  if (token.empty()) return std::string();
-  const size_t dot = token.rfind('.');
-  std::string raw;
-  if (dot == std::string::npos || !absl::WebSafeBase64Unescape(token.substr(0, dot), &raw) ||
-      token.substr(dot + 1) != PageTokenCheck(listing, tenant, raw)) {
-    return absl::InvalidArgumentError("page_token was not issued by this listing (pass next_page_token unchanged)");
-  }
-  return raw;
-}
-
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
-
-std::string NewDatasetId() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  return absl::StrFormat("ds-%013x%06x", static_cast<uint64_t>(NowMicros()), rng() & 0xffffff);
-}
-
-int PageSize(int requested) {
-  if (requested < 0) return -1;
-  return requested == 0 ? 50 : std::min(requested, storage::kMaxPageSize);
-}
 
 absl::Status CheckPageSize(int requested) {
   if (requested < 0) return absl::InvalidArgumentError("page_size must not be negative");
@@ -204,12 +166,13 @@ void Backend::EndUpload(const std::string& tenant, const std::string& dataset_id
 }
 
 absl::StatusOr<std::unique_ptr<DatasetUpload>> Backend::BeginUpload(
-    const Tenant& tenant, const v1::UploadDatasetRequest::Metadata& meta) {
+    const Tenant& tenant, const v1::UploadDatasetRequest::Metadata& meta, const std::string& route_task) {
   std::string id = meta.dataset_id();
   if (id.empty()) {
-    id = NewDatasetId();
+    if (!route_task.empty()) RETURN_IF_ERROR(ValidateId("x-task-id metadata", route_task));
+    id = MintId("ds", NowMicros(), route_task);
   } else {
-    RETURN_IF_ERROR(ValidateId("dataset_id", id));
+    RETURN_IF_ERROR(ValidateId("dataset_id", id, kMaxMintedIdBytes));
   }
   if (!IsValidUtf8(meta.display_name()) || meta.display_name().size() > 1024) {
     return absl::InvalidArgumentError("display_name must be valid UTF-8 of at most 1024 bytes");
@@ -227,7 +190,7 @@ absl::StatusOr<std::unique_ptr<DatasetUpload>> Backend::BeginUpload(
 }
 
 absl::StatusOr<v1::Dataset> Backend::GetDataset(const Tenant& tenant, const v1::GetDatasetRequest& request) {
-  RETURN_IF_ERROR(ValidateId("dataset_id", request.dataset_id()));
+  RETURN_IF_ERROR(ValidateId("dataset_id", request.dataset_id(), kMaxMintedIdBytes));
   ASSIGN_OR_RETURN(v1::DatasetRecord r, options_.db->datasets().Get(tenant.id(), request.dataset_id()));
   return ToApi(r);
 }
@@ -256,9 +219,9 @@ absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
   RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
   if (!request.request_id().empty()) RETURN_IF_ERROR(ValidateId("request_id", request.request_id()));
   if (request.dataset_ids().empty()) return absl::InvalidArgumentError("dataset_ids is empty");
-  for (const std::string& d : request.dataset_ids()) RETURN_IF_ERROR(ValidateId("dataset_ids entry", d));
+  for (const std::string& d : request.dataset_ids()) RETURN_IF_ERROR(ValidateId("dataset_ids entry", d, kMaxMintedIdBytes));
   if (!request.validation_dataset_id().empty()) {
-    RETURN_IF_ERROR(ValidateId("validation_dataset_id", request.validation_dataset_id()));
+    RETURN_IF_ERROR(ValidateId("validation_dataset_id", request.validation_dataset_id(), kMaxMintedIdBytes));
   }
   // Reject out-of-range hyperparameters before anything is stored.
   RETURN_IF_ERROR(
@@ -286,7 +249,7 @@ absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
 
 absl::StatusOr<v1::TrainingJob> Backend::GetTrainingJob(const Tenant& tenant,
                                                         const v1::GetTrainingJobRequest& request) {
-  RETURN_IF_ERROR(ValidateId("job_id", request.job_id()));
+  RETURN_IF_ERROR(ValidateId("job_id", request.job_id(), kMaxMintedIdBytes));
   ASSIGN_OR_RETURN(v1::JobRecord job, options_.queue->Get(tenant.id(), request.job_id()));
   return ToApi(job);
 }
@@ -296,7 +259,7 @@ absl::StatusOr<v1::ListTrainingJobsResponse> Backend::ListTrainingJobs(const Ten
   RETURN_IF_ERROR(CheckPageSize(request.page_size()));
   if (!request.task_id().empty()) RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
   if (!v1::JobState_IsValid(request.state())) return absl::InvalidArgumentError("unknown job state");
-  const int want = PageSize(request.page_size());
+  const int want = EffectivePageSize(request.page_size());
   v1::ListTrainingJobsResponse out;
   storage::JobStore::ListOptions opts;
   opts.tenant = tenant.id();
@@ -319,7 +282,7 @@ absl::StatusOr<v1::ListTrainingJobsResponse> Backend::ListTrainingJobs(const Ten
 
 absl::StatusOr<v1::TrainingJob> Backend::CancelTrainingJob(const Tenant& tenant,
                                                            const v1::CancelTrainingJobRequest& request) {
-  RETURN_IF_ERROR(ValidateId("job_id", request.job_id()));
+  RETURN_IF_ERROR(ValidateId("job_id", request.job_id(), kMaxMintedIdBytes));
   ASSIGN_OR_RETURN(v1::JobRecord job, options_.queue->Cancel(tenant.id(), request.job_id()));
   return ToApi(job);
 }
@@ -327,7 +290,7 @@ absl::StatusOr<v1::TrainingJob> Backend::CancelTrainingJob(const Tenant& tenant,
 absl::Status Backend::WatchTrainingJob(const Tenant& tenant, const v1::WatchTrainingJobRequest& request,
                                        const std::function<bool(const v1::WatchTrainingJobResponse&)>& send,
                                        const std::function<absl::Status()>& stop) {
-  RETURN_IF_ERROR(ValidateId("job_id", request.job_id()));
+  RETURN_IF_ERROR(ValidateId("job_id", request.job_id(), kMaxMintedIdBytes));
   if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq must not be negative");
   int64_t after = request.after_seq();
   bool first = true;
@@ -386,7 +349,7 @@ absl::StatusOr<v1::ListTasksResponse> Backend::ListTasks(const Tenant& tenant, c
   RETURN_IF_ERROR(CheckPageSize(request.page_size()));
   ASSIGN_OR_RETURN(const std::string token, DecodePageToken("tasks", tenant.id(), request.page_token()));
   ASSIGN_OR_RETURN(storage::TaskStore::Page page,
-                   options_.db->tasks().List(tenant.id(), PageSize(request.page_size()), token));
+                   options_.db->tasks().List(tenant.id(), EffectivePageSize(request.page_size()), token));
   v1::ListTasksResponse out;
   for (const v1::TaskRecord& t : page.tasks) {
     ASSIGN_OR_RETURN(*out.add_tasks(), TaskView(t, /*with_size=*/false));

@@ -84,10 +84,12 @@ class Backend {
   static absl::StatusOr<std::unique_ptr<Backend>> Create(Options options);
 
   // --- datasets ---------------------------------------------------------------
-  // Starts an upload. `dataset_id` "" = a server-assigned id; an id in use (or
-  // being uploaded) is ALREADY_EXISTS.
+  // Starts an upload. `dataset_id` "" = a server-assigned id, which carries
+  // `route_task` (the call's x-task-id, "" if none; common/routing.h); an id
+  // in use (or being uploaded) is ALREADY_EXISTS.
   absl::StatusOr<std::unique_ptr<DatasetUpload>> BeginUpload(const Tenant& tenant,
-                                                             const v1::UploadDatasetRequest::Metadata& meta);
+                                                             const v1::UploadDatasetRequest::Metadata& meta,
+                                                             const std::string& route_task = "");
   absl::StatusOr<v1::Dataset> GetDataset(const Tenant& tenant, const v1::GetDatasetRequest& request);
 
   // --- training jobs ----------------------------------------------------------

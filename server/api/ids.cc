@@ -4,11 +4,11 @@
 
 namespace adapterd::api {
 
-absl::Status ValidateId(const char* kind, const std::string& id) {
+absl::Status ValidateId(const char* kind, const std::string& id, size_t max_bytes) {
   if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(kind, " is empty"));
-  if (id.size() > kMaxIdBytes) {
+  if (id.size() > max_bytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kind, " is ", id.size(), " bytes; at most ", kMaxIdBytes, " are allowed"));
+        absl::StrCat(kind, " is ", id.size(), " bytes; at most ", max_bytes, " are allowed"));
   }
   // Before the alphabet, so that "../x" is named for what it is.
   if (id[0] == '.') return absl::InvalidArgumentError(absl::StrCat(kind, " must not start with '.'"));

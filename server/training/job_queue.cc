@@ -4,10 +4,9 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <chrono>
-#include <random>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "common/routing.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 
@@ -31,13 +30,6 @@ std::string RequestFingerprint(const JobRequest& r) {
     canonical.SerializeToCodedStream(&coded);
   }
   return Sha256Hex(bytes);
-}
-
-// Creation time first, so that listing in id order lists jobs in creation
-// order; the random tail keeps ids unique within a microsecond.
-std::string NewJobId(int64_t now_micros) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  return absl::StrFormat("job-%013x%06x", static_cast<uint64_t>(now_micros), rng() & 0xffffff);
 }
 
 v1::JobEvent StateEvent(JobState from, JobState to, const std::string& reason, int64_t now) {
@@ -260,7 +252,9 @@ absl::StatusOr<v1::JobRecord> JobQueue::Submit(const JobRequest& request) {
   // and does not claim its request_id. The slot reserved above keeps
   // concurrent validations within the limits.
   v1::JobRecord job;
-  job.set_job_id(NewJobId(Now()));
+  // The id carries the task, so a router can route calls naming only the
+  // job (common/routing.h); its time prefix keeps id order = creation order.
+  job.set_job_id(MintId("job", Now(), request.task_id));
   job.set_tenant(request.tenant);
   job.set_task_id(request.task_id);
   job.set_request_id(request.request_id);

@@ -158,6 +158,33 @@ TEST_F(AdapterdClientTest, SendsNoTaskIdWhereThereIsNone) {
   EXPECT_EQ(fake().CallsOf("Predict").at(0).Metadata("x-task-id"), std::nullopt);
 }
 
+TEST_F(AdapterdClientTest, RoutesCallsNamingAMintedIdToTheTaskTheIdCarries) {
+  auto client = NewClient();
+  ASSERT_NE(client, nullptr);
+  const std::string job = "job-18c2f3a4b5c6d0a0b0c.sentiment";
+  (void)client->GetTrainingJob(job);
+  (void)client->CancelTrainingJob(job);
+  v1::WatchTrainingJobRequest watch;
+  watch.set_job_id(job);
+  (void)client->WatchTrainingJob(watch, [](const v1::WatchTrainingJobResponse&) { return false; });
+  (void)client->GetDataset("ds-18c2f3a4b5c6d0a0b0c.topics");
+  (void)client->GetDataset("my-dataset", "hinted");
+  (void)client->UploadDataset({}, MakeExamples(1), "uploaded-for");
+  (void)client->GetTrainingJob(job, "explicit-hint-wins");
+
+  const auto gets = fake().CallsOf("GetTrainingJob");
+  ASSERT_EQ(gets.size(), 2u);
+  EXPECT_THAT(gets[0].Metadata("x-task-id"), Optional(Eq("sentiment")));
+  EXPECT_THAT(gets[1].Metadata("x-task-id"), Optional(Eq("explicit-hint-wins")));
+  EXPECT_THAT(fake().CallsOf("CancelTrainingJob").at(0).Metadata("x-task-id"), Optional(Eq("sentiment")));
+  EXPECT_THAT(fake().CallsOf("WatchTrainingJob").at(0).Metadata("x-task-id"), Optional(Eq("sentiment")));
+  const auto datasets = fake().CallsOf("GetDataset");
+  ASSERT_EQ(datasets.size(), 2u);
+  EXPECT_THAT(datasets[0].Metadata("x-task-id"), Optional(Eq("topics")));
+  EXPECT_THAT(datasets[1].Metadata("x-task-id"), Optional(Eq("hinted")));
+  EXPECT_THAT(fake().CallsOf("UploadDataset").at(0).Metadata("x-task-id"), Optional(Eq("uploaded-for")));
+}
+
 TEST_F(AdapterdClientTest, SendsTheBearerKeyOnEveryCallOnlyWhenSet) {
   AdapterdClient::Options with_key;
   with_key.api_key = "s3cret-key";

@@ -272,6 +272,12 @@ TEST(CommandErrors, DescribeErrorNamesTheServerWhereItHelps) {
   const std::string draining = DescribeError(absl::UnavailableError("the server is draining"), server);
   EXPECT_THAT(draining, HasSubstr("10.1.2.3:8500"));
   EXPECT_THAT(draining, HasSubstr("the server is draining"));
+  // A replica behind a router or a list's fan-out: the address answered, so
+  // not "cannot reach", although gRPC's own words say "connect".
+  const std::string replica = DescribeError(
+      absl::UnavailableError("replica 10.0.0.9:8500 did not answer (failed to connect to all addresses)"), server);
+  EXPECT_THAT(replica, HasSubstr("adapterd at 10.1.2.3:8500 answered UNAVAILABLE: replica 10.0.0.9:8500"));
+  EXPECT_THAT(replica, Not(HasSubstr("cannot reach")));
   EXPECT_THAT(DescribeError(absl::DeadlineExceededError("Deadline Exceeded"), server),
               HasSubstr("10.1.2.3:8500"));
   EXPECT_THAT(DescribeError(absl::UnauthenticatedError("unknown key"), server), HasSubstr("ADAPTERD_API_KEY"));

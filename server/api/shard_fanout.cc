@@ -1,0 +1,134 @@
+#include "server/api/shard_fanout.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/api/page_token.h"
+
+namespace adapterd::api {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+absl::Status CheckPageSize(int requested) {
+  if (requested < 0) return absl::InvalidArgumentError("page_size must not be negative");
+  return absl::OkStatus();
+}
+
+// One merged response from every replica's response to the same request
+// (MergeShardPages over `items`, ordered by `id`).
+template <typename Response, typename Item>
+Response MergeResponses(std::vector<Response>& responses, int page_size, std::string_view listing,
+                        const std::string& tenant, google::protobuf::RepeatedPtrField<Item>* (Response::*items)(),
+                        const std::string& (Item::*id)() const) {
+  std::vector<ShardPage<Item>> pages;
+  for (Response& r : responses) {
+    ShardPage<Item> page;
+    auto* field = (r.*items)();
+    page.items.assign(std::make_move_iterator(field->begin()), std::make_move_iterator(field->end()));
+    page.more = !r.next_page_token().empty();
+    pages.push_back(std::move(page));
+  }
+  std::vector<Item> merged;
+  const std::string next = MergeShardPages<Item>(
+      std::move(pages), EffectivePageSize(page_size), [id](const Item& item) -> const std::string& { return (item.*id)(); },
+      &merged);
+  Response out;
+  for (Item& item : merged) *(out.*items)()->Add() = std::move(item);
+  out.set_next_page_token(EncodePageToken(listing, tenant, next));
+  return out;
+}
+
+}  // namespace
+
+ShardFanout::ShardFanout(Options options) : options_(std::move(options)) {
+  for (const std::string& address : options_.peers) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    // A replica that restarts is back in lists within about a second: gRPC's
+    // default reconnect backoff grows to 2 minutes, during which every call
+    // on the channel fails fast.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    Peer p;
+    p.address = address;
+    p.stub = v1::Adapterd::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    peers_.push_back(std::move(p));
+  }
+}
+
+bool ShardFanout::IsShardLocalCall(const grpc::ServerContext& ctx) {
+  return ctx.client_metadata().count(kShardLocalHeader) > 0;
+}
+
+absl::Status ShardFanout::ForEachPeer(
+    const grpc::ServerContext& ctx,
+    const std::function<grpc::Status(const Peer&, grpc::ClientContext&, size_t)>& call) const {
+  const auto now = std::chrono::system_clock::now();
+  auto deadline = now + std::chrono::microseconds(absl::ToInt64Microseconds(options_.peer_deadline));
+  deadline = std::min(deadline, ctx.deadline());
+  std::string authorization;
+  const auto& md = ctx.client_metadata();
+  if (auto it = md.find("authorization"); it != md.end()) authorization.assign(it->second.data(), it->second.size());
+
+  std::vector<grpc::Status> results(peers_.size());
+  std::vector<std::thread> threads;
+  threads.reserve(peers_.size());
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    threads.emplace_back([&, i] {
+      grpc::ClientContext context;
+      context.set_deadline(deadline);
+      context.AddMetadata(kShardLocalHeader, "1");
+      if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+      results[i] = call(peers_[i], context, i);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    const grpc::Status& s = results[i];
+    if (s.ok()) continue;
+    switch (s.error_code()) {
+      case grpc::StatusCode::INVALID_ARGUMENT:
+      case grpc::StatusCode::UNAUTHENTICATED:
+      case grpc::StatusCode::PERMISSION_DENIED:
+      case grpc::StatusCode::RESOURCE_EXHAUSTED:
+        return FromGrpc(s);
+      default:
+        return absl::UnavailableError(absl::StrCat("replica ", peers_[i].address, " did not answer (",
+                                                   s.error_message(),
+                                                   "); a list without it would be incomplete, retry later"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::ListTasksResponse> ShardFanout::ListTasks(const grpc::ServerContext& ctx,
+                                                             const std::string& tenant,
+                                                             const v1::ListTasksRequest& request) const {
+  std::vector<v1::ListTasksResponse> responses(peers_.size());
+  RETURN_IF_ERROR(CheckPageSize(request.page_size()));
+  RETURN_IF_ERROR(ForEachPeer(ctx, [&](const Peer& p, grpc::ClientContext& c, size_t i) {
+    return p.stub->ListTasks(&c, request, &responses[i]);
+  }));
+  return MergeResponses(responses, request.page_size(), "tasks", tenant, &v1::ListTasksResponse::mutable_tasks,
+                        &v1::Task::task_id);
+}
+
+absl::StatusOr<v1::ListTrainingJobsResponse> ShardFanout::ListTrainingJobs(
+    const grpc::ServerContext& ctx, const std::string& tenant, const v1::ListTrainingJobsRequest& request) const {
+  std::vector<v1::ListTrainingJobsResponse> responses(peers_.size());
+  RETURN_IF_ERROR(CheckPageSize(request.page_size()));
+  RETURN_IF_ERROR(ForEachPeer(ctx, [&](const Peer& p, grpc::ClientContext& c, size_t i) {
+    return p.stub->ListTrainingJobs(&c, request, &responses[i]);
+  }));
+  return MergeResponses(responses, request.page_size(), "jobs", tenant,
+                        &v1::ListTrainingJobsResponse::mutable_jobs, &v1::TrainingJob::job_id);
+}
+
+}  // namespace adapterd::api

@@ -16,10 +16,12 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 
+#include "server/backup_tool.h"
 #include "server/server.h"
 #include "server/server_options.h"
 
 int main(int argc, char** argv) {
+  if (adapterd::IsBackupCommand(argc, argv)) return adapterd::RunBackupCommand(argc, argv);
   int exit_code = 0;
   absl::StatusOr<adapterd::ServerOptions> options = adapterd::ParseServerFlags(argc, argv, &exit_code);
   if (!options.ok()) {
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const int drain_seconds = options->drain_seconds;
@@ -43,7 +46,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGUSR1) {
+    if (!(*server)->TriggerBackup()) std::fprintf(stderr, "adapterd: SIGUSR1 ignored: no --backup_dir\n");
+  }
   std::fprintf(stderr, "adapterd: %s received, shutting down (at most %d s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                drain_seconds);
   const absl::Time deadline = adapterd::PlanShutdown(absl::Now(), drain_seconds).deadline;

@@ -1,10 +1,17 @@
 #include "server/metrics_bridge.h"
 
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/api/grpc_status.h"
 #include "server/training/job_queue.h"
 #include "storage/database.h"
@@ -75,6 +82,10 @@ absl::StatusOr<std::unique_ptr<MetricsBridge>> MetricsBridge::Create(const std::
   std::unique_ptr<MetricsBridge> bridge(new MetricsBridge());
   MetricsBridge* raw = bridge.get();
   bridge->registry_.AddCollectCallback([raw] { raw->Collect(); });
+  // The bridge is made in the first start-up step, so its birth is the
+  // process's start to well within a scrape interval.
+  bridge->metrics_->process_start_time_seconds.Add({}).Set(absl::ToUnixMicros(absl::Now()) / 1e6);
+  bridge->metrics_->serving.Add({}).Set(0);
   if (!address.empty()) {
     auto server = metrics::MetricsServer::Start(address, &bridge->registry_);
     if (!server.ok()) {
@@ -93,7 +104,7 @@ void MetricsBridge::OnRpc(const api::RpcRecord& r) {
   // Failed authentication has no tenant; label it so, rather than "".
   const std::string tenant = r.tenant.empty() ? "unauthenticated" : r.tenant;
   metrics_->requests_total.Add({{"method", r.method}, {"code", code}, {"tenant", tenant}}).Increment();
-  metrics_->request_duration_seconds.Add({{"method", r.method}}).Observe(r.seconds);
+  metrics_->request_duration_seconds.Add({{"method", r.method}, {"tenant", tenant}}).Observe(r.seconds);
   if (r.texts > 0) {
     metrics_->predict_texts_total.Add({{"tenant", tenant}}).Increment(static_cast<double>(r.texts));
   }
@@ -119,10 +130,64 @@ void MetricsBridge::SetCacheBudgets(int64_t host_bytes, int64_t device_bytes) {
 
 serving::ServingObserver* MetricsBridge::serving_observer() { return observer_.get(); }
 
-void MetricsBridge::WatchQueue(const training::JobQueue* queue, storage::Database* db) {
+void MetricsBridge::WatchQueue(const training::JobQueue* queue, storage::Database* db,
+                               std::vector<std::string> tenants) {
   absl::MutexLock lock(&mu_);
   queue_ = queue;
   db_ = db;
+  queue_tenants_.insert(tenants.begin(), tenants.end());
+}
+
+void MetricsBridge::WatchDataDir(std::string path) {
+  absl::MutexLock lock(&mu_);
+  data_dir_ = std::move(path);
+}
+
+void MetricsBridge::SetServing(bool serving) { metrics_->serving.Add({}).Set(serving ? 1 : 0); }
+
+void MetricsBridge::OnBackup(bool ok, double seconds, double now) {
+  metrics_->backups_total.Add({{"result", ok ? "ok" : "error"}}).Increment();
+  metrics_->backup_last_duration_seconds.Add({}).Set(seconds);
+  if (ok) metrics_->backup_last_success_timestamp_seconds.Add({}).Set(now);
+}
+
+void MetricsBridge::CollectProcess() {
+  // /proc/self/statm: size resident ... in pages.
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    unsigned long long size = 0, resident = 0;
+    if (std::fscanf(f, "%llu %llu", &size, &resident) == 2) {
+      metrics_->process_virtual_memory_bytes.Add({}).Set(static_cast<double>(size) * page);
+      metrics_->process_resident_memory_bytes.Add({}).Set(static_cast<double>(resident) * page);
+    }
+    std::fclose(f);
+  }
+  std::error_code ec;
+  int64_t fds = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::end(it);
+       it.increment(ec)) {
+    ++fds;
+  }
+  if (!ec) metrics_->process_open_fds.Add({}).Set(static_cast<double>(fds > 0 ? fds - 1 : 0));  // less the iterator's own
+  if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    metrics_->process_max_fds.Add({}).Set(static_cast<double>(lim.rlim_cur));
+  }
+  if (rusage ru{}; getrusage(RUSAGE_SELF, &ru) == 0) {
+    const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                       static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    if (cpu > cpu_seconds_reported_) {
+      metrics_->process_cpu_seconds_total.Add({}).Increment(cpu - cpu_seconds_reported_);
+      cpu_seconds_reported_ = cpu;
+    }
+  }
+  if (!data_dir_.empty()) {
+    struct statvfs fs {};
+    if (statvfs(data_dir_.c_str(), &fs) == 0) {
+      const double unit = static_cast<double>(fs.f_frsize);
+      metrics_->data_dir_available_bytes.Add({}).Set(static_cast<double>(fs.f_bavail) * unit);
+      metrics_->data_dir_capacity_bytes.Add({}).Set(static_cast<double>(fs.f_blocks) * unit);
+    }
+  }
 }
 
 void MetricsBridge::OnTrainingStep(int64_t examples) {
@@ -132,18 +197,28 @@ void MetricsBridge::OnTrainingStep(int64_t examples) {
 
 void MetricsBridge::Collect() {
   absl::MutexLock lock(&mu_);
+  CollectProcess();
   if (queue_ == nullptr || db_ == nullptr) return;
-  metrics_->training_queue_depth.Add({}).Set(queue_->queued());
-  // Count every job by state, across tenants, paging through the job table.
+  // Count every job by state, and queued jobs by tenant, across tenants,
+  // paging through the job table.
   std::map<v1::JobState, int64_t> counts;
+  std::map<std::string, int64_t> queued;
   storage::JobStore::ListOptions lo;
   lo.page_size = 1 << 30;  // capped by the store at its maximum page size
   while (true) {
     absl::StatusOr<storage::JobStore::Page> page = db_->jobs().List(lo);
     if (!page.ok()) return;  // keep the previous values rather than report a partial count
-    for (const v1::JobRecord& job : page->jobs) ++counts[job.state()];
+    for (const v1::JobRecord& job : page->jobs) {
+      ++counts[job.state()];
+      if (job.state() == v1::JOB_STATE_QUEUED) ++queued[job.tenant()];
+    }
     if (page->next_page_token.empty()) break;
     lo.page_token = page->next_page_token;
+  }
+  for (const auto& [tenant, n] : queued) queue_tenants_.insert(tenant);
+  for (const std::string& tenant : queue_tenants_) {
+    const auto it = queued.find(tenant);
+    metrics_->training_queue_depth.Add({{"tenant", tenant}}).Set(it == queued.end() ? 0.0 : static_cast<double>(it->second));
   }
   for (int s = v1::JobState_MIN; s <= v1::JobState_MAX; ++s) {
     if (!v1::JobState_IsValid(s) || s == 0) continue;  // 0 = JOB_STATE_UNSPECIFIED

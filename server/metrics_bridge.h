@@ -7,7 +7,9 @@
 //   - training (steps, examples) and, at scrape time, the jobs table and the
 //     queue depth, read from the job store/queue (so the gauges are always
 //     exactly what is stored, whichever code path changed a job);
-//   - model and build info.
+//   - model and build info, whether the server is serving, backups;
+//   - at scrape time: the process (memory, CPU, file descriptors) and the
+//     free space of the file system holding --data_dir.
 // Nothing here is labelled by task, job or request id (DESIGN.md section 7).
 //
 // Thread safety: every method is thread-safe and cheap, except that the
@@ -19,7 +21,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -73,8 +77,17 @@ class MetricsBridge {
   // Serving hooks; valid for the bridge's lifetime.
   serving::ServingObserver* serving_observer();
   // From now on each scrape refreshes adapterd_training_jobs{state} and
-  // adapterd_training_queue_depth from `db` and `queue`.
-  void WatchQueue(const training::JobQueue* queue, storage::Database* db);
+  // adapterd_training_queue_depth{tenant} from `db`: every tenant in
+  // `tenants` (and any other with queued jobs) has a series, 0 when idle.
+  void WatchQueue(const training::JobQueue* queue, storage::Database* db, std::vector<std::string> tenants);
+  // From now on each scrape reports the free and total bytes of the file
+  // system holding `path`.
+  void WatchDataDir(std::string path);
+  // adapterd_serving: true once the server answers calls, false when it
+  // starts draining.
+  void SetServing(bool serving);
+  // One backup finished (`ok` or not) after `seconds`, at Unix time `now`.
+  void OnBackup(bool ok, double seconds, double now);
   // One optimiser step over `examples` examples.
   void OnTrainingStep(int64_t examples);
   // Stops the endpoint and detaches the queue; idempotent.
@@ -84,6 +97,7 @@ class MetricsBridge {
   class Observer;
   MetricsBridge();
   void Collect();
+  void CollectProcess();
 
   metrics::Registry registry_;
   std::unique_ptr<metrics::ServerMetrics> metrics_;
@@ -94,6 +108,9 @@ class MetricsBridge {
   mutable absl::Mutex mu_;
   const training::JobQueue* queue_ ABSL_GUARDED_BY(mu_) = nullptr;
   storage::Database* db_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::set<std::string> queue_tenants_ ABSL_GUARDED_BY(mu_);  // every tenant given a depth series
+  std::string data_dir_ ABSL_GUARDED_BY(mu_);
+  double cpu_seconds_reported_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace adapterd

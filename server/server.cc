@@ -15,9 +15,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/cpu_quota.h"
 #include "common/status_macros.h"
 #include "server/api/backend.h"
 #include "server/api/grpc_service.h"
+#include "server/api/shard_fanout.h"
+#include "server/backup_scheduler.h"
 #include "server/api/tenants.h"
 #include "server/metrics_bridge.h"
 #include "server/model/model_loader.h"
@@ -41,7 +44,9 @@ struct Server::Parts {
   std::unique_ptr<training::JobQueue> queue;
   std::unique_ptr<training::JobRunner> runner;
   std::unique_ptr<api::Backend> backend;
+  std::unique_ptr<api::ShardFanout> fanout;
   std::unique_ptr<api::GrpcService> service;
+  std::unique_ptr<BackupScheduler> backups;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
 };
@@ -86,7 +91,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
 absl::Status Server::StartAll() {
   Parts& p = *parts_;
   const ServerOptions& o = options_;
-  if (const int threads = model::SetComputeThreads(o.threads); threads > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr) {
+  // --threads 0: what this process may use, which in a container is its CPU
+  // quota rather than the host's cores.
+  const CpuBudget cpus = CurrentCpuBudget();
+  const int threads = model::SetComputeThreads(o.threads > 0 ? o.threads : cpus.usable());
+  std::fprintf(stderr, "adapterd: intra-op threads: %d (%s)\n", threads,
+               o.threads > 0 ? "--threads" : absl::StrCat("--threads 0: ", cpus.Describe()).c_str());
+  if (threads > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr) {
     // libgomp reads its wait policy only at load, so it cannot be set here.
     std::fprintf(stderr,
                  "adapterd: note: OMP_WAIT_POLICY is unset: on CPU, OpenMP's idle workers spin beside OpenBLAS's "
@@ -114,12 +125,21 @@ absl::Status Server::StartAll() {
 
   ASSIGN_OR_RETURN(p.metrics, MetricsBridge::Create(o.metrics_address));
   if (p.metrics->port() != 0) std::fprintf(stderr, "adapterd: /metrics on port %d\n", p.metrics->port());
+  p.metrics->WatchDataDir(o.data_dir);
 
   // 2. gRPC, answering health checks (NOT_SERVING) while the encoder loads.
   api::GrpcService::Options so;
   so.tenants = p.tenants.get();
   MetricsBridge* metrics = p.metrics.get();
   so.on_rpc = [metrics](const api::RpcRecord& r) { metrics->OnRpc(r); };
+  if (!o.peers.empty()) {
+    api::ShardFanout::Options fo;
+    fo.peers = o.peers;
+    p.fanout = std::make_unique<api::ShardFanout>(std::move(fo));
+    so.fanout = p.fanout.get();
+    std::fprintf(stderr, "adapterd: one of %zu task-sharded replicas: list calls answer for all of them\n",
+                 o.peers.size());
+  }
   p.service = std::make_unique<api::GrpcService>(std::move(so));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -189,7 +209,7 @@ absl::Status Server::StartAll() {
   qo.limits.max_queued_total = o.max_queued_jobs_total;
   qo.validator = training::MakeJobValidator(p.db.get(), train_model->tokenizer.get(), limits, defaults);
   ASSIGN_OR_RETURN(p.queue, training::JobQueue::Create(std::move(qo)));
-  p.metrics->WatchQueue(p.queue.get(), p.db.get());
+  p.metrics->WatchQueue(p.queue.get(), p.db.get(), p.tenants->TenantIds());
 
   training::JobRunner::Options ro;
   ro.queue = p.queue.get();
@@ -214,9 +234,22 @@ absl::Status Server::StartAll() {
   bo.training_defaults = defaults;
   ASSIGN_OR_RETURN(p.backend, api::Backend::Create(std::move(bo)));
 
+  if (!o.backup_dir.empty()) {
+    BackupScheduler::Options bso;
+    bso.db = p.db.get();
+    bso.backup_dir = o.backup_dir;
+    bso.interval = absl::Seconds(o.backup_interval_seconds);
+    bso.keep = o.backups_to_keep;
+    bso.on_backup = [metrics](const absl::StatusOr<storage::BackupInfo>& info, absl::Duration took) {
+      metrics->OnBackup(info.ok(), absl::ToDoubleSeconds(took), absl::ToUnixMicros(absl::Now()) / 1e6);
+    };
+    p.backups = std::make_unique<BackupScheduler>(std::move(bso));
+  }
+
   p.runner->Start();
   p.service->SetBackend(p.backend.get());
   p.grpc_server->GetHealthCheckService()->SetServingStatus(true);
+  p.metrics->SetServing(true);
   std::fprintf(stderr, "adapterd: SERVING on port %d (model %s, %s, %s)\n", p.grpc_port, o.model_dir.c_str(),
                o.device.c_str(), o.dtype.c_str());
   return absl::OkStatus();
@@ -234,6 +267,7 @@ void Server::Shutdown() {
   // with a watchdog in case a training step outlasts it.
   const ShutdownPlan plan = PlanShutdown(absl::Now(), options_.drain_seconds);
   if (p.grpc_server) p.grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  if (p.metrics) p.metrics->SetServing(false);
   if (p.service) p.service->StartDraining(plan.streams_deadline);
   // Preempt the running job at its next step while calls drain; it is
   // checkpointed and left RUNNING, so the next start resumes it.
@@ -249,6 +283,7 @@ void Server::Shutdown() {
   if (p.engine) p.engine->Shutdown();
   if (p.metrics) p.metrics->Stop();
   if (p.grpc_server) p.grpc_server->Wait();
+  p.backups.reset();  // waits for a backup in progress
   p.backend.reset();
   p.runner.reset();
   p.queue.reset();
@@ -271,5 +306,11 @@ ShutdownPlan PlanShutdown(absl::Time start, int drain_seconds) {
 }
 
 void Server::Wait() { stopped_.WaitForNotification(); }
+
+bool Server::TriggerBackup() {
+  if (!parts_->backups) return false;
+  parts_->backups->TriggerNow();
+  return true;
+}
 
 }  // namespace adapterd

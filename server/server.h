@@ -62,6 +62,9 @@ class Server {
   void Shutdown();
   // Blocks until Shutdown() has finished.
   void Wait();
+  // Starts a database backup now (asynchronously) when --backup_dir is set;
+  // false when backups are off.
+  bool TriggerBackup();
 
   struct Parts;  // defined in server.cc
 

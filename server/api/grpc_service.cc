@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/routing.h"
 #include "common/status_macros.h"
 #include "server/api/grpc_status.h"
 
@@ -102,7 +103,15 @@ grpc::Status GrpcService::UploadDataset(grpc::ServerContext* ctx,
     v1::UploadDatasetRequest msg;
     if (!reader->Read(&msg)) return absl::InvalidArgumentError("the upload stream is empty");
     if (!msg.has_metadata()) return absl::InvalidArgumentError("the first message must carry metadata");
-    ASSIGN_OR_RETURN(std::unique_ptr<DatasetUpload> upload, backend().BeginUpload(tenant, msg.metadata()));
+    // A server-assigned id carries the task the upload is made for, so later
+    // calls naming the dataset can be routed (common/routing.h).
+    std::string route_task;
+    const auto& md = ctx->client_metadata();
+    if (auto it = md.find(std::string(kTaskRoutingHeader)); it != md.end()) {
+      route_task.assign(it->second.data(), it->second.size());
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<DatasetUpload> upload,
+                     backend().BeginUpload(tenant, msg.metadata(), route_task));
     while (reader->Read(&msg)) {
       RETURN_IF_ERROR(StopReason(ctx, /*client_stream=*/true));
       if (!msg.has_chunk()) return absl::InvalidArgumentError("only the first message may carry metadata");
@@ -141,6 +150,10 @@ grpc::Status GrpcService::GetTrainingJob(grpc::ServerContext* ctx, const v1::Get
 grpc::Status GrpcService::ListTrainingJobs(grpc::ServerContext* ctx, const v1::ListTrainingJobsRequest* request,
                                            v1::ListTrainingJobsResponse* response) {
   return Handle("ListTrainingJobs", ctx, [&](const Tenant& t) -> absl::Status {
+    if (options_.fanout != nullptr && !ShardFanout::IsShardLocalCall(*ctx)) {
+      ASSIGN_OR_RETURN(*response, options_.fanout->ListTrainingJobs(*ctx, t.id(), *request));
+      return absl::OkStatus();
+    }
     ASSIGN_OR_RETURN(*response, backend().ListTrainingJobs(t, *request));
     return absl::OkStatus();
   });
@@ -173,6 +186,10 @@ grpc::Status GrpcService::GetTask(grpc::ServerContext* ctx, const v1::GetTaskReq
 grpc::Status GrpcService::ListTasks(grpc::ServerContext* ctx, const v1::ListTasksRequest* request,
                                     v1::ListTasksResponse* response) {
   return Handle("ListTasks", ctx, [&](const Tenant& t) -> absl::Status {
+    if (options_.fanout != nullptr && !ShardFanout::IsShardLocalCall(*ctx)) {
+      ASSIGN_OR_RETURN(*response, options_.fanout->ListTasks(*ctx, t.id(), *request));
+      return absl::OkStatus();
+    }
     ASSIGN_OR_RETURN(*response, backend().ListTasks(t, *request));
     return absl::OkStatus();
   });

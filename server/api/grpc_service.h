@@ -1,7 +1,8 @@
 // The thin gRPC layer of adapterd.v1.Adapterd (DESIGN.md section 8): each
 // method authenticates the caller (TenantRegistry), makes one call into the
 // Backend, maps the Status (grpc_status.h) and reports the call to an
-// observer (metrics). No business logic lives here.
+// observer (metrics). No business logic lives here. On a task-sharded
+// replica, list calls go to the ShardFanout instead of the Backend.
 //
 // Client streams (UploadDataset, ImportAdapter) commit only when the client
 // ends the stream cleanly (half-close). A stream that ends any other way
@@ -29,6 +30,7 @@
 #include "absl/time/time.h"
 #include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
 #include "server/api/backend.h"
+#include "server/api/shard_fanout.h"
 #include "server/api/tenants.h"
 
 namespace adapterd::api {
@@ -47,6 +49,9 @@ class GrpcService final : public v1::Adapterd::Service {
   struct Options {
     const TenantRegistry* tenants = nullptr;  // not owned
     std::function<void(const RpcRecord&)> on_rpc;
+    // Set on a task-sharded replica (--peers): list calls answer for every
+    // replica (shard_fanout.h). Not owned; null = this server is the whole.
+    const ShardFanout* fanout = nullptr;
   };
   explicit GrpcService(Options options) : options_(std::move(options)) {}
 

@@ -15,7 +15,8 @@ ServerMetrics::ServerMetrics(Registry& r)
     : requests_total(r.AddCounter("adapterd_requests_total",
                                   "gRPC calls finished, by method, status code and tenant.")),
       request_duration_seconds(r.AddHistogram("adapterd_request_duration_seconds",
-                                              "Server-side latency of gRPC calls, by method.", LatencyBuckets())),
+                                              "Server-side latency of gRPC calls, by method and tenant.",
+                                              LatencyBuckets())),
       predict_texts_total(r.AddCounter("adapterd_predict_texts_total", "Texts received in Predict calls.")),
       batch_size(r.AddHistogram("adapterd_batch_size", "Rows per mixed-task forward pass.", CountBuckets())),
       batch_tasks(r.AddHistogram("adapterd_batch_tasks", "Distinct tasks per mixed-task forward pass.",
@@ -42,7 +43,7 @@ ServerMetrics::ServerMetrics(Registry& r)
                                           "deserialise and convert).",
                                           LoadBuckets())),
       training_jobs(r.AddGauge("adapterd_training_jobs", "Training jobs stored, by state.")),
-      training_queue_depth(r.AddGauge("adapterd_training_queue_depth", "Training jobs waiting in the queue.")),
+      training_queue_depth(r.AddGauge("adapterd_training_queue_depth", "Training jobs waiting in the queue, by tenant.")),
       training_steps_total(r.AddCounter("adapterd_training_steps_total", "Optimiser steps taken by training jobs.")),
       training_examples_total(r.AddCounter("adapterd_training_examples_total",
                                            "Training examples processed (forward and backward).")),
@@ -51,13 +52,36 @@ ServerMetrics::ServerMetrics(Registry& r)
       device_memory_bytes(r.AddGauge("adapterd_device_memory_bytes",
                                      "Bytes resident on the device, by kind (encoder, adapters).")),
       model_info(r.AddGauge("adapterd_model_info", "The loaded encoder (value 1).")),
-      build_info(r.AddGauge("adapterd_build_info", "adapterd's version (value 1).")) {
+      build_info(r.AddGauge("adapterd_build_info", "adapterd's version (value 1).")),
+      serving(r.AddGauge("adapterd_serving",
+                         "1 while the server answers adapterd calls; 0 while it starts (encoder loading) or drains.")),
+      data_dir_available_bytes(r.AddGauge("adapterd_data_dir_available_bytes",
+                                          "Bytes available to adapterd on the file system of --data_dir.")),
+      data_dir_capacity_bytes(r.AddGauge("adapterd_data_dir_capacity_bytes",
+                                         "Size in bytes of the file system of --data_dir.")),
+      backups_total(r.AddCounter("adapterd_backups_total", "Database backups taken, by result (ok, error).")),
+      backup_last_success_timestamp_seconds(
+          r.AddGauge("adapterd_backup_last_success_timestamp_seconds",
+                     "Unix time of the last successful backup; 0 before the first one.")),
+      backup_last_duration_seconds(r.AddGauge("adapterd_backup_last_duration_seconds",
+                                              "Seconds the last backup took (successful or not).")),
+      process_resident_memory_bytes(r.AddGauge("process_resident_memory_bytes", "Resident memory size in bytes.")),
+      process_virtual_memory_bytes(r.AddGauge("process_virtual_memory_bytes", "Virtual memory size in bytes.")),
+      process_open_fds(r.AddGauge("process_open_fds", "Number of open file descriptors.")),
+      process_max_fds(r.AddGauge("process_max_fds", "Maximum number of open file descriptors.")),
+      process_cpu_seconds_total(r.AddCounter("process_cpu_seconds_total",
+                                             "Total user and system CPU time spent in seconds.")),
+      process_start_time_seconds(r.AddGauge("process_start_time_seconds",
+                                            "Start time of the process since unix epoch in seconds.")) {
   // Unlabelled families show 0 from the start, so rate() works from the
   // first scrape.
   for (Family<Histogram>* h : {&batch_size, &batch_tasks, &batch_queue_wait_seconds, &batch_padding_ratio}) {
     h->Add({});
   }
-  training_queue_depth.Add({});
+  serving.Add({});
+  for (const char* result : {"ok", "error"}) backups_total.Add({{"result", result}});
+  backup_last_success_timestamp_seconds.Add({});
+  backup_last_duration_seconds.Add({});
   training_steps_total.Add({});
   training_examples_total.Add({});
   for (const char* tier : {"host", "device"}) {

@@ -27,7 +27,7 @@ struct ServerMetrics {
   explicit ServerMetrics(Registry& registry);
 
   Family<Counter>& requests_total;                // {method, code, tenant}
-  Family<Histogram>& request_duration_seconds;    // {method}
+  Family<Histogram>& request_duration_seconds;    // {method, tenant}
   Family<Counter>& predict_texts_total;           // {tenant}
   Family<Histogram>& batch_size;                  // rows per forward pass
   Family<Histogram>& batch_tasks;                 // distinct tasks per forward pass
@@ -42,13 +42,26 @@ struct ServerMetrics {
   Family<Gauge>& adapter_cache_budget_bytes;      // {tier}
   Family<Histogram>& adapter_load_seconds;        // {tier}
   Family<Gauge>& training_jobs;                   // {state}
-  Family<Gauge>& training_queue_depth;
+  Family<Gauge>& training_queue_depth;            // {tenant}
   Family<Counter>& training_steps_total;
   Family<Counter>& training_examples_total;
   Family<Counter>& executor_busy_seconds_total;   // {kind}
   Family<Gauge>& device_memory_bytes;             // {device, kind}
   Family<Gauge>& model_info;                      // 1; {fingerprint, device, dtype, layers, hidden}
   Family<Gauge>& build_info;                      // 1; {version}
+  Family<Gauge>& serving;                         // 1 serving, 0 starting or draining
+  Family<Gauge>& data_dir_available_bytes;        // file system of --data_dir
+  Family<Gauge>& data_dir_capacity_bytes;
+  Family<Counter>& backups_total;                 // {result: ok, error}
+  Family<Gauge>& backup_last_success_timestamp_seconds;
+  Family<Gauge>& backup_last_duration_seconds;
+  // The process, under the names every Prometheus client library uses.
+  Family<Gauge>& process_resident_memory_bytes;
+  Family<Gauge>& process_virtual_memory_bytes;
+  Family<Gauge>& process_open_fds;
+  Family<Gauge>& process_max_fds;
+  Family<Counter>& process_cpu_seconds_total;
+  Family<Gauge>& process_start_time_seconds;
 };
 
 }  // namespace adapterd::metrics

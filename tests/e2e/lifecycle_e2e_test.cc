@@ -44,20 +44,6 @@ constexpr int kUnavailable = 14;  // grpc::StatusCode::UNAVAILABLE
 
 class LifecycleTest : public ServerProcessTest {
  protected:
-  // rpc_probe against the running server, as a child process.
-  Process Probe(const std::vector<std::string>& args, const std::string& name) {
-    std::vector<std::string> argv = {kRpcProbe, absl::StrCat(grpc_port_)};
-    argv.insert(argv.end(), args.begin(), args.end());
-    absl::StatusOr<Process> p = Process::Start(argv, dir_.Sub(name + ".log"));
-    EXPECT_TRUE(p.ok()) << p.status();
-    return *std::move(p);
-  }
-
-  // Waits until `p` has logged `line`.
-  static bool Logged(Process& p, const std::string& line) {
-    return PollUntil([&] { return p.Log().find(line) != std::string::npos; }, absl::Minutes(2));
-  }
-
   // The value of a counter sample whose labels include every one of
   // `labels` ("name=\"value\""), or -1 when the scrape has none.
   double Counter(const std::string& name, const std::vector<std::string>& labels) {

@@ -71,6 +71,7 @@ class ServerProcessTest : public ::testing::Test {
                                      "--threads", threads,
                                      "--max_queue_delay_us", "500",
                                      "--drain_seconds", drain_seconds_};
+    argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
     auto p = Process::Start(argv, dir_.Sub(absl::StrCat("adapterd.", ++starts_, ".log")));
     ASSERT_TRUE(p.ok()) << p.status();
     server_ = std::make_unique<Process>(*std::move(p));
@@ -98,7 +99,12 @@ class ServerProcessTest : public ::testing::Test {
 
   // `timeout_seconds` bounds each call, and `train`'s whole watch.
   CommandResult Ctl(std::vector<std::string> args, const std::string& stdin_text = "", int timeout_seconds = 120) {
-    std::vector<std::string> argv = {kAdapterctl, "--server", absl::StrCat("127.0.0.1:", grpc_port_), "--timeout",
+    return CtlAt(grpc_port_, std::move(args), stdin_text, timeout_seconds);
+  }
+  // Ctl against the server on 127.0.0.1:`port`.
+  CommandResult CtlAt(int port, std::vector<std::string> args, const std::string& stdin_text = "",
+                      int timeout_seconds = 120) {
+    std::vector<std::string> argv = {kAdapterctl, "--server", absl::StrCat("127.0.0.1:", port), "--timeout",
                                      absl::StrCat(timeout_seconds)};
     argv.insert(argv.end(), args.begin(), args.end());
     absl::StatusOr<CommandResult> r =
@@ -108,9 +114,10 @@ class ServerProcessTest : public ::testing::Test {
   }
 
   // Runs `adapterctl --json ...`, expecting success, and parses stdout.
-  nlohmann::json CtlJson(std::vector<std::string> args) {
+  nlohmann::json CtlJson(std::vector<std::string> args) { return CtlJsonAt(grpc_port_, std::move(args)); }
+  nlohmann::json CtlJsonAt(int port, std::vector<std::string> args) {
     args.insert(args.begin(), "--json");
-    CommandResult r = Ctl(args);
+    CommandResult r = CtlAt(port, args);
     EXPECT_EQ(r.exit_code, 0) << "adapterctl " << args[1] << ": " << r.err << r.out;
     nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
     EXPECT_FALSE(j.is_discarded()) << r.out;
@@ -119,9 +126,26 @@ class ServerProcessTest : public ::testing::Test {
 
   std::string Example(const std::string& name) const { return kSourceDir + "/examples/" + name; }
 
+  // Starts tests/e2e/rpc_probe against the server with `args`; its output
+  // goes to <name>.log.
+  Process Probe(const std::vector<std::string>& args, const std::string& name) {
+    std::vector<std::string> argv = {kRpcProbe, absl::StrCat(grpc_port_)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    absl::StatusOr<Process> p = Process::Start(argv, dir_.Sub(name + ".log"));
+    EXPECT_TRUE(p.ok()) << p.status();
+    return *std::move(p);
+  }
+
+  // Waits (at most `timeout`) until `p` has logged `line`.
+  static bool Logged(Process& p, const std::string& line, absl::Duration timeout = absl::Minutes(2)) {
+    return PollUntil([&] { return p.Log().find(line) != std::string::npos; }, timeout);
+  }
+
   static inline TempDir* model_root_ = nullptr;
   // --drain_seconds of the servers StartServer() starts.
   std::string drain_seconds_ = "10";
+  // More flags for the servers StartServer() starts.
+  std::vector<std::string> extra_args_;
   TempDir dir_;
   std::unique_ptr<Process> server_;
   int starts_ = 0;

@@ -214,7 +214,11 @@ TEST(ServerMetrics, EveryMetricPassesPromtoolAndAvoidsUnboundedLabels) {
   Registry r;
   ServerMetrics m(r);
   m.requests_total.Add({{"method", "Predict"}, {"code", "OK"}, {"tenant", "default"}}).Increment();
-  m.request_duration_seconds.Add({{"method", "Predict"}}).Observe(0.01);
+  m.request_duration_seconds.Add({{"method", "Predict"}, {"tenant", "default"}}).Observe(0.01);
+  m.training_queue_depth.Add({{"tenant", "default"}}).Set(2);
+  m.backups_total.Add({{"result", "ok"}}).Increment();
+  m.process_cpu_seconds_total.Add({}).Increment(0.5);
+  m.process_resident_memory_bytes.Add({}).Set(1 << 20);
   m.predict_texts_total.Add({{"tenant", "default"}}).Increment(3);
   m.batch_size.Add({}).Observe(8);
   m.adapter_cache_budget_bytes.Add({{"tier", "host"}}).Set(1 << 20);
@@ -227,13 +231,17 @@ TEST(ServerMetrics, EveryMetricPassesPromtoolAndAvoidsUnboundedLabels) {
   const std::string text = r.Serialize();
   EXPECT_THAT(text, HasSubstr("adapterd_build_info{version=\""));
   EXPECT_THAT(text, HasSubstr("adapterd_training_steps_total 0\n"));
+  EXPECT_THAT(text, HasSubstr("adapterd_backups_total{result=\"error\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("adapterd_serving 0\n"));
   ASSERT_OK_AND_ASSIGN(e2e::CommandResult lint,
                        e2e::RunCommand({"/usr/bin/promtool", "check", "metrics"}, absl::Minutes(1), text));
   EXPECT_EQ(lint.exit_code, 0) << "promtool (scripts/install-deps.sh installs the prometheus package):\n"
                                << lint.out << lint.err;
   EXPECT_EQ(lint.out + lint.err, "");
   for (const FamilyBase* f : r.families()) {
-    EXPECT_EQ(f->name().rfind("adapterd_", 0), 0u) << f->name();
+    // adapterd's own, or the process metrics every Prometheus client exports
+    // under these names.
+    EXPECT_TRUE(f->name().rfind("adapterd_", 0) == 0 || f->name().rfind("process_", 0) == 0) << f->name();
     for (const std::string& label : f->LabelNames()) {
       EXPECT_THAT(label, ::testing::Not(::testing::AnyOf("task", "task_id", "job", "job_id", "request_id")))
           << f->name();

@@ -1,0 +1,247 @@
+// Scale-out through one address (docs/DEPLOYMENT.md, "Scale-out"): three real
+// adapterd replicas with --peers, and Debian's nginx running the repository's
+// router configuration (deploy/k8s/router/adapterd-router.conf, laid out by
+// tests/deploy/k8s/render_router.sh), all on 127.0.0.1. Every step of the
+// README walkthrough goes through the router's single address with the real
+// adapterctl; each task lives on exactly one replica; a stopped replica's
+// tasks answer UNAVAILABLE while the others serve, and serve again after a
+// restart; a task moves between replicas with export/import.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tests/e2e/server_fixture.h"
+
+namespace adapterd::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kReplicas = 3;
+constexpr int kTasks = 12;
+constexpr int kExitNotFound = 4;     // adapterctl's exit codes (client/commands.h)
+constexpr int kExitUnavailable = 9;
+const char kNginx[] = "/usr/sbin/nginx";
+
+std::string TaskName(int i) { return absl::StrFormat("task-%02d", i); }
+
+class ShardingTest : public ServerProcessTest {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < kReplicas; ++i) {
+      absl::StatusOr<int> port = PickFreePort();
+      ASSERT_TRUE(port.ok()) << port.status();
+      ports_.push_back(*port);
+      peers_.push_back(absl::StrCat("127.0.0.1:", *port));
+    }
+    replicas_.resize(kReplicas);
+    for (int i = 0; i < kReplicas; ++i) ASSERT_NO_FATAL_FAILURE(StartReplica(i));
+    ASSERT_NO_FATAL_FAILURE(StartRouter());
+    // A small, balanced dataset: the test is about where calls go, not accuracy.
+    std::ifstream in(Example("sentiment_train.csv"));
+    std::ofstream out(dir_.Sub("small.csv"));
+    std::string line;
+    for (int n = 0; n < 61 && std::getline(in, line); ++n) out << line << "\n";
+  }
+
+  void StartReplica(int i) {
+    std::vector<std::string> argv = {kAdapterd,
+                                     "--listen", peers_[i],
+                                     "--metrics_listen", "127.0.0.1:0",
+                                     "--data_dir", dir_.Sub(absl::StrCat("replica-", i)),
+                                     "--model_dir", model_root_->Sub("model"),
+                                     "--threads", "1",
+                                     "--max_queue_delay_us", "500",
+                                     "--peers", absl::StrJoin(peers_, ",")};
+    auto p = Process::Start(argv, dir_.Sub(absl::StrCat("replica-", i, ".", ++starts_, ".log")));
+    ASSERT_TRUE(p.ok()) << p.status();
+    replicas_[i] = std::make_unique<Process>(*std::move(p));
+    Process& r = *replicas_[i];
+    const bool up = PollUntil([&] { return !r.running() || r.Log().find("SERVING on port") != std::string::npos; },
+                              absl::Minutes(3));
+    ASSERT_TRUE(up && r.running()) << "replica " << i << " did not start:\n" << r.Log();
+  }
+
+  void StartRouter() {
+    absl::StatusOr<int> port = PickFreePort();
+    ASSERT_TRUE(port.ok()) << port.status();
+    router_port_ = *port;
+    grpc_port_ = router_port_;  // Ctl() goes through the router
+    std::vector<std::string> render = {kSourceDir + "/tests/deploy/k8s/render_router.sh", dir_.Sub("router"),
+                                       absl::StrCat(router_port_)};
+    render.insert(render.end(), peers_.begin(), peers_.end());
+    absl::StatusOr<CommandResult> r = RunCommand(render, absl::Seconds(30));
+    ASSERT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->err : r.status().ToString());
+    auto p = Process::Start({kNginx, "-c", dir_.Sub("router/nginx.conf"), "-e", dir_.Sub("router/error.log"), "-g",
+                             "daemon off;"},
+                            dir_.Sub("nginx.log"));
+    ASSERT_TRUE(p.ok()) << p.status();
+    router_ = std::make_unique<Process>(*std::move(p));
+    const bool up = PollUntil([&] { return !router_->running() || Ctl({"health"}).exit_code == 0; },
+                              absl::Seconds(30), absl::Milliseconds(200));
+    ASSERT_TRUE(up && router_->running()) << "router did not start:\n" << router_->Log();
+  }
+
+  // nginx's master must stop gracefully (SIGQUIT): SIGKILLed alone, it would
+  // leave its worker listening.
+  void TearDown() override {
+    if (router_) {
+      router_->Signal(SIGQUIT);
+      EXPECT_TRUE(router_->Wait(absl::Seconds(15)).ok()) << "nginx did not stop";
+    }
+    for (auto& r : replicas_) {
+      if (r && r->running()) r->Signal(SIGTERM);
+    }
+    for (auto& r : replicas_) {
+      if (r) (void)r->Wait(absl::Seconds(30));
+    }
+  }
+
+  // The replica that holds `task` (asked directly, bypassing the router);
+  // fails unless exactly one does.
+  int OwnerOf(const std::string& task) {
+    int owner = -1;
+    for (int i = 0; i < kReplicas; ++i) {
+      const CommandResult r = CtlAt(ports_[i], {"tasks", "get", task});
+      if (r.exit_code == 0) {
+        EXPECT_EQ(owner, -1) << task << " is on replicas " << owner << " and " << i;
+        owner = i;
+      } else {
+        EXPECT_EQ(r.exit_code, kExitNotFound) << task << " on replica " << i << ": " << r.err;
+      }
+    }
+    EXPECT_NE(owner, -1) << task << " is on no replica";
+    return owner;
+  }
+
+  std::vector<std::string> Predict(const std::string& task) {
+    return {"predict", "--task", task, "--all-scores", "great and fast, I love it", "broken, rude and slow"};
+  }
+
+  std::vector<int> ports_;
+  std::vector<std::string> peers_;
+  std::vector<std::unique_ptr<Process>> replicas_;
+  std::unique_ptr<Process> router_;
+  int router_port_ = 0;
+};
+
+TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
+  // Train 12 tasks through the router: the upload carries the task, the job
+  // is created on the task's replica, and each job id carries its task, so
+  // `jobs watch` and `jobs get` reach the right replica too.
+  std::map<std::string, std::string> job_of;
+  for (int i = 0; i < kTasks; ++i) {
+    const nlohmann::json job = CtlJson({"train", "--detach", "--task", TaskName(i), "--data", dir_.Sub("small.csv"),
+                                        "--epochs", "1", "--seed", "3"});
+    ASSERT_TRUE(job.contains("job_id")) << job.dump();
+    job_of[TaskName(i)] = job["job_id"].get<std::string>();
+  }
+  for (const auto& [task, job_id] : job_of) {
+    const CommandResult watch = Ctl({"jobs", "watch", job_id}, "", 600);
+    ASSERT_EQ(watch.exit_code, 0) << task << ": " << watch.err << watch.out;
+    const nlohmann::json job = CtlJson({"jobs", "get", job_id});
+    EXPECT_EQ(job["state"], "JOB_STATE_SUCCEEDED") << job.dump();
+    EXPECT_EQ(job["task_id"], task);
+  }
+
+  // Each task lives on exactly one replica, and the tasks are spread.
+  std::map<std::string, int> owner;
+  std::set<int> used;
+  for (int i = 0; i < kTasks; ++i) {
+    owner[TaskName(i)] = OwnerOf(TaskName(i));
+    used.insert(owner[TaskName(i)]);
+  }
+  EXPECT_GE(used.size(), 2u) << "12 tasks hashed to one replica";
+
+  std::map<std::string, nlohmann::json> scores;
+  for (int i = 0; i < kTasks; ++i) {
+    scores[TaskName(i)] = CtlJson(Predict(TaskName(i)))["predictions"];
+    ASSERT_EQ(scores[TaskName(i)].size(), 2u);
+  }
+
+  // Lists answer for every replica, through any of them, with paging.
+  const nlohmann::json tasks = CtlJson({"tasks", "list"});
+  std::set<std::string> listed;
+  for (const auto& t : tasks["tasks"]) listed.insert(t["task_id"].get<std::string>());
+  EXPECT_EQ(listed.size(), static_cast<size_t>(kTasks)) << tasks.dump();
+  for (int i = 0; i < kReplicas; ++i) {
+    EXPECT_EQ(CtlJsonAt(ports_[i], {"tasks", "list"})["tasks"].size(), static_cast<size_t>(kTasks)) << i;
+  }
+  const nlohmann::json jobs = CtlJson({"jobs", "list", "--all", "--page-size", "5"});
+  std::vector<std::string> job_ids;
+  for (const auto& j : jobs["jobs"]) job_ids.push_back(j["job_id"].get<std::string>());
+  EXPECT_EQ(job_ids.size(), static_cast<size_t>(kTasks)) << jobs.dump();
+  EXPECT_TRUE(std::is_sorted(job_ids.begin(), job_ids.end())) << "merged pages are in id (creation) order";
+  EXPECT_EQ(std::set<std::string>(job_ids.begin(), job_ids.end()).size(), job_ids.size()) << "a job listed twice";
+  const CommandResult first_page = Ctl({"jobs", "list", "--page-size", "5"});
+  EXPECT_THAT(first_page.err, HasSubstr("--page-token"));
+
+  // A dataset uploaded for a task gets an id that carries the task: `datasets
+  // get` with just the id reaches the task's replica.
+  const nlohmann::json ds = CtlJson({"datasets", "upload", "--task", TaskName(5), dir_.Sub("small.csv")});
+  const std::string ds_id = ds["dataset_id"].get<std::string>();
+  EXPECT_THAT(ds_id, HasSubstr(TaskName(5)));
+  EXPECT_EQ(CtlJson({"datasets", "get", ds_id})["dataset_id"], ds_id);
+  EXPECT_EQ(CtlAt(ports_[owner[TaskName(5)]], {"datasets", "get", ds_id}).exit_code, 0) << "stored on the owner";
+
+  // Export, import and delete through the router.
+  const std::string file = dir_.Sub("task-00.safetensors");
+  ASSERT_EQ(Ctl({"tasks", "export", TaskName(0), "--out", file}).exit_code, 0);
+  ASSERT_EQ(Ctl({"tasks", "import", "task-00-copy", file}).exit_code, 0);
+  EXPECT_EQ(CtlJson(Predict("task-00-copy"))["predictions"], scores[TaskName(0)]);
+  ASSERT_EQ(Ctl({"tasks", "delete", "task-00-copy"}).exit_code, 0);
+  EXPECT_EQ(Ctl({"tasks", "get", "task-00-copy"}).exit_code, kExitNotFound);
+
+  // A replica dies: its tasks answer UNAVAILABLE (never NOT_FOUND from
+  // another replica), the others keep serving, lists refuse to be partial.
+  const int dead = owner[TaskName(0)];
+  replicas_[dead]->Signal(SIGKILL);
+  ASSERT_TRUE(replicas_[dead]->Wait(absl::Seconds(30)).ok());
+  for (int i = 0; i < kTasks; ++i) {
+    const std::string task = TaskName(i);
+    std::vector<std::string> args = Predict(task);
+    args.insert(args.begin(), "--json");
+    const CommandResult r = Ctl(args);
+    if (owner[task] == dead) {
+      EXPECT_EQ(r.exit_code, kExitUnavailable) << task << ": " << r.err << r.out;
+    } else {
+      ASSERT_EQ(r.exit_code, 0) << task << ": " << r.err;
+      EXPECT_EQ(nlohmann::json::parse(r.out)["predictions"], scores[task]) << task;
+    }
+  }
+  const CommandResult partial = Ctl({"tasks", "list"});
+  EXPECT_EQ(partial.exit_code, kExitUnavailable) << partial.out;
+  EXPECT_THAT(partial.err, HasSubstr("did not answer"));
+
+  // It comes back on its volume: its tasks serve the same scores again, and
+  // lists are whole again once the other replicas have reconnected to it
+  // (their reconnect backoff is capped at 1 s).
+  ASSERT_NO_FATAL_FAILURE(StartReplica(dead));
+  for (int i = 0; i < kTasks; ++i) {
+    EXPECT_EQ(CtlJson(Predict(TaskName(i)))["predictions"], scores[TaskName(i)]) << TaskName(i);
+  }
+  EXPECT_TRUE(PollUntil([&] { return Ctl({"tasks", "list"}).exit_code == 0; }, absl::Seconds(30),
+                        absl::Milliseconds(250)));
+  EXPECT_EQ(CtlJson({"tasks", "list"})["tasks"].size(), static_cast<size_t>(kTasks));
+
+  // Move a task between replicas (rebalancing): export from its owner,
+  // import into another, delete from the owner; the scores move with it.
+  const std::string moved = TaskName(1);
+  const int from = owner[moved];
+  const int to = (from + 1) % kReplicas;
+  const std::string moved_file = dir_.Sub("moved.safetensors");
+  ASSERT_EQ(CtlAt(ports_[from], {"tasks", "export", moved, "--out", moved_file}).exit_code, 0);
+  ASSERT_EQ(CtlAt(ports_[to], {"tasks", "import", moved, moved_file}).exit_code, 0);
+  ASSERT_EQ(CtlAt(ports_[from], {"tasks", "delete", moved}).exit_code, 0);
+  EXPECT_EQ(OwnerOf(moved), to);
+  EXPECT_EQ(CtlJsonAt(ports_[to], Predict(moved))["predictions"], scores[moved]);
+  EXPECT_EQ(CtlJson({"tasks", "list"})["tasks"].size(), static_cast<size_t>(kTasks)) << "listed once, after the move";
+}
+
+}  // namespace
+}  // namespace adapterd::e2e

@@ -3,23 +3,30 @@
 # Idempotent: packages already installed are left alone, and apt is only asked
 # when something is missing. Runs as root, or through sudo when available.
 #
-#   ./scripts/install-deps.sh                    # everything (build, test, run)
-#   ADAPTERD_DEPS=build ./scripts/install-deps.sh  # only what compiling needs
-#                                                # (docker/Dockerfile's builder)
+#   ./scripts/install-deps.sh                            # everything (build, test, run)
+#   ADAPTERD_DEPS=build ./scripts/install-deps.sh        # only what compiling the binaries needs,
+#                                                        # configured with -DADAPTERD_BUILD_TESTS=OFF
+#                                                        # -DADAPTERD_BUILD_BENCH=OFF (docker/Dockerfile)
+#   ADAPTERD_DEPS=build-notorch ./scripts/install-deps.sh  # the same without Debian's LibTorch and
+#                                                        # OpenBLAS (docker/Dockerfile.cuda brings
+#                                                        # LibTorch for CUDA)
 set -euo pipefail
 
 ADAPTERD_DEPS=${ADAPTERD_DEPS:-all}
 case "$ADAPTERD_DEPS" in
-  all|build) ;;
-  *) echo "install-deps: ADAPTERD_DEPS must be 'all' or 'build', not '$ADAPTERD_DEPS'" >&2; exit 2 ;;
+  all|build|build-notorch) ;;
+  *) echo "install-deps: ADAPTERD_DEPS must be all, build or build-notorch, not '$ADAPTERD_DEPS'" >&2; exit 2 ;;
 esac
+
+TORCH_PACKAGES=(
+  # model core: Debian's LibTorch (1.13, CPU). OpenBLAS with pthreads is
+  # required: without it LibTorch falls back to reference BLAS (~60x slower).
+  libtorch-dev libopenblas0-pthread libopenblas-pthread-dev
+)
 
 BUILD_PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config git ca-certificates
-  # model core: Debian's LibTorch (1.13, CPU). OpenBLAS with pthreads is
-  # required: without it LibTorch falls back to reference BLAS (~60x slower).
-  libtorch-dev libopenblas0-pthread libopenblas-pthread-dev
   # common / conventions
   libabsl-dev libssl-dev
   # API and storage
@@ -27,11 +34,11 @@ BUILD_PACKAGES=(
   librocksdb-dev
   # tokenizer, JSON, CLI, HTTP metrics endpoint
   libutf8proc-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev
-  # tests and benchmarks (CMake configures them, so a build needs them too)
-  libgtest-dev libgmock-dev libbenchmark-dev
 )
 
 TEST_PACKAGES=(
+  # test and benchmark frameworks
+  libgtest-dev libgmock-dev libbenchmark-dev
   # a real Prometheus and promtool for the metrics tests
   prometheus
   # golden-output reference (independent PyTorch implementation of BertModel)
@@ -45,6 +52,7 @@ TEST_PACKAGES=(
 )
 
 PACKAGES=("${BUILD_PACKAGES[@]}")
+if [ "$ADAPTERD_DEPS" != build-notorch ]; then PACKAGES+=("${TORCH_PACKAGES[@]}"); fi
 if [ "$ADAPTERD_DEPS" = all ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 
 # npm tools for the deployment tests, pinned, installed into one prefix
@@ -79,7 +87,7 @@ SUDO=""
 # npm: Debian's package only where no npm came with the machine's nodejs (a
 # NodeSource nodejs bundles npm and conflicts with Debian's npm package).
 if [ "$ADAPTERD_DEPS" = all ] && ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
-if [ "$ADAPTERD_DEPS" = build ]; then NPM_TOOLS=(); fi
+if [ "$ADAPTERD_DEPS" != all ]; then NPM_TOOLS=(); fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   if npm_tools_missing && [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/cpu_features.h"
 #include "common/cpu_quota.h"
 #include "common/status_macros.h"
 #include "server/api/backend.h"
@@ -38,7 +39,7 @@ struct Server::Parts {
   std::unique_ptr<storage::Database> db;
   std::unique_ptr<api::TenantRegistry> tenants;
   std::unique_ptr<MetricsBridge> metrics;
-  model::LoadedModel model;          // serving encoder (options.dtype)
+  model::LoadedModel model;          // serving encoder (the resolved --dtype)
   model::LoadedModel training_model; // fp32 copy when serving is not fp32
   std::unique_ptr<serving::InferenceEngine> engine;
   std::unique_ptr<training::JobQueue> queue;
@@ -157,7 +158,10 @@ absl::Status Server::StartAll() {
   std::fprintf(stderr, "adapterd: gRPC listening on port %d (NOT_SERVING while the encoder loads)\n", p.grpc_port);
 
   // 3. Model, serving engine, training.
-  ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(o.dtype));
+  const ServingDtype serving_dtype = ResolveServingDtype(o.dtype, o.device, CurrentFastBf16Feature());
+  std::fprintf(stderr, "adapterd: serving dtype %s (%s)\n", serving_dtype.dtype.c_str(),
+               serving_dtype.reason.c_str());
+  ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(serving_dtype.dtype));
   ASSIGN_OR_RETURN(c10::Device device, ParseDevice(o.device));
   model::LoadOptions lo;
   lo.device = device;
@@ -173,7 +177,7 @@ absl::Status Server::StartAll() {
   ModelInfo info;
   info.fingerprint = p.model.fingerprint;
   info.device = o.device;
-  info.dtype = o.dtype;
+  info.dtype = serving_dtype.dtype;
   info.layers = p.model.config.num_hidden_layers;
   info.hidden = p.model.config.hidden_size;
   info.encoder_bytes = p.model.encoder->NumParameters() * static_cast<int64_t>(c10::elementSize(dtype));
@@ -251,7 +255,7 @@ absl::Status Server::StartAll() {
   p.grpc_server->GetHealthCheckService()->SetServingStatus(true);
   p.metrics->SetServing(true);
   std::fprintf(stderr, "adapterd: SERVING on port %d (model %s, %s, %s)\n", p.grpc_port, o.model_dir.c_str(),
-               o.device.c_str(), o.dtype.c_str());
+               o.device.c_str(), serving_dtype.dtype.c_str());
   return absl::OkStatus();
 }
 

@@ -17,8 +17,8 @@ absl::Status ServerOptions::Validate() const {
   if (device != "cpu" && device != "cuda" && !absl::StartsWith(device, "cuda:")) {
     return bad(absl::StrCat("--device must be cpu, cuda or cuda:N, not '", device, "'"));
   }
-  if (dtype != "fp32" && dtype != "bf16" && dtype != "fp16") {
-    return bad(absl::StrCat("--dtype must be fp32, bf16 or fp16, not '", dtype, "'"));
+  if (dtype != "auto" && dtype != "fp32" && dtype != "bf16" && dtype != "fp16") {
+    return bad(absl::StrCat("--dtype must be auto, fp32, bf16 or fp16, not '", dtype, "'"));
   }
   if (max_seq_len < 8 || max_seq_len > 4096) return bad("--max_seq_len must be in [8, 4096]");
   if (max_batch_size < 1 || max_batch_size > 4096) return bad("--max_batch_size must be in [1, 4096]");
@@ -51,6 +51,16 @@ absl::Status ServerOptions::Validate() const {
   return absl::OkStatus();
 }
 
+ServingDtype ResolveServingDtype(const std::string& requested, const std::string& device,
+                                 const std::string& cpu_bf16_feature) {
+  if (requested != "auto") return {requested, "--dtype " + requested};
+  if (device.starts_with("cuda")) return {"bf16", "--dtype auto: a CUDA device"};
+  if (!cpu_bf16_feature.empty()) {
+    return {"bf16", absl::StrCat("--dtype auto: the CPU has native bf16 dot products (", cpu_bf16_feature, ")")};
+  }
+  return {"fp32", "--dtype auto: the CPU has no native bf16 (neither amx_bf16 nor avx512_bf16), where bf16 is slower"};
+}
+
 std::string EnvName(const std::string& flag) {
   std::string name = "ADAPTERD_";
   for (char c : flag) name.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
@@ -73,7 +83,9 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
                  "HuggingFace BERT directory: config.json, model.safetensors, vocab.txt [, tokenizer_config.json]")
       ->required();
   app.add_option("--device", o.device, "cpu, cuda or cuda:N");
-  app.add_option("--dtype", o.dtype, "Serving dtype: fp32, bf16 or fp16 (training always runs in fp32)");
+  app.add_option("--dtype", o.dtype,
+                 "Serving dtype: fp32, bf16, fp16, or auto (bf16 on CUDA and on CPUs with AMX or AVX512-BF16, "
+                 "fp32 elsewhere); training always runs in fp32");
   app.add_option("--max_seq_len", o.max_seq_len, "Tokens per input; longer inputs are truncated");
   app.add_option("--threads", o.threads,
                  "Intra-op CPU threads for LibTorch; 0 = the CPUs this process may use (affinity and cgroup quota)");

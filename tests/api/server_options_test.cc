@@ -99,6 +99,22 @@ TEST(ServerOptions, BadValuesFromTheEnvironmentAreRefusedNamingTheFlag) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--backup_interval_seconds")));
 }
 
+TEST(ServerOptions, DtypeAutoIsBf16WhereTheHardwareHasItAndFp32Elsewhere) {
+  int code = -1;
+  ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({"--model_dir", "/m"}, &code));
+  EXPECT_EQ(o.dtype, "fp32");
+  EXPECT_EQ(ResolveServingDtype("auto", "cpu", "avx512_bf16").dtype, "bf16");
+  EXPECT_THAT(ResolveServingDtype("auto", "cpu", "avx512_bf16").reason, HasSubstr("avx512_bf16"));
+  EXPECT_EQ(ResolveServingDtype("auto", "cpu", "amx_bf16").dtype, "bf16");
+  EXPECT_EQ(ResolveServingDtype("auto", "cpu", "").dtype, "fp32");
+  EXPECT_THAT(ResolveServingDtype("auto", "cpu", "").reason, HasSubstr("no native bf16"));
+  EXPECT_EQ(ResolveServingDtype("auto", "cuda:1", "").dtype, "bf16");
+  EXPECT_EQ(ResolveServingDtype("fp32", "cuda", "amx_bf16").dtype, "fp32");  // explicit wins
+  EXPECT_EQ(ResolveServingDtype("fp16", "cpu", "").dtype, "fp16");
+  EXPECT_THAT(Parse({"--model_dir", "/m", "--dtype", "int8"}, &code).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("auto, fp32, bf16 or fp16")));
+}
+
 TEST(ServerOptions, ModelDirIsStillRequired) {
   int code = 0;
   EXPECT_FALSE(Parse({}, &code).ok());

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/cpu_features.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -167,17 +168,7 @@ absl::StatusOr<LossAndAccuracy> MlmStep(const model::BertEncoder& encoder, const
 
 }  // namespace
 
-bool CpuHasFastBf16() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with("flags") && (line.find(" amx_bf16") != std::string::npos ||
-                                      line.find(" avx512_bf16") != std::string::npos)) {
-      return true;
-    }
-  }
-  return false;
-}
+bool CpuHasFastBf16() { return !CurrentFastBf16Feature().empty(); }
 
 PackedCorpus PackDocuments(const std::vector<std::string>& documents,
                            const model::BertTokenizer& tokenizer, int seq_len) {

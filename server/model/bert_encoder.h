@@ -69,7 +69,9 @@ struct ForwardOptions {
 };
 
 struct EncoderOutput {
-  at::Tensor last_hidden_state;  // [B, L, d], encoder dtype
+  // fp32 for fp32, bf16 and fp16 encoders (a reduced-precision encoder keeps
+  // its residual stream, LayerNorms and head in fp32); fp64 for fp64.
+  at::Tensor last_hidden_state;  // [B, L, d]
   at::Tensor pooled;             // [B, d]
   // [B, C] with C = the largest label count among the batch's tasks; a row's
   // logits past its own task's label count are -inf. Undefined for the plain

@@ -184,6 +184,38 @@ TEST_F(MixedTaskTest, EachRowEqualsItsSingleTaskForward) {
   }
 }
 
+// A bf16 encoder multiplies in bf16 but keeps the residual stream, the
+// LayerNorms and the head in fp32: its outputs are fp32, every path (single
+// task, segments, gathered bmm) stays close to the fp32 reference, and the
+// paths agree with each other as closely as fp32 rounding allows.
+TEST_F(MixedTaskTest, Bf16EncoderKeepsAnFp32StreamOnEveryPath) {
+  ASSERT_OK_AND_ASSIGN(EncoderWeights w, RandomEncoderWeights(TinyConfig(), 1));  // MakeEncoder's weights
+  BertEncoder::Options opts;
+  opts.dtype = at::kBFloat16;
+  opts.fingerprint = enc_->fingerprint();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<BertEncoder> bf16, BertEncoder::Create(TinyConfig(), std::move(w), opts));
+  std::vector<std::shared_ptr<const AdapterSet>> c(sets_.begin(), sets_.end());
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const AdapterStack> stack,
+                       AdapterStack::Create(c, bf16->config(), at::kCPU, at::kBFloat16, true));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput reference, enc_->Forward(MakeInput(rows_), *stack_, slots_));
+  for (MixedStrategy s : {MixedStrategy::kSegments, MixedStrategy::kGatherBmm}) {
+    ASSERT_OK_AND_ASSIGN(EncoderOutput out, bf16->Forward(MakeInput(rows_), *stack, slots_, {.strategy = s}));
+    EXPECT_EQ(out.last_hidden_state.scalar_type(), at::kFloat);
+    EXPECT_EQ(out.logits.scalar_type(), at::kFloat);
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      const int64_t r = static_cast<int64_t>(i);
+      const int64_t labels = sets_[static_cast<size_t>(slots_[i])]->config().num_labels();
+      const double diff = MaxAbsDiff(out.logits[r].narrow(0, 0, labels), reference.logits[r].narrow(0, 0, labels));
+      EXPECT_LT(diff, 0.05) << "row " << i;
+      EXPECT_GT(diff, 0.0) << "row " << i << ": bf16 computed exactly what fp32 did";
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<AdapterSet> task, sets_[2]->Clone(at::kCPU, at::kBFloat16));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput single, bf16->Forward(MakeInput({rows_[0]}), *task));
+  EXPECT_EQ(single.logits.scalar_type(), at::kFloat);
+  EXPECT_LT(MaxAbsDiff(single.logits[0], reference.logits[0].narrow(0, 0, single.logits.size(1))), 0.05);
+}
+
 TEST_F(MixedTaskTest, RowsAreInvariantToOtherRowsLengthsAndTasks) {
   ASSERT_OK_AND_ASSIGN(EncoderOutput base, enc_->Forward(MakeInput(rows_), *stack_, slots_));
   // Row 1 again, among different companions (other tasks, longer rows, more padding).

@@ -84,8 +84,8 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
       ->required();
   app.add_option("--device", o.device, "cpu, cuda or cuda:N");
   app.add_option("--dtype", o.dtype,
-                 "Serving dtype: fp32, bf16, fp16, or auto (bf16 on CUDA and on CPUs with AMX or AVX512-BF16, "
-                 "fp32 elsewhere); training always runs in fp32");
+                 "Serving dtype: auto (bf16 on CUDA and on CPUs with AMX or AVX512-BF16, fp32 elsewhere), fp32, "
+                 "bf16 or fp16; training always runs in fp32");
   app.add_option("--max_seq_len", o.max_seq_len, "Tokens per input; longer inputs are truncated");
   app.add_option("--threads", o.threads,
                  "Intra-op CPU threads for LibTorch; 0 = the CPUs this process may use (affinity and cgroup quota)");

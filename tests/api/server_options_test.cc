@@ -102,7 +102,7 @@ TEST(ServerOptions, BadValuesFromTheEnvironmentAreRefusedNamingTheFlag) {
 TEST(ServerOptions, DtypeAutoIsBf16WhereTheHardwareHasItAndFp32Elsewhere) {
   int code = -1;
   ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({"--model_dir", "/m"}, &code));
-  EXPECT_EQ(o.dtype, "fp32");
+  EXPECT_EQ(o.dtype, "auto");  // the default
   EXPECT_EQ(ResolveServingDtype("auto", "cpu", "avx512_bf16").dtype, "bf16");
   EXPECT_THAT(ResolveServingDtype("auto", "cpu", "avx512_bf16").reason, HasSubstr("avx512_bf16"));
   EXPECT_EQ(ResolveServingDtype("auto", "cpu", "amx_bf16").dtype, "bf16");

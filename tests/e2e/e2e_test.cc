@@ -13,6 +13,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -146,6 +147,40 @@ TEST_F(E2eTest, DefaultModelLearnsTheWalkthroughDatasetWellAboveMajority) {
   EXPECT_GE(accuracy, kMinTestAccuracy) << correct << " of " << kTestExamples << " correct; majority class "
                                         << majority_rate;
   EXPECT_EQ(StopServer(), 0);
+
+  // --dtype bf16 (what --dtype auto serves on CPUs with AMX or AVX512-BF16)
+  // against fp32 on the same adapters and the same held-out texts: the same
+  // label for at least 99.5% of them (docs/PERFORMANCE.md has the figures on
+  // both real datasets' whole test splits).
+  auto serve = [&](const char* dtype) {
+    extra_args_ = {"--dtype", dtype};
+    StartServer(kSourceDir + "/models/adapterd-mini-en", "2");
+    const nlohmann::json out = CtlJson({"predict", "--task", "supersenses", "--all-scores", "--file", file});
+    EXPECT_EQ(StopServer(), 0);
+    return out;
+  };
+  const nlohmann::json fp32 = serve("fp32");
+  const nlohmann::json bf16 = serve("bf16");
+  ASSERT_EQ(fp32["predictions"].size(), kTestExamples);
+  ASSERT_EQ(bf16["predictions"].size(), kTestExamples);
+  size_t agree = 0;
+  double max_diff = 0;
+  for (size_t i = 0; i < kTestExamples; ++i) {
+    const auto& a = fp32["predictions"][i];
+    const auto& b = bf16["predictions"][i];
+    agree += a["label"] == b["label"] ? 1 : 0;
+    std::map<std::string, double> scores;
+    for (const auto& ls : a["all_scores"]) scores[ls["label"].get<std::string>()] = ls["score"].get<double>();
+    ASSERT_EQ(b["all_scores"].size(), scores.size());
+    for (const auto& ls : b["all_scores"]) {
+      ASSERT_TRUE(scores.count(ls["label"].get<std::string>())) << ls.dump();
+      max_diff = std::max(max_diff, std::abs(scores[ls["label"].get<std::string>()] - ls["score"].get<double>()));
+    }
+  }
+  std::cout << "walkthrough: bf16 vs fp32 argmax agreement " << agree << "/" << kTestExamples
+            << ", largest probability difference " << max_diff << "\n";
+  EXPECT_GE(static_cast<double>(agree), 0.995 * kTestExamples) << "bf16 and fp32 disagree too often";
+  EXPECT_GT(max_diff, 0.0) << "the two servers did not compute in different dtypes";
 }
 
 TEST_F(E2eTest, SigkillDuringTrainingThenRestartResumesTheJobToSuccess) {

@@ -24,11 +24,6 @@ namespace {
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
-absl::Status CheckPageSize(int requested) {
-  if (requested < 0) return absl::InvalidArgumentError("page_size must not be negative");
-  return absl::OkStatus();
-}
-
 // Trainable parameters of a task: per layer two adapters and two LayerNorm
 // affines, the embedding LayerNorm, and the head.
 int64_t TaskParameters(const model::BertConfig& c, const v1::TaskRecord& t) {
@@ -256,10 +251,9 @@ absl::StatusOr<v1::TrainingJob> Backend::GetTrainingJob(const Tenant& tenant,
 
 absl::StatusOr<v1::ListTrainingJobsResponse> Backend::ListTrainingJobs(const Tenant& tenant,
                                                                        const v1::ListTrainingJobsRequest& request) {
-  RETURN_IF_ERROR(CheckPageSize(request.page_size()));
+  ASSIGN_OR_RETURN(const int want, EffectivePageSize(request.page_size()));
   if (!request.task_id().empty()) RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
   if (!v1::JobState_IsValid(request.state())) return absl::InvalidArgumentError("unknown job state");
-  const int want = EffectivePageSize(request.page_size());
   v1::ListTrainingJobsResponse out;
   storage::JobStore::ListOptions opts;
   opts.tenant = tenant.id();
@@ -346,10 +340,9 @@ absl::StatusOr<v1::Task> Backend::GetTask(const Tenant& tenant, const v1::GetTas
 }
 
 absl::StatusOr<v1::ListTasksResponse> Backend::ListTasks(const Tenant& tenant, const v1::ListTasksRequest& request) {
-  RETURN_IF_ERROR(CheckPageSize(request.page_size()));
+  ASSIGN_OR_RETURN(const int want, EffectivePageSize(request.page_size()));
   ASSIGN_OR_RETURN(const std::string token, DecodePageToken("tasks", tenant.id(), request.page_token()));
-  ASSIGN_OR_RETURN(storage::TaskStore::Page page,
-                   options_.db->tasks().List(tenant.id(), EffectivePageSize(request.page_size()), token));
+  ASSIGN_OR_RETURN(storage::TaskStore::Page page, options_.db->tasks().List(tenant.id(), want, token));
   v1::ListTasksResponse out;
   for (const v1::TaskRecord& t : page.tasks) {
     ASSIGN_OR_RETURN(*out.add_tasks(), TaskView(t, /*with_size=*/false));

@@ -150,7 +150,7 @@ grpc::Status GrpcService::GetTrainingJob(grpc::ServerContext* ctx, const v1::Get
 grpc::Status GrpcService::ListTrainingJobs(grpc::ServerContext* ctx, const v1::ListTrainingJobsRequest* request,
                                            v1::ListTrainingJobsResponse* response) {
   return Handle("ListTrainingJobs", ctx, [&](const Tenant& t) -> absl::Status {
-    if (options_.fanout != nullptr && !ShardFanout::IsShardLocalCall(*ctx)) {
+    if (FansOut(*ctx)) {
       ASSIGN_OR_RETURN(*response, options_.fanout->ListTrainingJobs(*ctx, t.id(), *request));
       return absl::OkStatus();
     }
@@ -186,7 +186,7 @@ grpc::Status GrpcService::GetTask(grpc::ServerContext* ctx, const v1::GetTaskReq
 grpc::Status GrpcService::ListTasks(grpc::ServerContext* ctx, const v1::ListTasksRequest* request,
                                     v1::ListTasksResponse* response) {
   return Handle("ListTasks", ctx, [&](const Tenant& t) -> absl::Status {
-    if (options_.fanout != nullptr && !ShardFanout::IsShardLocalCall(*ctx)) {
+    if (FansOut(*ctx)) {
       ASSIGN_OR_RETURN(*response, options_.fanout->ListTasks(*ctx, t.id(), *request));
       return absl::OkStatus();
     }

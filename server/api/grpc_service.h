@@ -97,6 +97,11 @@ class GrpcService final : public v1::Adapterd::Service {
                       const std::function<absl::Status(const Tenant&)>& body, int64_t texts = 0);
 
   Backend& backend() const { return *backend_.load(); }
+  // True when a list call must answer for every replica (a --peers replica,
+  // and the call is not itself a replica's fan-out).
+  bool FansOut(const grpc::ServerContext& ctx) const {
+    return options_.fanout != nullptr && !ShardFanout::IsShardLocalCall(ctx);
+  }
 
   // OK, or why a streaming call must stop now: CANCELLED when the client
   // cancelled (or is gone, or its deadline passed), UNAVAILABLE when the

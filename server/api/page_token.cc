@@ -34,8 +34,8 @@ absl::StatusOr<std::string> DecodePageToken(std::string_view listing, const std:
   return raw;
 }
 
-int EffectivePageSize(int requested) {
-  if (requested < 0) return -1;
+absl::StatusOr<int> EffectivePageSize(int requested) {
+  if (requested < 0) return absl::InvalidArgumentError("page_size must not be negative");
   return requested == 0 ? 50 : std::min(requested, storage::kMaxPageSize);
 }
 

@@ -9,6 +9,8 @@
 // silently starting somewhere. Because raw is an id, and every replica lists
 // in id order, a token is valid on every replica: that is what lets
 // ShardFanout merge replicas' pages (shard_fanout.h).
+//
+// Thread safety: pure functions.
 #ifndef ADAPTERD_SERVER_API_PAGE_TOKEN_H_
 #define ADAPTERD_SERVER_API_PAGE_TOKEN_H_
 
@@ -26,8 +28,8 @@ std::string EncodePageToken(std::string_view listing, const std::string& tenant,
 absl::StatusOr<std::string> DecodePageToken(std::string_view listing, const std::string& tenant,
                                             const std::string& token);
 // The page size a request asks for: 0 = 50, capped at the store's maximum;
-// -1 for a negative request (INVALID_ARGUMENT at the caller).
-int EffectivePageSize(int requested);
+// INVALID_ARGUMENT for a negative one.
+absl::StatusOr<int> EffectivePageSize(int requested);
 
 }  // namespace adapterd::api
 

@@ -6,24 +6,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/api/grpc_status.h"
 #include "server/api/page_token.h"
 
 namespace adapterd::api {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-absl::Status CheckPageSize(int requested) {
-  if (requested < 0) return absl::InvalidArgumentError("page_size must not be negative");
-  return absl::OkStatus();
-}
-
 // One merged response from every replica's response to the same request
 // (MergeShardPages over `items`, ordered by `id`).
 template <typename Response, typename Item>
-Response MergeResponses(std::vector<Response>& responses, int page_size, std::string_view listing,
+Response MergeResponses(std::vector<Response>& responses, int want, std::string_view listing,
                         const std::string& tenant, google::protobuf::RepeatedPtrField<Item>* (Response::*items)(),
                         const std::string& (Item::*id)() const) {
   std::vector<ShardPage<Item>> pages;
@@ -36,7 +28,7 @@ Response MergeResponses(std::vector<Response>& responses, int page_size, std::st
   }
   std::vector<Item> merged;
   const std::string next = MergeShardPages<Item>(
-      std::move(pages), EffectivePageSize(page_size), [id](const Item& item) -> const std::string& { return (item.*id)(); },
+      std::move(pages), want, [id](const Item& item) -> const std::string& { return (item.*id)(); },
       &merged);
   Response out;
   for (Item& item : merged) *(out.*items)()->Add() = std::move(item);
@@ -98,7 +90,7 @@ absl::Status ShardFanout::ForEachPeer(
       case grpc::StatusCode::UNAUTHENTICATED:
       case grpc::StatusCode::PERMISSION_DENIED:
       case grpc::StatusCode::RESOURCE_EXHAUSTED:
-        return FromGrpc(s);
+        return FromGrpcStatus(s);
       default:
         return absl::UnavailableError(absl::StrCat("replica ", peers_[i].address, " did not answer (",
                                                    s.error_message(),
@@ -111,23 +103,23 @@ absl::Status ShardFanout::ForEachPeer(
 absl::StatusOr<v1::ListTasksResponse> ShardFanout::ListTasks(const grpc::ServerContext& ctx,
                                                              const std::string& tenant,
                                                              const v1::ListTasksRequest& request) const {
+  ASSIGN_OR_RETURN(const int want, EffectivePageSize(request.page_size()));
   std::vector<v1::ListTasksResponse> responses(peers_.size());
-  RETURN_IF_ERROR(CheckPageSize(request.page_size()));
   RETURN_IF_ERROR(ForEachPeer(ctx, [&](const Peer& p, grpc::ClientContext& c, size_t i) {
     return p.stub->ListTasks(&c, request, &responses[i]);
   }));
-  return MergeResponses(responses, request.page_size(), "tasks", tenant, &v1::ListTasksResponse::mutable_tasks,
+  return MergeResponses(responses, want, "tasks", tenant, &v1::ListTasksResponse::mutable_tasks,
                         &v1::Task::task_id);
 }
 
 absl::StatusOr<v1::ListTrainingJobsResponse> ShardFanout::ListTrainingJobs(
     const grpc::ServerContext& ctx, const std::string& tenant, const v1::ListTrainingJobsRequest& request) const {
+  ASSIGN_OR_RETURN(const int want, EffectivePageSize(request.page_size()));
   std::vector<v1::ListTrainingJobsResponse> responses(peers_.size());
-  RETURN_IF_ERROR(CheckPageSize(request.page_size()));
   RETURN_IF_ERROR(ForEachPeer(ctx, [&](const Peer& p, grpc::ClientContext& c, size_t i) {
     return p.stub->ListTrainingJobs(&c, request, &responses[i]);
   }));
-  return MergeResponses(responses, request.page_size(), "jobs", tenant,
+  return MergeResponses(responses, want, "jobs", tenant,
                         &v1::ListTrainingJobsResponse::mutable_jobs, &v1::TrainingJob::job_id);
 }
 

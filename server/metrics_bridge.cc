@@ -13,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/api/grpc_status.h"
-#include "server/training/job_queue.h"
 #include "storage/database.h"
 #include "storage/job_store.h"
 
@@ -130,10 +129,8 @@ void MetricsBridge::SetCacheBudgets(int64_t host_bytes, int64_t device_bytes) {
 
 serving::ServingObserver* MetricsBridge::serving_observer() { return observer_.get(); }
 
-void MetricsBridge::WatchQueue(const training::JobQueue* queue, storage::Database* db,
-                               std::vector<std::string> tenants) {
+void MetricsBridge::WatchJobs(storage::Database* db, std::vector<std::string> tenants) {
   absl::MutexLock lock(&mu_);
-  queue_ = queue;
   db_ = db;
   queue_tenants_.insert(tenants.begin(), tenants.end());
 }
@@ -198,7 +195,7 @@ void MetricsBridge::OnTrainingStep(int64_t examples) {
 void MetricsBridge::Collect() {
   absl::MutexLock lock(&mu_);
   CollectProcess();
-  if (queue_ == nullptr || db_ == nullptr) return;
+  if (db_ == nullptr) return;
   // Count every job by state, and queued jobs by tenant, across tenants,
   // paging through the job table.
   std::map<v1::JobState, int64_t> counts;
@@ -218,7 +215,8 @@ void MetricsBridge::Collect() {
   for (const auto& [tenant, n] : queued) queue_tenants_.insert(tenant);
   for (const std::string& tenant : queue_tenants_) {
     const auto it = queued.find(tenant);
-    metrics_->training_queue_depth.Add({{"tenant", tenant}}).Set(it == queued.end() ? 0.0 : static_cast<double>(it->second));
+    metrics_->training_queue_depth.Add({{"tenant", tenant}})
+        .Set(it == queued.end() ? 0.0 : static_cast<double>(it->second));
   }
   for (int s = v1::JobState_MIN; s <= v1::JobState_MAX; ++s) {
     if (!v1::JobState_IsValid(s) || s == 0) continue;  // 0 = JOB_STATE_UNSPECIFIED
@@ -232,7 +230,6 @@ void MetricsBridge::Collect() {
 void MetricsBridge::Stop() {
   server_.reset();
   absl::MutexLock lock(&mu_);
-  queue_ = nullptr;
   db_ = nullptr;
 }
 

@@ -14,8 +14,8 @@
 //
 // Thread safety: every method is thread-safe and cheap, except that the
 // scrape-time callback scans the jobs table (O(jobs), small records).
-// Ownership: WatchQueue's queue and database are borrowed; they must stay
-// alive until Stop() (the server stops metrics before closing them).
+// Ownership: WatchJobs' database is borrowed; it must stay alive until Stop()
+// (the server stops metrics before closing it).
 #ifndef ADAPTERD_SERVER_METRICS_BRIDGE_H_
 #define ADAPTERD_SERVER_METRICS_BRIDGE_H_
 
@@ -37,9 +37,6 @@
 namespace adapterd {
 namespace storage {
 class Database;
-}
-namespace training {
-class JobQueue;
 }
 
 // What /metrics reports about the loaded encoder.
@@ -77,9 +74,10 @@ class MetricsBridge {
   // Serving hooks; valid for the bridge's lifetime.
   serving::ServingObserver* serving_observer();
   // From now on each scrape refreshes adapterd_training_jobs{state} and
-  // adapterd_training_queue_depth{tenant} from `db`: every tenant in
-  // `tenants` (and any other with queued jobs) has a series, 0 when idle.
-  void WatchQueue(const training::JobQueue* queue, storage::Database* db, std::vector<std::string> tenants);
+  // adapterd_training_queue_depth{tenant} from the jobs stored in `db`
+  // (QUEUED jobs are the queue): every tenant in `tenants` (and any other
+  // with queued jobs) has a series, 0 when idle.
+  void WatchJobs(storage::Database* db, std::vector<std::string> tenants);
   // From now on each scrape reports the free and total bytes of the file
   // system holding `path`.
   void WatchDataDir(std::string path);
@@ -106,7 +104,6 @@ class MetricsBridge {
   std::string device_;  // for device_memory_bytes{device}
 
   mutable absl::Mutex mu_;
-  const training::JobQueue* queue_ ABSL_GUARDED_BY(mu_) = nullptr;
   storage::Database* db_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::set<std::string> queue_tenants_ ABSL_GUARDED_BY(mu_);  // every tenant given a depth series
   std::string data_dir_ ABSL_GUARDED_BY(mu_);

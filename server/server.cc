@@ -213,7 +213,7 @@ absl::Status Server::StartAll() {
   qo.limits.max_queued_total = o.max_queued_jobs_total;
   qo.validator = training::MakeJobValidator(p.db.get(), train_model->tokenizer.get(), limits, defaults);
   ASSIGN_OR_RETURN(p.queue, training::JobQueue::Create(std::move(qo)));
-  p.metrics->WatchQueue(p.queue.get(), p.db.get(), p.tenants->TenantIds());
+  p.metrics->WatchJobs(p.db.get(), p.tenants->TenantIds());
 
   training::JobRunner::Options ro;
   ro.queue = p.queue.get();

@@ -20,10 +20,6 @@ using ::testing::Not;
 
 class BackupTest : public ServerProcessTest {};
 
-std::vector<std::string> Predict(const std::string& task) {
-  return {"predict", "--task", task, "--all-scores", "great and fast, I love it", "broken, rude and slow"};
-}
-
 TEST_F(BackupTest, OnlineBackupRestoresEveryTaskAndJob) {
   const std::string backups = dir_.Sub("backups");
   extra_args_ = {"--backup_dir", backups, "--backup_interval_seconds", "86400", "--backups_to_keep", "3"};
@@ -34,7 +30,7 @@ TEST_F(BackupTest, OnlineBackupRestoresEveryTaskAndJob) {
     const CommandResult train = Ctl({"train", "--task", task, "--data", Example(task + "_train.csv"), "--epochs", "1",
                                      "--seed", "11"});
     ASSERT_EQ(train.exit_code, 0) << train.err << train.out;
-    scores[task] = CtlJson(Predict(task))["predictions"];
+    scores[task] = CtlJson(PredictArgs(task))["predictions"];
   }
 
   // Load while the backup runs: a Predict loop and a longer training job.
@@ -83,7 +79,7 @@ TEST_F(BackupTest, OnlineBackupRestoresEveryTaskAndJob) {
   extra_args_.clear();
   ASSERT_NO_FATAL_FAILURE(StartServer());
   for (const auto& [task, before] : scores) {
-    EXPECT_EQ(CtlJson(Predict(task))["predictions"], before) << task;
+    EXPECT_EQ(CtlJson(PredictArgs(task))["predictions"], before) << task;
   }
   const nlohmann::json jobs = CtlJson({"jobs", "list", "--all"});
   std::map<std::string, std::string> state_of_task;

@@ -126,6 +126,12 @@ class ServerProcessTest : public ::testing::Test {
 
   std::string Example(const std::string& name) const { return kSourceDir + "/examples/" + name; }
 
+  // adapterctl arguments predicting two fixed texts with every label's score
+  // (scores compared bit for bit across restarts, moves and restores).
+  static std::vector<std::string> PredictArgs(const std::string& task) {
+    return {"predict", "--task", task, "--all-scores", "great and fast, I love it", "broken, rude and slow"};
+  }
+
   // Starts tests/e2e/rpc_probe against the server with `args`; its output
   // goes to <name>.log.
   Process Probe(const std::vector<std::string>& args, const std::string& name) {

@@ -119,10 +119,6 @@ class ShardingTest : public ServerProcessTest {
     return owner;
   }
 
-  std::vector<std::string> Predict(const std::string& task) {
-    return {"predict", "--task", task, "--all-scores", "great and fast, I love it", "broken, rude and slow"};
-  }
-
   std::vector<int> ports_;
   std::vector<std::string> peers_;
   std::vector<std::unique_ptr<Process>> replicas_;
@@ -160,7 +156,7 @@ TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
 
   std::map<std::string, nlohmann::json> scores;
   for (int i = 0; i < kTasks; ++i) {
-    scores[TaskName(i)] = CtlJson(Predict(TaskName(i)))["predictions"];
+    scores[TaskName(i)] = CtlJson(PredictArgs(TaskName(i)))["predictions"];
     ASSERT_EQ(scores[TaskName(i)].size(), 2u);
   }
 
@@ -193,7 +189,7 @@ TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
   const std::string file = dir_.Sub("task-00.safetensors");
   ASSERT_EQ(Ctl({"tasks", "export", TaskName(0), "--out", file}).exit_code, 0);
   ASSERT_EQ(Ctl({"tasks", "import", "task-00-copy", file}).exit_code, 0);
-  EXPECT_EQ(CtlJson(Predict("task-00-copy"))["predictions"], scores[TaskName(0)]);
+  EXPECT_EQ(CtlJson(PredictArgs("task-00-copy"))["predictions"], scores[TaskName(0)]);
   ASSERT_EQ(Ctl({"tasks", "delete", "task-00-copy"}).exit_code, 0);
   EXPECT_EQ(Ctl({"tasks", "get", "task-00-copy"}).exit_code, kExitNotFound);
 
@@ -204,7 +200,7 @@ TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
   ASSERT_TRUE(replicas_[dead]->Wait(absl::Seconds(30)).ok());
   for (int i = 0; i < kTasks; ++i) {
     const std::string task = TaskName(i);
-    std::vector<std::string> args = Predict(task);
+    std::vector<std::string> args = PredictArgs(task);
     args.insert(args.begin(), "--json");
     const CommandResult r = Ctl(args);
     if (owner[task] == dead) {
@@ -223,7 +219,7 @@ TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
   // (their reconnect backoff is capped at 1 s).
   ASSERT_NO_FATAL_FAILURE(StartReplica(dead));
   for (int i = 0; i < kTasks; ++i) {
-    EXPECT_EQ(CtlJson(Predict(TaskName(i)))["predictions"], scores[TaskName(i)]) << TaskName(i);
+    EXPECT_EQ(CtlJson(PredictArgs(TaskName(i)))["predictions"], scores[TaskName(i)]) << TaskName(i);
   }
   EXPECT_TRUE(PollUntil([&] { return Ctl({"tasks", "list"}).exit_code == 0; }, absl::Seconds(30),
                         absl::Milliseconds(250)));
@@ -239,7 +235,7 @@ TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
   ASSERT_EQ(CtlAt(ports_[to], {"tasks", "import", moved, moved_file}).exit_code, 0);
   ASSERT_EQ(CtlAt(ports_[from], {"tasks", "delete", moved}).exit_code, 0);
   EXPECT_EQ(OwnerOf(moved), to);
-  EXPECT_EQ(CtlJsonAt(ports_[to], Predict(moved))["predictions"], scores[moved]);
+  EXPECT_EQ(CtlJsonAt(ports_[to], PredictArgs(moved))["predictions"], scores[moved]);
   EXPECT_EQ(CtlJson({"tasks", "list"})["tasks"].size(), static_cast<size_t>(kTasks)) << "listed once, after the move";
 }
 

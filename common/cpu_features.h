@@ -17,6 +17,13 @@ std::string FastBf16Feature(std::string_view cpuinfo);
 // FastBf16Feature of this machine's /proc/cpuinfo.
 std::string CurrentFastBf16Feature();
 
+// True when the "flags" lines list avx512f, avx512bw, avx512dq and avx512vl:
+// what LibTorch's AVX-512 kernels (ATEN_CPU_CAPABILITY=avx512) need.
+bool HasAvx512Core(std::string_view cpuinfo);
+
+// HasAvx512Core of this machine's /proc/cpuinfo.
+bool CurrentHasAvx512Core();
+
 }  // namespace adapterd
 
 #endif  // ADAPTERD_COMMON_CPU_FEATURES_H_

@@ -22,6 +22,9 @@ TORCH_PACKAGES=(
   # model core: Debian's LibTorch (1.13, CPU). OpenBLAS with pthreads is
   # required: without it LibTorch falls back to reference BLAS (~60x slower).
   libtorch-dev libopenblas0-pthread libopenblas-pthread-dev
+  # oneDNN (the same libdnnl2 Debian's LibTorch links): the encoder's CPU
+  # matrix products and attention (server/model/cpu_kernels.h)
+  libdnnl-dev
 )
 
 BUILD_PACKAGES=(

@@ -24,6 +24,7 @@
 #include "server/backup_scheduler.h"
 #include "server/api/tenants.h"
 #include "server/metrics_bridge.h"
+#include "server/model/cpu_kernels.h"
 #include "server/model/model_loader.h"
 #include "server/model/tensor_io.h"
 #include "server/serving/inference_engine.h"
@@ -98,6 +99,7 @@ absl::Status Server::StartAll() {
   const int threads = model::SetComputeThreads(o.threads > 0 ? o.threads : cpus.usable());
   std::fprintf(stderr, "adapterd: intra-op threads: %d (%s)\n", threads,
                o.threads > 0 ? "--threads" : absl::StrCat("--threads 0: ", cpus.Describe()).c_str());
+  std::fprintf(stderr, "adapterd: %s\n", model::DescribeCpuKernels().c_str());
   if (threads > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr) {
     // libgomp reads its wait policy only at load, so it cannot be set here.
     std::fprintf(stderr,

@@ -9,6 +9,7 @@
 //       longest). Prints the fp32 forward's logits as JSON.
 //   adapterd-peer bench --model_dir D --adapter F [--batch 32] [--seq 128]
 //                       [--dtype fp32|bf16] [--threads 2] [--seconds 20]
+//                       [--matmul onednn|aten]
 //       Times Forward(input, task) on random ids; prints one JSON line with
 //       seq/s and the per-call latency p50.
 //
@@ -34,6 +35,7 @@
 #include "server/model/adapter_format.h"
 #include "server/model/adapter_set.h"
 #include "server/model/bert_encoder.h"
+#include "server/model/cpu_kernels.h"
 #include "server/model/model_loader.h"
 #include "server/model/tensor_io.h"
 
@@ -171,6 +173,9 @@ int Bench(const std::map<std::string, std::string>& f) {
   const std::string dt = Flag(f, "dtype", "fp32");
   if (dt != "fp32" && dt != "bf16") Fail("--dtype must be fp32 or bf16");
   const c10::ScalarType dtype = dt == "bf16" ? at::kBFloat16 : at::kFloat;
+  const std::string matmul = Flag(f, "matmul", BuiltWithOneDnn() ? "onednn" : "aten");
+  if (matmul != "onednn" && matmul != "aten") Fail("--matmul must be onednn or aten");
+  SetMatmulBackend(matmul == "onednn" ? MatmulBackend::kOneDnn : MatmulBackend::kATen);
   LoadedModel model = Load(Flag(f, "model_dir"), dtype);
   auto set = LoadAdapter(model, Flag(f, "adapter"));
   const int64_t batch = std::stol(Flag(f, "batch", "32"));
@@ -206,9 +211,9 @@ int Bench(const std::map<std::string, std::string>& f) {
   const double p50 = sorted[sorted.size() / 2];
   const double seq_per_s = static_cast<double>(batch) * static_cast<double>(ms.size()) / (total / 1000.0);
   std::printf(
-      "{\"engine\":\"adapterd\",\"dtype\":\"%s\",\"batch\":%ld,\"seq\":%ld,\"threads\":%d,\"calls\":%zu,"
+      "{\"engine\":\"adapterd\",\"matmul\":\"%s\",\"dtype\":\"%s\",\"batch\":%ld,\"seq\":%ld,\"threads\":%d,\"calls\":%zu,"
       "\"seq_per_s\":%.4f,\"p50_ms\":%.3f,\"min_ms\":%.3f,\"checksum\":%.6g}\n",
-      dt.c_str(), static_cast<long>(batch), static_cast<long>(seq), threads, ms.size(), seq_per_s, p50,
+      matmul.c_str(), dt.c_str(), static_cast<long>(batch), static_cast<long>(seq), threads, ms.size(), seq_per_s, p50,
       sorted.front(), sink);
   return 0;
 }

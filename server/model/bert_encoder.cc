@@ -1,7 +1,6 @@
 #include "server/model/bert_encoder.h"
 
 #include <ATen/ATen.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "server/model/cpu_kernels.h"
 #include "server/model/tensor_io.h"
 
 namespace adapterd::model {
@@ -31,8 +31,9 @@ at::Tensor Activate(Activation act, const at::Tensor& x) {
 
 // Houlsby adapter: x + U act(D x + b_D) + b_U.
 at::Tensor ApplyAdapter(const BottleneckAdapter& a, Activation act, const at::Tensor& x) {
-  at::Tensor h = Activate(act, at::linear(x, a.down_weight, a.down_bias));
-  return at::linear(h, a.up_weight, a.up_bias).add_(x);
+  at::Tensor h = act == Activation::kGelu ? FrozenLinear(x, a.down_weight, a.down_bias, Epilogue::kGelu)
+                                          : Activate(act, FrozenLinear(x, a.down_weight, a.down_bias));
+  return FrozenLinear(h, a.up_weight, a.up_bias).add_(x);
 }
 
 // LayerNorm over the last dimension with affine `w`, `b`. When `x` is wider
@@ -414,7 +415,7 @@ absl::StatusOr<EncoderOutput> BertEncoder::Run(const EncoderInput& input, const 
     const double p_hidden = train ? config_.hidden_dropout_prob : 0.0;
     const double p_attn = train ? config_.attention_probs_dropout_prob : 0.0;
     const EncoderWeights& w = weights_;
-    const int64_t d = config_.hidden_size, heads = config_.num_attention_heads, dh = config_.head_dim();
+    const int64_t heads = config_.num_attention_heads;
 
     // A bf16 or fp16 encoder multiplies in its dtype, but keeps the residual
     // stream, the LayerNorms and the head in fp32 (as mixed-precision
@@ -435,34 +436,21 @@ absl::StatusOr<EncoderOutput> BertEncoder::Run(const EncoderInput& input, const 
       at::Tensor m = input.attention_mask.to(dev, options_.dtype);
       mask = (1.0 - m).mul_(LowestValue(options_.dtype)).view({batch, 1, 1, len});
     }
-    const double scale = std::sqrt(static_cast<double>(dh));
     for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
       const EncoderLayerWeights& l = w.layers[static_cast<size_t>(i)];
-      at::Tensor qkv = at::linear(narrow(h), l.qkv_weight, l.qkv_bias)
-                           .view({batch, len, 3, heads, dh})
-                           .permute({2, 0, 3, 1, 4});
-      at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
-#if TORCH_VERSION_MAJOR >= 2
-      at::Tensor ctx = at::scaled_dot_product_attention(q, k, v, mask, p_attn, false);
-#else
-      at::Tensor scores = at::matmul(q, k.transpose(-1, -2)).div_(scale);
-      if (mask.defined()) scores.add_(mask);
-      at::Tensor probs = at::dropout(at::softmax(scores, -1), p_attn, train);
-      at::Tensor ctx = at::matmul(probs, v);
-#endif
-      ctx = ctx.transpose(1, 2).reshape({batch, len, d});
-      at::Tensor a = at::dropout(at::linear(ctx, l.attn_out_weight, l.attn_out_bias), p_hidden, train);
+      at::Tensor ctx = SelfAttention(FrozenLinear(narrow(h), l.qkv_weight, l.qkv_bias), mask, heads, p_attn);
+      at::Tensor a = at::dropout(FrozenLinear(ctx, l.attn_out_weight, l.attn_out_bias), p_hidden, train);
       a = ops.Adapter(AdapterSite::kAttention, i, a);
       at::Tensor h1 = ops.LayerNorm(LnSite::kAttention, i, a + h);
-      at::Tensor f = at::gelu(at::linear(narrow(h1), l.intermediate_weight, l.intermediate_bias));
-      f = at::dropout(at::linear(f, l.output_weight, l.output_bias), p_hidden, train);
+      at::Tensor f = FrozenLinear(narrow(h1), l.intermediate_weight, l.intermediate_bias, Epilogue::kGelu);
+      f = at::dropout(FrozenLinear(f, l.output_weight, l.output_bias), p_hidden, train);
       f = ops.Adapter(AdapterSite::kFfn, i, f);
       h = ops.LayerNorm(LnSite::kOutput, i, f + h1);
     }
     EncoderOutput out;
     out.last_hidden_state = h;
     at::Tensor cls = h.select(1, 0);
-    out.pooled = w.has_pooler() ? at::tanh(at::linear(narrow(cls), w.pooler_weight, w.pooler_bias).to(stream)) : cls;
+    out.pooled = w.has_pooler() ? at::tanh(FrozenLinear(narrow(cls), w.pooler_weight, w.pooler_bias).to(stream)) : cls;
     out.logits = ops.Head(out.pooled);
     return out;
   });

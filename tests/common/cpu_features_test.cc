@@ -21,5 +21,13 @@ TEST(CpuFeatures, ThisMachineAnswersOneOfTheThree) {
   EXPECT_TRUE(f.empty() || f == "amx_bf16" || f == "avx512_bf16") << f;
 }
 
+TEST(CpuFeatures, Avx512CoreNeedsAllFourSubsets) {
+  EXPECT_TRUE(HasAvx512Core("flags\t: fpu avx2 avx512f avx512dq avx512bw avx512vl avx512_bf16\n"));
+  EXPECT_FALSE(HasAvx512Core("flags\t: fpu avx2 avx512f avx512dq avx512bw\n"));  // no VL
+  EXPECT_FALSE(HasAvx512Core("flags\t: fpu avx2 xavx512f avx512dq avx512bw avx512vl\n"));
+  EXPECT_FALSE(HasAvx512Core("model name\t: avx512f avx512dq avx512bw avx512vl\nflags\t: fpu\n"));
+  EXPECT_FALSE(HasAvx512Core(""));
+}
+
 }  // namespace
 }  // namespace adapterd

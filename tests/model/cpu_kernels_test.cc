@@ -1,0 +1,202 @@
+// The oneDNN CPU kernels (server/model/cpu_kernels.h) against LibTorch's
+// operators: the same values, the oneDNN path really taken where the
+// contract says, and the ATen fallback everywhere else (autograd, fp64,
+// dropout). Then the whole encoder, oneDNN against ATen, on every path.
+#include "server/model/cpu_kernels.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "common/cpu_features.h"
+#include "common/testing/status_matchers.h"
+#include "tests/model/model_test_util.h"
+
+namespace adapterd::model {
+namespace {
+
+using ::adapterd::model::testing::MakeEncoder;
+using ::adapterd::model::testing::MakeInput;
+using ::adapterd::model::testing::MakeTrainedLikeSet;
+using ::adapterd::model::testing::MaxAbsDiff;
+using ::adapterd::model::testing::TinyConfig;
+using ::testing::HasSubstr;
+
+// Restores the process-wide backend after a test that switches it.
+class BackendGuard {
+ public:
+  BackendGuard() : saved_(GetMatmulBackend()) {}
+  ~BackendGuard() { SetMatmulBackend(saved_); }
+
+ private:
+  MatmulBackend saved_;
+};
+
+at::Tensor Reference(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Epilogue e) {
+  at::Tensor y = at::linear(x.to(at::kDouble), w.to(at::kDouble), b.defined() ? b.to(at::kDouble) : b);
+  return e == Epilogue::kGelu ? at::gelu(y) : y;
+}
+
+TEST(CpuKernels, ThisBuildUsesOneDnnByDefault) {
+  ASSERT_TRUE(BuiltWithOneDnn()) << "configure with -DADAPTERD_WITH_ONEDNN=ON (the default)";
+  EXPECT_EQ(GetMatmulBackend(), MatmulBackend::kOneDnn);
+  EXPECT_THAT(DescribeCpuKernels(), HasSubstr("frozen matrix products: oneDNN 2."));
+}
+
+TEST(CpuKernels, AvxKernelsAreRequestedOnAvx512Cpus) {
+  const char* env = std::getenv("ATEN_CPU_CAPABILITY");
+  ASSERT_NE(env, nullptr) << "set by this library (on AVX-512 CPUs) or by the environment";
+  if (CurrentHasAvx512Core() && std::string(env) == "avx512") {
+    EXPECT_THAT(DescribeCpuKernels(), HasSubstr("ATen CPU kernels: avx512"));
+  }
+}
+
+TEST(CpuKernels, FrozenLinearMatchesAtenInFloat32) {
+  c10::InferenceMode guard;
+  at::manual_seed(3);
+  const at::Tensor w = at::randn({48, 40}), b = at::randn({48});
+  // 2-D, 3-D, a non-contiguous input (a transposed view), and no bias.
+  const at::Tensor inputs[] = {at::randn({7, 40}), at::randn({3, 5, 40}), at::randn({40, 9}).t()};
+  for (const at::Tensor& x : inputs) {
+    for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu}) {
+      ASSERT_TRUE(FrozenLinearUsesOneDnn(x, w, b));
+      const at::Tensor y = FrozenLinear(x, w, b, e);
+      EXPECT_EQ(y.scalar_type(), at::kFloat);
+      std::vector<int64_t> want = x.sizes().vec();
+      want.back() = 48;
+      EXPECT_EQ(y.sizes(), at::IntArrayRef(want));
+      EXPECT_LT(MaxAbsDiff(y, Reference(x, w, b, e)), 1e-4);
+    }
+    EXPECT_LT(MaxAbsDiff(FrozenLinear(x, w, at::Tensor()), Reference(x, w, at::Tensor(), Epilogue::kNone)), 1e-4);
+  }
+}
+
+TEST(CpuKernels, FrozenLinearMatchesAtenInBfloat16) {
+  c10::InferenceMode guard;
+  at::manual_seed(4);
+  const at::Tensor x = at::randn({6, 64}).to(at::kBFloat16), w = (at::randn({32, 64}) * 0.2).to(at::kBFloat16),
+                   b = at::randn({32}).to(at::kBFloat16);
+  ASSERT_TRUE(FrozenLinearUsesOneDnn(x, w, b));
+  for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu}) {
+    const at::Tensor y = FrozenLinear(x, w, b, e);
+    EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+    const at::Tensor ref = Reference(x, w, b, e);
+    // bf16 output rounding: 2^-8 relative.
+    EXPECT_LT(MaxAbsDiff(y, ref), 1.0 / 128 * (ref.abs().max().item<double>() + 1));
+  }
+}
+
+TEST(CpuKernels, FrozenLinearLeavesAutogradAndOtherTypesToAten) {
+  at::manual_seed(5);
+  const at::Tensor w = at::randn({8, 6}), b = at::randn({8});
+  at::Tensor x = at::randn({4, 6}).requires_grad_(true);
+  EXPECT_FALSE(FrozenLinearUsesOneDnn(x, w, b));
+  at::Tensor y = FrozenLinear(x, w, b, Epilogue::kGelu);
+  ASSERT_TRUE(y.requires_grad());
+  y.sum().backward();
+  at::Tensor x2 = x.detach().clone().requires_grad_(true);
+  at::gelu(at::linear(x2, w, b)).sum().backward();
+  EXPECT_LT(MaxAbsDiff(x.grad(), x2.grad()), 1e-6);
+  {
+    at::NoGradGuard no_grad;  // nothing to record: oneDNN may take it
+    EXPECT_TRUE(FrozenLinearUsesOneDnn(x, w, b));
+  }
+  const at::Tensor xd = at::randn({4, 6}, at::kDouble), wd = w.to(at::kDouble), bd = b.to(at::kDouble);
+  EXPECT_FALSE(FrozenLinearUsesOneDnn(xd, wd, bd));
+  EXPECT_TRUE(at::equal(FrozenLinear(xd, wd, bd), at::linear(xd, wd, bd)));
+  EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), wd, bd));  // mixed dtypes
+  EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), w.t().contiguous().t(), b));  // weight not row-major
+  EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({0, 6}), w, b));
+  BackendGuard restore;
+  SetMatmulBackend(MatmulBackend::kATen);
+  EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), w, b));
+  EXPECT_THAT(DescribeCpuKernels(), HasSubstr("frozen matrix products: ATen"));
+}
+
+// HF's attention written out in fp64 from a fused [B, L, 3d] projection.
+at::Tensor ReferenceAttention(const at::Tensor& qkv, const at::Tensor& mask, int64_t heads) {
+  const int64_t b = qkv.size(0), l = qkv.size(1), d = qkv.size(2) / 3, dh = d / heads;
+  at::Tensor p = qkv.to(at::kDouble).view({b, l, 3, heads, dh}).permute({2, 0, 3, 1, 4});
+  at::Tensor scores = at::matmul(p[0], p[1].transpose(-1, -2)) / std::sqrt(static_cast<double>(dh));
+  if (mask.defined()) scores = scores + mask.to(at::kDouble).clamp_min(-1e300);
+  return at::matmul(at::softmax(scores, -1), p[2]).transpose(1, 2).reshape({b, l, d});
+}
+
+TEST(CpuKernels, SelfAttentionMatchesTheReferenceWithPadding) {
+  c10::InferenceMode guard;
+  at::manual_seed(6);
+  for (at::ScalarType t : {at::kFloat, at::kBFloat16}) {
+    const int64_t batch = 3, len = 9, heads = 4, d = 32;
+    const at::Tensor qkv = at::randn({batch, len, 3 * d}).to(t);
+    // Row 0 full, row 1 five real tokens, row 2 one.
+    at::Tensor real = at::ones({batch, len});
+    real[1].narrow(0, 5, len - 5).zero_();
+    real[2].narrow(0, 1, len - 1).zero_();
+    const double lowest = t == at::kFloat ? std::numeric_limits<float>::lowest() : -3.3895313892515355e38;
+    const at::Tensor mask = (1.0 - real).mul(lowest).view({batch, 1, 1, len}).to(t);
+    const double tol = t == at::kFloat ? 1e-5 : 0.05;
+    for (const at::Tensor& m : {mask, at::Tensor()}) {
+      ASSERT_TRUE(SelfAttentionUsesOneDnn(qkv, m, 0.0));
+      const at::Tensor ctx = SelfAttention(qkv, m, heads, 0.0);
+      EXPECT_EQ(ctx.sizes(), at::IntArrayRef({batch, len, d}));
+      EXPECT_EQ(ctx.scalar_type(), t);
+      EXPECT_LT(MaxAbsDiff(ctx, ReferenceAttention(qkv, m, heads)), tol) << (m.defined() ? "mask" : "no mask");
+    }
+    // A padded row's context does not depend on what sits in its padding.
+    at::Tensor noisy = qkv.clone();
+    noisy[2].narrow(0, 1, len - 1).normal_();
+    EXPECT_LT(MaxAbsDiff(SelfAttention(noisy, mask, heads, 0.0)[2], SelfAttention(qkv, mask, heads, 0.0)[2]), 1e-6);
+  }
+}
+
+TEST(CpuKernels, SelfAttentionWithDropoutOrAutogradUsesAten) {
+  at::manual_seed(7);
+  const at::Tensor qkv = at::randn({2, 5, 24});
+  EXPECT_FALSE(SelfAttentionUsesOneDnn(qkv, at::Tensor(), 0.1));
+  EXPECT_FALSE(SelfAttentionUsesOneDnn(qkv.clone().requires_grad_(true), at::Tensor(), 0.0));
+  EXPECT_FALSE(SelfAttentionUsesOneDnn(qkv, at::zeros({2, 1, 1, 4}), 0.0));  // mask of the wrong length
+  at::Tensor x = qkv.clone().requires_grad_(true);
+  SelfAttention(x, at::Tensor(), 2, 0.0).sum().backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_GT(x.grad().abs().sum().item<double>(), 0.0);
+}
+
+// The whole encoder through oneDNN against the same encoder through ATen:
+// plain, one task, segments and gathered paths, fp32 and bf16.
+TEST(CpuKernels, EncoderAgreesWithTheAtenBackendOnEveryPath) {
+  c10::InferenceMode guard;
+  auto enc = MakeEncoder(TinyConfig());
+  auto set_a = MakeTrainedLikeSet(*enc, 3, 21), set_b = MakeTrainedLikeSet(*enc, 2, 22, 4);
+  const std::vector<std::shared_ptr<const AdapterSet>> sets = {set_a, set_b};
+  ASSERT_OK_AND_ASSIGN(auto stack, AdapterStack::Create(sets, enc->config(), at::kCPU, at::kFloat, true));
+  const EncoderInput input = MakeInput({{2, 5, 6, 7, 3}, {2, 8, 3}, {2, 9, 10, 11, 12, 13, 3}});
+  const std::vector<int64_t> slots = {1, 0, 1};
+  auto run_all = [&]() {
+    std::vector<at::Tensor> outs;
+    outs.push_back(enc->Forward(input).value().last_hidden_state);
+    outs.push_back(enc->Forward(input, *set_a).value().logits);
+    for (MixedStrategy s : {MixedStrategy::kSegments, MixedStrategy::kGatherBmm}) {
+      EncoderOutput o = enc->Forward(input, *stack, slots, {.strategy = s}).value();
+      outs.push_back(o.pooled);
+      outs.push_back(o.logits.masked_fill(at::isinf(o.logits), 0));
+    }
+    return outs;
+  };
+  const std::vector<at::Tensor> onednn = run_all();
+  BackendGuard restore;
+  SetMatmulBackend(MatmulBackend::kATen);
+  const std::vector<at::Tensor> aten = run_all();
+  ASSERT_EQ(onednn.size(), aten.size());
+  for (size_t i = 0; i < onednn.size(); ++i) {
+    EXPECT_LT(MaxAbsDiff(onednn[i], aten[i]), 1e-5) << "output " << i;
+    EXPECT_GT(onednn[i].abs().sum().item<double>(), 0.0) << "output " << i;
+  }
+}
+
+}  // namespace
+}  // namespace adapterd::model

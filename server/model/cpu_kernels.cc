@@ -18,6 +18,7 @@
 
 #if ADAPTERD_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
+#include <torch/csrc/autograd/custom_function.h>
 #endif
 
 namespace adapterd::model {
@@ -75,17 +76,27 @@ dnnl::stream& Stream() {
   return stream;
 }
 
+// How OneDnnProduct reads LibTorch's [N, K] weight.
+enum class WeightUse {
+  kTransposed,  // x w^T: the forward product, [.., K] -> [.., N]
+  kAsIs,        // g w:   the input gradient, [.., N] -> [.., K]
+};
+
 // The product through oneDNN, or an undefined tensor when oneDNN has no
 // implementation for these types on this CPU (the caller falls back).
-at::Tensor OneDnnLinear(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b, Epilogue epilogue) {
+at::Tensor OneDnnProduct(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b, Epilogue epilogue,
+                         WeightUse use) {
   using dnnl::memory;
   const at::Tensor x = x_in.contiguous();
-  const int64_t n = w.size(0), k = w.size(1), m = x.numel() / k;
+  const bool transposed = use == WeightUse::kTransposed;
+  const int64_t k = transposed ? w.size(1) : w.size(0), n = transposed ? w.size(0) : w.size(1);
+  const int64_t m = x.numel() / k;
   const memory::data_type dt =
       x.scalar_type() == at::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
-  // LibTorch's weight is [N, K] row-major: the [K, N] matrix in "ba" order.
+  // The weight is row-major [N, K]: as the [K, N] right-hand matrix it is
+  // in "ba" order; as a [N, K] one (the input gradient) in "ab".
   const memory::desc src_md({m, k}, dt, memory::format_tag::ab);
-  const memory::desc wei_md({k, n}, dt, memory::format_tag::ba);
+  const memory::desc wei_md({k, n}, dt, transposed ? memory::format_tag::ba : memory::format_tag::ab);
   const memory::desc dst_md({m, n}, dt, memory::format_tag::ab);
   const memory::desc bias_md = b.defined() ? memory::desc({1, n}, dt, memory::format_tag::ab) : memory::desc();
   dnnl::post_ops post_ops;
@@ -111,6 +122,26 @@ at::Tensor OneDnnLinear(const at::Tensor& x_in, const at::Tensor& w, const at::T
   Stream().wait();
   return y;
 }
+
+// x w^T + b for an x autograd tracks and a frozen w, b: both directions
+// through oneDNN. Frozen weights need no weight gradient, so the backward is
+// the one product g w.
+class FrozenLinearFunction : public torch::autograd::Function<FrozenLinearFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& b) {
+    ctx->saved_data["w"] = w;
+    at::Tensor y = OneDnnProduct(x, w, b, Epilogue::kNone, WeightUse::kTransposed);
+    return y.defined() ? y : at::linear(x, w, b);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor w = ctx->saved_data["w"].toTensor();
+    at::Tensor gx = OneDnnProduct(grads[0], w, at::Tensor(), Epilogue::kNone, WeightUse::kAsIs);
+    if (!gx.defined()) gx = at::matmul(grads[0], w);
+    return {gx, at::Tensor(), at::Tensor()};
+  }
+};
 
 // softmax(q k^T * scale + mask) v with q, k, v read in place (strided) from
 // qkv, or an undefined tensor when oneDNN has no implementation here.
@@ -171,8 +202,8 @@ at::Tensor OneDnnSelfAttention(const at::Tensor& qkv_in, const at::Tensor& mask,
 
 // The oneDNN paths take: the kOneDnn backend; defined, strided, CPU tensors
 // of `first`'s dtype, float32 or bfloat16 (undefined optional ones pass);
-// nothing autograd must record.
-bool OneDnnCanTake(std::initializer_list<const at::Tensor*> tensors) {
+// nothing autograd must record, except in `first` when `first_may_need_grad`.
+bool OneDnnCanTake(std::initializer_list<const at::Tensor*> tensors, bool first_may_need_grad = false) {
   if (!BuiltWithOneDnn() || g_backend.load(std::memory_order_relaxed) != MatmulBackend::kOneDnn) return false;
   const at::Tensor& first = **tensors.begin();
   if (!first.defined()) return false;
@@ -184,7 +215,7 @@ bool OneDnnCanTake(std::initializer_list<const at::Tensor*> tensors) {
     if (!v->device().is_cpu() || v->layout() != at::kStrided || v->is_quantized() || v->scalar_type() != t) {
       return false;
     }
-    grad_needed = grad_needed || v->requires_grad();
+    grad_needed = grad_needed || (v->requires_grad() && !(first_may_need_grad && v == &first));
   }
   return !(grad_needed && at::GradMode::is_enabled());
 }
@@ -192,7 +223,7 @@ bool OneDnnCanTake(std::initializer_list<const at::Tensor*> tensors) {
 }  // namespace
 
 bool FrozenLinearUsesOneDnn(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  if (!w.defined() || !OneDnnCanTake({&x, &w, &b})) return false;
+  if (!w.defined() || !OneDnnCanTake({&x, &w, &b}, /*first_may_need_grad=*/true)) return false;
   if (w.dim() != 2 || !w.is_contiguous()) return false;
   if (x.dim() < 1 || x.size(-1) != w.size(1) || x.numel() == 0) return false;
   return !b.defined() || (b.dim() == 1 && b.size(0) == w.size(0) && b.is_contiguous());
@@ -217,7 +248,11 @@ at::Tensor SelfAttention(const at::Tensor& qkv, const at::Tensor& mask, int64_t 
 at::Tensor FrozenLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Epilogue epilogue) {
 #if ADAPTERD_WITH_ONEDNN
   if (FrozenLinearUsesOneDnn(x, w, b)) {
-    at::Tensor y = OneDnnLinear(x, w, b, epilogue);
+    if (x.requires_grad() && at::GradMode::is_enabled()) {
+      at::Tensor y = FrozenLinearFunction::apply(x, w, b);
+      return epilogue == Epilogue::kGelu ? at::gelu(y) : y;
+    }
+    at::Tensor y = OneDnnProduct(x, w, b, epilogue, WeightUse::kTransposed);
     if (y.defined()) return y;
   }
 #endif

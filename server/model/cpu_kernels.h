@@ -3,14 +3,17 @@
 //
 // FrozenLinear(x, w, b, epilogue) computes epilogue(at::linear(x, w, b)) for
 // the encoder's frozen weights:
-//   - on CPU, for float32 and bfloat16 with x, w and b in one dtype and no
-//     autograd graph to record (inference, or training whose input does not
-//     require grad), through a oneDNN matmul primitive reading LibTorch's
-//     [N, K] weight in place (no packed copy, no extra memory), with the
-//     epilogue fused as a post-op; oneDNN's primitive cache makes a repeated
-//     shape a lookup (~5 us measured);
-//   - otherwise (CUDA, float16, float64, autograd, a build without oneDNN,
-//     or the kATen backend) through at::linear and the ATen epilogue.
+//   - on CPU, for float32 and bfloat16 with x, w and b in one dtype and w, b
+//     frozen (not requiring grad), through a oneDNN matmul primitive reading
+//     LibTorch's [N, K] weight in place (no packed copy, no extra memory),
+//     with the epilogue fused as a post-op; oneDNN's primitive cache makes a
+//     repeated shape a lookup (~5 us measured). When autograd tracks x
+//     (adapter training: the adapters below make every layer's input require
+//     grad), the backward is the input gradient g w, also through oneDNN, and
+//     the epilogue runs in ATen so autograd sees it;
+//   - otherwise (CUDA, float16, float64, weights that require grad, a build
+//     without oneDNN, or the kATen backend) through at::linear and the ATen
+//     epilogue.
 // Both paths give the same values up to floating-point reassociation:
 // tests/model/cpu_kernels_test.cc bounds the difference.
 //

@@ -91,20 +91,39 @@ TEST(CpuKernels, FrozenLinearMatchesAtenInBfloat16) {
   }
 }
 
-TEST(CpuKernels, FrozenLinearLeavesAutogradAndOtherTypesToAten) {
+TEST(CpuKernels, FrozenLinearGivesTheInputGradientThroughOneDnn) {
+  at::manual_seed(5);
+  for (at::ScalarType t : {at::kFloat, at::kBFloat16}) {
+    const at::Tensor w = (at::randn({8, 6}) * 0.5).to(t), b = at::randn({8}).to(t);
+    const at::Tensor x0 = at::randn({2, 4, 6}).to(t);
+    at::Tensor x = x0.clone().requires_grad_(true);
+    ASSERT_TRUE(FrozenLinearUsesOneDnn(x, w, b));  // frozen weights: autograd on x alone is fine
+    at::Tensor y = FrozenLinear(x, w, b, Epilogue::kGelu);
+    ASSERT_TRUE(y.requires_grad());
+    const at::Tensor g = at::randn(y.sizes()).to(t);
+    y.backward(g);
+    at::Tensor xr = x0.to(at::kDouble).requires_grad_(true);
+    at::Tensor yr = at::gelu(at::linear(xr, w.to(at::kDouble), b.to(at::kDouble)));
+    yr.backward(g.to(at::kDouble));
+    const double tol = t == at::kFloat ? 1e-5 : 0.05;
+    EXPECT_LT(MaxAbsDiff(y, yr), tol);
+    ASSERT_TRUE(x.grad().defined());
+    EXPECT_EQ(x.grad().scalar_type(), t);
+    EXPECT_LT(MaxAbsDiff(x.grad(), xr.grad()), tol * 4);
+    EXPECT_GT(x.grad().abs().sum().item<double>(), 0.0);
+  }
+}
+
+TEST(CpuKernels, FrozenLinearLeavesTrainableWeightsAndOtherTypesToAten) {
   at::manual_seed(5);
   const at::Tensor w = at::randn({8, 6}), b = at::randn({8});
-  at::Tensor x = at::randn({4, 6}).requires_grad_(true);
-  EXPECT_FALSE(FrozenLinearUsesOneDnn(x, w, b));
-  at::Tensor y = FrozenLinear(x, w, b, Epilogue::kGelu);
-  ASSERT_TRUE(y.requires_grad());
-  y.sum().backward();
-  at::Tensor x2 = x.detach().clone().requires_grad_(true);
-  at::gelu(at::linear(x2, w, b)).sum().backward();
-  EXPECT_LT(MaxAbsDiff(x.grad(), x2.grad()), 1e-6);
+  at::Tensor wt = w.clone().requires_grad_(true);
+  EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), wt, b));  // the weight gradient is ATen's
+  FrozenLinear(at::randn({4, 6}), wt, b).sum().backward();
+  ASSERT_TRUE(wt.grad().defined());
   {
     at::NoGradGuard no_grad;  // nothing to record: oneDNN may take it
-    EXPECT_TRUE(FrozenLinearUsesOneDnn(x, w, b));
+    EXPECT_TRUE(FrozenLinearUsesOneDnn(at::randn({4, 6}), wt, b));
   }
   const at::Tensor xd = at::randn({4, 6}, at::kDouble), wd = w.to(at::kDouble), bd = b.to(at::kDouble);
   EXPECT_FALSE(FrozenLinearUsesOneDnn(xd, wd, bd));

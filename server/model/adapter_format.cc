@@ -121,6 +121,9 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> DeserializeAdapterSet(std::string_vi
                                                                   std::string_view encoder_fingerprint,
                                                                   c10::Device device,
                                                                   const AdapterLoadOptions& options) {
+  if (!c10::isFloatingType(options.dtype)) {
+    return absl::InvalidArgumentError("adapter sets load into a floating-point dtype");
+  }
   ASSIGN_OR_RETURN(SafetensorsFile file,
                    SafetensorsFile::Parse({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()},
                                           nullptr));
@@ -179,7 +182,7 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> DeserializeAdapterSet(std::string_vi
       return absl::InvalidArgumentError(
           absl::StrCat("adapter file: tensor '", name, "' has dtype ", std::string(DTypeName(view.dtype))));
     }
-    ASSIGN_OR_RETURN(*it->second, ViewToTensor(view, file.holder(), device, at::kFloat));
+    ASSIGN_OR_RETURN(*it->second, ViewToTensor(view, file.holder(), device, options.dtype));
     if (options.check_finite) RETURN_IF_ERROR(CheckFinite(*it->second, absl::StrCat("adapter file: tensor '", name, "'")));
   }
   for (const auto& [name, slot] : slots) {

@@ -7,6 +7,7 @@
 #define ADAPTERD_SERVER_MODEL_ADAPTER_FORMAT_H_
 
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include <map>
 #include <memory>
@@ -62,9 +63,14 @@ struct AdapterLoadOptions {
   // from storage were checked on their way in (import, training), so the
   // serving cache skips this on its hot path.
   bool check_finite = true;
+  // The dtype of the returned set's tensors: the serving cache asks for the
+  // encoder's, so each stored value is converted once, straight from the
+  // file's bytes, with no fp32 copy in between.
+  c10::ScalarType dtype = c10::kFloat;
 };
 
-// Parses a file into an fp32 AdapterSet on `device`, checking it against the
+// Parses a file into an AdapterSet of options.dtype (fp32 by default) on
+// `device`, checking it against the
 // encoder it will run on:
 //   FAILED_PRECONDITION if it was trained on another model (fingerprints
 //   differ: other weights, config, vocabulary or lower-casing) or its layer

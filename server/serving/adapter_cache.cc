@@ -212,7 +212,8 @@ AdapterCache::Result AdapterCache::Load(const Key& key, const std::shared_ptr<Fl
                    model::DeserializeAdapterSet(*bytes, encoder.config(), encoder.fingerprint(), encoder.device(),
                                                 {.v1_fingerprint = encoder.weights_fingerprint(),
                                                  // Checked when stored (import, training).
-                                                 .check_finite = false}));
+                                                 .check_finite = false,
+                                                 .dtype = encoder.dtype()}));
   if (set->dtype() != encoder.dtype() || set->device() != encoder.device()) {
     ASSIGN_OR_RETURN(set, set->Clone(encoder.device(), encoder.dtype()));
   }

@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_main.h"
+#include "common/malloc_tuning.h"
 #include "server/model/adapter_set.h"
 #include "server/model/bert_encoder.h"
 #include "server/model/checkpoint_writer.h"
@@ -191,6 +192,7 @@ BENCHMARK(adapterd::model::BM_MixedGatherBmm)->Arg(0)->Arg(1)->Unit(benchmark::k
 
 int main(int argc, char** argv) {
   using adapterd::model::g_cfg;
+  adapterd::KeepLargeBuffersOnTheHeap();
   // Our flags first; the rest go to Google Benchmark.
   std::vector<char*> rest = adapterd::bench::ParseOwnFlags(
       argc, argv,

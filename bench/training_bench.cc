@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_main.h"
+#include "common/malloc_tuning.h"
 #include "server/model/adapter_format.h"
 #include "server/model/checkpoint_writer.h"
 #include "server/model/tensor_io.h"
@@ -134,6 +135,7 @@ BENCHMARK(adapterd::training::BM_FullFineTuning)->UseManualTime()->Iterations(1)
 
 int main(int argc, char** argv) {
   using adapterd::training::g_cfg;
+  adapterd::KeepLargeBuffersOnTheHeap();
   std::vector<char*> rest = adapterd::bench::ParseOwnFlags(
       argc, argv,
       {{"--preset", [](const char* v) { g_cfg.preset = v; }},

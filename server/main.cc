@@ -16,12 +16,14 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 
+#include "common/malloc_tuning.h"
 #include "server/backup_tool.h"
 #include "server/server.h"
 #include "server/server_options.h"
 
 int main(int argc, char** argv) {
   if (adapterd::IsBackupCommand(argc, argv)) return adapterd::RunBackupCommand(argc, argv);
+  const std::string malloc_settings = adapterd::KeepLargeBuffersOnTheHeap();
   int exit_code = 0;
   absl::StatusOr<adapterd::ServerOptions> options = adapterd::ParseServerFlags(argc, argv, &exit_code);
   if (!options.ok()) {
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  std::fprintf(stderr, "adapterd: %s\n", malloc_settings.c_str());
   const int drain_seconds = options->drain_seconds;
   absl::StatusOr<std::unique_ptr<adapterd::Server>> server = adapterd::Server::Start(*std::move(options));
   if (!server.ok()) {

@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "common/malloc_tuning.h"
 #include "server/model/adapter_format.h"
 #include "server/model/adapter_set.h"
 #include "server/model/bert_encoder.h"
@@ -223,6 +224,7 @@ int Bench(const std::map<std::string, std::string>& f) {
 
 int main(int argc, char** argv) {
   using namespace adapterd::model;
+  adapterd::KeepLargeBuffersOnTheHeap();
   if (argc < 2) {
     std::fprintf(stderr, "usage: adapterd-peer make-adapter|logits|bench --flag value ...\n");
     return 2;

@@ -1,0 +1,25 @@
+#include "common/malloc_tuning.h"
+
+#include <malloc.h>
+
+#include <cstdlib>
+
+namespace adapterd {
+
+std::string KeepLargeBuffersOnTheHeap() {
+  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"}) {
+    if (std::getenv(name) != nullptr) return std::string("malloc: left to the environment (") + name + " is set)";
+  }
+#if defined(__GLIBC__)
+  constexpr int kMmapThreshold = 32 << 20;  // glibc's maximum on 64-bit
+  constexpr int kTrimThreshold = 1 << 30;
+  if (mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1) {
+    return "malloc: blocks up to 32 MiB stay on the heap (mmap threshold 32 MiB, trim threshold 1 GiB)";
+  }
+  return "malloc: glibc refused the thresholds; defaults kept";
+#else
+  return "malloc: not glibc; defaults kept";
+#endif
+}
+
+}  // namespace adapterd

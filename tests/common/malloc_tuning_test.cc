@@ -1,0 +1,50 @@
+// KeepLargeBuffersOnTheHeap changes the whole process's allocator, so it has
+// a test binary of its own.
+#include "common/malloc_tuning.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace adapterd {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Memory-mapped blocks glibc holds now.
+size_t MappedBlocks() { return mallinfo2().hblks; }
+
+// Keeps the compiler from eliding a malloc/free pair.
+void* volatile g_block = nullptr;
+
+// Whether a fresh block of `bytes` was served by its own mmap.
+bool MappedOnItsOwn(size_t bytes) {
+  const size_t before = MappedBlocks();
+  g_block = std::malloc(bytes);
+  std::memset(g_block, 1, bytes);
+  const bool mapped = MappedBlocks() > before;
+  std::free(g_block);
+  return mapped;
+}
+
+TEST(MallocTuning, BlocksUpTo32MiBComeFromTheHeapAfterwards) {
+  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"}) unsetenv(name);
+  // glibc's default: a first 16 MiB block gets its own mapping.
+  EXPECT_TRUE(MappedOnItsOwn(16 << 20));
+  EXPECT_THAT(KeepLargeBuffersOnTheHeap(), HasSubstr("stay on the heap"));
+  EXPECT_FALSE(MappedOnItsOwn(16 << 20));
+  EXPECT_FALSE(MappedOnItsOwn(30 << 20));
+  EXPECT_TRUE(MappedOnItsOwn(64 << 20));  // above glibc's maximum threshold
+}
+
+TEST(MallocTuning, AnEnvironmentSettingWins) {
+  setenv("MALLOC_TRIM_THRESHOLD_", "1000", 1);
+  EXPECT_THAT(KeepLargeBuffersOnTheHeap(), HasSubstr("left to the environment (MALLOC_TRIM_THRESHOLD_"));
+  unsetenv("MALLOC_TRIM_THRESHOLD_");
+}
+
+}  // namespace
+}  // namespace adapterd

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -109,22 +110,47 @@ class BertEncoder::PlainOps final : public TaskOps {
   double eps_;
 };
 
-// Rows sorted by task: one GEMM per contiguous task segment. With a single
-// segment this is exactly the single-task forward.
+// Rows sorted by task: the adapters and the head run as one product per
+// contiguous task segment, over all of the segment's tokens (a grouped
+// product, without copying any task's weights). The task LayerNorms
+// normalise every row at once and take each row's affine from the segments'
+// affines stacked per call (T vectors of d, not T LayerNorm calls: on a
+// 2-core CPU each small operator costs tens of microseconds of thread
+// wake-up). With a single segment this is exactly the single-task forward.
 class BertEncoder::SegmentOps final : public TaskOps {
  public:
   struct Segment {
     const AdapterSet* set;
     int64_t start, length;
   };
-  SegmentOps(std::vector<Segment> segments, int64_t max_labels, double eps)
-      : segments_(std::move(segments)), max_labels_(max_labels), eps_(eps) {}
+  SegmentOps(std::vector<Segment> segments, int64_t max_labels, double eps, c10::Device device)
+      : segments_(std::move(segments)), max_labels_(max_labels), eps_(eps) {
+    if (segments_.size() == 1) return;
+    std::vector<int64_t> segment_of_row;
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      segment_of_row.insert(segment_of_row.end(), static_cast<size_t>(segments_[i].length), static_cast<int64_t>(i));
+    }
+    segment_of_row_ = at::tensor(segment_of_row, at::kLong).to(device);
+  }
 
   at::Tensor LayerNorm(LnSite site, int64_t layer, const at::Tensor& x) const override {
-    return PerSegment(x, [&](const AdapterSet& s, const at::Tensor& xs) {
-      const LayerNormAffine& ln = LnOf(s, site, layer);
-      return AffineLayerNorm(xs, ln.weight, ln.bias, eps_);
-    });
+    if (segments_.size() == 1) {
+      const LayerNormAffine& ln = LnOf(*segments_[0].set, site, layer);
+      return AffineLayerNorm(x, ln.weight, ln.bias, eps_);
+    }
+    std::vector<at::Tensor> weights, biases;
+    for (const Segment& seg : segments_) {
+      const LayerNormAffine& ln = LnOf(*seg.set, site, layer);
+      weights.push_back(ln.weight);
+      biases.push_back(ln.bias);
+    }
+    at::Tensor w = at::stack(weights).index_select(0, segment_of_row_);  // [B, d]
+    at::Tensor b = at::stack(biases).index_select(0, segment_of_row_);
+    if (x.dim() == 3) {
+      w = w.unsqueeze(1);
+      b = b.unsqueeze(1);
+    }
+    return at::addcmul(b, at::layer_norm(x, {x.size(-1)}, {}, {}, eps_), w);
   }
   at::Tensor Adapter(AdapterSite site, int64_t layer, const at::Tensor& x) const override {
     return PerSegment(x, [&](const AdapterSet& s, const at::Tensor& xs) {
@@ -153,6 +179,7 @@ class BertEncoder::SegmentOps final : public TaskOps {
   std::vector<Segment> segments_;
   int64_t max_labels_;
   double eps_;
+  at::Tensor segment_of_row_;  // [B] long: each row's index into segments_ (when > 1)
 };
 
 // Per-row weights gathered from the stack, batched matmuls.
@@ -267,17 +294,22 @@ int64_t BertEncoder::NumParameters() const {
 
 MixedStrategy BertEncoder::ChooseStrategy(int64_t batch, int64_t distinct_tasks, bool stack_can_gather,
                                           c10::Device device) {
-  // Measured with bench/model_bench (docs/PERFORMANCE.md), BERT-base, batch
-  // 32, seq 128, fp32 on this 2-core CPU: relative to one task, gathering
-  // gave 0.96 with 4 tasks and 0.88-1.01 with 32, per-task segments 0.93 and
-  // 0.56-0.62. Segments pay per-segment LayerNorm and concatenation on every
-  // sub-layer; the gather copies only B * 2dm weights per adapter. With a
-  // single task the segment path is exactly the single-task forward. GPUs
-  // were not measured; fewer, larger kernels favour gathering there too.
+  // Segments, always (docs/PERFORMANCE.md, "Many tasks at the cost of one").
+  // Measured in the serving engine (adapterd-loadgen, BERT-base m = 64, bf16,
+  // 32-word texts, 32 clients, 100 Zipf tasks, every task resident): 100
+  // tasks / 1 task = 0.896 with segments, 0.695 with the gathered bmm. The
+  // gather path must stack every task's adapters into [T, ...] tensors for
+  // each batch (2 x 4.8 MB copied per task per batch) and then copy each
+  // row's weights again; segments copy no weights, run the adapters as one
+  // product per task over its tokens, and normalise all rows in one
+  // LayerNorm. (Encoder alone, stack built outside the timing, b32 x 48 with
+  // 16 tasks: segments 0.923, gathered 0.941 of one task.) GPUs were not
+  // measured; the stacking cost is there too.
   (void)batch;
+  (void)distinct_tasks;
+  (void)stack_can_gather;
   (void)device;
-  if (!stack_can_gather || distinct_tasks <= 1) return MixedStrategy::kSegments;
-  return MixedStrategy::kGatherBmm;
+  return MixedStrategy::kSegments;
 }
 
 absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input,
@@ -299,7 +331,7 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
     return absl::InvalidArgumentError("input_ids must be a [batch, seq_len] tensor");
   }
   SegmentOps ops({{&task, 0, input.input_ids.size(0)}}, task.config().num_labels(),
-                 config_.layer_norm_eps);
+                 config_.layer_norm_eps, options_.device);
   return Run(input, ops, options.train);
 }
 
@@ -363,14 +395,17 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
     ++segments.back().length;
   }
   const bool sorted = std::is_sorted(row_slots.begin(), row_slots.end());
-  SegmentOps ops(std::move(segments), max_labels, config_.layer_norm_eps);
-  if (sorted) return Run(input, ops, options.train);
+  std::optional<SegmentOps> ops;
+  RETURN_IF_ERROR(GuardTorch("mixed-task forward", [&]() {
+    ops.emplace(std::move(segments), max_labels, config_.layer_norm_eps, options_.device);
+  }));
+  if (sorted) return Run(input, *ops, options.train);
   return GuardTorch("mixed-task forward", [&]() -> absl::StatusOr<EncoderOutput> {
     at::Tensor perm = at::tensor(order, at::kLong);
     auto permute = [&](const at::Tensor& t) { return t.defined() ? t.index_select(0, perm.to(t.device())) : t; };
     EncoderInput sorted_input{permute(input.input_ids), permute(input.token_type_ids),
                               permute(input.attention_mask)};
-    ASSIGN_OR_RETURN(EncoderOutput out, Run(sorted_input, ops, options.train));
+    ASSIGN_OR_RETURN(EncoderOutput out, Run(sorted_input, *ops, options.train));
     at::Tensor inverse = at::empty_like(perm);
     inverse.index_put_({perm}, at::arange(batch, at::kLong));
     inverse = inverse.to(options_.device);

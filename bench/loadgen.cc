@@ -34,7 +34,10 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "common/malloc_tuning.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/adapterd_client.h"
 #include "server/model/tensor_io.h"
@@ -60,6 +63,11 @@ struct Flags {
   int words = 100;  // ~128 word pieces with specials at most (max_seq_len truncates)
   int max_seq_len = 128;
   int bottleneck = 64;
+  std::string dtype = "fp32";
+  std::string strategy = "auto";
+  // The server's defaults (ServerOptions), not the engine's smaller ones.
+  int64_t host_cache_bytes = int64_t{4} << 30;
+  int64_t device_cache_bytes = int64_t{1} << 30;
   int threads = 0;
   int max_batch_size = 32;
   int max_queue_delay_us = 2000;
@@ -79,6 +87,34 @@ struct PhaseResult {
   double p50_ms = 0;
   double p99_ms = 0;
   double rps() const { return requests / seconds; }
+};
+
+// Batch shapes of the in-process engine, summed between Take() calls.
+class BatchShapes : public serving::ServingObserver {
+ public:
+  void OnBatch(const serving::BatchStats& s) override {
+    absl::MutexLock lock(&mu_);
+    ++batches_;
+    rows_ += s.rows;
+    tasks_ += s.distinct_tasks;
+    padding_ += s.padding_ratio;
+  }
+  // "N batches, R rows and T tasks per batch, padding P%" since the last call.
+  std::string Take() {
+    absl::MutexLock lock(&mu_);
+    const double n = std::max<double>(1, static_cast<double>(batches_));
+    std::string line = absl::StrFormat("%lld batches: %.1f rows and %.1f tasks per batch, padding %.1f%%",
+                                       static_cast<long long>(batches_), static_cast<double>(rows_) / n,
+                                       static_cast<double>(tasks_) / n, 100 * padding_ / n);
+    batches_ = rows_ = tasks_ = 0;
+    padding_ = 0;
+    return line;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int64_t batches_ ABSL_GUARDED_BY(mu_) = 0, rows_ ABSL_GUARDED_BY(mu_) = 0, tasks_ ABSL_GUARDED_BY(mu_) = 0;
+  double padding_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 double Percentile(std::vector<double>& v, double q) {
@@ -186,6 +222,16 @@ int Main(int argc, char** argv) {
   app.add_option("--words", f.words, "words per text (truncated to --max_seq_len pieces)")->capture_default_str();
   app.add_option("--max_seq_len", f.max_seq_len, "tokens per text")->capture_default_str();
   app.add_option("--bottleneck", f.bottleneck, "adapter size m")->capture_default_str();
+  app.add_option("--host_cache_bytes", f.host_cache_bytes, "in-process engine's host tier (adapterd's default)")
+      ->capture_default_str();
+  app.add_option("--device_cache_bytes", f.device_cache_bytes, "in-process engine's device tier (adapterd's default)")
+      ->capture_default_str();
+  app.add_option("--strategy", f.strategy, "mixed-task strategy of the in-process engine: auto, gather or segments")
+      ->check(CLI::IsMember({"auto", "gather", "segments"}))
+      ->capture_default_str();
+  app.add_option("--dtype", f.dtype, "serving dtype of the in-process engine: fp32 or bf16 (match the server's)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--threads", f.threads, "LibTorch threads for the in-process engine (0 = all)")->capture_default_str();
   app.add_option("--max_batch_size", f.max_batch_size, "in-process batcher")->capture_default_str();
   app.add_option("--max_queue_delay_us", f.max_queue_delay_us, "in-process batcher")->capture_default_str();
@@ -198,10 +244,12 @@ int Main(int argc, char** argv) {
   app.add_option("--training_share", f.training_share, "executor share kept by training")->capture_default_str();
   app.add_option("--micro_batch", f.micro_batch, "training micro-batch rows")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  std::printf("%s\n", adapterd::KeepLargeBuffersOnTheHeap().c_str());
   model::SetComputeThreads(f.threads);
 
   model::LoadOptions lo;
   lo.max_seq_len = f.max_seq_len;
+  lo.dtype = f.dtype == "bf16" ? c10::kBFloat16 : c10::kFloat;
   absl::StatusOr<model::LoadedModel> m = model::LoadBertModel(f.model_dir, lo);
   if (!m.ok()) {
     std::fprintf(stderr, "loading %s: %s\n", f.model_dir.c_str(), m.status().ToString().c_str());
@@ -212,19 +260,17 @@ int Main(int argc, char** argv) {
               static_cast<long long>(m->config.hidden_size), f.tasks, f.popularity.c_str(), f.bottleneck,
               f.concurrency, f.texts_per_request);
 
-  // K adapter files.
-  std::vector<std::string> files;
-  for (int i = 0; i < f.tasks; ++i) {
+  // Task i's adapter file, made again on each call (deterministic: seed
+  // 7 + i) rather than held: 1,000 BERT-base sets would be 9.7 GB.
+  auto adapter_file = [&](int i) -> absl::StatusOr<std::string> {
     model::AdapterConfig ac;
     ac.bottleneck_size = f.bottleneck;
     ac.labels = {"negative", "positive"};
     auto set = model::AdapterSet::CreateInitialized(m->config, m->encoder->weights(), ac, 7 + i,
                                                     c10::Device(c10::kCPU));
-    if (!set.ok()) return std::fprintf(stderr, "%s\n", set.status().ToString().c_str()), 1;
-    auto bytes = model::SerializeAdapterSet(**set, m->fingerprint);
-    if (!bytes.ok()) return std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str()), 1;
-    files.push_back(*std::move(bytes));
-  }
+    if (!set.ok()) return set.status();
+    return model::SerializeAdapterSet(**set, m->fingerprint);
+  };
 
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / absl::StrCat("adapterd-loadgen-", ::getpid());
@@ -239,7 +285,9 @@ int Main(int argc, char** argv) {
     p.task.add_labels("negative");
     p.task.add_labels("positive");
     p.task.mutable_adapter_config()->set_bottleneck_size(f.bottleneck);
-    p.adapter_bytes = files[static_cast<size_t>(i)];
+    auto bytes = adapter_file(i);
+    if (!bytes.ok()) return std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str()), 1;
+    p.adapter_bytes = *std::move(bytes);
     if (auto r = (*db)->PromoteAdapterVersion(std::move(p)); !r.ok()) {
       return std::fprintf(stderr, "%s\n", r.status().ToString().c_str()), 1;
     }
@@ -252,6 +300,13 @@ int Main(int argc, char** argv) {
   eo.max_batch_size = f.max_batch_size;
   eo.max_queue_delay_us = f.max_queue_delay_us;
   eo.min_training_share = f.training_share;
+  BatchShapes shapes;
+  eo.observer = &shapes;
+  eo.host_cache_bytes = f.host_cache_bytes;
+  eo.device_cache_bytes = f.device_cache_bytes;
+  eo.strategy = f.strategy == "gather"     ? model::MixedStrategy::kGatherBmm
+                : f.strategy == "segments" ? model::MixedStrategy::kSegments
+                                           : model::MixedStrategy::kAuto;
   auto engine = serving::InferenceEngine::Create(std::move(eo));
   if (!engine.ok()) return std::fprintf(stderr, "%s\n", engine.status().ToString().c_str()), 1;
 
@@ -274,8 +329,11 @@ int Main(int argc, char** argv) {
   // Warm every task into the device tier first (the targets are for resident tasks).
   for (int i = 0; i < f.tasks; ++i) (void)(*engine)->cache().Get("default", absl::StrCat("loadgen-", i));
 
+  (void)shapes.Take();
   const PhaseResult one = RunClosedLoop("in-process, 1 task", f, in_process(false));
+  std::printf("  %s\n", shapes.Take().c_str());
   const PhaseResult many = RunClosedLoop(absl::StrCat("in-process, ", f.tasks, " tasks"), f, in_process(true));
+  std::printf("  %s\n", shapes.Take().c_str());
   std::printf("ratio  %d tasks / 1 task (in-process):  %.3f\n", f.tasks, many.rps() / one.rps());
 
   if (!f.server.empty()) {
@@ -285,7 +343,9 @@ int Main(int argc, char** argv) {
     auto c = client::AdapterdClient::Create(co);
     if (!c.ok()) return std::fprintf(stderr, "%s\n", c.status().ToString().c_str()), 1;
     for (int i = 0; i < f.tasks; ++i) {
-      auto t = (*c)->ImportAdapter(absl::StrCat("loadgen-", i), files[static_cast<size_t>(i)]);
+      auto bytes = adapter_file(i);
+      if (!bytes.ok()) return std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str()), 1;
+      auto t = (*c)->ImportAdapter(absl::StrCat("loadgen-", i), *bytes);
       if (!t.ok() && !absl::IsAlreadyExists(t.status())) {
         return std::fprintf(stderr, "import: %s\n", t.status().ToString().c_str()), 1;
       }
@@ -356,6 +416,26 @@ int Main(int argc, char** argv) {
   }
   std::printf("cold adapter load (m=%d)      p50 %8.2f ms  p99 %8.2f ms  (%zu loads)\n", f.bottleneck,
               Percentile(cold, 0.5), Percentile(cold, 0.99), cold.size());
+  // Where a cold load's time goes: the RocksDB read, then the parse into the
+  // serving dtype, each timed alone on the same tasks.
+  std::vector<double> read_ms, parse_ms;
+  for (int i = 0; i < f.cold_loads; ++i) {
+    const absl::Time a = absl::Now();
+    auto current = (*db)->adapters().GetCurrent("default", absl::StrCat("loadgen-", i % f.tasks));
+    const absl::Time b = absl::Now();
+    if (!current.ok()) continue;
+    auto set = model::DeserializeAdapterSet(current->bytes, m->config, m->encoder->fingerprint(),
+                                            m->encoder->device(),
+                                            {.check_finite = false, .dtype = m->encoder->dtype()});
+    const absl::Time c = absl::Now();
+    if (!set.ok()) continue;
+    read_ms.push_back(absl::ToDoubleMilliseconds(b - a));
+    parse_ms.push_back(absl::ToDoubleMilliseconds(c - b));
+  }
+  std::printf("  of which RocksDB read         p50 %8.2f ms  p99 %8.2f ms\n", Percentile(read_ms, 0.5),
+              Percentile(read_ms, 0.99));
+  std::printf("  of which parse + convert      p50 %8.2f ms  p99 %8.2f ms\n", Percentile(parse_ms, 0.5),
+              Percentile(parse_ms, 0.99));
   engine->reset();
   (void)(*db)->Close();
   std::error_code ec;

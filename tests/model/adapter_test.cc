@@ -287,6 +287,27 @@ TEST(AdapterFormat, RoundTripIsBitExactWithMetadata) {
   EXPECT_EQ(bytes, again);
 }
 
+// The serving cache loads straight into the encoder's dtype: the same values
+// as loading fp32 and converting, with no fp32 copy in between.
+TEST(AdapterFormat, LoadsStraightIntoTheRequestedDtype) {
+  auto enc = MakeEncoder(TinyConfig());
+  auto set = MakeTrainedLikeSet(*enc, 3, 5, 8);
+  ASSERT_OK_AND_ASSIGN(std::string bytes, SerializeAdapterSet(*set, enc->fingerprint()));
+  ASSERT_OK_AND_ASSIGN(auto bf16, DeserializeAdapterSet(bytes, enc->config(), enc->fingerprint(), at::kCPU,
+                                                        {.dtype = at::kBFloat16}));
+  EXPECT_EQ(bf16->dtype(), at::kBFloat16);
+  ASSERT_OK_AND_ASSIGN(auto converted, set->Clone(at::kCPU, at::kBFloat16));
+  auto a = converted->Named();
+  auto b = bf16->Named();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(b[i].second.scalar_type(), at::kBFloat16) << b[i].first;
+    EXPECT_TRUE(BitEqual(a[i].second, b[i].second)) << a[i].first;
+  }
+  EXPECT_THAT(DeserializeAdapterSet(bytes, enc->config(), enc->fingerprint(), at::kCPU, {.dtype = at::kLong}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("floating-point")));
+}
+
 TEST(AdapterFormat, LoadingOnAnotherEncoderIsRefused) {
   auto enc = MakeEncoder(TinyConfig(), 1);
   auto other = MakeEncoder(TinyConfig(), 2);

@@ -43,6 +43,7 @@
 #include "server/model/tensor_io.h"
 #include "server/model/adapter_format.h"
 #include "server/model/adapter_set.h"
+#include "server/model/cpu_kernels.h"
 #include "server/model/model_loader.h"
 #include "server/serving/inference_engine.h"
 #include "server/training/trainer.h"
@@ -246,6 +247,7 @@ int Main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::printf("%s\n", adapterd::KeepLargeBuffersOnTheHeap().c_str());
   model::SetComputeThreads(f.threads);
+  if (model::GetMatmulBackend() == model::MatmulBackend::kOneDnn) model::SetBlasThreads(1);  // as adapterd does
 
   model::LoadOptions lo;
   lo.max_seq_len = f.max_seq_len;

@@ -3,7 +3,11 @@
 // the bytes stored per task against a fully fine-tuned copy. Not a test.
 //
 //   build/bench/training_bench [--preset=base] [--batch=32] [--seq=128] [--steps=2]
-//                              [--bottleneck=64] [--threads=N]
+//                              [--bottleneck=64] [--threads=N] [--blas_threads=N]
+//
+// --blas_threads sizes OpenBLAS's pool alone (default: --threads). adapterd
+// runs with 1 (its products are in oneDNN), full fine-tuning is fastest with
+// --threads: compare each at its own setting (docs/PERFORMANCE.md).
 //
 // Each mode runs Train() over `steps` optimiser steps of `batch` examples of
 // exactly `seq` tokens; examples/s comes from the trainer's own epoch report
@@ -39,6 +43,7 @@ struct BenchConfig {
   int steps = 2;
   int64_t bottleneck = 64;
   int threads = 0;
+  int blas_threads = -1;  // -1: as threads
 };
 BenchConfig g_cfg;
 std::map<std::string, double> g_rates;
@@ -143,8 +148,10 @@ int main(int argc, char** argv) {
        {"--seq", [](const char* v) { g_cfg.seq = std::atoi(v); }},
        {"--steps", [](const char* v) { g_cfg.steps = std::atoi(v); }},
        {"--bottleneck", [](const char* v) { g_cfg.bottleneck = std::atol(v); }},
-       {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }}});
+       {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }},
+       {"--blas_threads", [](const char* v) { g_cfg.blas_threads = std::atoi(v); }}});
   adapterd::model::SetComputeThreads(g_cfg.threads);
+  if (g_cfg.blas_threads >= 0) adapterd::model::SetBlasThreads(g_cfg.blas_threads);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   benchmark::RunSpecifiedBenchmarks();

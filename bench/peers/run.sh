@@ -68,7 +68,7 @@ RESULTS=$WORK_DIR/results.jsonl
 : >"$RESULTS"
 echo "== timing: $ROUNDS rounds; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 adapterd_bench() {  # dtype batch seq seconds
-  OMP_WAIT_POLICY=PASSIVE "$PEER" bench --model_dir "$MODEL" --adapter "$ADAPTER" --dtype "$1" \
+  GOMP_SPINCOUNT=3000000 "$PEER" bench --model_dir "$MODEL" --adapter "$ADAPTER" --dtype "$1" \
     --batch "$2" --seq "$3" --seconds "$4" --threads "$THREADS" | tail -1
 }
 ort_bench() {  # batch seq seconds

@@ -149,6 +149,10 @@ int SetComputeThreads(int threads) {
   return n;
 }
 
+void SetBlasThreads(int threads) {
+  if (auto set = OpenBlasSymbol<void (*)(int)>("openblas_set_num_threads")) set(std::max(1, threads));
+}
+
 int BlasThreads() {
   auto get = OpenBlasSymbol<int (*)()>("openblas_get_num_threads");
   return get != nullptr ? get() : -1;

@@ -94,6 +94,14 @@ int SetComputeThreads(int threads);
 // OpenBLAS's thread count, or -1 when LibTorch's BLAS is not OpenBLAS.
 int BlasThreads();
 
+// Sets OpenBLAS's pool alone (no-op when LibTorch's BLAS is not OpenBLAS).
+// The server sets 1 when its products run in oneDNN (cpu_kernels.h): OpenBLAS
+// then computes only ATen's leftovers (the products of adapters being
+// trained, attention's backward) on the calling thread, and no second pool
+// competes with OpenMP's workers, which may then spin between operators
+// (docs/PERFORMANCE.md, "Wait policy").
+void SetBlasThreads(int threads);
+
 }  // namespace adapterd::model
 
 #endif  // ADAPTERD_SERVER_MODEL_TENSOR_IO_H_

@@ -66,8 +66,7 @@ fi
 
 # libgomp reads its wait policy only at start-up. adapterd computes in oneDNN
 # on OpenMP's workers and keeps OpenBLAS to one thread, so workers that spin
-# ~70 ms between operators before sleeping pay off (batch-1 latency 0.7x,
-# many-task throughput +10% against sleeping at once; docs/PERFORMANCE.md,
-# "Wait policy"). An OMP_WAIT_POLICY of the caller's wins.
+# ~70 ms between operators before sleeping pay off (bf16 batch-1 latency
+# 0.65x of sleeping workers'; docs/PERFORMANCE.md, "Wait policy"). An OMP_WAIT_POLICY of the caller's wins.
 if [[ -z "${OMP_WAIT_POLICY:-}" ]]; then export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-3000000}; fi
 exec "$BUILD_DIR/server/adapterd" --data_dir "$DATA_DIR" --model_dir "$MODEL_DIR" "${args[@]}"

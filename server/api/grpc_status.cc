@@ -1,12 +1,18 @@
 #include "server/api/grpc_status.h"
 
 #include <string>
+#include <string_view>
+
+#include "common/utf8.h"
 
 namespace adapterd::api {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  // Messages may quote a caller's bytes (a malformed header, an id); a
+  // caller always gets valid UTF-8 back.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      ToValidUtf8(std::string_view(status.message().data(), status.message().size())));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

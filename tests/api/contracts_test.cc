@@ -28,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
+#include "common/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/api/grpc_status.h"
@@ -341,6 +342,21 @@ TEST_F(ContractsTest, NonFiniteAdapterWeightsAreRefusedNamingTheTensor) {
     EXPECT_THAT(s.error_message(), HasSubstr("NaN or infinite"));
     EXPECT_EQ(GetTaskCode("poisoned"), grpc::StatusCode::NOT_FOUND);
   }
+}
+
+// A header whose JSON holds bytes that are not UTF-8: the parse error quotes
+// them, and the caller still gets a valid UTF-8 message (issue 20).
+TEST_F(ContractsTest, AMalformedHeaderErrorIsValidUtf8) {
+  const std::string header = "{\"layers.0\xff\xfe\": 1}";
+  std::string file(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(file.data(), &n, sizeof(n));  // little-endian on every platform adapterd builds for
+  file += header;
+  grpc::Status s = Import(*stub_, "bad-bytes", file);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("not valid JSON"));
+  EXPECT_TRUE(IsValidUtf8(s.error_message())) << s.error_message();
+  EXPECT_EQ(GetTaskCode("bad-bytes"), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(ContractsTest, TheFingerprintCoversTheVocabularyAndLowerCasing) {

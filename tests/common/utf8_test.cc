@@ -23,5 +23,14 @@ TEST(Utf8, RejectsMalformedSequences) {
   EXPECT_FALSE(IsValidUtf8("ok\x80"));                // stray continuation
 }
 
+TEST(Utf8, ToValidUtf8ReplacesEachBadByteAndKeepsTheRest) {
+  EXPECT_EQ(ToValidUtf8("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_EQ(ToValidUtf8(""), "");
+  EXPECT_EQ(ToValidUtf8("a\xff" "b"), "a\xef\xbf\xbd" "b");
+  EXPECT_EQ(ToValidUtf8("\xc3"), "\xef\xbf\xbd");                        // truncated sequence
+  EXPECT_EQ(ToValidUtf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // a surrogate
+  EXPECT_TRUE(IsValidUtf8(ToValidUtf8(std::string("\x80\xc0\xaf\xf5\x00z", 6))));
+}
+
 }  // namespace
 }  // namespace adapterd

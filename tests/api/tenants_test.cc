@@ -50,6 +50,31 @@ TEST(TenantRegistry, MapsKeyHashesToTenantsWithQuotas) {
   EXPECT_EQ((*r)->Authenticate(nullptr).status().code(), absl::StatusCode::kUnauthenticated);
 }
 
+// Authenticate compares the key's hash with every stored hash (in constant
+// time, no early exit): each key still finds exactly its own tenant.
+TEST(TenantRegistry, EveryKeyFindsItsOwnTenantAmongMany) {
+  TempDir dir;
+  std::string text = R"({"tenants":[)";
+  for (int t = 0; t < 5; ++t) {
+    if (t > 0) text += ",";
+    text += absl::StrCat(R"({"id":"t)", t, R"(","api_key_sha256":[")", Sha256Hex(absl::StrCat("key-", t, "-a")),
+                         R"(",")", Sha256Hex(absl::StrCat("key-", t, "-b")), R"("]})");
+  }
+  text += "]}";
+  auto r = FromText(dir, text);
+  ASSERT_OK(r.status());
+  for (int t = 0; t < 5; ++t) {
+    for (const char* suffix : {"-a", "-b"}) {
+      const std::string auth = absl::StrCat("Bearer key-", t, suffix);
+      auto found = (*r)->Authenticate(&auth);
+      ASSERT_OK(found.status()) << auth;
+      EXPECT_EQ((*found)->id(), absl::StrCat("t", t)) << auth;
+    }
+  }
+  const std::string unknown = "Bearer key-5-a";
+  EXPECT_EQ((*r)->Authenticate(&unknown).status().code(), absl::StatusCode::kUnauthenticated);
+}
+
 TEST(TenantRegistry, RejectsMalformedFiles) {
   TempDir dir;
   const std::string h = Sha256Hex("k");

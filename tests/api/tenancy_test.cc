@@ -159,6 +159,28 @@ TEST_F(TenancyTest, BadKeysAreUnauthenticated) {
   EXPECT_EQ(stub_->Predict(ctx.get(), r, &out).error_code(), C::UNAUTHENTICATED);
 }
 
+// API keys never reach the server's output: not for good keys, wrong keys or
+// malformed authorization metadata (issue 20). The server shares this
+// process, so its stderr is captured around the calls.
+TEST_F(TenancyTest, KeysAreNeverLogged) {
+  const std::string wrong = "wrong-key-that-must-not-be-logged";
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(PredictAs(*stub_, kKeyA, "secret").ok());
+  EXPECT_EQ(PredictAs(*stub_, kKeyB, "secret").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(PredictAs(*stub_, wrong, "secret").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  v1::PredictRequest r;
+  r.set_task_id("secret");
+  r.add_texts("w1");
+  v1::PredictResponse out;
+  auto ctx = Ctx();
+  ctx->AddMetadata("authorization", "Basic " + wrong);
+  EXPECT_EQ(stub_->Predict(ctx.get(), r, &out).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  for (const std::string& key : {std::string(kKeyA), std::string(kKeyB), wrong}) {
+    EXPECT_EQ(log.find(key), std::string::npos) << "the server's output holds key '" << key << "':\n" << log;
+  }
+}
+
 TEST_F(TenancyTest, EachQuotaIsResourceExhausted) {
   using C = grpc::StatusCode;
   // Dataset bytes: 2000 bytes of text at most.

@@ -247,7 +247,7 @@ int Main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::printf("%s\n", adapterd::KeepLargeBuffersOnTheHeap().c_str());
   model::SetComputeThreads(f.threads);
-  if (model::GetMatmulBackend() == model::MatmulBackend::kOneDnn) model::SetBlasThreads(1);  // as adapterd does
+  model::OneBlasThreadUnderOneDnn();  // as adapterd does
 
   model::LoadOptions lo;
   lo.max_seq_len = f.max_seq_len;

@@ -100,14 +100,8 @@ absl::Status Server::StartAll() {
   std::fprintf(stderr, "adapterd: intra-op threads: %d (%s)\n", threads,
                o.threads > 0 ? "--threads" : absl::StrCat("--threads 0: ", cpus.Describe()).c_str());
   std::fprintf(stderr, "adapterd: %s\n", model::DescribeCpuKernels().c_str());
-  const bool onednn = model::GetMatmulBackend() == model::MatmulBackend::kOneDnn;
-  if (onednn) {
-    // The products run in oneDNN on OpenMP's pool; OpenBLAS computes only
-    // ATen's leftovers, on the calling thread, so its pool cannot fight
-    // OpenMP's workers (docs/PERFORMANCE.md, "Wait policy").
-    model::SetBlasThreads(1);
-    std::fprintf(stderr, "adapterd: OpenBLAS threads: 1 (matrix products run in oneDNN)\n");
-  }
+  const bool onednn = model::OneBlasThreadUnderOneDnn();
+  if (onednn) std::fprintf(stderr, "adapterd: OpenBLAS threads: 1 (matrix products run in oneDNN)\n");
   if (threads > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
     // libgomp reads its wait policy only at load, so it cannot be set here.
     std::fprintf(stderr,

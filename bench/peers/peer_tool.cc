@@ -177,7 +177,7 @@ int Bench(const std::map<std::string, std::string>& f) {
   const std::string matmul = Flag(f, "matmul", BuiltWithOneDnn() ? "onednn" : "aten");
   if (matmul != "onednn" && matmul != "aten") Fail("--matmul must be onednn or aten");
   SetMatmulBackend(matmul == "onednn" ? MatmulBackend::kOneDnn : MatmulBackend::kATen);
-  if (matmul == "onednn") SetBlasThreads(1);  // as adapterd does
+  OneBlasThreadUnderOneDnn();  // as adapterd does
   LoadedModel model = Load(Flag(f, "model_dir"), dtype);
   auto set = LoadAdapter(model, Flag(f, "adapter"));
   const int64_t batch = std::stol(Flag(f, "batch", "32"));

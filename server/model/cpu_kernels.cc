@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/cpu_features.h"
+#include "server/model/tensor_io.h"
 
 #if ADAPTERD_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -266,6 +267,12 @@ void SetMatmulBackend(MatmulBackend backend) {
 MatmulBackend GetMatmulBackend() { return g_backend.load(std::memory_order_relaxed); }
 
 bool BuiltWithOneDnn() { return ADAPTERD_WITH_ONEDNN != 0; }
+
+bool OneBlasThreadUnderOneDnn() {
+  if (GetMatmulBackend() != MatmulBackend::kOneDnn) return false;
+  SetBlasThreads(1);
+  return true;
+}
 
 std::string DescribeCpuKernels() {
   // at::native::get_cpu_capability() is not exported; show_config() reports

@@ -83,6 +83,12 @@ MatmulBackend GetMatmulBackend();
 // True when this build links oneDNN (ADAPTERD_WITH_ONEDNN).
 bool BuiltWithOneDnn();
 
+// With the kOneDnn backend, sets OpenBLAS to one thread (SetBlasThreads):
+// it then computes only ATen's leftovers and its pool cannot fight OpenMP's
+// workers (docs/PERFORMANCE.md, "Wait policy"). Returns whether it did.
+// Process-global: call at start-up, after SetComputeThreads.
+bool OneBlasThreadUnderOneDnn();
+
 // One line for the startup log, e.g. "ATen CPU kernels: avx512 (requested:
 // the CPU has AVX-512); frozen matrix products: oneDNN 2.6.3".
 std::string DescribeCpuKernels();

@@ -99,7 +99,8 @@ int BlasThreads();
 // then computes only ATen's leftovers (the products of adapters being
 // trained, attention's backward) on the calling thread, and no second pool
 // competes with OpenMP's workers, which may then spin between operators
-// (docs/PERFORMANCE.md, "Wait policy").
+// (docs/PERFORMANCE.md, "Wait policy"). Values below 1 mean 1.
+// Process-global, like SetComputeThreads: call at start-up.
 void SetBlasThreads(int threads);
 
 }  // namespace adapterd::model

@@ -49,9 +49,10 @@ TEST(CpuKernels, ThisBuildUsesOneDnnByDefault) {
 }
 
 TEST(CpuKernels, AvxKernelsAreRequestedOnAvx512Cpus) {
+  if (!CurrentHasAvx512Core()) return;  // nothing is requested elsewhere
   const char* env = std::getenv("ATEN_CPU_CAPABILITY");
   ASSERT_NE(env, nullptr) << "set by this library (on AVX-512 CPUs) or by the environment";
-  if (CurrentHasAvx512Core() && std::string(env) == "avx512") {
+  if (std::string(env) == "avx512") {
     EXPECT_THAT(DescribeCpuKernels(), HasSubstr("ATen CPU kernels: avx512"));
   }
 }

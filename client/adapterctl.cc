@@ -49,6 +49,18 @@ int Main(int argc, char** argv) {
                  "--timeout is given)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "print JSON instead of tables");
+  bool tls = false;
+  TlsClientFiles tls_files;
+  app.add_flag("--tls", tls, "connect over TLS, trusting the system's roots (implied by --tls-ca/--tls-cert)")
+      ->envname("ADAPTERD_TLS");
+  app.add_option("--tls-ca", tls_files.ca_file, "PEM CA certificate(s) the server's certificate must chain to")
+      ->envname("ADAPTERD_TLS_CA");
+  app.add_option("--tls-cert", tls_files.cert_file, "PEM client certificate, for servers that require one (mTLS)")
+      ->envname("ADAPTERD_TLS_CERT");
+  app.add_option("--tls-key", tls_files.key_file, "PEM private key of --tls-cert")->envname("ADAPTERD_TLS_KEY");
+  app.add_option("--tls-server-name", options.tls_server_name,
+                 "name the server's certificate carries, when not the host in --server")
+      ->envname("ADAPTERD_TLS_SERVER_NAME");
 
   Action action;
 
@@ -250,6 +262,14 @@ int Main(int argc, char** argv) {
     options.watch_deadline = absl::Seconds(timeout_seconds);
   }
   const std::string server = options.server;
+  if (tls || !tls_files.ca_file.empty() || !tls_files.cert_file.empty() || !tls_files.key_file.empty()) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = TlsChannelCredentials(tls_files);
+    if (!credentials.ok()) {
+      std::cerr << "adapterctl: " << credentials.status().message() << "\n";
+      return kExitUsage;
+    }
+    options.credentials = *std::move(credentials);
+  }
   CommandEnv env;
   env.out = &std::cout;
   env.err = &std::cerr;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/routing.h"
+#include "common/tls.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 
@@ -139,6 +140,23 @@ std::vector<std::pair<size_t, size_t>> PlanChunks(std::span<const v1::Example> e
   return ranges;
 }
 
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsChannelCredentials(const TlsClientFiles& files) {
+  TlsFiles tls;
+  tls.ca_file = files.ca_file;
+  tls.cert_file = files.cert_file;
+  tls.key_file = files.key_file;
+  tls.ca_flag = "TLS CA file";
+  tls.cert_flag = "TLS client certificate";
+  tls.key_flag = "TLS client key";
+  absl::StatusOr<TlsPem> pem = LoadTlsPem(tls);
+  if (!pem.ok()) return pem.status();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = pem->ca_certs;  // "" = gRPC's default roots
+  ssl.pem_cert_chain = pem->cert_chain;
+  ssl.pem_private_key = pem->private_key;
+  return grpc::SslCredentials(ssl);
+}
+
 absl::StatusOr<std::unique_ptr<AdapterdClient>> AdapterdClient::Create(Options options) {
   if (options.server.empty()) return absl::InvalidArgumentError("no server address given");
   if (options.default_deadline <= absl::ZeroDuration() ||
@@ -157,6 +175,9 @@ absl::StatusOr<std::unique_ptr<AdapterdClient>> AdapterdClient::Create(Options o
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   args.SetMaxSendMessageSize(options.max_send_message_bytes);
+  if (!options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  }
   auto credentials =
       options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
   auto channel = grpc::CreateCustomChannel(options.server, credentials, args);

@@ -55,6 +55,21 @@ namespace adapterd::client {
 // This is the client's only conversion between the two.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+// TLS for a client channel (common/tls.h checks the files).
+struct TlsClientFiles {
+  // PEM CA certificate(s) the server's certificate must chain to; empty =
+  // the system's roots.
+  std::string ca_file;
+  // Client certificate and key for servers that require them (mutual TLS);
+  // both or neither.
+  std::string cert_file;
+  std::string key_file;
+};
+// gRPC SSL channel credentials from `files`. INVALID_ARGUMENT (naming the
+// file) for a file without PEM certificates, a key that does not match, a
+// certificate without its key; NOT_FOUND for a missing file.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsChannelCredentials(const TlsClientFiles& files);
+
 // grpc.health.v1.HealthCheckResponse.ServingStatus.
 enum class ServingStatus {
   kUnknown = 0,
@@ -95,8 +110,12 @@ class AdapterdClient {
     // Wait for the channel to connect instead of failing fast with
     // UNAVAILABLE (bounded by the deadline).
     bool wait_for_ready = false;
-    // Channel credentials; null = insecure (plaintext).
+    // Channel credentials; null = insecure (plaintext) unless `tls` is set.
+    // TlsChannelCredentials() makes them from PEM files.
     std::shared_ptr<grpc::ChannelCredentials> credentials;
+    // With TLS: the name the server's certificate must carry, when it is not
+    // the host in `server` (e.g. connecting by IP address). Empty = the host.
+    std::string tls_server_name;
   };
 
   // Validates `options` (INVALID_ARGUMENT on an empty server, a non-positive

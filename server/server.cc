@@ -18,6 +18,7 @@
 #include "common/cpu_features.h"
 #include "common/cpu_quota.h"
 #include "common/status_macros.h"
+#include "common/tls.h"
 #include "server/api/backend.h"
 #include "server/api/grpc_service.h"
 #include "server/api/shard_fanout.h"
@@ -137,9 +138,41 @@ absl::Status Server::StartAll() {
   so.tenants = p.tenants.get();
   MetricsBridge* metrics = p.metrics.get();
   so.on_rpc = [metrics](const api::RpcRecord& r) { metrics->OnRpc(r); };
+  // TLS files are checked before anything listens (common/tls.h).
+  TlsFiles tls_files;
+  tls_files.cert_file = o.tls_cert_file;
+  tls_files.key_file = o.tls_key_file;
+  tls_files.ca_file = o.tls_client_ca_file;
+  tls_files.cert_flag = "--tls_cert_file";
+  tls_files.key_flag = "--tls_key_file";
+  tls_files.ca_flag = "--tls_client_ca_file";
+  ASSIGN_OR_RETURN(const TlsPem tls, LoadTlsPem(tls_files));
+  const bool use_tls = !tls.cert_chain.empty();
+  std::shared_ptr<grpc::ServerCredentials> server_credentials = grpc::InsecureServerCredentials();
+  if (use_tls) {
+    grpc::SslServerCredentialsOptions ssl(tls.ca_certs.empty()
+                                              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = tls.ca_certs;
+    ssl.pem_key_cert_pairs.push_back({tls.private_key, tls.cert_chain});
+    server_credentials = grpc::SslServerCredentials(ssl);
+  }
   if (!o.peers.empty()) {
     api::ShardFanout::Options fo;
     fo.peers = o.peers;
+    if (use_tls) {
+      // Replicas call each other as clients: this certificate identifies
+      // this replica to peers that require client certificates.
+      TlsFiles peer_files;
+      peer_files.ca_file = o.tls_peer_ca_file;
+      peer_files.ca_flag = "--tls_peer_ca_file";
+      ASSIGN_OR_RETURN(const TlsPem peer_ca, LoadTlsPem(peer_files));
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = peer_ca.ca_certs;  // "" = gRPC's default roots
+      ssl.pem_private_key = tls.private_key;
+      ssl.pem_cert_chain = tls.cert_chain;
+      fo.credentials = grpc::SslCredentials(ssl);
+    }
     p.fanout = std::make_unique<api::ShardFanout>(std::move(fo));
     so.fanout = p.fanout.get();
     std::fprintf(stderr, "adapterd: one of %zu task-sharded replicas: list calls answer for all of them\n",
@@ -149,7 +182,7 @@ absl::Status Server::StartAll() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(o.listen_address, grpc::InsecureServerCredentials(), &p.grpc_port);
+  builder.AddListeningPort(o.listen_address, server_credentials, &p.grpc_port);
   builder.RegisterService(p.service.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
@@ -159,7 +192,9 @@ absl::Status Server::StartAll() {
                                                " (address in use, or not a valid host:port?)"));
   }
   p.grpc_server->GetHealthCheckService()->SetServingStatus(false);
-  std::fprintf(stderr, "adapterd: gRPC listening on port %d (NOT_SERVING while the encoder loads)\n", p.grpc_port);
+  std::fprintf(stderr, "adapterd: gRPC listening on port %d, %s (NOT_SERVING while the encoder loads)\n",
+               p.grpc_port,
+               !use_tls ? "plaintext" : tls.ca_certs.empty() ? "TLS" : "mutual TLS (client certificates required)");
 
   // 3. Model, serving engine, training.
   const ServingDtype serving_dtype = ResolveServingDtype(o.dtype, o.device, CurrentFastBf16Feature());

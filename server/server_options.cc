@@ -45,6 +45,12 @@ absl::Status ServerOptions::Validate() const {
       return bad(absl::StrCat("--peers takes host:port entries, not '", peer, "'"));
     }
   }
+  if (tls_cert_file.empty() != tls_key_file.empty()) {
+    return bad("--tls_cert_file and --tls_key_file go together: give both or neither");
+  }
+  if (tls_cert_file.empty() && (!tls_client_ca_file.empty() || !tls_peer_ca_file.empty())) {
+    return bad("--tls_client_ca_file and --tls_peer_ca_file need --tls_cert_file and --tls_key_file");
+  }
   if (backup_interval_seconds < 1) return bad("--backup_interval_seconds must be >= 1");
   if (backups_to_keep < 1) return bad("--backups_to_keep must be >= 1");
   if (!backup_dir.empty() && backup_dir == data_dir) return bad("--backup_dir must not be --data_dir");
@@ -77,6 +83,13 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   app.add_option("--listen", o.listen_address, "gRPC listen address host:port (port 0 picks a free port)");
   app.add_option("--metrics_listen", o.metrics_address, "Prometheus /metrics address host:port; empty disables it");
   app.add_option("--max_message_bytes", o.max_message_bytes, "Largest gRPC message accepted or sent");
+  app.add_option("--tls_cert_file", o.tls_cert_file,
+                 "PEM certificate chain (leaf first) for gRPC over TLS; with --tls_key_file. Empty = plaintext");
+  app.add_option("--tls_key_file", o.tls_key_file, "PEM private key of --tls_cert_file");
+  app.add_option("--tls_client_ca_file", o.tls_client_ca_file,
+                 "PEM CA certificate(s): callers must present a certificate signed by one (mutual TLS)");
+  app.add_option("--tls_peer_ca_file", o.tls_peer_ca_file,
+                 "PEM CA certificate(s) that sign the --peers replicas' certificates (default: system roots)");
   app.add_option("--data_dir", o.data_dir, "Directory for durable state (RocksDB in <data_dir>/db)");
   app.add_option("--keep_versions", o.keep_versions, "Adapter versions kept per task (the newest N)");
   app.add_option("--model_dir", o.model_dir,

@@ -21,6 +21,15 @@ struct ServerOptions {
   std::string listen_address = "127.0.0.1:8500";  // gRPC; host:port (port 0 = any free)
   std::string metrics_address = "127.0.0.1:9500";  // Prometheus /metrics; "" = off
   int64_t max_message_bytes = 16 << 20;            // largest gRPC message either way
+  // TLS for gRPC (common/tls.h checks the files at start-up). Both empty =
+  // plaintext. With tls_client_ca_file, every caller must present a
+  // certificate that CA signed (mutual TLS). Replicas (--peers) call each
+  // other over TLS too, presenting this certificate and trusting
+  // tls_peer_ca_file (default: the system's roots).
+  std::string tls_cert_file;       // PEM chain, leaf first
+  std::string tls_key_file;        // PEM private key of the leaf
+  std::string tls_client_ca_file;  // PEM CA(s) that sign client certificates
+  std::string tls_peer_ca_file;    // PEM CA(s) that sign the replicas' certificates
   // --- storage ---
   std::string data_dir = "./data";  // RocksDB lives in <data_dir>/db
   int keep_versions = 2;            // adapter versions kept per task

@@ -50,7 +50,8 @@ ShardFanout::ShardFanout(Options options) : options_(std::move(options)) {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     Peer p;
     p.address = address;
-    p.stub = v1::Adapterd::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    auto credentials = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
+    p.stub = v1::Adapterd::NewStub(grpc::CreateCustomChannel(address, credentials, args));
     peers_.push_back(std::move(p));
   }
 }

@@ -78,6 +78,8 @@ class ShardFanout {
     std::vector<std::string> peers;  // every replica's host:port, this one's included
     // Longest a peer call may take (the caller's deadline, if earlier, wins).
     absl::Duration peer_deadline = absl::Seconds(30);
+    // Credentials of the calls to peers; null = plaintext.
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
   };
   explicit ShardFanout(Options options);
 

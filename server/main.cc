@@ -7,6 +7,10 @@
 // longer than the budget), a watchdog ends the process there. Every state
 // change is already durable (synced WAL), so that exit loses nothing: the
 // running job resumes from its last checkpoint, as after a crash.
+//
+// SIGHUP re-reads --tenants_file (keys and quotas; server.h ReloadTenants):
+// a revoked key fails from the next call. A file that does not load leaves
+// the old table in force, and the error is logged. SIGUSR1 starts a backup.
 #include <unistd.h>
 
 #include <csignal>
@@ -39,6 +43,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGUSR1);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::fprintf(stderr, "adapterd: %s\n", malloc_settings.c_str());
@@ -49,8 +54,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   int sig = 0;
-  while (sigwait(&signals, &sig) == 0 && sig == SIGUSR1) {
-    if (!(*server)->TriggerBackup()) std::fprintf(stderr, "adapterd: SIGUSR1 ignored: no --backup_dir\n");
+  while (sigwait(&signals, &sig) == 0 && (sig == SIGUSR1 || sig == SIGHUP)) {
+    if (sig == SIGUSR1) {
+      if (!(*server)->TriggerBackup()) std::fprintf(stderr, "adapterd: SIGUSR1 ignored: no --backup_dir\n");
+      continue;
+    }
+    if (absl::Status s = (*server)->ReloadTenants(); s.ok()) {
+      std::fprintf(stderr, "adapterd: SIGHUP: tenants file reloaded\n");
+    } else {
+      std::fprintf(stderr, "adapterd: SIGHUP: tenants file NOT reloaded, the previous one stays in force: %s\n",
+                   std::string(s.message()).c_str());
+    }
   }
   std::fprintf(stderr, "adapterd: %s received, shutting down (at most %d s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                drain_seconds);

@@ -350,6 +350,13 @@ ShutdownPlan PlanShutdown(absl::Time start, int drain_seconds) {
 
 void Server::Wait() { stopped_.WaitForNotification(); }
 
+absl::Status Server::ReloadTenants() {
+  RETURN_IF_ERROR(parts_->tenants->Reload());
+  // New tenants get queue-depth series from the next scrape.
+  parts_->metrics->WatchJobs(parts_->db.get(), parts_->tenants->TenantIds());
+  return absl::OkStatus();
+}
+
 bool Server::TriggerBackup() {
   if (!parts_->backups) return false;
   parts_->backups->TriggerNow();

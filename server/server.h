@@ -65,6 +65,10 @@ class Server {
   // Starts a database backup now (asynchronously) when --backup_dir is set;
   // false when backups are off.
   bool TriggerBackup();
+  // Re-reads --tenants_file (adapterd does on SIGHUP): on success the new
+  // keys and quotas apply from the next call; on error (the file's, see
+  // api::TenantRegistry::Reload) the old table stays in force.
+  absl::Status ReloadTenants();
 
   struct Parts;  // defined in server.cc
 

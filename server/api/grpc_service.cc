@@ -77,7 +77,7 @@ grpc::Status GrpcService::Handle(const char* method, grpc::ServerContext* ctx,
     auto it = md.find("authorization");
     std::string auth;
     if (it != md.end()) auth.assign(it->second.data(), it->second.size());
-    absl::StatusOr<const Tenant*> tenant =
+    absl::StatusOr<std::shared_ptr<const Tenant>> tenant =
         options_.tenants->Authenticate(it == md.end() ? nullptr : &auth);
     if (!tenant.ok()) {
       status = tenant.status();

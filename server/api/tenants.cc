@@ -1,9 +1,12 @@
 #include "server/api/tenants.h"
 
 #include <openssl/crypto.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <set>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -13,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -83,20 +87,62 @@ bool IsHexSha256(const std::string& s) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Create(Options options) {
+  if (!options.warn) {
+    options.warn = [](const std::string& m) { std::fprintf(stderr, "adapterd: warning: %s\n", m.c_str()); };
+  }
   std::unique_ptr<TenantRegistry> r(new TenantRegistry(std::move(options)));
-  const absl::Time now = r->options_.now();
   if (r->options_.tenants_file.empty()) {
-    r->tenants_.push_back(std::make_unique<Tenant>(kDefaultTenant, r->options_.defaults, now));
+    auto table = std::make_shared<Table>();
+    table->tenants.push_back(std::make_shared<Tenant>(kDefaultTenant, r->options_.defaults, r->options_.now()));
+    absl::MutexLock lock(&r->mu_);
+    r->table_ = std::move(table);
     return r;
   }
   r->single_tenant_ = false;
-  const std::string& file = r->options_.tenants_file;
+  ASSIGN_OR_RETURN(std::shared_ptr<const Table> table, r->LoadTable(nullptr));
+  absl::MutexLock lock(&r->mu_);
+  r->table_ = std::move(table);
+  return r;
+}
+
+absl::Status TenantRegistry::Reload() {
+  if (single_tenant_) return absl::FailedPreconditionError("no tenants file to reload: the server is single-tenant");
+  const std::shared_ptr<const Table> previous = table();
+  ASSIGN_OR_RETURN(std::shared_ptr<const Table> next, LoadTable(previous.get()));
+  absl::MutexLock lock(&mu_);
+  table_ = std::move(next);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const TenantRegistry::Table> TenantRegistry::table() const {
+  absl::MutexLock lock(&mu_);
+  return table_;
+}
+
+absl::StatusOr<std::shared_ptr<const TenantRegistry::Table>> TenantRegistry::LoadTable(const Table* previous) const {
+  const std::string& file = options_.tenants_file;
+  struct stat st {};
+  if (::stat(file.c_str(), &st) == 0) {
+    if ((st.st_mode & S_IWOTH) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "tenants file ", file, " may be written by any user (mode ", absl::StrFormat("%04o", st.st_mode & 07777),
+          "): anyone on the host could add a key. Run: chmod o-w ", file));
+    }
+    if ((st.st_mode & S_IROTH) != 0) {
+      options_.warn(absl::StrCat("tenants file ", file, " may be read by any user (mode ",
+                                 absl::StrFormat("%04o", st.st_mode & 07777),
+                                 "): its key hashes let a reader test guessed keys offline. Run: chmod o-r ", file));
+    }
+  }
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
   Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Bad(file, "not valid JSON");
   if (!doc.is_object() || !doc.contains("tenants") || !doc["tenants"].is_array()) {
     return Bad(file, "expected an object with a \"tenants\" array");
   }
+  const absl::Time now = options_.now();
+  auto table = std::make_shared<Table>();
+  std::set<std::string> ids;
   for (size_t i = 0; i < doc["tenants"].size(); ++i) {
     const Json& t = doc["tenants"][i];
     const std::string where = absl::StrCat("tenants file ", file, ": tenants[", i, "]");
@@ -107,7 +153,8 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Create(Options o
     if (absl::Status s = ValidateId("tenant id", id); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
     }
-    TenantQuotas q = r->options_.defaults;
+    if (!ids.insert(id).second) return absl::InvalidArgumentError(absl::StrCat(where, ": tenant id used twice"));
+    TenantQuotas q = options_.defaults;
     RETURN_IF_ERROR(ReadQuota(t, "max_tasks", where, &q.max_tasks));
     RETURN_IF_ERROR(ReadQuota(t, "max_queued_jobs", where, &q.max_queued_jobs));
     RETURN_IF_ERROR(ReadQuota(t, "max_texts_per_predict", where, &q.max_texts_per_predict));
@@ -127,22 +174,31 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Create(Options o
       }
     }
     if (hashes.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": no \"api_key_sha256\""));
-    r->tenants_.push_back(std::make_unique<Tenant>(id, q, now));
+    std::shared_ptr<const Tenant> tenant;
+    if (previous != nullptr) {
+      for (const auto& old : previous->tenants) {
+        if (old->id() == id && old->quotas() == q) tenant = old;
+      }
+    }
+    if (tenant == nullptr) tenant = std::make_shared<Tenant>(id, q, now);
+    table->tenants.push_back(tenant);
     for (std::string& h : hashes) {
       h = absl::AsciiStrToLower(h);
       if (!IsHexSha256(h)) {
         return absl::InvalidArgumentError(absl::StrCat(where, ": api_key_sha256 must be 64 hex digits"));
       }
-      if (!r->by_key_hash_.emplace(h, r->tenants_.back().get()).second) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": a key hash is used twice"));
+      for (const auto& [stored, unused] : table->by_key_hash) {
+        if (stored == h) return absl::InvalidArgumentError(absl::StrCat(where, ": a key hash is used twice"));
       }
+      table->by_key_hash.emplace_back(h, table->tenants.size() - 1);
     }
   }
-  return r;
+  return std::shared_ptr<const Table>(std::move(table));
 }
 
-absl::StatusOr<const Tenant*> TenantRegistry::Authenticate(const std::string* authorization) const {
-  if (single_tenant_) return tenants_.front().get();
+absl::StatusOr<std::shared_ptr<const Tenant>> TenantRegistry::Authenticate(const std::string* authorization) const {
+  const std::shared_ptr<const Table> table = this->table();
+  if (single_tenant_) return table->tenants.front();
   if (authorization == nullptr || authorization->empty()) {
     return absl::UnauthenticatedError("missing API key: send 'authorization: Bearer <key>' metadata");
   }
@@ -154,18 +210,18 @@ absl::StatusOr<const Tenant*> TenantRegistry::Authenticate(const std::string* au
   const std::string hash = Sha256Hex(std::string_view(*authorization).substr(kBearer.size()));
   // Every stored hash is compared, each in constant time (CRYPTO_memcmp), so
   // the time taken says nothing about which hash, or how much of one, matched.
-  const Tenant* found = nullptr;
-  for (const auto& [stored, tenant] : by_key_hash_) {
+  const std::shared_ptr<const Tenant>* found = nullptr;
+  for (const auto& [stored, index] : table->by_key_hash) {
     const bool match = stored.size() == hash.size() && CRYPTO_memcmp(stored.data(), hash.data(), hash.size()) == 0;
-    if (match) found = tenant;
+    if (match) found = &table->tenants[index];
   }
   if (found == nullptr) return absl::UnauthenticatedError("unknown API key");
-  return found;
+  return *found;
 }
 
 std::vector<std::string> TenantRegistry::TenantIds() const {
   std::vector<std::string> ids;
-  for (const auto& t : tenants_) ids.push_back(t->id());
+  for (const auto& t : table()->tenants) ids.push_back(t->id());
   return ids;
 }
 

@@ -19,8 +19,18 @@
 // registry is single-tenant: every caller is tenant "default", no key needed
 // (a key, if sent, is ignored).
 //
-// Thread safety: thread-safe; the tenant table is immutable after Create and
-// each tenant's token bucket has its own lock.
+// Reload: Reload() re-reads the file (adapterd does on SIGHUP) and swaps the
+// whole table at once, or keeps the old one and says why. A revoked key fails
+// from the next call on; calls already authenticated finish as the tenant
+// they began as (they hold its shared_ptr). A tenant whose id and quotas are
+// unchanged keeps its token bucket, so a reload grants no extra burst.
+//
+// File permissions: a tenants file others may write is refused (anyone on
+// the host could add a key); one others may read is accepted with a warning
+// (its hashes let a reader test guessed keys offline). chmod 600 or 640.
+//
+// Thread safety: thread-safe. The table is immutable and swapped whole under
+// a lock; each tenant's token bucket has its own lock.
 #ifndef ADAPTERD_SERVER_API_TENANTS_H_
 #define ADAPTERD_SERVER_API_TENANTS_H_
 
@@ -39,6 +49,7 @@
 namespace adapterd::api {
 
 struct TenantQuotas {
+  bool operator==(const TenantQuotas&) const = default;
   int64_t max_tasks = 1000;
   int64_t max_queued_jobs = 16;
   int64_t max_texts_per_predict = 256;
@@ -88,27 +99,47 @@ class TenantRegistry {
     // Quotas of the single tenant, and defaults for omitted fields.
     TenantQuotas defaults;
     std::function<absl::Time()> now = [] { return absl::Now(); };
+    // Where warnings go (a tenants file others can read); default: stderr.
+    std::function<void(const std::string&)> warn;
   };
   // INVALID_ARGUMENT naming the problem for a malformed file (bad JSON,
-  // missing id, a hash that is not 64 hex digits, a key hash used twice,
-  // negative quotas); NOT_FOUND when the file does not exist.
+  // missing id, a tenant id or key hash used twice, a hash that is not 64 hex digits,
+  // negative quotas); NOT_FOUND when the file does not exist;
+  // FAILED_PRECONDITION when users other than the owner and group may write
+  // it.
   static absl::StatusOr<std::unique_ptr<TenantRegistry>> Create(Options options);
 
   bool single_tenant() const { return single_tenant_; }
 
+  // Re-reads the tenants file and, if it is valid, replaces the table.
+  // On any error (those of Create) the old table stays in force and the
+  // error is returned. FAILED_PRECONDITION in single-tenant mode.
+  absl::Status Reload();
+
   // Maps the `authorization` metadata value ("Bearer <key>") to a tenant.
   // UNAUTHENTICATED for a missing, malformed or unknown key (multi-tenant).
-  absl::StatusOr<const Tenant*> Authenticate(const std::string* authorization) const;
+  // The tenant stays valid while the caller holds it, across reloads.
+  absl::StatusOr<std::shared_ptr<const Tenant>> Authenticate(const std::string* authorization) const;
 
   absl::Time Now() const { return options_.now(); }
   std::vector<std::string> TenantIds() const;
 
  private:
+  // One immutable generation of the tenants file.
+  struct Table {
+    std::vector<std::shared_ptr<const Tenant>> tenants;
+    std::vector<std::pair<std::string, size_t>> by_key_hash;  // hex sha256 -> index in tenants
+  };
   explicit TenantRegistry(Options options) : options_(std::move(options)) {}
+  // Reads and checks the file; tenants whose id and quotas match one in
+  // `previous` (may be null) are carried over with their token buckets.
+  absl::StatusOr<std::shared_ptr<const Table>> LoadTable(const Table* previous) const;
+  std::shared_ptr<const Table> table() const;
+
   Options options_;
   bool single_tenant_ = true;
-  std::vector<std::unique_ptr<Tenant>> tenants_;
-  std::map<std::string, const Tenant*> by_key_hash_;  // hex sha256 -> tenant
+  mutable absl::Mutex mu_;  // protects the table pointer (not the table)
+  std::shared_ptr<const Table> table_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace adapterd::api

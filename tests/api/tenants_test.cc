@@ -1,10 +1,15 @@
 #include "server/api/tenants.h"
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/storage/storage_test_util.h"
 
@@ -92,12 +97,93 @@ TEST(TenantRegistry, RejectsMalformedFiles) {
            std::string(R"({"tenants":[{"id":"a","api_key_sha256":")") + h +
                R"(","max_dataset_bytes":9223372036854775808.0}]})",
            std::string(R"({"tenants":[{"id":"../a","api_key_sha256":")") + h + "\"}]}",
+           // The same tenant id twice.
+           std::string(R"({"tenants":[{"id":"a","api_key_sha256":")") + h + R"("},{"id":"a","api_key_sha256":")" +
+               Sha256Hex("k2") + "\"}]}",
        }) {
     EXPECT_EQ(FromText(dir, text).status().code(), absl::StatusCode::kInvalidArgument) << text;
   }
   TenantRegistry::Options o;
   o.tenants_file = dir.Sub("missing.json");
   EXPECT_FALSE(TenantRegistry::Create(o).ok());
+}
+
+std::string OneTenant(const std::string& id, const std::string& key, int max_tasks = 5) {
+  return absl::StrCat(R"({"tenants":[{"id":")", id, R"(","api_key_sha256":")", Sha256Hex(key), R"(","max_tasks":)",
+                      max_tasks, R"(,"predict_rate_per_second":1,"predict_burst":1}]})");
+}
+
+TEST(TenantRegistry, ReloadRevokesKeysAndAppliesNewQuotas) {
+  TempDir dir;
+  auto r = FromText(dir, OneTenant("acme", "old-key"));
+  ASSERT_OK(r.status());
+  const std::string old_key = "Bearer old-key";
+  const std::string new_key = "Bearer new-key";
+  auto before = (*r)->Authenticate(&old_key);
+  ASSERT_OK(before.status());
+
+  std::ofstream(dir.Sub("tenants.json")) << OneTenant("acme", "new-key", /*max_tasks=*/9);
+  ASSERT_OK((*r)->Reload());
+  EXPECT_EQ((*r)->Authenticate(&old_key).status().code(), absl::StatusCode::kUnauthenticated);
+  auto after = (*r)->Authenticate(&new_key);
+  ASSERT_OK(after.status());
+  EXPECT_EQ((*after)->quotas().max_tasks, 9);
+  // A call authenticated before the reload keeps its tenant alive and intact.
+  EXPECT_EQ((*before)->id(), "acme");
+  EXPECT_EQ((*before)->quotas().max_tasks, 5);
+}
+
+TEST(TenantRegistry, AFailedReloadKeepsTheOldTable) {
+  TempDir dir;
+  auto r = FromText(dir, OneTenant("acme", "k"));
+  ASSERT_OK(r.status());
+  const std::string key = "Bearer k";
+  std::ofstream(dir.Sub("tenants.json")) << R"({"tenants":[{"id":"acme","api_key_sha256":"not-hex"}]})";
+  EXPECT_EQ((*r)->Reload().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_OK((*r)->Authenticate(&key).status());
+  std::filesystem::remove(dir.Sub("tenants.json"));
+  EXPECT_EQ((*r)->Reload().code(), absl::StatusCode::kNotFound);
+  ASSERT_OK((*r)->Authenticate(&key).status());
+  EXPECT_EQ((*TenantRegistry::Create({}))->Reload().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TenantRegistry, AnUnchangedTenantKeepsItsTokenBucketAcrossReloads) {
+  TempDir dir;
+  const absl::Time now = absl::FromUnixSeconds(100);
+  auto r = FromText(dir, OneTenant("acme", "k"), [now] { return now; });
+  ASSERT_OK(r.status());
+  const std::string key = "Bearer k";
+  ASSERT_OK((*(*r)->Authenticate(&key))->AdmitPredict(now));  // the burst of 1 is spent
+  ASSERT_OK((*r)->Reload());                                   // same file
+  EXPECT_EQ((*(*r)->Authenticate(&key))->AdmitPredict(now).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(TenantRegistry, AFileOthersMayWriteIsRefusedOneOthersMayReadIsWarnedAbout) {
+  TempDir dir;
+  const std::string path = dir.Write("tenants.json", OneTenant("acme", "k"));
+  std::vector<std::string> warnings;
+  TenantRegistry::Options o;
+  o.tenants_file = path;
+  o.warn = [&warnings](const std::string& m) { warnings.push_back(m); };
+
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  ASSERT_OK(TenantRegistry::Create(o).status());
+  EXPECT_TRUE(warnings.empty());
+
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  auto readable = TenantRegistry::Create(o);
+  ASSERT_OK(readable.status());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], ::testing::HasSubstr("0644"));
+  EXPECT_THAT(warnings[0], ::testing::HasSubstr("chmod o-r"));
+
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  EXPECT_THAT(TenantRegistry::Create(o),
+              testing::StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::HasSubstr("chmod o-w")));
+  // ... and a reload to such a file keeps the old table.
+  EXPECT_EQ((*readable)->Reload().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string key = "Bearer k";
+  EXPECT_OK((*readable)->Authenticate(&key).status());
 }
 
 TEST(TokenBucket, AllowsABurstThenRefillsAtTheRate) {

@@ -9,6 +9,8 @@
 //     with a stream held open and a training job running; the job resumes
 //     after the restart as its second attempt. With no time at all for the
 //     running step, the watchdog exits at the deadline and nothing is lost.
+//   - SIGHUP reloads the tenants file (a revoked key stops working); keys
+//     never reach the server's output.
 //   - Start-up errors name the file once, and a config that disagrees with
 //     its checkpoint is refused.
 #include <signal.h>
@@ -29,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/server_fixture.h"
@@ -174,6 +177,47 @@ TEST_F(LifecycleTest, SigtermEndsCallsUnavailableStoresNoPartialStreamAndStaysWi
 // --drain_seconds 0 leaves no time for the running training step: the
 // watchdog ends the process at once, and nothing is lost (the state is
 // durable before the exit; the job resumes from its last checkpoint).
+// SIGHUP re-reads the tenants file without a restart: a revoked key fails
+// from the next call and its replacement works; a file that does not load
+// leaves the previous table in force. No key ever reaches the server's output.
+TEST_F(LifecycleTest, SighupReloadsTheTenantsFileAndKeysNeverReachTheLog) {
+  const std::string file = dir_.Sub("tenants.json");
+  const std::string old_key = "old-key-5f0c2a1e9d";
+  const std::string new_key = "new-key-77b3e40c51";
+  auto write = [&](const std::string& text) {
+    std::ofstream(file, std::ios::trunc) << text;
+    std::filesystem::permissions(file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  };
+  auto tenants = [](const std::string& key) {
+    return absl::StrCat(R"({"tenants":[{"id":"acme","api_key_sha256":")", Sha256Hex(key), R"("}]})");
+  };
+  auto list_with = [&](const std::string& key) { return Ctl({"--api-key", key, "tasks", "list"}).exit_code; };
+  auto reload = [&](const std::string& expect) {
+    const size_t before = server_->Log().size();
+    server_->Signal(SIGHUP);
+    return PollUntil([&] { return server_->Log().find(expect, before) != std::string::npos; }, absl::Seconds(30));
+  };
+  write(tenants(old_key));
+  extra_args_ = {"--tenants_file", file};
+  StartServer();
+  EXPECT_EQ(list_with(old_key), 0);
+  EXPECT_EQ(list_with(new_key), 8);  // UNAUTHENTICATED
+
+  write(tenants(new_key));
+  ASSERT_TRUE(reload("tenants file reloaded")) << server_->Log();
+  EXPECT_EQ(list_with(old_key), 8);
+  EXPECT_EQ(list_with(new_key), 0);
+
+  write("{ not json");
+  ASSERT_TRUE(reload("tenants file NOT reloaded")) << server_->Log();
+  EXPECT_EQ(list_with(new_key), 0);
+  EXPECT_TRUE(server_->running());
+
+  EXPECT_EQ(StopServer(), 0);
+  const std::string log = server_->Log();
+  EXPECT_THAT(log, AllOf(Not(HasSubstr(old_key)), Not(HasSubstr(new_key))));
+}
+
 TEST_F(LifecycleTest, AShutdownThatOutrunsTheDrainExitsAtTheDeadlineLosingNothing) {
   drain_seconds_ = "0";
   ASSERT_NO_FATAL_FAILURE(StartServer());

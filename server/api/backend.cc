@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "server/api/ids.h"
+#include "server/api/request_checks.h"
 #include "server/api/page_token.h"
 #include "server/model/adapter_format.h"
 #include "server/training/job_runner.h"
@@ -99,14 +100,7 @@ absl::Status DatasetUpload::AddChunk(const v1::DatasetChunk& chunk) {
   for (int i = 0; i < chunk.examples_size(); ++i) {
     const v1::Example& e = chunk.examples(i);
     const int64_t index = record_.num_examples() + i;
-    auto bad = [&](const char* what) {
-      return absl::InvalidArgumentError(absl::StrCat("example ", index, ": ", what));
-    };
-    if (e.text().empty()) return bad("text is empty");
-    if (!IsValidUtf8(e.text())) return bad("text is not valid UTF-8");
-    if (!IsValidUtf8(e.text_pair())) return bad("text_pair is not valid UTF-8");
-    if (e.label().empty()) return bad("label is missing");
-    if (!IsValidUtf8(e.label())) return bad("label is not valid UTF-8");
+    RETURN_IF_ERROR(CheckExample(e, index));
     bytes += static_cast<int64_t>(e.text().size() + e.text_pair().size() + e.label().size());
   }
   const int64_t limit = tenant_->quotas().max_dataset_bytes;
@@ -162,16 +156,9 @@ void Backend::EndUpload(const std::string& tenant, const std::string& dataset_id
 
 absl::StatusOr<std::unique_ptr<DatasetUpload>> Backend::BeginUpload(
     const Tenant& tenant, const v1::UploadDatasetRequest::Metadata& meta, const std::string& route_task) {
+  RETURN_IF_ERROR(CheckUploadMetadata(meta, route_task));
   std::string id = meta.dataset_id();
-  if (id.empty()) {
-    if (!route_task.empty()) RETURN_IF_ERROR(ValidateId("x-task-id metadata", route_task));
-    id = MintId("ds", NowMicros(), route_task);
-  } else {
-    RETURN_IF_ERROR(ValidateId("dataset_id", id, kMaxMintedIdBytes));
-  }
-  if (!IsValidUtf8(meta.display_name()) || meta.display_name().size() > 1024) {
-    return absl::InvalidArgumentError("display_name must be valid UTF-8 of at most 1024 bytes");
-  }
+  if (id.empty()) id = MintId("ds", NowMicros(), route_task);
   absl::StatusOr<v1::DatasetRecord> existing = options_.db->datasets().Get(tenant.id(), id);
   if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("dataset '", id, "' already exists"));
   if (!absl::IsNotFound(existing.status())) return existing.status();
@@ -185,7 +172,7 @@ absl::StatusOr<std::unique_ptr<DatasetUpload>> Backend::BeginUpload(
 }
 
 absl::StatusOr<v1::Dataset> Backend::GetDataset(const Tenant& tenant, const v1::GetDatasetRequest& request) {
-  RETURN_IF_ERROR(ValidateId("dataset_id", request.dataset_id(), kMaxMintedIdBytes));
+  RETURN_IF_ERROR(CheckGetDatasetRequest(request));
   ASSIGN_OR_RETURN(v1::DatasetRecord r, options_.db->datasets().Get(tenant.id(), request.dataset_id()));
   return ToApi(r);
 }
@@ -211,13 +198,7 @@ absl::Status Backend::CheckTaskQuota(const Tenant& tenant, const std::string& ta
 
 absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
                                                            const v1::CreateTrainingJobRequest& request) {
-  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
-  if (!request.request_id().empty()) RETURN_IF_ERROR(ValidateId("request_id", request.request_id()));
-  if (request.dataset_ids().empty()) return absl::InvalidArgumentError("dataset_ids is empty");
-  for (const std::string& d : request.dataset_ids()) RETURN_IF_ERROR(ValidateId("dataset_ids entry", d, kMaxMintedIdBytes));
-  if (!request.validation_dataset_id().empty()) {
-    RETURN_IF_ERROR(ValidateId("validation_dataset_id", request.validation_dataset_id(), kMaxMintedIdBytes));
-  }
+  RETURN_IF_ERROR(CheckCreateTrainingJobRequest(request));
   // Reject out-of-range hyperparameters before anything is stored.
   RETURN_IF_ERROR(
       training::ResolveHyperparameters(request.hyperparameters(), options_.training_defaults).status());
@@ -244,16 +225,15 @@ absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
 
 absl::StatusOr<v1::TrainingJob> Backend::GetTrainingJob(const Tenant& tenant,
                                                         const v1::GetTrainingJobRequest& request) {
-  RETURN_IF_ERROR(ValidateId("job_id", request.job_id(), kMaxMintedIdBytes));
+  RETURN_IF_ERROR(CheckGetTrainingJobRequest(request));
   ASSIGN_OR_RETURN(v1::JobRecord job, options_.queue->Get(tenant.id(), request.job_id()));
   return ToApi(job);
 }
 
 absl::StatusOr<v1::ListTrainingJobsResponse> Backend::ListTrainingJobs(const Tenant& tenant,
                                                                        const v1::ListTrainingJobsRequest& request) {
+  RETURN_IF_ERROR(CheckListTrainingJobsRequest(request));
   ASSIGN_OR_RETURN(const int want, EffectivePageSize(request.page_size()));
-  if (!request.task_id().empty()) RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
-  if (!v1::JobState_IsValid(request.state())) return absl::InvalidArgumentError("unknown job state");
   v1::ListTrainingJobsResponse out;
   storage::JobStore::ListOptions opts;
   opts.tenant = tenant.id();
@@ -276,7 +256,7 @@ absl::StatusOr<v1::ListTrainingJobsResponse> Backend::ListTrainingJobs(const Ten
 
 absl::StatusOr<v1::TrainingJob> Backend::CancelTrainingJob(const Tenant& tenant,
                                                            const v1::CancelTrainingJobRequest& request) {
-  RETURN_IF_ERROR(ValidateId("job_id", request.job_id(), kMaxMintedIdBytes));
+  RETURN_IF_ERROR(CheckCancelTrainingJobRequest(request));
   ASSIGN_OR_RETURN(v1::JobRecord job, options_.queue->Cancel(tenant.id(), request.job_id()));
   return ToApi(job);
 }
@@ -284,8 +264,7 @@ absl::StatusOr<v1::TrainingJob> Backend::CancelTrainingJob(const Tenant& tenant,
 absl::Status Backend::WatchTrainingJob(const Tenant& tenant, const v1::WatchTrainingJobRequest& request,
                                        const std::function<bool(const v1::WatchTrainingJobResponse&)>& send,
                                        const std::function<absl::Status()>& stop) {
-  RETURN_IF_ERROR(ValidateId("job_id", request.job_id(), kMaxMintedIdBytes));
-  if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq must not be negative");
+  RETURN_IF_ERROR(CheckWatchTrainingJobRequest(request));
   int64_t after = request.after_seq();
   bool first = true;
   while (true) {
@@ -334,12 +313,13 @@ absl::StatusOr<v1::Task> Backend::TaskView(const v1::TaskRecord& t, bool with_si
 }
 
 absl::StatusOr<v1::Task> Backend::GetTask(const Tenant& tenant, const v1::GetTaskRequest& request) {
-  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  RETURN_IF_ERROR(CheckGetTaskRequest(request));
   ASSIGN_OR_RETURN(v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), request.task_id()));
   return TaskView(t, /*with_size=*/true);
 }
 
 absl::StatusOr<v1::ListTasksResponse> Backend::ListTasks(const Tenant& tenant, const v1::ListTasksRequest& request) {
+  RETURN_IF_ERROR(CheckListTasksRequest(request));
   ASSIGN_OR_RETURN(const int want, EffectivePageSize(request.page_size()));
   ASSIGN_OR_RETURN(const std::string token, DecodePageToken("tasks", tenant.id(), request.page_token()));
   ASSIGN_OR_RETURN(storage::TaskStore::Page page, options_.db->tasks().List(tenant.id(), want, token));
@@ -352,7 +332,7 @@ absl::StatusOr<v1::ListTasksResponse> Backend::ListTasks(const Tenant& tenant, c
 }
 
 absl::Status Backend::DeleteTask(const Tenant& tenant, const v1::DeleteTaskRequest& request) {
-  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  RETURN_IF_ERROR(CheckDeleteTaskRequest(request));
   RETURN_IF_ERROR(options_.db->tasks().Delete(tenant.id(), request.task_id()));
   options_.engine->cache().Invalidate(tenant.id(), request.task_id());
   return absl::OkStatus();
@@ -360,8 +340,7 @@ absl::Status Backend::DeleteTask(const Tenant& tenant, const v1::DeleteTaskReque
 
 absl::Status Backend::ExportAdapter(const Tenant& tenant, const v1::ExportAdapterRequest& request,
                                     const std::function<bool(const v1::ExportAdapterResponse&)>& send) {
-  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
-  if (request.version() < 0) return absl::InvalidArgumentError("version must not be negative");
+  RETURN_IF_ERROR(CheckExportAdapterRequest(request));
   std::string bytes;
   int64_t version = request.version();
   if (version == 0) {
@@ -429,13 +408,11 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
 
 absl::StatusOr<v1::PredictResponse> Backend::Predict(const Tenant& tenant, const v1::PredictRequest& request,
                                                      absl::Time deadline) {
-  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
-  if (request.texts().empty()) return absl::InvalidArgumentError("texts is empty");
+  RETURN_IF_ERROR(CheckPredictRequest(request));
   if (request.texts_size() > tenant.quotas().max_texts_per_predict) {
     return absl::ResourceExhaustedError(absl::StrCat(request.texts_size(), " texts in one Predict; the limit is ",
                                                      tenant.quotas().max_texts_per_predict));
   }
-  if (request.version() < 0) return absl::InvalidArgumentError("version must not be negative");
   RETURN_IF_ERROR(tenant.AdmitPredict(absl::Now()));
   serving::PredictRequest in;
   in.tenant = tenant.id();

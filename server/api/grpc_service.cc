@@ -8,6 +8,7 @@
 #include "common/routing.h"
 #include "common/status_macros.h"
 #include "server/api/grpc_status.h"
+#include "server/api/request_checks.h"
 
 namespace adapterd::api {
 namespace {
@@ -214,6 +215,7 @@ grpc::Status GrpcService::ImportAdapter(grpc::ServerContext* ctx, grpc::ServerRe
     v1::ImportAdapterRequest msg;
     if (!reader->Read(&msg)) return absl::InvalidArgumentError("the import stream is empty");
     if (!msg.has_metadata()) return absl::InvalidArgumentError("the first message must carry metadata");
+    RETURN_IF_ERROR(CheckImportAdapterMetadata(msg.metadata()));
     const std::string task_id = msg.metadata().task_id();
     std::string bytes;
     const int64_t limit = backend().max_adapter_bytes();

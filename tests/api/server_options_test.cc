@@ -115,6 +115,28 @@ TEST(ServerOptions, DtypeAutoIsBf16WhereTheHardwareHasItAndFp32Elsewhere) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("auto, fp32, bf16 or fp16")));
 }
 
+// Secure by default: both ports bind to loopback until configured otherwise,
+// and TLS files come in the documented combinations only.
+TEST(ServerOptions, PortsBindToLoopbackByDefaultAndTlsFlagsComeTogether) {
+  int code = 0;
+  auto o = Parse({"--model_dir", "/m"}, &code);
+  ASSERT_OK(o.status());
+  EXPECT_TRUE(o->listen_address.starts_with("127.0.0.1:")) << o->listen_address;
+  EXPECT_TRUE(o->metrics_address.starts_with("127.0.0.1:")) << o->metrics_address;
+  EXPECT_TRUE(o->tls_cert_file.empty());
+  ServerOptions bad = *o;
+  bad.tls_cert_file = "/c.pem";
+  EXPECT_THAT(bad.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls_key_file")));
+  bad = *o;
+  bad.tls_client_ca_file = "/ca.pem";
+  EXPECT_THAT(bad.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("need --tls_cert_file")));
+  ServerOptions good = *o;
+  good.tls_cert_file = "/c.pem";
+  good.tls_key_file = "/k.pem";
+  good.tls_client_ca_file = "/ca.pem";
+  EXPECT_OK(good.Validate());
+}
+
 TEST(ServerOptions, ModelDirIsStillRequired) {
   int code = 0;
   EXPECT_FALSE(Parse({}, &code).ok());

@@ -1,0 +1,144 @@
+#include "server/api/request_checks.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/utf8.h"
+#include "server/api/ids.h"
+
+namespace adapterd::api {
+namespace {
+
+absl::Status CheckText(const std::string& text, const std::string& what) {
+  if (text.size() > kMaxTextBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has ", text.size(), " bytes; the limit is ", kMaxTextBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPageRequest(int32_t page_size, const std::string& page_token) {
+  if (page_size < 0) return absl::InvalidArgumentError("page_size must not be negative");
+  if (page_token.size() > kMaxPageTokenBytes) {
+    return absl::InvalidArgumentError("page_token is not one this server issued (too long)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckJobId(const std::string& job_id) { return ValidateId("job_id", job_id, kMaxMintedIdBytes); }
+
+}  // namespace
+
+absl::Status CheckPredictRequest(const v1::PredictRequest& request) {
+  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  if (request.texts().empty()) return absl::InvalidArgumentError("texts is empty");
+  if (!request.text_pairs().empty() && request.text_pairs_size() != request.texts_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("text_pairs has ", request.text_pairs_size(),
+                                                   " entries but texts has ", request.texts_size(),
+                                                   ": give one pair per text, or none"));
+  }
+  for (int i = 0; i < request.texts_size(); ++i) {
+    RETURN_IF_ERROR(CheckText(request.texts(i), absl::StrCat("texts[", i, "]")));
+  }
+  for (int i = 0; i < request.text_pairs_size(); ++i) {
+    RETURN_IF_ERROR(CheckText(request.text_pairs(i), absl::StrCat("text_pairs[", i, "]")));
+  }
+  if (request.version() < 0) return absl::InvalidArgumentError("version must not be negative");
+  return absl::OkStatus();
+}
+
+absl::Status CheckUploadMetadata(const v1::UploadDatasetRequest::Metadata& metadata, const std::string& route_task) {
+  if (metadata.dataset_id().empty()) {
+    if (!route_task.empty()) RETURN_IF_ERROR(ValidateId("x-task-id metadata", route_task));
+  } else {
+    RETURN_IF_ERROR(ValidateId("dataset_id", metadata.dataset_id(), kMaxMintedIdBytes));
+  }
+  if (!IsValidUtf8(metadata.display_name()) || metadata.display_name().size() > kMaxDisplayNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("display_name must be valid UTF-8 of at most ", kMaxDisplayNameBytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckExample(const v1::Example& e, int64_t index) {
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("example ", index, ": ", what));
+  };
+  if (e.text().empty()) return bad("text is empty");
+  if (!IsValidUtf8(e.text())) return bad("text is not valid UTF-8");
+  if (!IsValidUtf8(e.text_pair())) return bad("text_pair is not valid UTF-8");
+  if (e.label().empty()) return bad("label is missing");
+  if (!IsValidUtf8(e.label())) return bad("label is not valid UTF-8");
+  if (e.text().size() > kMaxTextBytes || e.text_pair().size() > kMaxTextBytes) {
+    return bad(absl::StrCat("text or text_pair over the limit of ", kMaxTextBytes, " bytes"));
+  }
+  if (e.label().size() > kMaxLabelBytes) {
+    return bad(absl::StrCat("label has ", e.label().size(), " bytes; the limit is ", kMaxLabelBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGetDatasetRequest(const v1::GetDatasetRequest& request) {
+  return ValidateId("dataset_id", request.dataset_id(), kMaxMintedIdBytes);
+}
+
+absl::Status CheckCreateTrainingJobRequest(const v1::CreateTrainingJobRequest& request) {
+  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  if (!request.request_id().empty()) RETURN_IF_ERROR(ValidateId("request_id", request.request_id()));
+  if (request.dataset_ids().empty()) return absl::InvalidArgumentError("dataset_ids is empty");
+  if (request.dataset_ids_size() > kMaxDatasetsPerJob) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset_ids has ", request.dataset_ids_size(),
+                                                   " entries; the limit is ", kMaxDatasetsPerJob));
+  }
+  for (const std::string& d : request.dataset_ids()) {
+    RETURN_IF_ERROR(ValidateId("dataset_ids entry", d, kMaxMintedIdBytes));
+  }
+  if (!request.validation_dataset_id().empty()) {
+    RETURN_IF_ERROR(ValidateId("validation_dataset_id", request.validation_dataset_id(), kMaxMintedIdBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGetTrainingJobRequest(const v1::GetTrainingJobRequest& request) {
+  return CheckJobId(request.job_id());
+}
+
+absl::Status CheckListTrainingJobsRequest(const v1::ListTrainingJobsRequest& request) {
+  RETURN_IF_ERROR(CheckPageRequest(request.page_size(), request.page_token()));
+  if (!request.task_id().empty()) RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  if (!v1::JobState_IsValid(request.state())) return absl::InvalidArgumentError("unknown job state");
+  return absl::OkStatus();
+}
+
+absl::Status CheckCancelTrainingJobRequest(const v1::CancelTrainingJobRequest& request) {
+  return CheckJobId(request.job_id());
+}
+
+absl::Status CheckWatchTrainingJobRequest(const v1::WatchTrainingJobRequest& request) {
+  RETURN_IF_ERROR(CheckJobId(request.job_id()));
+  if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq must not be negative");
+  return absl::OkStatus();
+}
+
+absl::Status CheckGetTaskRequest(const v1::GetTaskRequest& request) {
+  return ValidateId("task_id", request.task_id());
+}
+
+absl::Status CheckListTasksRequest(const v1::ListTasksRequest& request) {
+  return CheckPageRequest(request.page_size(), request.page_token());
+}
+
+absl::Status CheckDeleteTaskRequest(const v1::DeleteTaskRequest& request) {
+  return ValidateId("task_id", request.task_id());
+}
+
+absl::Status CheckExportAdapterRequest(const v1::ExportAdapterRequest& request) {
+  RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
+  if (request.version() < 0) return absl::InvalidArgumentError("version must not be negative");
+  return absl::OkStatus();
+}
+
+absl::Status CheckImportAdapterMetadata(const v1::ImportAdapterRequest::Metadata& metadata) {
+  return ValidateId("task_id", metadata.task_id());
+}
+
+}  // namespace adapterd::api

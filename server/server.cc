@@ -117,6 +117,7 @@ absl::Status Server::StartAll() {
   if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create --data_dir ", o.data_dir, ": ", ec.message()));
   storage::Database::Options dbo;
   dbo.path = (std::filesystem::path(o.data_dir) / "db").string();
+  dbo.min_free_bytes = o.min_free_disk_bytes;
   ASSIGN_OR_RETURN(p.db, storage::Database::Open(dbo));
 
   api::TenantRegistry::Options to;

@@ -32,6 +32,7 @@ absl::Status ServerOptions::Validate() const {
     }
   }
   if (keep_versions < 1) return bad("--keep_versions must be >= 1");
+  if (min_free_disk_bytes < 0) return bad("--min_free_disk_bytes must be >= 0");
   if (max_message_bytes < (1 << 16)) return bad("--max_message_bytes must be at least 65536");
   if (device_cache_bytes < 0 || host_cache_bytes < 0) return bad("cache budgets must be >= 0");
   if (max_tasks < 1 || max_queued_jobs < 1 || max_texts_per_predict < 1 || max_dataset_bytes < 1) {
@@ -92,6 +93,9 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
                  "PEM CA certificate(s) that sign the --peers replicas' certificates (default: system roots)");
   app.add_option("--data_dir", o.data_dir, "Directory for durable state (RocksDB in <data_dir>/db)");
   app.add_option("--keep_versions", o.keep_versions, "Adapter versions kept per task (the newest N)");
+  app.add_option("--min_free_disk_bytes", o.min_free_disk_bytes,
+                 "Writes fail RESOURCE_EXHAUSTED (disk full) while --data_dir's file system has less free; "
+                 "0 = no reserve");
   app.add_option("--model_dir", o.model_dir,
                  "HuggingFace BERT directory: config.json, model.safetensors, vocab.txt [, tokenizer_config.json]")
       ->required();

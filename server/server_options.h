@@ -33,6 +33,9 @@ struct ServerOptions {
   // --- storage ---
   std::string data_dir = "./data";  // RocksDB lives in <data_dir>/db
   int keep_versions = 2;            // adapter versions kept per task
+  // Writes fail RESOURCE_EXHAUSTED ("disk full") while the data directory's
+  // file system has less free (storage/database.h, min_free_bytes).
+  int64_t min_free_disk_bytes = 256ll << 20;
   // --- model ---
   std::string model_dir;            // HuggingFace BERT directory (required)
   std::string device = "cpu";       // cpu | cuda | cuda:N

@@ -1,5 +1,9 @@
 #include "storage/database.h"
 
+#include <sys/statvfs.h>
+
+#include <cstdio>
+
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
@@ -136,6 +140,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options)
   auto db = std::unique_ptr<Database>(new Database());
   db->path_ = path;
   db->sync_writes_ = options.sync_writes;
+  db->min_free_bytes_ = options.min_free_bytes;
   db->env_ = options.env;
   db->db_.reset(raw);
   db->extra_handles_.push_back(handles[0]);  // default family: unused
@@ -330,9 +335,37 @@ absl::StatusOr<std::string> Database::ListPage(ColumnFamily cf, const std::strin
 
 absl::Status Database::Write(rocksdb::WriteBatch* batch) {
   RETURN_IF_ERROR(CheckOpen());
+  const std::string context = absl::StrCat("write to database '", path_, "'");
+  if (min_free_bytes_ > 0) {
+    struct statvfs fs {};
+    if (::statvfs(path_.c_str(), &fs) == 0) {
+      const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+      const int64_t need = min_free_bytes_ + static_cast<int64_t>(batch->GetDataSize());
+      if (free_bytes < need) {
+        std::fprintf(stderr, "adapterd: storage: write of %zu bytes refused: %lld bytes free on %s, %lld reserved\n",
+                     batch->GetDataSize(), static_cast<long long>(free_bytes), path_.c_str(),
+                     static_cast<long long>(min_free_bytes_));
+        return DiskFullError();
+      }
+    }
+  }
+  if (resume_needed_.load()) {
+    // Clears RocksDB's background error if the cause is gone (space is
+    // back); otherwise fails as the write would, and the next write retries.
+    rocksdb::Status r = db_->Resume();
+    if (r.IsBusy()) {
+      // RocksDB's own recovery (it polls for free space) is under way.
+      return absl::UnavailableError(
+          "the server's storage is recovering from an earlier write error (disk full?); retry shortly");
+    }
+    if (!r.ok()) return FromRocks(r, context);
+    resume_needed_ = false;
+  }
   rocksdb::WriteOptions wo;
   wo.sync = sync_writes_;
-  return FromRocks(db_->Write(wo, batch), absl::StrCat("write to database '", path_, "'"));
+  rocksdb::Status s = db_->Write(wo, batch);
+  if (s.IsIOError()) resume_needed_ = true;
+  return FromRocks(s, context);
 }
 
 absl::Status Database::Flush() {

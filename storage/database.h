@@ -38,6 +38,7 @@
 #define ADAPTERD_STORAGE_DATABASE_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -94,6 +95,14 @@ class Database {
     // Memtable size per column family; 0 = RocksDB's default (64 MiB). Small
     // values make tests exercise flushes and blob files.
     size_t write_buffer_size = 0;
+    // Writes are refused (RESOURCE_EXHAUSTED "disk full") while the file
+    // system holding `path` has less than this many bytes free beyond the
+    // write itself; 0 = no check. The reserve keeps RocksDB's own writes
+    // (WAL, flushes, compactions) from ever meeting a full disk: Debian's
+    // RocksDB 7.8 aborts on an assertion when a write follows a failed WAL
+    // write (fixed upstream in RocksDB PR 12448), and a full disk is what
+    // fails WAL writes. Space freed lets writes through at once.
+    int64_t min_free_bytes = 0;
     // RocksDB environment (e.g. a fault-injecting file system in tests);
     // null = the default POSIX environment. Kept alive by the Database.
     std::shared_ptr<rocksdb::Env> env;
@@ -178,6 +187,10 @@ class Database {
   absl::StatusOr<std::string> ListPage(ColumnFamily cf, const std::string& prefix,
                                        std::string_view page_token, int page_size,
                                        const ScanFn& take) const;
+  // The one write path. A write that fails with an I/O error (a full disk)
+  // leaves RocksDB read-only (its background error); the next Write first
+  // asks RocksDB to Resume(), so writes work again as soon as space returns,
+  // without a restart. Reads go on throughout.
   absl::Status Write(rocksdb::WriteBatch* batch);
 
   absl::Status InitSchema();
@@ -198,6 +211,8 @@ class Database {
 
   std::string path_;
   bool sync_writes_ = true;
+  std::atomic<bool> resume_needed_{false};  // a write failed with an I/O error
+  int64_t min_free_bytes_ = 0;
   int64_t schema_version_ = 0;
   std::shared_ptr<rocksdb::Env> env_;  // outlives db_
   std::unique_ptr<rocksdb::DB> db_;

@@ -1,5 +1,6 @@
 #include "storage/rocks_status.h"
 
+#include <cstdio>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -16,6 +17,10 @@ bool IsLockError(const rocksdb::Status& s) {
          absl::StrContains(msg, "lock hold by current process");
 }
 
+absl::Status DiskFullError() {
+  return absl::ResourceExhaustedError("disk full: the server's storage has no space left; retry once space is freed");
+}
+
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view context) {
   if (s.ok()) return absl::OkStatus();
   const std::string ctx(context);
@@ -23,7 +28,10 @@ absl::Status FromRocks(const rocksdb::Status& s, std::string_view context) {
   if (s.IsNotFound()) return absl::NotFoundError(msg);
   if (s.IsCorruption()) return absl::DataLossError(msg);
   if (s.IsNoSpace()) {
-    return absl::ResourceExhaustedError(absl::StrCat(ctx, ": disk full: ", s.ToString()));
+    // The caller learns what happened and what to do; the paths (the
+    // database's, RocksDB's file) go to the server's log only.
+    std::fprintf(stderr, "adapterd: storage: %s\n", msg.c_str());
+    return DiskFullError();
   }
   if (IsLockError(s)) {
     return absl::FailedPreconditionError(

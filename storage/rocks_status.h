@@ -16,7 +16,7 @@ namespace adapterd::storage {
 //   OK                              -> OK
 //   NotFound                        -> NOT_FOUND
 //   Corruption                      -> DATA_LOSS
-//   IOError(NoSpace)                -> RESOURCE_EXHAUSTED ("disk full")
+//   IOError(NoSpace)                -> DiskFullError() (the detail is logged)
 //   IOError on the LOCK file        -> FAILED_PRECONDITION ("locked by another process")
 //   Busy, TryAgain, TimedOut,
 //   ShutdownInProgress              -> UNAVAILABLE
@@ -24,6 +24,10 @@ namespace adapterd::storage {
 //   Aborted                         -> ABORTED
 //   anything else (other IOErrors, NotSupported, Incomplete, ...) -> INTERNAL
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view context);
+
+// RESOURCE_EXHAUSTED "disk full: ..." as callers see it: what happened and
+// what to do, no server paths (those go to the server's log).
+absl::Status DiskFullError();
 
 // True for the IOError RocksDB returns when the database's LOCK file is held
 // (by another process, or by another open handle in this process).

@@ -11,6 +11,19 @@ void FairScheduler::Push(const std::string& tenant, const std::string& job_id) {
   ++size_;
 }
 
+void FairScheduler::PushFront(const std::string& tenant, const std::string& job_id) {
+  std::deque<std::string>& q = pending_[tenant];
+  if (q.empty()) {
+    rotation_.push_front(tenant);
+  } else {
+    // The tenant is still in the rotation: move it to the front.
+    rotation_.erase(std::find(rotation_.begin(), rotation_.end(), tenant));
+    rotation_.push_front(tenant);
+  }
+  q.push_front(job_id);
+  ++size_;
+}
+
 std::optional<FairScheduler::Entry> FairScheduler::Pop() {
   if (rotation_.empty()) return std::nullopt;
   std::string tenant = std::move(rotation_.front());

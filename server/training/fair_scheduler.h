@@ -26,6 +26,10 @@ class FairScheduler {
 
   // Appends `job_id` to `tenant`'s FIFO.
   void Push(const std::string& tenant, const std::string& job_id);
+  // Puts `job_id` back at the head of `tenant`'s FIFO and `tenant` at the
+  // front of the rotation: undoes the Pop() that returned it (a job that
+  // could not be started yet).
+  void PushFront(const std::string& tenant, const std::string& job_id);
   // The next job in round-robin order, or nullopt when empty.
   std::optional<Entry> Pop();
   // Removes a pending job (e.g. cancelled while queued). False if absent.

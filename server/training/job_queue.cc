@@ -451,14 +451,23 @@ std::optional<v1::JobRecord> JobQueue::NextJob(absl::Duration timeout) {
       return resumed;
     }
     absl::StatusOr<v1::JobRecord> job = options_.db->jobs().Get(next->tenant, next->job_id);
-    if (job.ok() && job->state() == v1::JOB_STATE_QUEUED &&
-        Transition(*job, v1::JOB_STATE_RUNNING, "started",
-                   [&](storage::Batch& b) { return seq > 0 ? b.Dequeue(seq) : absl::OkStatus(); })
-            .ok()) {
-      return *job;
+    absl::Status started = job.status();
+    if (job.ok() && job->state() == v1::JOB_STATE_QUEUED) {
+      started = Transition(*job, v1::JOB_STATE_RUNNING, "started",
+                           [&](storage::Batch& b) { return seq > 0 ? b.Dequeue(seq) : absl::OkStatus(); });
+      if (started.ok()) return *job;
     }
     absl::MutexLock l(&mu_);
-    running_job_.clear();  // vanished or cancelled meanwhile: take the next one
+    running_job_.clear();
+    if (absl::IsResourceExhausted(started) || absl::IsUnavailable(started)) {
+      // Storage cannot take the write now (a full disk): the job keeps its
+      // place and is tried again after a pause, instead of being dropped.
+      scheduler_.PushFront(next->tenant, next->job_id);
+      if (seq > 0) queue_seq_[next->job_id] = seq;
+      mu_.AwaitWithTimeout(absl::Condition(&shutdown_), absl::Seconds(1));
+      return std::nullopt;
+    }
+    // Otherwise it vanished or was cancelled meanwhile: take the next one.
   }
 }
 

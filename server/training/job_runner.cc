@@ -1,6 +1,10 @@
 #include "server/training/job_runner.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "server/model/adapter_format.h"
 
@@ -179,11 +183,27 @@ absl::Status JobRunner::RunNext(absl::Duration timeout) {
   return Run(*std::move(job));
 }
 
+absl::Status JobRunner::FailDurably(const v1::JobRecord& job, const absl::Status& error) {
+  absl::Duration backoff = absl::Milliseconds(200);
+  while (true) {
+    absl::Status s = options_.queue->Fail(job, error);
+    if (s.ok() || !(absl::IsResourceExhausted(s) || absl::IsUnavailable(s))) return s;
+    if (stopping_.load()) {
+      options_.queue->Release(job.job_id());  // stays RUNNING; resumes after restart
+      return s;
+    }
+    std::fprintf(stderr, "adapterd: job %s: cannot record its failure yet (%s); retrying in %.1f s\n",
+                 job.job_id().c_str(), std::string(s.message()).c_str(), absl::ToDoubleSeconds(backoff));
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
+}
+
 absl::Status JobRunner::Run(v1::JobRecord job) {
   const std::string job_id = job.job_id();
   absl::StatusOr<Hyperparameters> hp = ResolveHyperparameters(job.hyperparameters(), options_.defaults);
   if (!hp.ok()) {
-    RETURN_IF_ERROR(options_.queue->Fail(job, hp.status()));
+    RETURN_IF_ERROR(FailDurably(job, hp.status()));
     return hp.status();
   }
   TrainingData data;
@@ -197,7 +217,7 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
     return absl::OkStatus();
   }();
   if (!load.ok()) {
-    RETURN_IF_ERROR(options_.queue->Fail(job, load));
+    RETURN_IF_ERROR(FailDurably(job, load));
     return load;
   }
 
@@ -209,7 +229,7 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
     if (checkpoint->encoder_fingerprint() != options_.encoder->fingerprint() &&
         checkpoint->encoder_fingerprint() != options_.encoder->weights_fingerprint()) {
       absl::Status s = absl::FailedPreconditionError("the job's checkpoint was written for another encoder");
-      RETURN_IF_ERROR(options_.queue->Fail(job, s));
+      RETURN_IF_ERROR(FailDurably(job, s));
       return s;
     }
     resume = FromCheckpoint(*checkpoint);
@@ -219,7 +239,7 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
                                                   " (", resume->epoch, " epochs completed) after a restart"));
     (void)options_.queue->RecordEvent(job, e);  // informational, best effort
   } else if (!absl::IsNotFound(checkpoint.status())) {
-    RETURN_IF_ERROR(options_.queue->Fail(job, checkpoint.status()));
+    RETURN_IF_ERROR(FailDurably(job, checkpoint.status()));
     return checkpoint.status();
   }
 
@@ -265,7 +285,7 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
     return result.status();
   }
   if (!result.ok()) {
-    RETURN_IF_ERROR(options_.queue->Fail(job, result.status()));
+    RETURN_IF_ERROR(FailDurably(job, result.status()));
     return result.status();
   }
 
@@ -273,7 +293,7 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
   if (absl::Status finite = model::CheckFinite(*result->best); !finite.ok()) {
     absl::Status s = absl::FailedPreconditionError(
         absl::StrCat("training diverged: ", finite.message(), "; try a lower learning_rate"));
-    RETURN_IF_ERROR(options_.queue->Fail(job, s));
+    RETURN_IF_ERROR(FailDurably(job, s));
     return s;
   }
   v1::TaskRecord task;
@@ -286,7 +306,7 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
   absl::StatusOr<std::string> bytes = model::SerializeAdapterSet(
       *result->best, options_.encoder->fingerprint(), {{"task_id", job.task_id()}, {"job_id", job_id}});
   if (!bytes.ok()) {
-    RETURN_IF_ERROR(options_.queue->Fail(job, bytes.status()));
+    RETURN_IF_ERROR(FailDurably(job, bytes.status()));
     return bytes.status();
   }
   *job.mutable_best_metrics() = ToProto(result->best_epoch);
@@ -296,7 +316,7 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
     // A cancel that arrived during the last step wins over the promotion.
     absl::StatusOr<v1::JobRecord> now = options_.queue->Get(job.tenant(), job_id);
     if (now.ok() && now->state() == v1::JOB_STATE_CANCELLING) return options_.queue->FinishCancelled(*now);
-    RETURN_IF_ERROR(options_.queue->Fail(job, promoted.status()));
+    RETURN_IF_ERROR(FailDurably(job, promoted.status()));
     return promoted.status();
   }
   if (options_.on_promoted) options_.on_promoted(*promoted);

@@ -6,6 +6,11 @@
 // Failure handling: a training error marks the job FAILED with the message;
 // a cancel finishes it CANCELLED; Stop() preempts the running job after a
 // final checkpoint and leaves it RUNNING, so the next start resumes it.
+// A full disk: the write that fails (a checkpoint, the promotion) fails the
+// job with RESOURCE_EXHAUSTED ("disk full"). Recording FAILED needs a write
+// too, so the runner retries it with backoff until space returns (or Stop(),
+// which leaves the job RUNNING to resume after the restart); the queue never
+// loses track of the job, and no earlier version or job is touched.
 //
 // Thread safety: Start()/RequestStop()/Stop() from one controlling thread;
 // the runner owns one worker thread. RunNext() is for tests that drive it synchronously.
@@ -89,6 +94,9 @@ class JobRunner {
  private:
   explicit JobRunner(Options options) : options_(std::move(options)) {}
   absl::Status Run(v1::JobRecord job);
+  // queue->Fail(job, error), retried while storage is full or recovering
+  // (RESOURCE_EXHAUSTED, UNAVAILABLE) until it sticks or the runner stops.
+  absl::Status FailDurably(const v1::JobRecord& job, const absl::Status& error);
 
   Options options_;
   std::atomic<bool> stopping_{false};

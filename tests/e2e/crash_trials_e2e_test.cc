@@ -41,6 +41,7 @@
 #include "absl/time/clock.h"
 #include "client/adapterd_client.h"
 #include "common/testing/status_matchers.h"
+#include "tests/e2e/e2e_data.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/server_fixture.h"
 
@@ -75,26 +76,6 @@ struct TaskRef {
   std::vector<uint32_t> score_bits;
 };
 
-// Examples whose label says whether word w7 occurs (learnable, deterministic).
-std::vector<v1::Example> PresenceExamples(int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<v1::Example> out;
-  for (int i = 0; i < n; ++i) {
-    std::string text;
-    bool has = false;
-    for (int w = 0; w < 6; ++w) {
-      const int word = static_cast<int>(rng() % 40);
-      has = has || word == 7;
-      absl::StrAppend(&text, w > 0 ? " " : "", "w", word);
-    }
-    v1::Example e;
-    e.set_text(text);
-    e.set_label(has ? "yes" : "no");
-    out.push_back(std::move(e));
-  }
-  return out;
-}
-
 class CrashTrialsTest : public ServerProcessTest {
  protected:
   void Start() {
@@ -115,24 +96,9 @@ class CrashTrialsTest : public ServerProcessTest {
   }
 
   absl::StatusOr<TaskRef> Serve(const std::string& task) {
-    v1::PredictRequest req;
-    req.set_task_id(task);
-    req.add_texts("w7 w1 w2 w3");
-    req.add_texts("w4 w5 w6 w8");
-    req.set_return_all_scores(true);
-    absl::StatusOr<v1::PredictResponse> r = client_->Predict(req);
+    absl::StatusOr<v1::PredictResponse> r = client_->Predict(TwoTextPredict(task));
     if (!r.ok()) return r.status();
-    TaskRef ref;
-    ref.version = r->version();
-    for (const v1::Prediction& p : r->predictions()) {
-      for (const v1::LabelScore& s : p.all_scores()) {
-        uint32_t bits = 0;
-        const float score = s.score();
-        std::memcpy(&bits, &score, sizeof(bits));
-        ref.score_bits.push_back(bits);
-      }
-    }
-    return ref;
+    return TaskRef{r->version(), ScoreBits(*r)};
   }
 
   v1::CreateTrainingJobRequest TrainRequest(const std::string& task, int checkpoint_every) {
@@ -249,7 +215,7 @@ TEST_F(CrashTrialsTest, InvariantsHoldAfterSigkillAtRandomMoments) {
   Start();
 
   // The starting state: one dataset, one trained task, its adapter exported.
-  const std::vector<v1::Example> base = PresenceExamples(240, g_seed);
+  const std::vector<v1::Example> base = PresenceExamples(240, 0, g_seed);
   v1::UploadDatasetRequest::Metadata meta;
   meta.set_dataset_id("base");
   auto ds = client_->UploadDataset(meta, base);
@@ -319,7 +285,7 @@ TEST_F(CrashTrialsTest, InvariantsHoldAfterSigkillAtRandomMoments) {
       }
       case Op::kUpload: {
         new_dataset = absl::StrCat("up", trial);
-        sent = PresenceExamples(3000, g_seed + static_cast<uint64_t>(trial));
+        sent = PresenceExamples(3000, 0, g_seed + static_cast<uint64_t>(trial));
         v1::UploadDatasetRequest::Metadata m;
         m.set_dataset_id(new_dataset);
         worker = std::thread([this, m, &sent, &call_returned] {

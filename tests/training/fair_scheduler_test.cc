@@ -61,5 +61,22 @@ TEST(FairScheduler, RemoveDropsAQueuedJobAndEmptyTenantsLeaveTheRotation) {
   EXPECT_FALSE(s.Pop().has_value());
 }
 
+// A job popped but not started (storage full) goes back where it was: the
+// order of everything after it is as if it had never been popped.
+TEST(FairScheduler, PushFrontUndoesAPop) {
+  for (const bool tenant_has_more : {false, true}) {
+    FairScheduler s;
+    s.Push("A", "a1");
+    if (tenant_has_more) s.Push("A", "a2");
+    s.Push("B", "b1");
+    std::optional<FairScheduler::Entry> e = s.Pop();
+    ASSERT_TRUE(e.has_value());
+    s.PushFront(e->tenant, e->job_id);
+    EXPECT_EQ(s.size(), tenant_has_more ? 3u : 2u);
+    EXPECT_EQ(Drain(s), tenant_has_more ? (std::vector<std::string>{"a1", "b1", "a2"})
+                                        : (std::vector<std::string>{"a1", "b1"}));
+  }
+}
+
 }  // namespace
 }  // namespace adapterd::training

@@ -10,6 +10,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
+#include "server/api/grpc_status.h"
 #include "server/api/ids.h"
 #include "server/api/request_checks.h"
 #include "server/api/page_token.h"
@@ -45,7 +46,7 @@ v1::TrainingJob ToApi(const v1::JobRecord& j) {
   *out.mutable_hyperparameters() = j.hyperparameters();
   for (const auto& d : j.dataset_ids()) out.add_dataset_ids(d);
   out.set_validation_dataset_id(j.validation_dataset_id());
-  out.set_error_message(j.error_message());
+  out.set_error_message(CallerMessage(j.error_message()));
   out.set_result_version(j.result_version());
   *out.mutable_progress() = j.progress();
   *out.mutable_best_metrics() = j.best_metrics();

@@ -46,6 +46,9 @@ TEST_PACKAGES=(
   prometheus
   # golden-output reference (independent PyTorch implementation of BertModel)
   python3 python3-torch python3-numpy
+  # fuzzing (scripts/fuzz.sh, tests/fuzz): clang and its libFuzzer, ASan and
+  # UBSan runtimes
+  clang libclang-rt-14-dev
   # deployment tests (tests/deploy): images built and run with podman (no
   # Docker engine needed), a local debian:bookworm-slim base via debootstrap,
   # nginx as the task-sharding gRPC router, YAML lint, and node/npm for the

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Builds and runs adapterd's libFuzzer harnesses (tests/fuzz, README there).
+#
+#   scripts/fuzz.sh list              # the harness names
+#   scripts/fuzz.sh NAME SECONDS      # one harness; NAME=all runs every one, SECONDS each
+#
+# For each harness: build it (clang, ASan + UBSan) in build-fuzz/
+# (FUZZ_BUILD_DIR), replay tests/fuzz/regressions/NAME and the seed corpus
+# tests/fuzz/corpus/NAME (every input must pass), then fuzz for SECONDS with a
+# working corpus in build-fuzz/corpus/NAME (seeded from the source corpus; the
+# source tree is never written). One line per harness:
+#   fuzz: NAME executions=N seconds=S crashes=0
+# Exits nonzero on any failure; a crashing input's path is printed
+# (build-fuzz/artifacts/NAME/crash-...). Build output goes to stderr, the
+# summary lines to stdout. JOBS sets the build parallelism.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FUZZ_SRC=$ROOT/tests/fuzz
+BUILD_DIR=${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$PWD/$BUILD_DIR ;; esac
+JOBS=${JOBS:-$(nproc)}
+
+usage() {
+  echo "usage: $0 list | $0 NAME|all SECONDS" >&2
+  exit 2
+}
+
+harnesses() {
+  local f
+  for f in "$FUZZ_SRC"/*_fuzzer.cc; do
+    f=${f##*/}
+    echo "${f%_fuzzer.cc}"
+  done
+}
+
+[ $# -ge 1 ] || usage
+if [ "$1" = list ]; then
+  [ $# -eq 1 ] || usage
+  harnesses
+  exit 0
+fi
+[ $# -eq 2 ] || usage
+NAME=$1
+SECONDS_EACH=$2
+[[ "$SECONDS_EACH" =~ ^[0-9]+$ ]] && [ "$SECONDS_EACH" -gt 0 ] || {
+  echo "fuzz.sh: SECONDS must be a positive integer, not '$SECONDS_EACH'" >&2
+  exit 2
+}
+if [ "$NAME" = all ]; then
+  mapfile -t NAMES < <(harnesses)
+else
+  harnesses | grep -qx -- "$NAME" || {
+    echo "fuzz.sh: unknown harness '$NAME' (known: $(harnesses | tr '\n' ' '))" >&2
+    exit 2
+  }
+  NAMES=("$NAME")
+fi
+
+# --- configure (once) and build ------------------------------------------------
+if ! command -v "${CXX:-clang++}" >/dev/null 2>&1; then
+  echo "fuzz.sh: ${CXX:-clang++} not found: install clang and libclang-rt-14-dev (scripts/install-deps.sh)" >&2
+  exit 1
+fi
+start=$SECONDS
+if ! grep -qs '^ADAPTERD_FUZZ:BOOL=ON$' "$BUILD_DIR/CMakeCache.txt"; then
+  # -O1 -gline-tables-only without -DNDEBUG: asserts stay on, stacks have lines.
+  CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja \
+    -DADAPTERD_FUZZ=ON -DADAPTERD_BUILD_TESTS=OFF -DADAPTERD_BUILD_BENCH=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" >&2
+fi
+targets=()
+for n in "${NAMES[@]}"; do targets+=("${n}_fuzzer"); done
+cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" >&2
+echo "fuzz.sh: configure and build took $((SECONDS - start)) s" >&2
+
+# --- replay, then fuzz ---------------------------------------------------------
+# Torch-linked harnesses compute on one thread; UBSan reports carry a stack.
+export OMP_NUM_THREADS=1
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+COMMON_FLAGS=(-timeout=10 -rss_limit_mb=2048)
+
+inputs_of() {  # the regression inputs and seeds of harness $1 (file paths)
+  local d
+  for d in "$FUZZ_SRC/regressions/$1" "$FUZZ_SRC/corpus/$1"; do
+    [ -d "$d" ] && find "$d" -type f ! -name '.*' | sort
+  done
+  return 0
+}
+
+failed=0
+for n in "${NAMES[@]}"; do
+  bin=$BUILD_DIR/tests/fuzz/${n}_fuzzer
+  logs=$BUILD_DIR/logs
+  artifacts=$BUILD_DIR/artifacts/$n
+  work=$BUILD_DIR/corpus/$n
+  mkdir -p "$logs" "$artifacts" "$work"
+
+  mapfile -t inputs < <(inputs_of "$n")
+  if [ ${#inputs[@]} -gt 0 ]; then
+    if ! "$bin" "${COMMON_FLAGS[@]}" "${inputs[@]}" >"$logs/$n.replay.log" 2>&1; then
+      echo "fuzz.sh: $n: a regression or seed input fails (log: $logs/$n.replay.log):" >&2
+      grep -E 'Running: |ERROR: |FUZZ_CHECK|runtime error' "$logs/$n.replay.log" | tail -n 20 >&2 || true
+      grep -E '^Running: ' "$logs/$n.replay.log" | tail -n 1 | sed "s|^Running: |fuzz: $n failing input: |" || true
+      echo "fuzz: $n executions=0 seconds=0 crashes=1"
+      failed=1
+      continue
+    fi
+  fi
+  echo "fuzz.sh: $n: replayed ${#inputs[@]} regression and seed inputs" >&2
+
+  # The working corpus keeps what earlier runs found; the seeds are added.
+  [ -d "$FUZZ_SRC/corpus/$n" ] && cp -n "$FUZZ_SRC/corpus/$n"/* "$work"/ 2>/dev/null || true
+  dict=()
+  [ -f "$FUZZ_SRC/$n.dict" ] && dict=(-dict="$FUZZ_SRC/$n.dict")
+  rc=0
+  started=$SECONDS
+  "$bin" "${COMMON_FLAGS[@]}" "${dict[@]}" -max_total_time="$SECONDS_EACH" \
+    -artifact_prefix="$artifacts/" -print_final_stats=1 "$work" >"$logs/$n.log" 2>&1 || rc=$?
+
+  # libFuzzer's last line: "Done N runs in S second(s)".
+  runs=$(sed -nE 's/^Done ([0-9]+) runs in ([0-9]+) second.*/\1/p' "$logs/$n.log" | tail -n 1)
+  secs=$(sed -nE 's/^Done ([0-9]+) runs in ([0-9]+) second.*/\2/p' "$logs/$n.log" | tail -n 1)
+  if [ -z "$runs" ]; then  # stopped by a crash: the last status line's count
+    runs=$(sed -nE 's/^#([0-9]+)[[:space:]].*/\1/p' "$logs/$n.log" | tail -n 1)
+    secs=$((SECONDS - started))
+  fi
+  crashes=0
+  if [ "$rc" -ne 0 ]; then
+    crashes=1
+    failed=1
+    echo "fuzz.sh: $n failed (exit $rc; log: $logs/$n.log):" >&2
+    grep -E 'ERROR: |FUZZ_CHECK|runtime error|SUMMARY' "$logs/$n.log" | head -n 10 >&2 || true
+    # The input to keep under tests/fuzz/regressions/$n once the bug is fixed.
+    grep -oE 'Test unit written to [^ ]+' "$logs/$n.log" | sed "s|^Test unit written to |fuzz: $n crashing input: |" || true
+  fi
+  echo "fuzz: $n executions=${runs:-0} seconds=${secs:-$SECONDS_EACH} crashes=$crashes"
+done
+exit $failed

@@ -136,8 +136,11 @@ int PredictLoop(Adapterd::Stub& stub, const std::string& task_id, int seconds) {
       continue;
     }
     SayStatus(s);
-    // A server that is gone refuses connections at once: do not spin.
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Back off as the server asks ("retry the call") and as a real client
+    // does: a call in flight at the instant gRPC itself shuts down, after the
+    // drain, is CANCELLED by gRPC (docs/API.md, "Shutdown"), and a client
+    // spinning on UNAVAILABLE would keep one in flight at every instant.
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   Say(absl::StrCat("ok ", ok));
   return 0;

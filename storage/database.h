@@ -77,6 +77,9 @@ class Backups;
 // version is refused (FAILED_PRECONDITION).
 inline constexpr int64_t kSchemaVersion = 1;
 
+// Memtable size of the blob families (values move to blob files at flush).
+inline constexpr size_t kBlobFamilyWriteBufferBytes = 8 << 20;
+
 class Database {
  public:
   struct Options {
@@ -92,8 +95,10 @@ class Database {
     // Values of at least this many bytes in the adapters, checkpoints and
     // datasets column families go to blob files (RocksDB's integrated BlobDB).
     uint64_t min_blob_size = 4096;
-    // Memtable size per column family; 0 = RocksDB's default (64 MiB). Small
-    // values make tests exercise flushes and blob files.
+    // Memtable size per column family; 0 = RocksDB's default (64 MiB), and
+    // kBlobFamilyWriteBufferBytes for the blob families (adapters,
+    // checkpoints, datasets). Small values make tests exercise flushes and
+    // blob files.
     size_t write_buffer_size = 0;
     // Writes are refused (RESOURCE_EXHAUSTED "disk full") while the file
     // system holding `path` has less than this many bytes free beyond the

@@ -11,6 +11,9 @@
 // imbalance, the same example in both training and validation data, a
 // retraining dataset that lacks some of the task's labels.
 //
+// No LibTorch (library adapterd::training_data), so the dataset fuzz harness
+// builds it alone.
+//
 // Thread safety: a pure function of its arguments.
 #ifndef ADAPTERD_SERVER_TRAINING_DATASET_VALIDATOR_H_
 #define ADAPTERD_SERVER_TRAINING_DATASET_VALIDATOR_H_
@@ -22,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/model/tokenizer.h"
-#include "server/training/trainer.h"
+#include "server/training/example.h"
 
 namespace adapterd::training {
 

@@ -32,14 +32,9 @@
 #include "server/model/adapter_set.h"
 #include "server/model/bert_encoder.h"
 #include "server/model/tokenizer.h"
+#include "server/training/example.h"
 
 namespace adapterd::training {
-
-struct Example {
-  std::string text;
-  std::string text_pair;  // empty for single-text tasks
-  std::string label;
-};
 
 enum class TrainableParts {
   kAdapters,           // adapters + every LayerNorm affine + head (the paper's method)

@@ -10,8 +10,13 @@
 // those gives the same examples. Errors are INVALID_ARGUMENT and start with
 // the file's name.
 //
-// Not covered here: training::ValidateDataset (server/training/
-// dataset_validator.h) includes trainer.h and so LibTorch's headers.
+// Then the examples go through training::ValidateDataset (server/training/
+// dataset_validator.h), as the server does before it queues a job (every 4th
+// example as validation data, the rest as training data, with the default
+// encoder's vocabulary): it succeeds or fails INVALID_ARGUMENT with a valid
+// UTF-8 message; a report counts every example, its labels are distinct and
+// sorted (at least 2), and the label counts add up to the training examples.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,6 +27,8 @@
 
 #include "client/dataset_file.h"
 #include "common/utf8.h"
+#include "server/model/tokenizer.h"
+#include "server/training/dataset_validator.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace adapterd::client {
@@ -70,6 +77,37 @@ void CheckSame(const std::vector<v1::Example>& want, const absl::StatusOr<std::v
   }
 }
 
+void CheckValidation(const std::vector<v1::Example>& examples) {
+  static const model::BertTokenizer* const tokenizer = [] {
+    auto t = model::BertTokenizer::FromVocabFile(ADAPTERD_FUZZ_VOCAB, model::TokenizerOptions{});
+    FUZZ_CHECK(t.ok()) << t.status();
+    return t->release();
+  }();
+  std::vector<training::Example> train, validation;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    training::Example e{examples[i].text(), examples[i].text_pair(), examples[i].label()};
+    (i % 4 == 3 ? validation : train).push_back(std::move(e));
+  }
+  training::DatasetLimits limits;
+  limits.min_examples = 2;
+  absl::StatusOr<training::DatasetReport> report =
+      training::ValidateDataset(train, validation, *tokenizer, /*max_seq_len=*/16, limits);
+  if (!report.ok()) {
+    FUZZ_CHECK(report.status().code() == absl::StatusCode::kInvalidArgument) << report.status();
+    FUZZ_CHECK(IsValidUtf8(std::string(report.status().message()))) << "message is not valid UTF-8";
+    return;
+  }
+  FUZZ_CHECK(report->num_train == static_cast<int64_t>(train.size()));
+  FUZZ_CHECK(report->num_validation == static_cast<int64_t>(validation.size()));
+  FUZZ_CHECK(report->labels.size() >= 2) << "fewer than 2 labels accepted";
+  FUZZ_CHECK(std::is_sorted(report->labels.begin(), report->labels.end()) &&
+             std::adjacent_find(report->labels.begin(), report->labels.end()) == report->labels.end())
+      << "labels not distinct and sorted";
+  int64_t counted = 0;
+  for (const auto& [label, n] : report->label_counts) counted += n;
+  FUZZ_CHECK(counted == report->num_train) << "label counts do not add up";
+}
+
 }  // namespace
 }  // namespace adapterd::client
 
@@ -98,5 +136,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   CheckSame(*examples, ParseDataset(ToCsv(*examples), DatasetFormat::kCsv, kName), "CSV");
   CheckSame(*examples, ParseDataset(ToJsonl(*examples), DatasetFormat::kJsonl, kName), "JSON Lines");
+  CheckValidation(*examples);
   return 0;
 }

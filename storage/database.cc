@@ -102,6 +102,10 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options)
   // size, forever. Past this total RocksDB flushes the families holding the
   // oldest.
   dbo.max_total_wal_size = 64 << 20;
+  // RocksDB keeps every table and blob file open by default (-1): the
+  // descriptors would grow with the database, past a container's nofile
+  // limit (1024 is common). A bounded cache reopens cold files instead.
+  dbo.max_open_files = 256;
 
   const bool exists = env->FileExists(path + "/CURRENT").ok();
   if (!exists && !options.create_if_missing) {

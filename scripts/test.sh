@@ -2,12 +2,18 @@
 # Builds adapterd and runs every test. The README's test command.
 #   ./scripts/test.sh                 # deps (if missing), configure, build, fuzz, ctest
 #   BUILD_DIR=build-x ./scripts/test.sh -L unit   # extra args go to ctest
-#   FUZZ_SECONDS=0 ./scripts/test.sh  # skip the fuzzers (quick local runs)
+#   FUZZ_SECONDS=0 SANITIZE=0 ./scripts/test.sh  # skip the fuzzers and the sanitizer build
 #
-# Stages, each timed on stderr: install-deps; configure and build (build/);
-# the libFuzzer harnesses, FUZZ_SECONDS each (default 60; scripts/fuzz.sh, its
-# own clang build in build-fuzz/); then ctest over every test, last, so that
-# its summary closes the output.
+# Stages, each timed on stderr (CI runs them all; .ci/run must stay under 75
+# minutes: measured locally on 2 cores, the fuzzers take ~8.5 min and the
+# ASan suite ~6 min plus its build, which is a second full build):
+#   1. install-deps; configure and build (build/);
+#   2. the libFuzzer harnesses, FUZZ_SECONDS each (default 60; scripts/fuzz.sh,
+#      its own clang build in build-fuzz/);
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer over the whole suite
+#      (scripts/sanitize.sh address, build-asan/); SANITIZE=0 skips it.
+#      ThreadSanitizer (scripts/sanitize.sh thread) is not in CI yet;
+#   4. ctest over every test, last, so that its summary closes the output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +35,12 @@ if [ "$FUZZ_SECONDS" != 0 ]; then
   start=$SECONDS
   JOBS=$JOBS ./scripts/fuzz.sh all "$FUZZ_SECONDS"
   echo "test.sh: fuzzing ($FUZZ_SECONDS s per harness) took $((SECONDS - start)) s" >&2
+fi
+
+if [ "${SANITIZE:-1}" != 0 ]; then
+  start=$SECONDS
+  JOBS=$JOBS ./scripts/sanitize.sh address
+  echo "test.sh: ASan + UBSan build and suite took $((SECONDS - start)) s" >&2
 fi
 
 cd "$BUILD_DIR"

@@ -58,31 +58,18 @@ class DiskFullTest : public ServerProcessTest {
         "( while [ ! -e \"$trigger\" ] && kill -0 $$ 2>/dev/null; do sleep 0.1; done; "
         "  rm -f \"$data/ballast\"; echo \"disk_full_test: ballast removed\" >&2 ) & "
         "exec \"$@\"";
-    std::vector<std::string> argv = {"/usr/bin/unshare"};
+    wrapper_ = {"/usr/bin/unshare"};
     if (::geteuid() != 0) {  // an unprivileged user maps itself to root in a user namespace
-      argv.push_back("--user");
-      argv.push_back("--map-root-user");
+      wrapper_.push_back("--user");
+      wrapper_.push_back("--map-root-user");
     }
-    for (const char* a : {"--mount", "--propagation", "private", "sh", "-c"}) argv.push_back(a);
-    argv.push_back(script);
-    argv.push_back("sh");
-    argv.push_back(data);
-    argv.push_back(trigger_);
-    for (const std::string& a :
-         {std::string(kAdapterd), std::string("--listen"), std::string("127.0.0.1:0"), std::string("--metrics_listen"),
-          std::string("127.0.0.1:0"), std::string("--data_dir"), data, std::string("--model_dir"),
-          model_root_->Sub("model"), std::string("--threads"), std::string("1"),
-          std::string("--min_free_disk_bytes"), std::to_string(kReserveMiB << 20)}) {
-      argv.push_back(a);
+    for (const std::string& a : {std::string("--mount"), std::string("--propagation"), std::string("private"),
+                                 std::string("sh"), std::string("-c"), script, std::string("sh"), data, trigger_}) {
+      wrapper_.push_back(a);
     }
-    auto p = Process::Start(argv, dir_.Sub("adapterd.log"));
-    ASSERT_TRUE(p.ok()) << p.status();
-    server_ = std::make_unique<Process>(*std::move(p));
-    const bool up = PollUntil(
-        [&] { return !server_->running() || server_->Log().find("SERVING on port") != std::string::npos; },
-        absl::Minutes(3));
-    ASSERT_TRUE(up && server_->running()) << "adapterd did not start on a tmpfs:\n" << server_->Log();
-    grpc_port_ = PortFromLog(server_->Log(), "SERVING");
+    extra_args_ = {"--min_free_disk_bytes", std::to_string(kReserveMiB << 20)};
+    StartServer();
+    if (HasFatalFailure()) return;
     AdapterdClient::Options o;
     o.server = absl::StrCat("127.0.0.1:", grpc_port_);
     o.default_deadline = absl::Seconds(60);

@@ -72,6 +72,7 @@ class ServerProcessTest : public ::testing::Test {
                                      "--max_queue_delay_us", "500",
                                      "--drain_seconds", drain_seconds_};
     argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
+    argv.insert(argv.begin(), wrapper_.begin(), wrapper_.end());
     auto p = Process::Start(argv, dir_.Sub(absl::StrCat("adapterd.", ++starts_, ".log")));
     ASSERT_TRUE(p.ok()) << p.status();
     server_ = std::make_unique<Process>(*std::move(p));
@@ -152,6 +153,9 @@ class ServerProcessTest : public ::testing::Test {
   std::string drain_seconds_ = "10";
   // More flags for the servers StartServer() starts.
   std::vector<std::string> extra_args_;
+  // A command the servers StartServer() starts run under (its argv, which
+  // ends by exec'ing the rest), e.g. unshare(1); empty = none.
+  std::vector<std::string> wrapper_;
   TempDir dir_;
   std::unique_ptr<Process> server_;
   int starts_ = 0;

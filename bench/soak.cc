@@ -10,12 +10,17 @@
 //
 // Every --window_s seconds it prints one line: requests, unexpected errors,
 // p50/p99 latency, and the server's RSS, open file descriptors and threads
-// (/proc/<pid>). At the end: RSS growth from the end of the first window
-// (warm-up) to the end, FD and thread growth, p99 per window, and whether
-// the targets held (0 unexpected errors, RSS growth < 5%, no growth of
-// threads or of descriptors other than RocksDB's table and blob files, which
-// follow the database's size). Exit status 0 when they did, 1 when not.
+// (/proc/<pid>); with --metrics_port, a second line says where the memory is
+// (the server's /metrics: glibc's heap in use and free, RocksDB's memtables,
+// table readers and block caches, the adapter cache's host tier; anonymous
+// and file-backed RSS from /proc). At the end: RSS growth from the end of
+// the first window (warm-up) to the end, and each owner's share of it, FD
+// and thread growth, p99 per window, and whether the targets held (0
+// unexpected errors, RSS growth < 5%, no growth of threads or of descriptors
+// other than RocksDB's table and blob files, which follow the database's
+// size). Exit status 0 when they did, 1 when not.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -23,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -34,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/adapterd_client.h"
+#include "tests/e2e/e2e_util.h"
 
 namespace adapterd::bench {
 namespace {
@@ -56,11 +63,14 @@ struct Flags {
   double op_every_s = 20;
   int train_examples = 400;
   int epochs = 2;
+  int metrics_port = 0;  // the server's /metrics on 127.0.0.1; 0 = no memory breakdown
 };
 
 // Server process readings from /proc.
 struct ProcSample {
   int64_t rss_kib = 0;
+  int64_t rss_anon_kib = 0;  // of rss: anonymous (heap, stacks, anonymous maps)
+  int64_t rss_file_kib = 0;  // of rss: file-backed (the mapped model, libraries)
   int64_t threads = 0;
   int64_t fds = 0;
   int64_t db_fds = 0;  // of fds: RocksDB's files (one per table/blob file it keeps open)
@@ -72,6 +82,8 @@ ProcSample ReadProc(int pid) {
   std::string key;
   while (status >> key) {
     if (key == "VmRSS:") status >> s.rss_kib;
+    if (key == "RssAnon:") status >> s.rss_anon_kib;
+    if (key == "RssFile:") status >> s.rss_file_kib;
     if (key == "Threads:") status >> s.threads;
   }
   std::error_code ec;
@@ -83,6 +95,32 @@ ProcSample ReadProc(int pid) {
     if (!link_ec && target.find("/db/") != std::string::npos) ++s.db_fds;
   }
   return s;
+}
+
+// Where the server's memory is, by its own /metrics (MiB; -1 = unknown).
+struct MemSample {
+  static constexpr int kOwners = 6;
+  static constexpr const char* kNames[kOwners] = {"heap in use",   "heap free",   "memtables",
+                                                   "table readers", "block cache", "adapter host tier"};
+  static constexpr const char* kSeries[kOwners] = {
+      "adapterd_process_heap_bytes{state=\"in_use\"}",
+      "adapterd_process_heap_bytes{state=\"free\"}",
+      "adapterd_storage_memory_bytes{kind=\"memtables\"}",
+      "adapterd_storage_memory_bytes{kind=\"table_readers\"}",
+      "adapterd_storage_memory_bytes{kind=\"block_cache\"}",
+      "adapterd_adapter_cache_bytes{tier=\"host\"}"};
+  std::array<double, kOwners> mib{-1, -1, -1, -1, -1, -1};
+};
+
+MemSample ReadMetrics(int port) {
+  MemSample m;
+  if (port == 0) return m;
+  absl::StatusOr<e2e::HttpResponse> r = e2e::HttpGet(port, "/metrics", absl::Seconds(10));
+  if (!r.ok() || r->status != 200) return m;
+  for (int i = 0; i < MemSample::kOwners; ++i) {
+    if (std::optional<double> v = e2e::SampleValue(r->body, MemSample::kSeries[i])) m.mib[i] = *v / (1 << 20);
+  }
+  return m;
 }
 
 std::string Words(std::mt19937_64& rng, int n) {
@@ -165,6 +203,7 @@ class Soak {
     threads.emplace_back([&] { Operations(start, end); });
 
     std::vector<ProcSample> at_window_end;
+    std::vector<MemSample> mem_at_window_end;
     std::vector<double> p99s;
     for (int w = 1; Clock::now() < end; ++w) {
       std::this_thread::sleep_until(std::min(end, start + Seconds(w * f_.window_s)));
@@ -177,12 +216,21 @@ class Soak {
       }
       const ProcSample p = ReadProc(f_.pid);
       at_window_end.push_back(p);
+      mem_at_window_end.push_back(ReadMetrics(f_.metrics_port));
       p99s.push_back(Percentile(lat, 0.99));
       std::printf("window %2d  %7zu req  p50 %7.1f ms  p99 %7.1f ms  errors %lld  rss %7.1f MiB  fds %lld (db %lld)"
                   "  threads %lld  jobs done %d\n",
                   w, lat.size(), Percentile(lat, 0.5), p99s.back(), static_cast<long long>(errors),
                   static_cast<double>(p.rss_kib) / 1024, static_cast<long long>(p.fds),
                   static_cast<long long>(p.db_fds), static_cast<long long>(p.threads), jobs_done_.load());
+      if (f_.metrics_port != 0) {
+        std::string owners;
+        for (int i = 0; i < MemSample::kOwners; ++i) {
+          absl::StrAppendFormat(&owners, "  %s %.1f", MemSample::kNames[i], mem_at_window_end.back().mib[i]);
+        }
+        std::printf("          memory MiB: rss anon %.1f  rss file %.1f %s\n", static_cast<double>(p.rss_anon_kib) / 1024,
+                    static_cast<double>(p.rss_file_kib) / 1024, owners.c_str());
+      }
       std::fflush(stdout);
     }
     for (auto& t : threads) t.join();
@@ -206,6 +254,19 @@ class Soak {
                 static_cast<long long>(warm.db_fds), static_cast<long long>(last.db_fds),
                 static_cast<long long>(warm.threads), static_cast<long long>(last.threads), p99_list.c_str(),
                 ok ? "targets held" : "TARGETS MISSED");
+    if (f_.metrics_port != 0) {
+      // Each owner's change over the same span as the RSS growth.
+      const MemSample mem_last = ReadMetrics(f_.metrics_port);
+      std::string owners;
+      for (int i = 0; i < MemSample::kOwners; ++i) {
+        absl::StrAppendFormat(&owners, "%s%s %+.1f", i > 0 ? ", " : "", MemSample::kNames[i],
+                              mem_last.mib[i] - mem_at_window_end.front().mib[i]);
+      }
+      std::printf("soak: after warm-up, MiB: rss %+.1f (anon %+.1f, file %+.1f); %s\n",
+                  static_cast<double>(last.rss_kib - warm.rss_kib) / 1024,
+                  static_cast<double>(last.rss_anon_kib - warm.rss_anon_kib) / 1024,
+                  static_cast<double>(last.rss_file_kib - warm.rss_file_kib) / 1024, owners.c_str());
+    }
     return ok ? 0 : 1;
   }
 
@@ -321,6 +382,8 @@ int Main(int argc, char** argv) {
   app.add_option("--op_every_s", f.op_every_s, "seconds between mixed operations");
   app.add_option("--train_examples", f.train_examples, "examples in the training dataset");
   app.add_option("--epochs", f.epochs, "epochs per training job");
+  app.add_option("--metrics_port", f.metrics_port,
+                 "the server's /metrics port on 127.0.0.1, for where its memory is (0 = not read)");
   CLI11_PARSE(app, argc, argv);
   AdapterdClient::Options o;
   o.server = f.server;

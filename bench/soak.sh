@@ -17,7 +17,7 @@ work=$(mktemp -d /tmp/adapterd-soak.XXXXXX)
 log="$work/adapterd.log"
 export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-3000000}
 "$BUILD_DIR/server/adapterd" --model_dir "$MODEL_DIR" --data_dir "$work/data" --listen 127.0.0.1:0 \
-  --metrics_listen "" --threads "$THREADS" > "$log" 2>&1 &
+  --metrics_listen 127.0.0.1:0 --threads "$THREADS" > "$log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
 port=""
@@ -28,10 +28,11 @@ for _ in $(seq 1 300); do
   sleep 0.2
 done
 [ -n "$port" ] || { echo "soak.sh: adapterd did not start" >&2; cat "$log" >&2; exit 1; }
-echo "soak.sh: adapterd pid $pid on port $port, data in $work" >&2
+metrics_port=$(grep -o '/metrics on port [0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
+echo "soak.sh: adapterd pid $pid on port $port (/metrics $metrics_port), data in $work" >&2
 rc=0
 "$BUILD_DIR/bench/adapterd-soak" --server "127.0.0.1:$port" --pid "$pid" --minutes "$MINUTES" \
-  --window_s "$WINDOW_S" "$@" || rc=$?
+  --window_s "$WINDOW_S" --metrics_port "$metrics_port" "$@" || rc=$?
 kill -TERM $pid
 wait $pid || true
 trap - EXIT

@@ -22,4 +22,14 @@ std::string KeepLargeBuffersOnTheHeap() {
 #endif
 }
 
+HeapStats ReadHeapStats() {
+  HeapStats h;
+#if defined(__GLIBC__)
+  const struct mallinfo2 m = mallinfo2();
+  h.in_use = static_cast<int64_t>(m.uordblks + m.hblkhd);
+  h.free = static_cast<int64_t>(m.fordblks);
+#endif
+  return h;
+}
+
 }  // namespace adapterd

@@ -16,10 +16,12 @@
 // A process whose environment already sets MALLOC_MMAP_THRESHOLD_,
 // MALLOC_TRIM_THRESHOLD_ or GLIBC_TUNABLES is left alone.
 //
-// Thread safety: call once at the start of main(), before other threads.
+// Thread safety: KeepLargeBuffersOnTheHeap: call once at the start of main(),
+// before other threads.
 #ifndef ADAPTERD_COMMON_MALLOC_TUNING_H_
 #define ADAPTERD_COMMON_MALLOC_TUNING_H_
 
+#include <cstdint>
 #include <string>
 
 namespace adapterd {
@@ -27,6 +29,20 @@ namespace adapterd {
 // Applies the settings above (unless the environment sets its own) and
 // returns a line for the startup log saying which.
 std::string KeepLargeBuffersOnTheHeap();
+
+// glibc's own accounting of the heap (mallinfo2, summed over every arena),
+// in bytes; all zero when the C library is not glibc.
+//   in_use: handed out to the program and not yet freed (arena chunks and
+//           separately mapped blocks);
+//   free:   freed but kept by malloc for reuse: resident as far as it was
+//           ever touched (the trim threshold above allows up to 1 GiB).
+// Takes each arena's lock in turn and walks its free lists: cheap for a
+// scrape, not for a hot path. Thread-safe.
+struct HeapStats {
+  int64_t in_use = 0;
+  int64_t free = 0;
+};
+HeapStats ReadHeapStats();
 
 }  // namespace adapterd
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/malloc_tuning.h"
 #include "server/api/grpc_status.h"
 #include "storage/database.h"
 #include "storage/job_store.h"
@@ -169,6 +170,9 @@ void MetricsBridge::CollectProcess() {
   if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0) {
     metrics_->process_max_fds.Add({}).Set(static_cast<double>(lim.rlim_cur));
   }
+  const HeapStats heap = ReadHeapStats();
+  metrics_->process_heap_bytes.Add({{"state", "in_use"}}).Set(static_cast<double>(heap.in_use));
+  metrics_->process_heap_bytes.Add({{"state", "free"}}).Set(static_cast<double>(heap.free));
   if (rusage ru{}; getrusage(RUSAGE_SELF, &ru) == 0) {
     const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                        static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
@@ -196,6 +200,11 @@ void MetricsBridge::Collect() {
   absl::MutexLock lock(&mu_);
   CollectProcess();
   if (db_ == nullptr) return;
+  if (absl::StatusOr<storage::Database::MemoryUsage> mem = db_->Memory(); mem.ok()) {
+    metrics_->storage_memory_bytes.Add({{"kind", "memtables"}}).Set(static_cast<double>(mem->memtables));
+    metrics_->storage_memory_bytes.Add({{"kind", "table_readers"}}).Set(static_cast<double>(mem->table_readers));
+    metrics_->storage_memory_bytes.Add({{"kind", "block_cache"}}).Set(static_cast<double>(mem->block_cache));
+  }
   // Count every job by state, and queued jobs by tenant, across tenants,
   // paging through the job table.
   std::map<v1::JobState, int64_t> counts;

@@ -8,8 +8,10 @@
 //     queue depth, read from the job store/queue (so the gauges are always
 //     exactly what is stored, whichever code path changed a job);
 //   - model and build info, whether the server is serving, backups;
-//   - at scrape time: the process (memory, CPU, file descriptors) and the
-//     free space of the file system holding --data_dir.
+//   - at scrape time: the process (memory, CPU, file descriptors), its
+//     memory by owner (glibc's heap in use and free; RocksDB's memtables,
+//     table readers and block caches) and the free space of the file system
+//     holding --data_dir.
 // Nothing here is labelled by task, job or request id (DESIGN.md section 7).
 //
 // Thread safety: every method is thread-safe and cheap, except that the

@@ -391,6 +391,21 @@ absl::Status Database::Flush() {
                    absl::StrCat("flush database '", path_, "'"));
 }
 
+absl::StatusOr<Database::MemoryUsage> Database::Memory() const {
+  RETURN_IF_ERROR(CheckOpen());
+  MemoryUsage m;
+  for (auto [property, out] : {std::pair{"rocksdb.cur-size-all-mem-tables", &m.memtables},
+                               std::pair{"rocksdb.estimate-table-readers-mem", &m.table_readers},
+                               std::pair{"rocksdb.block-cache-usage", &m.block_cache}}) {
+    uint64_t v = 0;
+    if (!db_->GetAggregatedIntProperty(property, &v)) {
+      return absl::InternalError(absl::StrCat("RocksDB has no property ", property));
+    }
+    *out = static_cast<int64_t>(v);
+  }
+  return m;
+}
+
 absl::StatusOr<bool> Database::AddRawOp(const Batch::Op& any, rocksdb::WriteBatch& wb) const {
   if (const auto* op = std::get_if<Batch::RawPut>(&any)) {
     RETURN_IF_ERROR(AddToBatch(wb.Put(handle(op->cf), op->key, op->value)));

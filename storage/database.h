@@ -153,6 +153,17 @@ class Database {
   // (the WAL is); useful before backups and in tests.
   absl::Status Flush();
 
+  // Memory RocksDB holds for this database, in bytes, by RocksDB's own
+  // accounting summed over every column family (for /metrics and the soak).
+  struct MemoryUsage {
+    int64_t memtables = 0;      // active and immutable (not yet flushed) memtables
+    int64_t table_readers = 0;  // index and filter blocks of the open table files
+    int64_t block_cache = 0;    // data blocks held in the families' block caches
+  };
+  // FAILED_PRECONDITION when the database is closed; INTERNAL if RocksDB
+  // does not know a property (not expected of this RocksDB).
+  absl::StatusOr<MemoryUsage> Memory() const;
+
  private:
   friend class TaskStore;
   friend class AdapterStore;

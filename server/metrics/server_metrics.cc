@@ -65,6 +65,12 @@ ServerMetrics::ServerMetrics(Registry& r)
                      "Unix time of the last successful backup; 0 before the first one.")),
       backup_last_duration_seconds(r.AddGauge("adapterd_backup_last_duration_seconds",
                                               "Seconds the last backup took (successful or not).")),
+      process_heap_bytes(r.AddGauge("adapterd_process_heap_bytes",
+                                    "Bytes of the C heap by state: in_use (allocated, not freed) and free "
+                                    "(freed, kept by malloc for reuse).")),
+      storage_memory_bytes(r.AddGauge("adapterd_storage_memory_bytes",
+                                      "Bytes RocksDB holds in memory, by kind (memtables, table_readers, "
+                                      "block_cache).")),
       process_resident_memory_bytes(r.AddGauge("process_resident_memory_bytes", "Resident memory size in bytes.")),
       process_virtual_memory_bytes(r.AddGauge("process_virtual_memory_bytes", "Virtual memory size in bytes.")),
       process_open_fds(r.AddGauge("process_open_fds", "Number of open file descriptors.")),

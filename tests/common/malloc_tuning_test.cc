@@ -46,5 +46,22 @@ TEST(MallocTuning, AnEnvironmentSettingWins) {
   unsetenv("MALLOC_TRIM_THRESHOLD_");
 }
 
+// glibc's accounting follows a block from malloc to free, and with the trim
+// threshold raised the freed block stays with malloc (counted as free).
+TEST(MallocTuning, HeapStatsFollowABlockThroughFree) {
+  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"}) unsetenv(name);
+  ASSERT_THAT(KeepLargeBuffersOnTheHeap(), HasSubstr("stay on the heap"));
+  constexpr int64_t kBytes = 8 << 20;
+  const HeapStats before = ReadHeapStats();
+  g_block = std::malloc(kBytes);
+  std::memset(g_block, 1, kBytes);
+  const HeapStats held = ReadHeapStats();
+  EXPECT_GE(held.in_use - before.in_use, kBytes);
+  std::free(g_block);
+  const HeapStats after = ReadHeapStats();
+  EXPECT_GE(held.in_use - after.in_use, kBytes);
+  EXPECT_GE(after.free - held.free, kBytes);
+}
+
 }  // namespace
 }  // namespace adapterd

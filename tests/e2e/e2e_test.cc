@@ -237,6 +237,17 @@ TEST_F(E2eTest, PrometheusScrapesThePredictCountTheTestGenerated) {
   // lives on the server's disk (docs/METRICS.md, "Exposure").
   EXPECT_THAT(scrape.body, Not(HasSubstr(model_root_->Sub("model"))));
   EXPECT_THAT(scrape.body, Not(HasSubstr("model_dir")));
+  // Memory by owner (docs/METRICS.md): the encoder and the trained task
+  // are on the C heap, and training wrote records into RocksDB's memtables.
+  EXPECT_GT(SampleValue(scrape.body, "adapterd_process_heap_bytes{state=\"in_use\"}").value_or(0), 1 << 20);
+  EXPECT_TRUE(SampleValue(scrape.body, "adapterd_process_heap_bytes{state=\"free\"}").has_value());
+  EXPECT_GT(SampleValue(scrape.body, "adapterd_storage_memory_bytes{kind=\"memtables\"}").value_or(0), 0);
+  for (const char* kind : {"table_readers", "block_cache"}) {
+    EXPECT_GE(SampleValue(scrape.body, absl::StrCat("adapterd_storage_memory_bytes{kind=\"", kind, "\"}"))
+                  .value_or(-1),
+              0)
+        << kind;
+  }
   ASSERT_OK_AND_ASSIGN(CommandResult lint, RunCommand({"/usr/bin/promtool", "check", "metrics"}, absl::Minutes(1),
                                                       scrape.body));
   EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;

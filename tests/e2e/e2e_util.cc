@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
 extern char** environ;
@@ -164,6 +165,17 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, a
   ::unlink(in_path);
   if (!pid.ok()) return pid.status();
   return result;
+}
+
+std::optional<double> SampleValue(const std::string& exposition, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (!absl::ConsumePrefix(&line, series) || !absl::ConsumePrefix(&line, " ")) continue;
+    double v = 0;
+    // A sample may carry a timestamp after its value.
+    if (absl::SimpleAtod(line.substr(0, line.find(' ')), &v)) return v;
+    return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, absl::Duration timeout) {

@@ -66,6 +66,12 @@ struct HttpResponse {
 };
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, absl::Duration timeout);
 
+// The value of one series in a Prometheus text exposition: `series` is the
+// name with its labels exactly as written (`adapterd_serving`,
+// `adapterd_process_heap_bytes{state="in_use"}`). nullopt when absent or not
+// a number.
+std::optional<double> SampleValue(const std::string& exposition, const std::string& series);
+
 // Calls `done` every `interval` until it returns true or `timeout` passes.
 bool PollUntil(const std::function<bool()>& done, absl::Duration timeout,
                absl::Duration interval = absl::Milliseconds(100));

@@ -106,6 +106,38 @@ TEST(Database, CallsAfterCloseAreFailedPrecondition) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
 }
 
+// RocksDB's accounting as /metrics reports it: writes fill the memtables, a
+// flush empties them into a table file whose index the table readers hold,
+// and reading it back fills the block cache.
+TEST(Database, MemoryFollowsWritesFlushesAndReads) {
+  TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
+  ASSERT_OK_AND_ASSIGN(Database::MemoryUsage empty, db->Memory());
+  constexpr int kTasks = 256;
+  constexpr int64_t kLabelBytes = 4096;  // per task: 1 MiB in all
+  for (int i = 0; i < kTasks; ++i) {
+    TaskRecord t;
+    t.set_tenant("acme");
+    t.set_task_id("task-" + std::to_string(i));
+    for (int l = 0; l < 16; ++l) t.add_labels(std::string(kLabelBytes / 16, static_cast<char>('a' + l)));
+    ASSERT_OK(db->tasks().Put(t));
+  }
+  ASSERT_OK_AND_ASSIGN(Database::MemoryUsage written, db->Memory());
+  EXPECT_GE(written.memtables - empty.memtables, kTasks * kLabelBytes);
+
+  ASSERT_OK(db->Flush());
+  ASSERT_OK_AND_ASSIGN(Database::MemoryUsage flushed, db->Memory());
+  EXPECT_LT(flushed.memtables, written.memtables - kTasks * kLabelBytes / 2);
+  EXPECT_GT(flushed.table_readers, empty.table_readers);
+
+  for (int i = 0; i < kTasks; ++i) ASSERT_OK(db->tasks().Get("acme", "task-" + std::to_string(i)));
+  ASSERT_OK_AND_ASSIGN(Database::MemoryUsage read, db->Memory());
+  EXPECT_GE(read.block_cache - flushed.block_cache, kTasks * kLabelBytes / 2);
+
+  ASSERT_OK(db->Close());
+  EXPECT_THAT(db->Memory(), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 TEST(Database, SecondOpenInSameProcessIsLockedError) {
   TempDir dir;
   const std::string path = dir.Sub("db");

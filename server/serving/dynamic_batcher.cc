@@ -67,10 +67,7 @@ void DynamicBatcher::Loop() {
       const absl::Time now = absl::Now();
       const absl::Time due = queue_.front().enqueue_time + delay;
       if (stopping_ || static_cast<int64_t>(queue_.size()) >= options_.max_batch_size || now >= due) {
-        const int64_t dropped = DropExpiredLocked(now);
-        if (dropped > 0 && options_.observer != nullptr) {
-          options_.observer->OnDropped(DropReason::kDeadline, dropped);
-        }
+        DropExpiredLocked(now);
         if (queue_.empty()) continue;
         std::vector<BatchRow> batch = TakeBatchLocked();
         ++inflight_;
@@ -88,12 +85,18 @@ void DynamicBatcher::Loop() {
 
 int64_t DynamicBatcher::DropExpiredLocked(absl::Time now) {
   const auto expired = [now](const BatchRow& row) { return row.deadline < now; };
+  const int64_t dropped = static_cast<int64_t>(std::count_if(queue_.begin(), queue_.end(), expired));
+  if (dropped == 0) return 0;
+  // Counted before the callers wake: one that sees DEADLINE_EXCEEDED finds
+  // its rows in adapterd_batch_dropped_total already.
+  if (options_.observer != nullptr) options_.observer->OnDropped(DropReason::kDeadline, dropped);
   for (BatchRow& row : queue_) {
     if (expired(row)) {
       row.request->Fail(row.index, absl::DeadlineExceededError("deadline passed before the row was computed"));
     }
   }
-  return static_cast<int64_t>(std::erase_if(queue_, expired));
+  std::erase_if(queue_, expired);
+  return dropped;
 }
 
 std::vector<BatchRow> DynamicBatcher::TakeBatchLocked() {

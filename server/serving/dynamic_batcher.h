@@ -103,7 +103,8 @@ class DynamicBatcher {
  private:
   DynamicBatcher(Options options, RunBatchFn run_batch);
   void Loop();
-  // Fails and removes expired rows; returns how many.
+  // Reports expired rows to the observer (OnDropped), then fails and
+  // removes them; returns how many.
   int64_t DropExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes and returns the next batch (see the header comment).
   std::vector<BatchRow> TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

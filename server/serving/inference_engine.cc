@@ -209,15 +209,15 @@ absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& req
 void InferenceEngine::RunBatch(std::vector<BatchRow>& batch) {
   const absl::Time now = absl::Now();
   std::vector<BatchRow*> rows;
-  for (BatchRow& row : batch) {
-    if (row.deadline < now) {
-      row.request->Fail(row.index, absl::DeadlineExceededError("deadline passed before the row was computed"));
-    } else {
-      rows.push_back(&row);
-    }
+  std::vector<BatchRow*> expired;
+  for (BatchRow& row : batch) (row.deadline < now ? expired : rows).push_back(&row);
+  // Counted before the callers wake (as DynamicBatcher::DropExpiredLocked).
+  if (!expired.empty() && options_.observer != nullptr) {
+    options_.observer->OnDropped(DropReason::kDeadline, static_cast<int64_t>(expired.size()));
   }
-  const int64_t dropped = static_cast<int64_t>(batch.size() - rows.size());
-  if (dropped > 0 && options_.observer != nullptr) options_.observer->OnDropped(DropReason::kDeadline, dropped);
+  for (BatchRow* row : expired) {
+    row->request->Fail(row->index, absl::DeadlineExceededError("deadline passed before the row was computed"));
+  }
   if (rows.empty()) return;
 
   const int64_t b = static_cast<int64_t>(rows.size());

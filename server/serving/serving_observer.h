@@ -52,7 +52,8 @@ class ServingObserver {
 
   // A forward pass is about to run with `stats`.
   virtual void OnBatch(const BatchStats& stats) {}
-  // `rows` rows were failed without being computed.
+  // `rows` rows are failed without being computed; called before their
+  // callers are woken with the error.
   virtual void OnDropped(DropReason reason, int64_t rows) {}
 
   // Lookups of one tier: a hit, a miss, an entry evicted by the LRU.

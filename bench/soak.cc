@@ -11,9 +11,10 @@
 // Every --window_s seconds it prints one line: requests, unexpected errors,
 // p50/p99 latency, and the server's RSS, open file descriptors and threads
 // (/proc/<pid>); with --metrics_port, a second line says where the memory is
-// (the server's /metrics: glibc's heap in use and free, RocksDB's memtables,
-// table readers and block caches, the adapter cache's host tier; anonymous
-// and file-backed RSS from /proc). At the end: RSS growth from the end of
+// (the server's /metrics: glibc's heap in use and free, what the heap
+// releaser gave back so far, RocksDB's memtables, table readers and block
+// caches, the adapter cache's host tier; anonymous and file-backed RSS from
+// /proc). At the end: RSS growth from the end of
 // the first window (warm-up) to the end, and each owner's share of it, FD
 // and thread growth, p99 per window, and whether the targets held (0
 // unexpected errors, RSS growth < 5%, no growth of threads or of descriptors
@@ -99,17 +100,19 @@ ProcSample ReadProc(int pid) {
 
 // Where the server's memory is, by its own /metrics (MiB; -1 = unknown).
 struct MemSample {
-  static constexpr int kOwners = 6;
-  static constexpr const char* kNames[kOwners] = {"heap in use",   "heap free",   "memtables",
-                                                   "table readers", "block cache", "adapter host tier"};
+  static constexpr int kOwners = 7;
+  static constexpr const char* kNames[kOwners] = {"heap in use", "heap free",   "heap released",
+                                                   "memtables",   "table readers", "block cache",
+                                                   "adapter host tier"};
   static constexpr const char* kSeries[kOwners] = {
       "adapterd_process_heap_bytes{state=\"in_use\"}",
       "adapterd_process_heap_bytes{state=\"free\"}",
+      "adapterd_process_heap_released_bytes_total",
       "adapterd_storage_memory_bytes{kind=\"memtables\"}",
       "adapterd_storage_memory_bytes{kind=\"table_readers\"}",
       "adapterd_storage_memory_bytes{kind=\"block_cache\"}",
       "adapterd_adapter_cache_bytes{tier=\"host\"}"};
-  std::array<double, kOwners> mib{-1, -1, -1, -1, -1, -1};
+  std::array<double, kOwners> mib{-1, -1, -1, -1, -1, -1, -1};
 };
 
 MemSample ReadMetrics(int port) {

@@ -1,7 +1,9 @@
 #include "common/malloc_tuning.h"
 
 #include <malloc.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace adapterd {
@@ -30,6 +32,31 @@ HeapStats ReadHeapStats() {
   h.free = static_cast<int64_t>(m.fordblks);
 #endif
   return h;
+}
+
+namespace {
+
+// Resident bytes of this process; -1 if unknown.
+int64_t ResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return -1;
+  unsigned long long size = 0, resident = 0;
+  const bool ok = std::fscanf(f, "%llu %llu", &size, &resident) == 2;
+  std::fclose(f);
+  return ok ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : -1;
+}
+
+}  // namespace
+
+int64_t ReleaseFreeHeap() {
+#if defined(__GLIBC__)
+  const int64_t before = ResidentBytes();
+  malloc_trim(0);
+  const int64_t after = ResidentBytes();
+  return before >= 0 && after >= 0 && before > after ? before - after : 0;
+#else
+  return 0;
+#endif
 }
 
 }  // namespace adapterd

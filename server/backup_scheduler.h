@@ -11,14 +11,11 @@
 #define ADAPTERD_SERVER_BACKUP_SCHEDULER_H_
 
 #include <functional>
-#include <memory>
 #include <string>
-#include <thread>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/periodic_thread.h"
 #include "storage/backup.h"
 
 namespace adapterd {
@@ -45,13 +42,10 @@ class BackupScheduler {
   void TriggerNow();
 
  private:
-  void Loop();
+  void TakeBackup();
 
   const Options options_;
-  absl::Mutex mu_;
-  bool triggered_ ABSL_GUARDED_BY(mu_) = false;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  PeriodicThread thread_;  // last: runs TakeBackup, which reads options_
 };
 
 }  // namespace adapterd

@@ -196,6 +196,11 @@ void MetricsBridge::OnTrainingStep(int64_t examples) {
   metrics_->training_examples_total.Add({}).Increment(static_cast<double>(examples));
 }
 
+void MetricsBridge::OnHeapRelease(int64_t bytes, absl::Duration took) {
+  metrics_->process_heap_released_bytes_total.Add({}).Increment(static_cast<double>(bytes));
+  metrics_->process_heap_release_seconds_total.Add({}).Increment(absl::ToDoubleSeconds(took));
+}
+
 void MetricsBridge::Collect() {
   absl::MutexLock lock(&mu_);
   CollectProcess();

@@ -30,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/api/grpc_service.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_server.h"
@@ -90,6 +91,8 @@ class MetricsBridge {
   void OnBackup(bool ok, double seconds, double now);
   // One optimiser step over `examples` examples.
   void OnTrainingStep(int64_t examples);
+  // A scheduled heap release (ReleaseFreeHeap) gave `bytes` back in `took`.
+  void OnHeapRelease(int64_t bytes, absl::Duration took);
   // Stops the endpoint and detaches the queue; idempotent.
   void Stop();
 

@@ -17,6 +17,8 @@
 #include "absl/time/clock.h"
 #include "common/cpu_features.h"
 #include "common/cpu_quota.h"
+#include "common/malloc_tuning.h"
+#include "common/periodic_thread.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
 #include "server/api/backend.h"
@@ -52,6 +54,7 @@ struct Server::Parts {
   std::unique_ptr<BackupScheduler> backups;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
+  std::unique_ptr<PeriodicThread> heap_releaser;  // last: stops before the metrics it reports to
 };
 
 namespace {
@@ -290,6 +293,18 @@ absl::Status Server::StartAll() {
     p.backups = std::make_unique<BackupScheduler>(std::move(bso));
   }
 
+  if (o.heap_release_interval_seconds > 0) {
+    // Freed memory that each malloc arena keeps would otherwise add up
+    // (ReleaseFreeHeap, common/malloc_tuning.h, says how much).
+    p.heap_releaser = std::make_unique<PeriodicThread>(absl::Seconds(o.heap_release_interval_seconds), [metrics] {
+      const absl::Time start = absl::Now();
+      const int64_t bytes = ReleaseFreeHeap();
+      metrics->OnHeapRelease(bytes, absl::Now() - start);
+    });
+    std::fprintf(stderr, "adapterd: freed heap memory goes back to the kernel every %lld s\n",
+                 static_cast<long long>(o.heap_release_interval_seconds));
+  }
+
   p.runner->Start();
   p.service->SetBackend(p.backend.get());
   p.grpc_server->GetHealthCheckService()->SetServingStatus(true);
@@ -328,6 +343,7 @@ void Server::Shutdown() {
   if (p.metrics) p.metrics->Stop();
   if (p.grpc_server) p.grpc_server->Wait();
   p.backups.reset();  // waits for a backup in progress
+  p.heap_releaser.reset();
   p.backend.reset();
   p.runner.reset();
   p.queue.reset();

@@ -53,6 +53,7 @@ absl::Status ServerOptions::Validate() const {
     return bad("--tls_client_ca_file and --tls_peer_ca_file need --tls_cert_file and --tls_key_file");
   }
   if (backup_interval_seconds < 1) return bad("--backup_interval_seconds must be >= 1");
+  if (heap_release_interval_seconds < 0) return bad("--heap_release_interval_seconds must be >= 0");
   if (backups_to_keep < 1) return bad("--backups_to_keep must be >= 1");
   if (!backup_dir.empty() && backup_dir == data_dir) return bad("--backup_dir must not be --data_dir");
   return absl::OkStatus();
@@ -136,6 +137,8 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   app.add_option("--backup_interval_seconds", o.backup_interval_seconds,
                  "Seconds between scheduled backups (with --backup_dir); SIGUSR1 takes one at once");
   app.add_option("--backups_to_keep", o.backups_to_keep, "Backups kept in --backup_dir; older ones are purged");
+  app.add_option("--heap_release_interval_seconds", o.heap_release_interval_seconds,
+                 "Seconds between returns of the C heap's freed memory to the kernel (malloc_trim); 0 = never");
   app.add_option("--drain_seconds", o.drain_seconds,
                  "Bound on the whole shutdown after SIGTERM/SIGINT: calls in flight may finish within it")
       ->check(CLI::NonNegativeNumber);

@@ -73,6 +73,10 @@ struct ServerOptions {
   std::string backup_dir;                   // "" = no scheduled backups
   int64_t backup_interval_seconds = 3600;   // between scheduled backups (SIGUSR1: one now)
   int backups_to_keep = 7;                  // older backups are purged
+  // --- memory ---
+  // Seconds between returns of the C heap's freed pages to the kernel
+  // (ReleaseFreeHeap, common/malloc_tuning.h); 0 = never.
+  int64_t heap_release_interval_seconds = 30;
   // --- shutdown ---
   int drain_seconds = 10;                   // bound on the whole shutdown (server.h)
 

@@ -71,6 +71,11 @@ ServerMetrics::ServerMetrics(Registry& r)
       storage_memory_bytes(r.AddGauge("adapterd_storage_memory_bytes",
                                       "Bytes RocksDB holds in memory, by kind (memtables, table_readers, "
                                       "block_cache).")),
+      process_heap_released_bytes_total(
+          r.AddCounter("adapterd_process_heap_released_bytes_total",
+                       "Resident bytes of freed C-heap memory returned to the kernel (--heap_release_interval_seconds).")),
+      process_heap_release_seconds_total(r.AddCounter("adapterd_process_heap_release_seconds_total",
+                                                      "Seconds spent returning freed C-heap memory to the kernel.")),
       process_resident_memory_bytes(r.AddGauge("process_resident_memory_bytes", "Resident memory size in bytes.")),
       process_virtual_memory_bytes(r.AddGauge("process_virtual_memory_bytes", "Virtual memory size in bytes.")),
       process_open_fds(r.AddGauge("process_open_fds", "Number of open file descriptors.")),
@@ -89,6 +94,8 @@ ServerMetrics::ServerMetrics(Registry& r)
   backup_last_success_timestamp_seconds.Add({});
   backup_last_duration_seconds.Add({});
   training_steps_total.Add({});
+  process_heap_released_bytes_total.Add({});
+  process_heap_release_seconds_total.Add({});
   training_examples_total.Add({});
   for (const char* tier : {"host", "device"}) {
     adapter_cache_hits_total.Add({{"tier", tier}});

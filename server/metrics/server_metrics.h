@@ -58,6 +58,8 @@ struct ServerMetrics {
   // Memory by owner, where process_resident_memory_bytes goes.
   Family<Gauge>& process_heap_bytes;              // {state: in_use, free}: glibc malloc
   Family<Gauge>& storage_memory_bytes;            // {kind: memtables, table_readers, block_cache}
+  Family<Counter>& process_heap_released_bytes_total;   // resident bytes given back (ReleaseFreeHeap)
+  Family<Counter>& process_heap_release_seconds_total;  // time spent giving them back
   // The process, under the names every Prometheus client library uses.
   Family<Gauge>& process_resident_memory_bytes;
   Family<Gauge>& process_virtual_memory_bytes;

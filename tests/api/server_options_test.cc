@@ -97,6 +97,12 @@ TEST(ServerOptions, BadValuesFromTheEnvironmentAreRefusedNamingTheFlag) {
   env.Set("ADAPTERD_BACKUP_INTERVAL_SECONDS", "0");
   EXPECT_THAT(Parse({}, &code).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--backup_interval_seconds")));
+  env.Set("ADAPTERD_BACKUP_INTERVAL_SECONDS", "60");
+  env.Set("ADAPTERD_HEAP_RELEASE_INTERVAL_SECONDS", "-1");
+  EXPECT_THAT(Parse({}, &code).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--heap_release_interval_seconds")));
+  env.Set("ADAPTERD_HEAP_RELEASE_INTERVAL_SECONDS", "0");  // never: allowed
+  EXPECT_OK(Parse({}, &code).status());
 }
 
 TEST(ServerOptions, DtypeAutoIsBf16WhereTheHardwareHasItAndFp32Elsewhere) {

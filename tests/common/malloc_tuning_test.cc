@@ -1,5 +1,6 @@
 // KeepLargeBuffersOnTheHeap changes the whole process's allocator, so it has
-// a test binary of its own.
+// a test binary of its own; ReleaseFreeHeap acts on the same process-wide
+// heap.
 #include "common/malloc_tuning.h"
 
 #include <gmock/gmock.h>
@@ -19,6 +20,14 @@ size_t MappedBlocks() { return mallinfo2().hblks; }
 
 // Keeps the compiler from eliding a malloc/free pair.
 void* volatile g_block = nullptr;
+
+// A block of `bytes` with every page written (through the volatile pointer,
+// so that the compiler cannot drop the writes to a block it sees freed).
+void* TouchedBlock(size_t bytes) {
+  g_block = std::malloc(bytes);
+  std::memset(g_block, 1, bytes);
+  return g_block;
+}
 
 // Whether a fresh block of `bytes` was served by its own mmap.
 bool MappedOnItsOwn(size_t bytes) {
@@ -61,6 +70,20 @@ TEST(MallocTuning, HeapStatsFollowABlockThroughFree) {
   const HeapStats after = ReadHeapStats();
   EXPECT_GE(held.in_use - after.in_use, kBytes);
   EXPECT_GE(after.free - held.free, kBytes);
+}
+
+// Freed blocks that the raised trim threshold keeps resident are given back
+// by ReleaseFreeHeap, which reports what it returned.
+TEST(MallocTuning, ReleaseFreeHeapGivesFreedPagesBack) {
+  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"}) unsetenv(name);
+  ASSERT_THAT(KeepLargeBuffersOnTheHeap(), HasSubstr("stay on the heap"));
+  constexpr size_t kBytes = 16 << 20;
+  void* block = TouchedBlock(kBytes);
+  void* volatile after = std::malloc(64);  // keeps the block off the heap's top
+  std::free(block);
+  EXPECT_GE(ReleaseFreeHeap(), static_cast<int64_t>(kBytes / 2));
+  EXPECT_LT(ReleaseFreeHeap(), static_cast<int64_t>(kBytes / 2));  // given back once
+  std::free(after);
 }
 
 }  // namespace

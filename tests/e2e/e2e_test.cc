@@ -241,6 +241,7 @@ TEST_F(E2eTest, PrometheusScrapesThePredictCountTheTestGenerated) {
   // are on the C heap, and training wrote records into RocksDB's memtables.
   EXPECT_GT(SampleValue(scrape.body, "adapterd_process_heap_bytes{state=\"in_use\"}").value_or(0), 1 << 20);
   EXPECT_TRUE(SampleValue(scrape.body, "adapterd_process_heap_bytes{state=\"free\"}").has_value());
+  EXPECT_GE(SampleValue(scrape.body, "adapterd_process_heap_released_bytes_total").value_or(-1), 0);
   EXPECT_GT(SampleValue(scrape.body, "adapterd_storage_memory_bytes{kind=\"memtables\"}").value_or(0), 0);
   for (const char* kind : {"table_readers", "block_cache"}) {
     EXPECT_GE(SampleValue(scrape.body, absl::StrCat("adapterd_storage_memory_bytes{kind=\"", kind, "\"}"))

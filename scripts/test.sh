@@ -2,18 +2,23 @@
 # Builds adapterd and runs every test. The README's test command.
 #   ./scripts/test.sh                 # deps (if missing), configure, build, fuzz, ctest
 #   BUILD_DIR=build-x ./scripts/test.sh -L unit   # extra args go to ctest
-#   FUZZ_SECONDS=0 SANITIZE=0 ./scripts/test.sh  # skip the fuzzers and the sanitizer build
+#   FUZZ_SECONDS=0 SANITIZE=0 ./scripts/test.sh  # skip the fuzzers and both sanitizer builds
 #
 # Stages, each timed on stderr (CI runs them all; .ci/run must stay under 75
-# minutes: measured locally on 2 cores, the fuzzers take ~8.5 min and the
-# ASan suite ~6 min plus its build, which is a second full build):
+# minutes. Measured on 2 cores: the main build ~7.5 min from scratch, the
+# fuzzers ~8.5 min, the ASan suite ~6 min plus its build, which is a second
+# full build, the TSan stage ~4 min: its 8 tests' build, abseil's and ~20 s
+# of tests):
 #   1. install-deps; configure and build (build/);
 #   2. the libFuzzer harnesses, FUZZ_SECONDS each (default 60; scripts/fuzz.sh,
 #      its own clang build in build-fuzz/);
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer over the whole suite
-#      (scripts/sanitize.sh address, build-asan/); SANITIZE=0 skips it.
-#      ThreadSanitizer (scripts/sanitize.sh thread) is not in CI yet;
-#   4. ctest over every test, last, so that its summary closes the output.
+#      (scripts/sanitize.sh address, build-asan/);
+#   4. ThreadSanitizer over the concurrency tests: serving, job queue and
+#      runner, the in-process gRPC servers, and the canary that proves the
+#      setup still sees a race (scripts/sanitize.sh thread, build-tsan/);
+#      SANITIZE=0 skips 3 and 4;
+#   5. ctest over every test, last, so that its summary closes the output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +46,9 @@ if [ "${SANITIZE:-1}" != 0 ]; then
   start=$SECONDS
   JOBS=$JOBS ./scripts/sanitize.sh address
   echo "test.sh: ASan + UBSan build and suite took $((SECONDS - start)) s" >&2
+  start=$SECONDS
+  JOBS=$JOBS ./scripts/sanitize.sh thread
+  echo "test.sh: TSan build and concurrency tests took $((SECONDS - start)) s" >&2
 fi
 
 cd "$BUILD_DIR"

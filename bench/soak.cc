@@ -10,16 +10,20 @@
 //
 // Every --window_s seconds it prints one line: requests, unexpected errors,
 // p50/p99 latency, and the server's RSS, open file descriptors and threads
-// (/proc/<pid>); with --metrics_port, a second line says where the memory is
-// (the server's /metrics: glibc's heap in use and free, what the heap
-// releaser gave back so far, RocksDB's memtables, table readers and block
-// caches, the adapter cache's host tier; anonymous and file-backed RSS from
-// /proc). At the end: RSS growth from the end of
-// the first window (warm-up) to the end, and each owner's share of it, FD
-// and thread growth, p99 per window, and whether the targets held (0
-// unexpected errors, RSS growth < 5%, no growth of threads or of descriptors
-// other than RocksDB's table and blob files, which follow the database's
-// size). Exit status 0 when they did, 1 when not.
+// (/proc/<pid>). A window's RSS is the median of the readings taken every
+// --rss_every_s in its last --rss_span_s: the server gives freed heap back
+// every 30 s, so a single reading lands anywhere on that saw-tooth. With
+// --metrics_port, a second line says where the memory is (the server's
+// /metrics: glibc's heap in use and free, what the heap release gave back so
+// far, RocksDB's memtables, table readers and block caches, the adapter
+// cache's host tier; anonymous and file-backed RSS from /proc).
+//
+// At the end: RSS growth from the first window (the warm-up) to the last,
+// and each owner's change, FD and thread growth, p99 per window, and whether
+// the targets held (0 unexpected errors, RSS growth < 5%, no growth of
+// threads or of descriptors other than RocksDB's table and blob files,
+// which follow the database's size). Exit status 0 when they did, 1 when
+// not.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -65,6 +69,8 @@ struct Flags {
   int train_examples = 400;
   int epochs = 2;
   int metrics_port = 0;  // the server's /metrics on 127.0.0.1; 0 = no memory breakdown
+  double rss_every_s = 5;   // between RSS readings
+  double rss_span_s = 60;   // a window's RSS: the median of its readings in this last span
 };
 
 // Server process readings from /proc.
@@ -207,9 +213,23 @@ class Soak {
 
     std::vector<ProcSample> at_window_end;
     std::vector<MemSample> mem_at_window_end;
+    std::vector<double> rss_medians_mib;  // per window, of its last rss_span_s
     std::vector<double> p99s;
     for (int w = 1; Clock::now() < end; ++w) {
-      std::this_thread::sleep_until(std::min(end, start + Seconds(w * f_.window_s)));
+      // RSS readings through the window: the server returns freed heap to
+      // the kernel every 30 s (--heap_release_interval_seconds), so one
+      // reading lands anywhere on that saw-tooth; the median of the last
+      // minute's readings does not depend on where.
+      const Clock::time_point window_end = std::min(end, start + Seconds(w * f_.window_s));
+      std::vector<double> span_mib;
+      while (Clock::now() < window_end) {
+        std::this_thread::sleep_until(std::min(window_end, Clock::now() + Seconds(f_.rss_every_s)));
+        if (window_end - Clock::now() <= Seconds(f_.rss_span_s)) {
+          span_mib.push_back(static_cast<double>(ReadProc(f_.pid).rss_kib) / 1024);
+        }
+      }
+      if (span_mib.empty()) span_mib.push_back(static_cast<double>(ReadProc(f_.pid).rss_kib) / 1024);
+      rss_medians_mib.push_back(Percentile(span_mib, 0.5));
       std::vector<double> lat;
       int64_t errors = 0;
       {
@@ -221,10 +241,11 @@ class Soak {
       at_window_end.push_back(p);
       mem_at_window_end.push_back(ReadMetrics(f_.metrics_port));
       p99s.push_back(Percentile(lat, 0.99));
-      std::printf("window %2d  %7zu req  p50 %7.1f ms  p99 %7.1f ms  errors %lld  rss %7.1f MiB  fds %lld (db %lld)"
-                  "  threads %lld  jobs done %d\n",
+      std::printf("window %2d  %7zu req  p50 %7.1f ms  p99 %7.1f ms  errors %lld  rss %7.1f MiB (median of %zu"
+                  " in its last %.0f s; %.1f at its end)  fds %lld (db %lld)  threads %lld  jobs done %d\n",
                   w, lat.size(), Percentile(lat, 0.5), p99s.back(), static_cast<long long>(errors),
-                  static_cast<double>(p.rss_kib) / 1024, static_cast<long long>(p.fds),
+                  rss_medians_mib.back(), span_mib.size(), f_.rss_span_s, static_cast<double>(p.rss_kib) / 1024,
+                  static_cast<long long>(p.fds),
                   static_cast<long long>(p.db_fds), static_cast<long long>(p.threads), jobs_done_.load());
       if (f_.metrics_port != 0) {
         std::string owners;
@@ -239,7 +260,11 @@ class Soak {
     for (auto& t : threads) t.join();
     const ProcSample last = ReadProc(f_.pid);
     const ProcSample warm = at_window_end.front();
-    const double rss_growth = 100.0 * static_cast<double>(last.rss_kib - warm.rss_kib) / static_cast<double>(warm.rss_kib);
+    // The target is on the windows' medians; the single readings at the
+    // first window's end and after the run are printed beside them.
+    const double rss_growth = 100.0 * (rss_medians_mib.back() - rss_medians_mib.front()) / rss_medians_mib.front();
+    const double rss_growth_single =
+        100.0 * static_cast<double>(last.rss_kib - warm.rss_kib) / static_cast<double>(warm.rss_kib);
     std::string p99_list;
     for (double p : p99s) absl::StrAppend(&p99_list, p99_list.empty() ? "" : ", ", absl::StrFormat("%.0f", p));
     // RocksDB keeps its table and blob files open (bounded by the server's
@@ -248,11 +273,14 @@ class Soak {
     const int64_t warm_other = warm.fds - warm.db_fds;
     const int64_t last_other = last.fds - last.db_fds;
     const bool ok = errors_ == 0 && rss_growth < 5 && last_other <= warm_other && last.threads <= warm.threads;
-    std::printf("soak: %.0f min, %d tasks, %d jobs done, %d ops; unexpected errors %lld; RSS %.1f -> %.1f MiB "
-                "(%+.1f%% after warm-up); fds other than RocksDB's %lld -> %lld, RocksDB's %lld -> %lld; "
-                "threads %lld -> %lld; p99 per window (ms): %s; %s\n",
+    std::string rss_list;
+    for (double m : rss_medians_mib) absl::StrAppend(&rss_list, rss_list.empty() ? "" : ", ", absl::StrFormat("%.1f", m));
+    std::printf("soak: %.0f min, %d tasks, %d jobs done, %d ops; unexpected errors %lld; RSS per window (MiB, "
+                "medians): %s: %+.1f%% after warm-up (single readings %.1f -> %.1f: %+.1f%%); fds other than "
+                "RocksDB's %lld -> %lld, RocksDB's %lld -> %lld; threads %lld -> %lld; p99 per window (ms): %s; %s\n",
                 f_.minutes, f_.tasks, jobs_done_.load(), ops_done_.load(), static_cast<long long>(errors_),
-                static_cast<double>(warm.rss_kib) / 1024, static_cast<double>(last.rss_kib) / 1024, rss_growth,
+                rss_list.c_str(), rss_growth, static_cast<double>(warm.rss_kib) / 1024,
+                static_cast<double>(last.rss_kib) / 1024, rss_growth_single,
                 static_cast<long long>(warm_other), static_cast<long long>(last_other),
                 static_cast<long long>(warm.db_fds), static_cast<long long>(last.db_fds),
                 static_cast<long long>(warm.threads), static_cast<long long>(last.threads), p99_list.c_str(),
@@ -265,7 +293,7 @@ class Soak {
         absl::StrAppendFormat(&owners, "%s%s %+.1f", i > 0 ? ", " : "", MemSample::kNames[i],
                               mem_last.mib[i] - mem_at_window_end.front().mib[i]);
       }
-      std::printf("soak: after warm-up, MiB: rss %+.1f (anon %+.1f, file %+.1f); %s\n",
+      std::printf("soak: after warm-up (single readings), MiB: rss %+.1f (anon %+.1f, file %+.1f); %s\n",
                   static_cast<double>(last.rss_kib - warm.rss_kib) / 1024,
                   static_cast<double>(last.rss_anon_kib - warm.rss_anon_kib) / 1024,
                   static_cast<double>(last.rss_file_kib - warm.rss_file_kib) / 1024, owners.c_str());
@@ -385,6 +413,8 @@ int Main(int argc, char** argv) {
   app.add_option("--op_every_s", f.op_every_s, "seconds between mixed operations");
   app.add_option("--train_examples", f.train_examples, "examples in the training dataset");
   app.add_option("--epochs", f.epochs, "epochs per training job");
+  app.add_option("--rss_every_s", f.rss_every_s, "seconds between RSS readings");
+  app.add_option("--rss_span_s", f.rss_span_s, "a window's RSS is the median of its readings in this last span");
   app.add_option("--metrics_port", f.metrics_port,
                  "the server's /metrics port on 127.0.0.1, for where its memory is (0 = not read)");
   CLI11_PARSE(app, argc, argv);

@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -34,26 +35,26 @@ HeapStats ReadHeapStats() {
   return h;
 }
 
-namespace {
-
-// Resident bytes of this process; -1 if unknown.
-int64_t ResidentBytes() {
+std::optional<ProcessMemory> ReadProcessMemory() {
+  // statm: size resident shared text lib data dt, in pages.
   std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return -1;
+  if (f == nullptr) return std::nullopt;
   unsigned long long size = 0, resident = 0;
   const bool ok = std::fscanf(f, "%llu %llu", &size, &resident) == 2;
   std::fclose(f);
-  return ok ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : -1;
+  if (!ok) return std::nullopt;
+  const auto page = static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+  return ProcessMemory{.virtual_bytes = static_cast<int64_t>(size) * page,
+                       .resident_bytes = static_cast<int64_t>(resident) * page};
 }
-
-}  // namespace
 
 int64_t ReleaseFreeHeap() {
 #if defined(__GLIBC__)
-  const int64_t before = ResidentBytes();
+  const std::optional<ProcessMemory> before = ReadProcessMemory();
   malloc_trim(0);
-  const int64_t after = ResidentBytes();
-  return before >= 0 && after >= 0 && before > after ? before - after : 0;
+  const std::optional<ProcessMemory> after = ReadProcessMemory();
+  if (!before || !after) return 0;
+  return std::max<int64_t>(0, before->resident_bytes - after->resident_bytes);
 #else
   return 0;
 #endif

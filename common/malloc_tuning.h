@@ -23,6 +23,7 @@
 #define ADAPTERD_COMMON_MALLOC_TUNING_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace adapterd {
@@ -47,10 +48,18 @@ struct HeapStats {
 };
 HeapStats ReadHeapStats();
 
+// The process's size from the kernel (/proc/self/statm), in bytes; nullopt
+// where that cannot be read. Thread-safe.
+struct ProcessMemory {
+  int64_t virtual_bytes = 0;
+  int64_t resident_bytes = 0;
+};
+std::optional<ProcessMemory> ReadProcessMemory();
+
 // Returns the freed pages of every arena to the kernel (glibc malloc_trim(0):
 // the heap's top beyond a page, and the whole pages inside free blocks,
 // which stay mapped and fault back in on reuse, ~2 us per 4 KiB page here).
-// Returns the resident bytes it gave back (/proc/self/statm before and
+// Returns the resident bytes it gave back (ReadProcessMemory before and
 // after, 0 if none or unknown). Walks every arena under its lock: call it
 // off the hot paths. Thread-safe.
 //

@@ -2,11 +2,10 @@
 
 #include <sys/resource.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -150,15 +149,9 @@ void MetricsBridge::OnBackup(bool ok, double seconds, double now) {
 }
 
 void MetricsBridge::CollectProcess() {
-  // /proc/self/statm: size resident ... in pages.
-  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
-  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
-    unsigned long long size = 0, resident = 0;
-    if (std::fscanf(f, "%llu %llu", &size, &resident) == 2) {
-      metrics_->process_virtual_memory_bytes.Add({}).Set(static_cast<double>(size) * page);
-      metrics_->process_resident_memory_bytes.Add({}).Set(static_cast<double>(resident) * page);
-    }
-    std::fclose(f);
+  if (const std::optional<ProcessMemory> mem = ReadProcessMemory()) {
+    metrics_->process_virtual_memory_bytes.Add({}).Set(static_cast<double>(mem->virtual_bytes));
+    metrics_->process_resident_memory_bytes.Add({}).Set(static_cast<double>(mem->resident_bytes));
   }
   std::error_code ec;
   int64_t fds = 0;

@@ -6,9 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace adapterd {
 namespace {
@@ -62,14 +64,31 @@ TEST(MallocTuning, HeapStatsFollowABlockThroughFree) {
   ASSERT_THAT(KeepLargeBuffersOnTheHeap(), HasSubstr("stay on the heap"));
   constexpr int64_t kBytes = 8 << 20;
   const HeapStats before = ReadHeapStats();
-  g_block = std::malloc(kBytes);
-  std::memset(g_block, 1, kBytes);
+  TouchedBlock(kBytes);
   const HeapStats held = ReadHeapStats();
   EXPECT_GE(held.in_use - before.in_use, kBytes);
   std::free(g_block);
   const HeapStats after = ReadHeapStats();
   EXPECT_GE(held.in_use - after.in_use, kBytes);
   EXPECT_GE(after.free - held.free, kBytes);
+}
+
+// The kernel's view of the process: fresh pages count as resident once
+// written. (A fresh mapping, not malloc: malloc may reuse pages that an
+// earlier test freed and left resident.)
+TEST(MallocTuning, ProcessMemoryCountsWrittenPagesAsResident) {
+  constexpr size_t kBytes = 16 << 20;
+  void* map = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  const std::optional<ProcessMemory> mapped = ReadProcessMemory();
+  ASSERT_TRUE(mapped.has_value());
+  EXPECT_GT(mapped->resident_bytes, 0);
+  EXPECT_GE(mapped->virtual_bytes, mapped->resident_bytes + static_cast<int64_t>(kBytes));
+  std::memset(map, 1, kBytes);
+  const std::optional<ProcessMemory> written = ReadProcessMemory();
+  ASSERT_TRUE(written.has_value());
+  EXPECT_GE(written->resident_bytes - mapped->resident_bytes, static_cast<int64_t>(kBytes));
+  munmap(map, kBytes);
 }
 
 // Freed blocks that the raised trim threshold keeps resident are given back

@@ -8,6 +8,14 @@
 
 namespace adapterd::serving {
 
+void FailExpiredRows(const std::vector<BatchRow*>& expired, ServingObserver* observer) {
+  if (expired.empty()) return;
+  if (observer != nullptr) observer->OnDropped(DropReason::kDeadline, static_cast<int64_t>(expired.size()));
+  for (BatchRow* row : expired) {
+    row->request->Fail(row->index, absl::DeadlineExceededError("deadline passed before the row was computed"));
+  }
+}
+
 absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(Options options,
                                                                        RunBatchFn run_batch) {
   if (options.max_batch_size < 1) return absl::InvalidArgumentError("max_batch_size must be >= 1");
@@ -83,20 +91,15 @@ void DynamicBatcher::Loop() {
   while (inflight_ > 0) cv_.Wait(&mu_);
 }
 
-int64_t DynamicBatcher::DropExpiredLocked(absl::Time now) {
+void DynamicBatcher::DropExpiredLocked(absl::Time now) {
   const auto expired = [now](const BatchRow& row) { return row.deadline < now; };
-  const int64_t dropped = static_cast<int64_t>(std::count_if(queue_.begin(), queue_.end(), expired));
-  if (dropped == 0) return 0;
-  // Counted before the callers wake: one that sees DEADLINE_EXCEEDED finds
-  // its rows in adapterd_batch_dropped_total already.
-  if (options_.observer != nullptr) options_.observer->OnDropped(DropReason::kDeadline, dropped);
+  std::vector<BatchRow*> rows;
   for (BatchRow& row : queue_) {
-    if (expired(row)) {
-      row.request->Fail(row.index, absl::DeadlineExceededError("deadline passed before the row was computed"));
-    }
+    if (expired(row)) rows.push_back(&row);
   }
+  if (rows.empty()) return;
+  FailExpiredRows(rows, options_.observer);
   std::erase_if(queue_, expired);
-  return dropped;
 }
 
 std::vector<BatchRow> DynamicBatcher::TakeBatchLocked() {

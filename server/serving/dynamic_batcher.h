@@ -66,6 +66,12 @@ struct BatchRow {
   int64_t length() const { return static_cast<int64_t>(input_ids.size()); }
 };
 
+// Fails `expired` rows with DEADLINE_EXCEEDED, having first reported them to
+// `observer` (OnDropped; may be null), so that a caller woken by the error
+// finds its rows counted. Used by the batcher before a batch is formed and
+// by RunBatchFn just before computing.
+void FailExpiredRows(const std::vector<BatchRow*>& expired, ServingObserver* observer);
+
 class DynamicBatcher {
  public:
   struct Options {
@@ -103,9 +109,9 @@ class DynamicBatcher {
  private:
   DynamicBatcher(Options options, RunBatchFn run_batch);
   void Loop();
-  // Reports expired rows to the observer (OnDropped), then fails and
-  // removes them; returns how many.
-  int64_t DropExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails (FailExpiredRows) and removes the rows whose deadline is before
+  // `now`.
+  void DropExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes and returns the next batch (see the header comment).
   std::vector<BatchRow> TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BatchDone();

@@ -211,13 +211,7 @@ void InferenceEngine::RunBatch(std::vector<BatchRow>& batch) {
   std::vector<BatchRow*> rows;
   std::vector<BatchRow*> expired;
   for (BatchRow& row : batch) (row.deadline < now ? expired : rows).push_back(&row);
-  // Counted before the callers wake (as DynamicBatcher::DropExpiredLocked).
-  if (!expired.empty() && options_.observer != nullptr) {
-    options_.observer->OnDropped(DropReason::kDeadline, static_cast<int64_t>(expired.size()));
-  }
-  for (BatchRow* row : expired) {
-    row->request->Fail(row->index, absl::DeadlineExceededError("deadline passed before the row was computed"));
-  }
+  FailExpiredRows(expired, options_.observer);
   if (rows.empty()) return;
 
   const int64_t b = static_cast<int64_t>(rows.size());

@@ -104,21 +104,28 @@ ProcSample ReadProc(int pid) {
   return s;
 }
 
-// Where the server's memory is, by its own /metrics (MiB; -1 = unknown).
+double MiB(int64_t kib) { return static_cast<double>(kib) / 1024; }
+
+// The owners of the server's memory that its /metrics reports: a name for
+// the output and the series.
+struct MemOwner {
+  const char* name;
+  const char* series;
+};
+constexpr std::array<MemOwner, 7> kMemOwners = {{
+    {"heap in use", "adapterd_process_heap_bytes{state=\"in_use\"}"},
+    {"heap free", "adapterd_process_heap_bytes{state=\"free\"}"},
+    {"heap released", "adapterd_process_heap_released_bytes_total"},
+    {"memtables", "adapterd_storage_memory_bytes{kind=\"memtables\"}"},
+    {"table readers", "adapterd_storage_memory_bytes{kind=\"table_readers\"}"},
+    {"block cache", "adapterd_storage_memory_bytes{kind=\"block_cache\"}"},
+    {"adapter host tier", "adapterd_adapter_cache_bytes{tier=\"host\"}"},
+}};
+
+// Where the server's memory is, by kMemOwners (MiB; -1 = unknown).
 struct MemSample {
-  static constexpr int kOwners = 7;
-  static constexpr const char* kNames[kOwners] = {"heap in use", "heap free",   "heap released",
-                                                   "memtables",   "table readers", "block cache",
-                                                   "adapter host tier"};
-  static constexpr const char* kSeries[kOwners] = {
-      "adapterd_process_heap_bytes{state=\"in_use\"}",
-      "adapterd_process_heap_bytes{state=\"free\"}",
-      "adapterd_process_heap_released_bytes_total",
-      "adapterd_storage_memory_bytes{kind=\"memtables\"}",
-      "adapterd_storage_memory_bytes{kind=\"table_readers\"}",
-      "adapterd_storage_memory_bytes{kind=\"block_cache\"}",
-      "adapterd_adapter_cache_bytes{tier=\"host\"}"};
-  std::array<double, kOwners> mib{-1, -1, -1, -1, -1, -1, -1};
+  std::array<double, kMemOwners.size()> mib;
+  MemSample() { mib.fill(-1); }
 };
 
 MemSample ReadMetrics(int port) {
@@ -126,8 +133,8 @@ MemSample ReadMetrics(int port) {
   if (port == 0) return m;
   absl::StatusOr<e2e::HttpResponse> r = e2e::HttpGet(port, "/metrics", absl::Seconds(10));
   if (!r.ok() || r->status != 200) return m;
-  for (int i = 0; i < MemSample::kOwners; ++i) {
-    if (std::optional<double> v = e2e::SampleValue(r->body, MemSample::kSeries[i])) m.mib[i] = *v / (1 << 20);
+  for (size_t i = 0; i < kMemOwners.size(); ++i) {
+    if (std::optional<double> v = e2e::SampleValue(r->body, kMemOwners[i].series)) m.mib[i] = *v / (1 << 20);
   }
   return m;
 }
@@ -225,10 +232,10 @@ class Soak {
       while (Clock::now() < window_end) {
         std::this_thread::sleep_until(std::min(window_end, Clock::now() + Seconds(f_.rss_every_s)));
         if (window_end - Clock::now() <= Seconds(f_.rss_span_s)) {
-          span_mib.push_back(static_cast<double>(ReadProc(f_.pid).rss_kib) / 1024);
+          span_mib.push_back(MiB(ReadProc(f_.pid).rss_kib));
         }
       }
-      if (span_mib.empty()) span_mib.push_back(static_cast<double>(ReadProc(f_.pid).rss_kib) / 1024);
+      if (span_mib.empty()) span_mib.push_back(MiB(ReadProc(f_.pid).rss_kib));
       rss_medians_mib.push_back(Percentile(span_mib, 0.5));
       std::vector<double> lat;
       int64_t errors = 0;
@@ -244,16 +251,15 @@ class Soak {
       std::printf("window %2d  %7zu req  p50 %7.1f ms  p99 %7.1f ms  errors %lld  rss %7.1f MiB (median of %zu"
                   " in its last %.0f s; %.1f at its end)  fds %lld (db %lld)  threads %lld  jobs done %d\n",
                   w, lat.size(), Percentile(lat, 0.5), p99s.back(), static_cast<long long>(errors),
-                  rss_medians_mib.back(), span_mib.size(), f_.rss_span_s, static_cast<double>(p.rss_kib) / 1024,
-                  static_cast<long long>(p.fds),
+                  rss_medians_mib.back(), span_mib.size(), f_.rss_span_s, MiB(p.rss_kib), static_cast<long long>(p.fds),
                   static_cast<long long>(p.db_fds), static_cast<long long>(p.threads), jobs_done_.load());
       if (f_.metrics_port != 0) {
         std::string owners;
-        for (int i = 0; i < MemSample::kOwners; ++i) {
-          absl::StrAppendFormat(&owners, "  %s %.1f", MemSample::kNames[i], mem_at_window_end.back().mib[i]);
+        for (size_t i = 0; i < kMemOwners.size(); ++i) {
+          absl::StrAppendFormat(&owners, "  %s %.1f", kMemOwners[i].name, mem_at_window_end.back().mib[i]);
         }
-        std::printf("          memory MiB: rss anon %.1f  rss file %.1f %s\n", static_cast<double>(p.rss_anon_kib) / 1024,
-                    static_cast<double>(p.rss_file_kib) / 1024, owners.c_str());
+        std::printf("          memory MiB: rss anon %.1f  rss file %.1f %s\n", MiB(p.rss_anon_kib),
+                    MiB(p.rss_file_kib), owners.c_str());
       }
       std::fflush(stdout);
     }
@@ -279,8 +285,7 @@ class Soak {
                 "medians): %s: %+.1f%% after warm-up (single readings %.1f -> %.1f: %+.1f%%); fds other than "
                 "RocksDB's %lld -> %lld, RocksDB's %lld -> %lld; threads %lld -> %lld; p99 per window (ms): %s; %s\n",
                 f_.minutes, f_.tasks, jobs_done_.load(), ops_done_.load(), static_cast<long long>(errors_),
-                rss_list.c_str(), rss_growth, static_cast<double>(warm.rss_kib) / 1024,
-                static_cast<double>(last.rss_kib) / 1024, rss_growth_single,
+                rss_list.c_str(), rss_growth, MiB(warm.rss_kib), MiB(last.rss_kib), rss_growth_single,
                 static_cast<long long>(warm_other), static_cast<long long>(last_other),
                 static_cast<long long>(warm.db_fds), static_cast<long long>(last.db_fds),
                 static_cast<long long>(warm.threads), static_cast<long long>(last.threads), p99_list.c_str(),
@@ -289,14 +294,13 @@ class Soak {
       // Each owner's change over the same span as the RSS growth.
       const MemSample mem_last = ReadMetrics(f_.metrics_port);
       std::string owners;
-      for (int i = 0; i < MemSample::kOwners; ++i) {
-        absl::StrAppendFormat(&owners, "%s%s %+.1f", i > 0 ? ", " : "", MemSample::kNames[i],
+      for (size_t i = 0; i < kMemOwners.size(); ++i) {
+        absl::StrAppendFormat(&owners, "%s%s %+.1f", i > 0 ? ", " : "", kMemOwners[i].name,
                               mem_last.mib[i] - mem_at_window_end.front().mib[i]);
       }
       std::printf("soak: after warm-up (single readings), MiB: rss %+.1f (anon %+.1f, file %+.1f); %s\n",
-                  static_cast<double>(last.rss_kib - warm.rss_kib) / 1024,
-                  static_cast<double>(last.rss_anon_kib - warm.rss_anon_kib) / 1024,
-                  static_cast<double>(last.rss_file_kib - warm.rss_file_kib) / 1024, owners.c_str());
+                  MiB(last.rss_kib - warm.rss_kib), MiB(last.rss_anon_kib - warm.rss_anon_kib),
+                  MiB(last.rss_file_kib - warm.rss_file_kib), owners.c_str());
     }
     return ok ? 0 : 1;
   }

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace adapterd {
 namespace {
@@ -87,6 +88,47 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
     return ErrnoStatus(err, "cannot rename onto", path);
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckSecretFileAccess(const std::string& path, const std::string& what,
+                                   std::vector<std::string>* warnings) {
+  auto mode = [](const struct stat& st) { return absl::StrFormat("%04o", st.st_mode & 07777); };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return absl::OkStatus();
+  if ((st.st_mode & S_IWOTH) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " ", path, " may be written by any user (mode ", mode(st),
+                                                      "): anyone on the host could change it. Run: chmod o-w ", path));
+  }
+  std::error_code ec;
+  const std::filesystem::path full = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  for (std::filesystem::path dir = full.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    struct stat ds {};
+    if (::stat(dir.c_str(), &ds) == 0 && (ds.st_mode & S_IWOTH) != 0 && (ds.st_mode & S_ISVTX) == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, " ", path, " lies in directory ", dir.string(), ", which any user may write (mode ", mode(ds),
+          ", no sticky bit): anyone on the host could put another file in its place. Run: chmod o-w ", dir.string(),
+          " (or chmod +t)"));
+    }
+    if (dir == dir.root_path()) break;
+  }
+  if ((st.st_mode & S_IROTH) != 0 && warnings != nullptr) {
+    warnings->push_back(absl::StrCat(what, " ", path, " may be read by any user (mode ", mode(st), "). Run: chmod o-r ",
+                                     path));
+  }
+  return absl::OkStatus();
+}
+
+bool PathIsWithin(const std::string& path, const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  const std::filesystem::path d = std::filesystem::weakly_canonical(std::filesystem::absolute(dir, ec), ec);
+  if (ec) return false;
+  auto pi = p.begin();
+  for (auto di = d.begin(); di != d.end(); ++di, ++pi) {
+    if (di->empty()) continue;  // a trailing separator
+    if (pi == p.end() || *pi != *di) return false;
+  }
+  return true;
 }
 
 absl::StatusOr<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& path) {

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -25,6 +26,23 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 // fsync, then rename. Readers see either the old or the new file, never a
 // partial one.
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
+
+// Whether users other than the file's owner (and group) could replace or
+// read a file that holds secrets (a tenants file, a peer secret).
+// FAILED_PRECONDITION, naming the culprit and the chmod that fixes it, when
+// any user may replace the file: it is world-writable, or a directory on its
+// path is world-writable without the sticky bit (anyone could rename another
+// file over it, or the directory itself). A line is added to `warnings` for
+// a file any user may read. A missing file is OK here (reading it fails
+// later with NOT_FOUND).
+absl::Status CheckSecretFileAccess(const std::string& path, const std::string& what,
+                                   std::vector<std::string>* warnings);
+
+// True when `path` is `dir` or lies below it, after both are made absolute
+// and the symbolic links of their existing parts resolved
+// (std::filesystem::weakly_canonical), so "data/./db" and a link into `dir`
+// count as inside.
+bool PathIsWithin(const std::string& path, const std::string& dir);
 
 // A read-only memory mapping of a whole file. The mapping lives as long as
 // the MappedFile; share it with std::shared_ptr when tensors borrow its bytes.

@@ -121,18 +121,12 @@ std::shared_ptr<const TenantRegistry::Table> TenantRegistry::table() const {
 
 absl::StatusOr<std::shared_ptr<const TenantRegistry::Table>> TenantRegistry::LoadTable(const Table* previous) const {
   const std::string& file = options_.tenants_file;
-  struct stat st {};
-  if (::stat(file.c_str(), &st) == 0) {
-    if ((st.st_mode & S_IWOTH) != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "tenants file ", file, " may be written by any user (mode ", absl::StrFormat("%04o", st.st_mode & 07777),
-          "): anyone on the host could add a key. Run: chmod o-w ", file));
-    }
-    if ((st.st_mode & S_IROTH) != 0) {
-      options_.warn(absl::StrCat("tenants file ", file, " may be read by any user (mode ",
-                                 absl::StrFormat("%04o", st.st_mode & 07777),
-                                 "): its key hashes let a reader test guessed keys offline. Run: chmod o-r ", file));
-    }
+  // Anyone who could replace the file could add a key; a reader of its
+  // hashes could test guessed keys offline.
+  std::vector<std::string> warnings;
+  RETURN_IF_ERROR(CheckSecretFileAccess(file, "tenants file", &warnings));
+  for (const std::string& w : warnings) {
+    options_.warn(absl::StrCat(w, ": its key hashes let a reader test guessed keys offline"));
   }
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
   Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);

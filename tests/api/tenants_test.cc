@@ -186,6 +186,34 @@ TEST(TenantRegistry, AFileOthersMayWriteIsRefusedOneOthersMayReadIsWarnedAbout) 
   EXPECT_OK((*readable)->Authenticate(&key).status());
 }
 
+// The second outside test's case: a 0600 tenants file in a directory any
+// user may write (without the sticky bit) was accepted, though anyone could
+// rename another file over it.
+TEST(TenantRegistry, AFileInADirectoryOthersMayWriteIsRefusedUnlessTheDirectoryIsSticky) {
+  TempDir dir;
+  const std::string open_dir = dir.path() + "/open";
+  ASSERT_EQ(::mkdir(open_dir.c_str(), 0700), 0);
+  const std::string path = open_dir + "/tenants.json";
+  {
+    std::ofstream f(path);
+    f << OneTenant("acme", "k");
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  TenantRegistry::Options o;
+  o.tenants_file = path;
+  o.warn = [](const std::string&) {};
+  ASSERT_OK(TenantRegistry::Create(o).status());
+
+  ASSERT_EQ(::chmod(open_dir.c_str(), 0777), 0);
+  EXPECT_THAT(TenantRegistry::Create(o),
+              testing::StatusIs(absl::StatusCode::kFailedPrecondition,
+                                ::testing::AllOf(::testing::HasSubstr(open_dir), ::testing::HasSubstr("0777"))));
+  // As /tmp: others may write, but only a file's owner may rename it.
+  ASSERT_EQ(::chmod(open_dir.c_str(), 01777), 0);
+  EXPECT_OK(TenantRegistry::Create(o).status());
+  ASSERT_EQ(::chmod(open_dir.c_str(), 0700), 0);
+}
+
 TEST(TokenBucket, AllowsABurstThenRefillsAtTheRate) {
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   TokenBucket b(/*rate=*/2, /*burst=*/3, t0);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
@@ -69,6 +70,46 @@ TEST(FileUtil, Sha256MatchesKnownVectors) {
   // FIPS 180-2 test vectors.
   EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(FileUtil, PathIsWithinSeesThroughDotsAndLinks) {
+  const std::string dir = MakeTempDir();
+  ASSERT_TRUE(std::filesystem::create_directories(dir + "/data/db"));
+  EXPECT_TRUE(PathIsWithin(dir + "/data/db", dir + "/data"));
+  EXPECT_TRUE(PathIsWithin(dir + "/data", dir + "/data/"));
+  EXPECT_TRUE(PathIsWithin(dir + "/data/./db/../db/backups", dir + "/data"));  // need not exist
+  EXPECT_FALSE(PathIsWithin(dir + "/data-backups", dir + "/data"));           // a prefix is not a parent
+  EXPECT_FALSE(PathIsWithin(dir + "/backups", dir + "/data"));
+  std::filesystem::create_directory_symlink(dir + "/data/db", dir + "/link");
+  EXPECT_TRUE(PathIsWithin(dir + "/link/x", dir + "/data"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FileUtil, ASecretFileOthersCouldReplaceIsRefused) {
+  const std::string dir = std::filesystem::weakly_canonical(MakeTempDir()).string();
+  const std::string sub = dir + "/conf";
+  ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0);
+  const std::string file = sub + "/secret";
+  ASSERT_OK(WriteFileAtomically(file, "s"));
+  std::vector<std::string> warnings;
+  ASSERT_EQ(::chmod(file.c_str(), 0600), 0);
+  EXPECT_OK(CheckSecretFileAccess(file, "secret", &warnings));
+  EXPECT_TRUE(warnings.empty());
+  ASSERT_EQ(::chmod(file.c_str(), 0644), 0);
+  EXPECT_OK(CheckSecretFileAccess(file, "secret", &warnings));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("chmod o-r"));
+  ASSERT_EQ(::chmod(file.c_str(), 0602), 0);
+  EXPECT_THAT(CheckSecretFileAccess(file, "secret", nullptr),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("chmod o-w " + file)));
+  ASSERT_EQ(::chmod(file.c_str(), 0600), 0);
+  ASSERT_EQ(::chmod(sub.c_str(), 0757), 0);
+  EXPECT_THAT(CheckSecretFileAccess(file, "secret", nullptr),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("chmod o-w " + sub)));
+  ASSERT_EQ(::chmod(sub.c_str(), 01757), 0);  // sticky, as /tmp
+  EXPECT_OK(CheckSecretFileAccess(file, "secret", nullptr));
+  EXPECT_OK(CheckSecretFileAccess(sub + "/missing", "secret", nullptr));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/file_util.h"
 #include "storage/backup.h"
 #include "storage/database.h"
 
@@ -54,23 +56,28 @@ bool IsBackupCommand(int argc, char** argv) {
 }
 
 int RunBackupCommand(int argc, char** argv) {
-  CLI::App app{"adapterd backup commands: list, verify and restore RocksDB backups taken with --backup_dir"};
+  CLI::App app{"adapterd backup commands: list, verify, delete and restore RocksDB backups taken with --backup_dir"};
   app.require_subcommand(1);
   std::string backup_dir, data_dir;
   uint32_t backup_id = 0;
 
   CLI::App* backups = app.add_subcommand("backups", "Inspect backups");
   backups->require_subcommand(1);
-  CLI::App* list = backups->add_subcommand("list", "List the intact backups, oldest first");
+  CLI::App* list = backups->add_subcommand(
+      "list", "List the backups, oldest first; exit 1 naming each damaged file if the directory is damaged");
   list->add_option("--backup_dir", backup_dir, "The backup directory")->required();
-  CLI::App* verify = backups->add_subcommand("verify", "Check a backup's files and checksums");
+  CLI::App* verify = backups->add_subcommand("verify", "Check backups file by file, with checksums");
   verify->add_option("--backup_dir", backup_dir, "The backup directory")->required();
-  verify->add_option("--backup_id", backup_id, "Backup to verify; 0 = the newest");
+  verify->add_option("--backup_id", backup_id, "Backup to verify; 0 = every backup");
+  CLI::App* remove = backups->add_subcommand("delete", "Delete one backup, damaged or not, and the files only it uses");
+  remove->add_option("--backup_dir", backup_dir, "The backup directory")->required();
+  remove->add_option("--backup_id", backup_id, "Backup to delete")->required();
   CLI::App* restore = app.add_subcommand("restore", "Restore a backup into an empty data directory");
   restore->add_option("--backup_dir", backup_dir, "The backup directory")->required();
   restore->add_option("--data_dir", data_dir, "The data directory to restore into (<data_dir>/db must not exist)")
       ->required();
-  restore->add_option("--backup_id", backup_id, "Backup to restore; 0 = the newest");
+  restore->add_option("--backup_id", backup_id,
+                      "Backup to restore; 0 = the newest, refused while the directory's metadata is damaged");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -78,16 +85,31 @@ int RunBackupCommand(int argc, char** argv) {
   }
 
   if (list->parsed()) {
-    absl::StatusOr<std::vector<storage::BackupInfo>> all = storage::Backups::List(backup_dir);
-    if (!all.ok()) return Fail(all.status());
-    for (const storage::BackupInfo& b : *all) std::printf("%u %s\n", b.id, Describe(b).c_str());
-    return 0;
+    absl::StatusOr<storage::BackupDirectory> dir = storage::Backups::Inspect(backup_dir);
+    if (!dir.ok()) return Fail(dir.status());
+    for (const storage::BackupInfo& b : dir->backups) std::printf("%u %s\n", b.id, Describe(b).c_str());
+    if (dir->damage.empty()) return 0;
+    for (const std::string& d : dir->damage) std::fprintf(stderr, "adapterd: damaged: %s\n", d.c_str());
+    std::fprintf(stderr, "adapterd: backup directory %s is damaged (%zu file(s) above)\n", backup_dir.c_str(),
+                 dir->damage.size());
+    return 1;
   }
   if (verify->parsed()) {
-    absl::StatusOr<storage::BackupInfo> b = storage::Backups::Verify(backup_dir, backup_id);
-    if (!b.ok()) return Fail(b.status());
-    std::printf("backup %u is intact (%s)\n", b->id, Describe(*b).c_str());
+    absl::StatusOr<std::vector<storage::BackupInfo>> intact = storage::Backups::Verify(backup_dir, backup_id);
+    if (!intact.ok()) return Fail(intact.status());
+    for (const storage::BackupInfo& b : *intact) {
+      std::printf("backup %u is intact (%s)\n", b.id, Describe(b).c_str());
+    }
     return 0;
+  }
+  if (remove->parsed()) {
+    if (absl::Status s = storage::Backups::Delete(backup_dir, backup_id); !s.ok()) return Fail(s);
+    std::printf("deleted backup %u\n", backup_id);
+    return 0;
+  }
+  if (PathIsWithin(backup_dir, data_dir) || PathIsWithin(data_dir, backup_dir)) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--backup_dir '", backup_dir, "' must be outside --data_dir '", data_dir, "' (and not contain it)")));
   }
   const std::string db_path = (std::filesystem::path(data_dir) / "db").string();
   absl::StatusOr<storage::BackupInfo> b = storage::Backups::Restore(backup_dir, backup_id, db_path);

@@ -3,11 +3,16 @@
 //
 //   adapterd backups list   --backup_dir DIR
 //   adapterd backups verify --backup_dir DIR [--backup_id N]
+//   adapterd backups delete --backup_dir DIR --backup_id N
 //   adapterd restore        --backup_dir DIR --data_dir DIR [--backup_id N]
 //
-// restore writes backup N (default: the newest) into <data_dir>/db, which
-// must not hold a database yet, then opens it once to check it (schema,
-// tasks and jobs readable) and prints what it restored.
+// list and verify exit 1, naming every damaged file, when the directory is
+// damaged (storage/backup.h); verify without --backup_id checks every backup.
+// restore writes backup N (default: the newest, refused while the
+// directory's metadata is damaged) into <data_dir>/db, which must not hold a
+// database yet, then opens it once to check it (schema, tasks and jobs
+// readable) and prints what it restored. --backup_dir must lie outside
+// --data_dir.
 #ifndef ADAPTERD_SERVER_BACKUP_TOOL_H_
 #define ADAPTERD_SERVER_BACKUP_TOOL_H_
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 
 namespace adapterd {
 
@@ -55,7 +56,12 @@ absl::Status ServerOptions::Validate() const {
   if (backup_interval_seconds < 1) return bad("--backup_interval_seconds must be >= 1");
   if (heap_release_interval_seconds < 0) return bad("--heap_release_interval_seconds must be >= 0");
   if (backups_to_keep < 1) return bad("--backups_to_keep must be >= 1");
-  if (!backup_dir.empty() && backup_dir == data_dir) return bad("--backup_dir must not be --data_dir");
+  if (!backup_dir.empty() && (PathIsWithin(backup_dir, data_dir) || PathIsWithin(data_dir, backup_dir))) {
+    // A backup on the data directory's volume is lost with it, and RocksDB's
+    // files under <data_dir>/db belong to the live database.
+    return bad(absl::StrCat("--backup_dir '", backup_dir, "' must be outside --data_dir '", data_dir,
+                            "' (and not contain it): put backups on another volume"));
+  }
   return absl::OkStatus();
 }
 

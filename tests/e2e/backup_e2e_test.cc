@@ -7,6 +7,8 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 
@@ -92,6 +94,76 @@ TEST_F(BackupTest, OnlineBackupRestoresEveryTaskAndJob) {
   EXPECT_EQ(watch.exit_code, 0) << watch.err << watch.out;
   EXPECT_EQ(CtlJson({"jobs", "get", late_job})["state"], "JOB_STATE_SUCCEEDED");
   EXPECT_EQ(StopServer(), 0);
+}
+
+// The second outside test's case, through the real binary: two backups, one
+// bit flipped in the text "private/" of the newest's metadata file. Before,
+// `backups list` showed only backup 1 (exit 0), `verify` called it intact
+// and `restore` restored it: the newest data was gone and nobody was told.
+TEST_F(BackupTest, ADamagedNewestBackupIsReportedAndRestoreNeedsAnExplicitId) {
+  const std::string backups = dir_.Sub("backups");
+  // Inside the data directory is refused at start-up.
+  {
+    absl::StatusOr<CommandResult> inside =
+        RunCommand({kAdapterd, "--model_dir", model_root_->Sub("model"), "--data_dir", dir_.Sub("data"),
+                    "--backup_dir", dir_.Sub("data/db")},
+                   absl::Minutes(1));
+    ASSERT_TRUE(inside.ok());
+    EXPECT_EQ(inside->exit_code, 2) << inside->err;
+    EXPECT_THAT(inside->err, HasSubstr("outside --data_dir"));
+  }
+  extra_args_ = {"--backup_dir", backups, "--backup_interval_seconds", "86400"};
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  for (const std::string name : {"first", "second"}) {
+    ASSERT_EQ(Ctl({"datasets", "upload", "--id", name, Example("sentiment_train.csv")}).exit_code, 0);
+    server_->Signal(SIGUSR1);
+    const std::string done = absl::StrCat("backup ", name == "first" ? 1 : 2, " done");
+    ASSERT_TRUE(PollUntil([&] { return server_->Log().find(done) != std::string::npos; }, absl::Minutes(2)))
+        << server_->Log();
+  }
+  EXPECT_EQ(StopServer(), 0) << server_->Log();
+
+  const std::filesystem::path meta2 = std::filesystem::path(backups) / "meta" / "2";
+  std::string text;
+  {
+    std::ifstream in(meta2, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t at = text.find("private/");
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + 2] = static_cast<char>(text[at + 2] ^ 0x01);
+  {
+    std::ofstream out(meta2, std::ios::binary | std::ios::trunc);
+    out << text;
+  }
+
+  auto run = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {kAdapterd};
+    argv.insert(argv.end(), args.begin(), args.end());
+    absl::StatusOr<CommandResult> r = RunCommand(argv, absl::Minutes(2));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : CommandResult{};
+  };
+  const CommandResult list = run({"backups", "list", "--backup_dir", backups});
+  EXPECT_EQ(list.exit_code, 1) << list.out << list.err;
+  EXPECT_THAT(list.err, HasSubstr("meta/2"));
+  EXPECT_THAT(list.out, HasSubstr("1 "));  // the intact one is still listed
+  const CommandResult verify = run({"backups", "verify", "--backup_dir", backups});
+  EXPECT_EQ(verify.exit_code, 1) << verify.out << verify.err;
+  EXPECT_THAT(verify.err, HasSubstr("meta/2"));
+  const CommandResult restore = run({"restore", "--backup_dir", backups, "--data_dir", dir_.Sub("restored")});
+  EXPECT_EQ(restore.exit_code, 1) << restore.out << restore.err;
+  EXPECT_THAT(restore.err, HasSubstr("--backup_id"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("restored/db/CURRENT")));
+  // Named, the intact older backup restores, holding only what it held.
+  const CommandResult older =
+      run({"restore", "--backup_dir", backups, "--data_dir", dir_.Sub("restored"), "--backup_id", "1"});
+  ASSERT_EQ(older.exit_code, 0) << older.out << older.err;
+  EXPECT_THAT(older.out, HasSubstr("restored backup 1"));
+  // The operator removes the damaged backup; the directory is whole again.
+  EXPECT_EQ(run({"backups", "delete", "--backup_dir", backups, "--backup_id", "2"}).exit_code, 0);
+  EXPECT_EQ(run({"backups", "list", "--backup_dir", backups}).exit_code, 0);
+  EXPECT_EQ(run({"backups", "verify", "--backup_dir", backups}).exit_code, 0);
 }
 
 }  // namespace

@@ -200,8 +200,12 @@ def check_common(objects, label, repo):
         for k in ("ADAPTERD_MAX_TASKS", "ADAPTERD_MAX_QUEUED_JOBS", "ADAPTERD_MAX_TEXTS_PER_PREDICT",
                   "ADAPTERD_MAX_BATCH_SIZE", "ADAPTERD_DEVICE_CACHE_BYTES"):
             check(k in config["data"], f"{P} the ConfigMap sets {k}")
-        check(config["data"].get("ADAPTERD_BACKUP_DIR", "").startswith("/data/"),
-              f"{P} backups go to the replica's own volume (ADAPTERD_BACKUP_DIR under /data)")
+        bdir = config["data"].get("ADAPTERD_BACKUP_DIR", "")
+        bmount = mounts.get(bdir)
+        check(bmount is not None and bmount.get("name") in claims and bmount.get("name") != mounts.get("/data", {}).get("name"),
+              f"{P} backups go to a volume of the replica's own, apart from /data (ADAPTERD_BACKUP_DIR={bdir})")
+        check(not (bdir + "/").startswith("/data/"),
+              f"{P} ADAPTERD_BACKUP_DIR lies outside ADAPTERD_DATA_DIR (adapterd refuses it inside)")
         flags = adapterd_flags(repo)
         names = [k for k in list(config["data"]) + list(env) if k.startswith("ADAPTERD_")]
         for k in names:

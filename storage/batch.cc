@@ -156,10 +156,15 @@ absl::Status Batch::PutDatasetChunk(std::string_view tenant, std::string_view da
 }
 
 absl::Status Batch::DeleteDataset(std::string_view tenant, std::string_view dataset_id) {
+  RETURN_IF_ERROR(DeleteDatasetChunks(tenant, dataset_id));
+  AddRaw(RawDelete{ColumnFamily::kDatasets, keys::DatasetMeta(tenant, dataset_id)});
+  return absl::OkStatus();
+}
+
+absl::Status Batch::DeleteDatasetChunks(std::string_view tenant, std::string_view dataset_id) {
   RETURN_IF_ERROR(ValidateId("tenant", tenant));
   RETURN_IF_ERROR(ValidateId("dataset_id", dataset_id));
   const std::string prefix = keys::DatasetChunkPrefix(tenant, dataset_id);
-  AddRaw(RawDelete{ColumnFamily::kDatasets, keys::DatasetMeta(tenant, dataset_id)});
   AddRaw(RawDeleteRange{ColumnFamily::kDatasets, prefix, keys::PrefixEnd(prefix)});
   return absl::OkStatus();
 }

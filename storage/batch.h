@@ -154,6 +154,8 @@ class Batch {
                                const adapterd::v1::DatasetChunk& chunk);
   // Removes the record and every chunk (no-op for what is absent).
   absl::Status DeleteDataset(std::string_view tenant, std::string_view dataset_id);
+  // Removes every chunk of a dataset id and leaves its record (if any).
+  absl::Status DeleteDatasetChunks(std::string_view tenant, std::string_view dataset_id);
 
   // See Promotion. Validated here (ids, non-empty bytes, keep_versions >= 1,
   // the job's tenant/task); the version is assigned at commit.

@@ -2,9 +2,8 @@
 
 #include <sys/statvfs.h>
 
-#include <cstdio>
-
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -173,7 +172,31 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options)
 
   RETURN_IF_ERROR(db->InitSchema());
   RETURN_IF_ERROR(db->LoadQueueSeq());
+  // Uploads a crash interrupted: their space comes back. Best effort (a full
+  // disk must not keep the server from starting): an upload clears its id's
+  // range before it writes anyway (DatasetStore::ClearChunks).
+  absl::StatusOr<int64_t> swept = db->datasets_->RemoveUncommittedChunks();
+  if (!swept.ok()) {
+    std::fprintf(stderr, "storage: could not remove the chunks of unfinished dataset uploads: %s\n",
+                 swept.status().ToString().c_str());
+  } else if (*swept > 0) {
+    std::fprintf(stderr, "storage: removed the chunks of %lld dataset uploads that never finished\n",
+                 static_cast<long long>(*swept));
+  }
   return db;
+}
+
+absl::Status Database::ReclaimSpace(ColumnFamily cf, const std::string& begin, const std::string& end) {
+  RETURN_IF_ERROR(CheckOpen());
+  rocksdb::CompactRangeOptions co;
+  // Every blob file the compacted tables reference is rewritten without its
+  // garbage (the default only collects the oldest quarter).
+  co.blob_garbage_collection_policy = rocksdb::BlobGarbageCollectionPolicy::kForce;
+  co.blob_garbage_collection_age_cutoff = 1.0;
+  co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  rocksdb::Slice b(begin), e(end);
+  return FromRocks(db_->CompactRange(co, handle(cf), &b, end.empty() ? nullptr : &e),
+                   absl::StrCat("reclaim space in column family '", ColumnFamilyName(cf), "'"));
 }
 
 absl::Status Database::InitSchema() {

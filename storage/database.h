@@ -114,7 +114,9 @@ class Database {
   };
 
   // Opens (or creates) the database: creates missing column families, writes
-  // the schema version on creation and refuses a newer one. Fails with
+  // the schema version on creation and refuses a newer one, and removes the
+  // chunks of dataset uploads that never committed (best effort: logged,
+  // never fatal; storage/dataset_store.h). Fails with
   // FAILED_PRECONDITION "database '<path>' is locked by another process (lock
   // file <path>/LOCK)..." when another process (or another Database in this
   // process) has it open.
@@ -152,6 +154,13 @@ class Database {
   // Flushes every memtable to SST and blob files. Not needed for durability
   // (the WAL is); useful before backups and in tests.
   absl::Status Flush();
+
+  // Gives the space of deleted values in keys [begin, end) of `cf` back to
+  // the file system now: compacts that range and garbage-collects every blob
+  // file its tables reference ("" end = to the end of the family). Deletes
+  // (and deleted blobs) otherwise wait for a compaction that may never come
+  // on a family written rarely. Costs a rewrite of the range's live values.
+  absl::Status ReclaimSpace(ColumnFamily cf, const std::string& begin, const std::string& end);
 
   // Memory RocksDB holds for this database, in bytes, by RocksDB's own
   // accounting summed over every column family (for /metrics and the soak).

@@ -1,5 +1,10 @@
 #include "storage/dataset_store.h"
 
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
@@ -8,6 +13,7 @@
 #include "storage/database.h"
 #include "storage/keys.h"
 #include "storage/record_codec.h"
+#include "storage/rocks_status.h"
 
 namespace adapterd::storage {
 
@@ -26,6 +32,57 @@ std::string Name(std::string_view tenant, std::string_view dataset_id) {
 }
 
 }  // namespace
+
+absl::Status DatasetStore::ClearChunks(std::string_view tenant, std::string_view dataset_id) {
+  RETURN_IF_ERROR(ValidateDataset(tenant, dataset_id));
+  const std::string prefix = keys::DatasetChunkPrefix(tenant, dataset_id);
+  // Most ids were never used: only a range with keys costs a write.
+  bool any = false;
+  RETURN_IF_ERROR(db_->Scan(ColumnFamily::kDatasets, prefix, keys::PrefixEnd(prefix),
+                            [&](std::string_view, std::string_view) -> absl::StatusOr<bool> {
+                              any = true;
+                              return false;
+                            }));
+  if (!any) return absl::OkStatus();
+  Batch batch;
+  RETURN_IF_ERROR(batch.DeleteDatasetChunks(tenant, dataset_id));
+  RETURN_IF_ERROR(db_->Commit(batch));
+  (void)db_->ReclaimSpace(ColumnFamily::kDatasets, prefix, keys::PrefixEnd(prefix));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> DatasetStore::RemoveUncommittedChunks() {
+  RETURN_IF_ERROR(db_->CheckOpen());
+  const std::string all(keys::kDatasetChunkRoot);
+  std::vector<std::pair<std::string, std::string>> orphans;  // (tenant, dataset id)
+  {
+    rocksdb::ReadOptions ro;
+    std::unique_ptr<rocksdb::Iterator> it(db_->db_->NewIterator(ro, db_->handle(ColumnFamily::kDatasets)));
+    // One seek per dataset id: "c/<tenant>/<id>/<index>" keys sort together.
+    for (it->Seek(all); it->Valid() && it->key().starts_with(all);) {
+      const std::string key = it->key().ToString();
+      const size_t tenant_end = key.find('/', all.size());
+      const size_t id_end = tenant_end == std::string::npos ? std::string::npos : key.find('/', tenant_end + 1);
+      if (id_end == std::string::npos) {
+        return CorruptRecordError(ColumnFamily::kDatasets, key, "not a dataset chunk key");
+      }
+      const std::string tenant = key.substr(all.size(), tenant_end - all.size());
+      const std::string id = key.substr(tenant_end + 1, id_end - tenant_end - 1);
+      ASSIGN_OR_RETURN(std::optional<std::string> meta,
+                       db_->ReadValue(ColumnFamily::kDatasets, keys::DatasetMeta(tenant, id)));
+      if (!meta.has_value()) orphans.emplace_back(tenant, id);
+      it->Seek(keys::PrefixEnd(key.substr(0, id_end + 1)));
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), "scan dataset chunks"));
+  }
+  if (orphans.empty()) return 0;
+  Batch batch;
+  for (const auto& [tenant, id] : orphans) RETURN_IF_ERROR(batch.DeleteDatasetChunks(tenant, id));
+  RETURN_IF_ERROR(db_->Commit(batch));
+  // The chunks are gone whatever happens here; the space follows.
+  (void)db_->ReclaimSpace(ColumnFamily::kDatasets, all, keys::PrefixEnd(all));
+  return static_cast<int64_t>(orphans.size());
+}
 
 absl::Status DatasetStore::PutChunk(std::string_view tenant, std::string_view dataset_id,
                                     int64_t index, const DatasetChunk& chunk) {
@@ -148,6 +205,9 @@ absl::Status DatasetStore::Delete(std::string_view tenant, std::string_view data
   Batch batch;
   RETURN_IF_ERROR(batch.DeleteDataset(tenant, dataset_id));
   RETURN_IF_ERROR(db_->Commit(batch));
+  const std::string prefix = keys::DatasetChunkPrefix(tenant, dataset_id);
+  // The records are gone whatever happens here; the space follows.
+  (void)db_->ReclaimSpace(ColumnFamily::kDatasets, prefix, keys::PrefixEnd(prefix));
   if (!meta.has_value()) {
     return absl::NotFoundError(absl::StrCat("dataset '", Name(tenant, dataset_id), "' not found"));
   }

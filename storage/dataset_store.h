@@ -2,10 +2,12 @@
 // (metadata, key "m/tenant/dataset_id") and DatasetChunks 0..num_chunks-1
 // (keys "c/tenant/dataset_id/<index>"), in blob files when large.
 //
-// Upload protocol: PutChunk for each chunk as it streams in, then PutRecord,
-// which makes the dataset visible. Or Put(record, chunks) in one atomic write.
-// Chunks of an abandoned upload are invisible (no record) and are removed by
-// Delete.
+// Upload protocol: ClearChunks, then PutChunk for each chunk as it streams
+// in, then PutRecord, which makes the dataset visible. Or Put(record, chunks)
+// in one atomic write. Chunks without a record (an upload abandoned, or cut
+// short by a crash) are invisible: Delete and ClearChunks remove them, and
+// Database::Open removes all of them (RemoveUncommittedChunks), so they are
+// never read as part of a later upload under the same id.
 //
 // Thread safety: thread-safe. Ownership: owned by its Database; get it with
 // Database::datasets(). Errors: see storage/database.h.
@@ -30,6 +32,14 @@ class DatasetStore {
  public:
   explicit DatasetStore(Database* db) : db_(db) {}
 
+  // Removes every chunk stored under a dataset id, and gives their space
+  // back (best effort: the removal is what counts); for an id with no record
+  // (the start of an upload: the caller makes sure no other upload of the
+  // id runs and no record exists).
+  absl::Status ClearChunks(std::string_view tenant, std::string_view dataset_id);
+  // Removes the chunks of every dataset id that has no record; returns how
+  // many ids had some. Run at start-up, before uploads begin.
+  absl::StatusOr<int64_t> RemoveUncommittedChunks();
   // Writes chunk `index` (>= 0) of a dataset being uploaded.
   absl::Status PutChunk(std::string_view tenant, std::string_view dataset_id, int64_t index,
                         const adapterd::v1::DatasetChunk& chunk);
@@ -65,8 +75,9 @@ class DatasetStore {
   absl::StatusOr<Page> List(std::string_view tenant, int page_size,
                             std::string_view page_token) const;
 
-  // Deletes the record and every chunk atomically. NOT_FOUND if there was no
-  // record (chunks of an abandoned upload are removed all the same).
+  // Deletes the record and every chunk atomically, then gives their space
+  // back (Database::ReclaimSpace). NOT_FOUND if there was no record (chunks
+  // of an abandoned upload are removed all the same).
   absl::Status Delete(std::string_view tenant, std::string_view dataset_id);
 
  private:

@@ -66,6 +66,8 @@ std::string DatasetMeta(std::string_view tenant, std::string_view dataset_id);
 std::string DatasetMetaPrefix(std::string_view tenant);
 std::string DatasetChunk(std::string_view tenant, std::string_view dataset_id, int64_t index);
 std::string DatasetChunkPrefix(std::string_view tenant, std::string_view dataset_id);
+// Every dataset chunk key starts with this ("c/").
+inline constexpr std::string_view kDatasetChunkRoot = "c/";
 
 std::string Checkpoint(std::string_view job_id);
 

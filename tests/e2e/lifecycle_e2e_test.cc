@@ -31,9 +31,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/commands.h"
+#include "client/dataset_file.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 #include "tests/e2e/e2e_util.h"
+#include "storage/database.h"
 #include "tests/e2e/server_fixture.h"
 
 namespace adapterd::e2e {
@@ -114,6 +117,39 @@ TEST_F(LifecycleTest, UploadWhoseClientIsKilledStoresNothingAndCanBeRetried) {
   EXPECT_THAT(retry.Log(), HasSubstr("status 0 "));
   const nlohmann::json ds = CtlJson({"datasets", "get", "ds-killed"});
   EXPECT_EQ(ds.value("num_examples", ""), "300") << ds.dump();
+  EXPECT_EQ(StopServer(), 0);
+}
+
+// The second outside test's case: an upload of dataset d in 3 chunks, the
+// server SIGKILLed after 2. After the restart d was NOT_FOUND (right), a new
+// 1-chunk upload of d succeeded, but training on it failed DATA_LOSS: the
+// dead upload's chunks were read as the new one's. Here the crash's state is
+// made exactly (chunks 0..2 of the id, no record) under the id `adapterctl
+// train` gives its data, then the user's flow runs against the real binary.
+TEST_F(LifecycleTest, ChunksOfAnUploadACrashCutShortNeverPoisonItsId) {
+  const std::string data = Example("sentiment_train.csv");
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Example> examples,
+                       client::ReadDatasetFile(data, client::DatasetFormat::kAuto));
+  const std::string id = client::DatasetIdForExamples(examples);
+  {
+    storage::Database::Options o;
+    o.path = dir_.Sub("data/db");
+    ASSERT_OK_AND_ASSIGN(auto db, storage::Database::Open(o));
+    for (int c = 0; c < 3; ++c) {
+      v1::DatasetChunk chunk;
+      v1::Example* e = chunk.add_examples();
+      e->set_text(absl::StrCat("dead upload ", c));
+      e->set_label("dead");
+      ASSERT_OK(db->datasets().PutChunk("default", id, c, chunk));
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  EXPECT_THAT(server_->Log(), HasSubstr("removed the chunks of 1 dataset uploads that never finished"));
+  const CommandResult train =
+      Ctl({"train", "--task", "after-crash", "--data", data, "--epochs", "1", "--seed", "4"}, "", 600);
+  EXPECT_EQ(train.exit_code, 0) << train.err << train.out;
+  const nlohmann::json ds = CtlJson({"datasets", "get", id});
+  EXPECT_EQ(ds.value("num_examples", ""), std::to_string(examples.size())) << ds.dump();
   EXPECT_EQ(StopServer(), 0);
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <thread>
@@ -572,6 +573,100 @@ TEST(DatasetStore, AtomicPutAndMissingChunkIsDataLoss) {
                   "acme", "small", [](int64_t, const DatasetChunk&) { return absl::OkStatus(); }),
               StatusIs(absl::StatusCode::kDataLoss,
                        AllOf(HasSubstr("3 chunks"), HasSubstr("m/acme/small"))));
+}
+
+// Bytes of the files under `dir` whose names end in `suffix`.
+uintmax_t BytesOfFiles(const std::string& dir, const std::string& suffix) {
+  uintmax_t total = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().string().ends_with(suffix)) total += e.file_size();
+  }
+  return total;
+}
+
+DatasetChunk BigChunk(int c, size_t bytes) {
+  DatasetChunk chunk;
+  auto* ex = chunk.add_examples();
+  ex->set_text(std::string(bytes, static_cast<char>('a' + c % 26)));
+  ex->set_label("x");
+  return chunk;
+}
+
+// The outside test's case: an upload of "d" in 3 chunks cut short by SIGKILL
+// after 2. Its chunks were later read as part of a 1-chunk upload under the
+// same id ("expected chunk 1 of 1": DATA_LOSS), and their space stayed taken.
+TEST(DatasetStore, ChunksOfAnUploadCutShortAreRemovedAtOpenWithTheirSpace) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  constexpr size_t kChunkBytes = 2 << 20;
+  uintmax_t blob_bytes_before = 0;
+  {
+    ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
+    for (int c = 0; c < 8; ++c) ASSERT_OK(db->datasets().PutChunk("acme", "d", c, BigChunk(c, kChunkBytes)));
+    // A committed dataset beside it, which must stay whole.
+    ASSERT_OK(db->datasets().PutChunk("acme", "keep", 0, BigChunk(1, 1000)));
+    DatasetRecord keep;
+    keep.set_tenant("acme");
+    keep.set_dataset_id("keep");
+    keep.set_num_chunks(1);
+    keep.set_num_examples(1);
+    ASSERT_OK(db->datasets().PutRecord(keep));
+    ASSERT_OK(db->Flush());
+    blob_bytes_before = BytesOfFiles(path, ".blob");
+    ASSERT_GT(blob_bytes_before, 8 * kChunkBytes);
+    // The process dies here: no record for "d".
+  }
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
+  ASSERT_OK(db->Close());
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> left, testing::RawKeys(path, "datasets", "c/acme/d/"));
+  EXPECT_THAT(left, ::testing::IsEmpty());
+  EXPECT_LT(BytesOfFiles(path, ".blob"), blob_bytes_before / 4) << "the dead upload's blobs were not reclaimed";
+
+  ASSERT_OK_AND_ASSIGN(db, Database::Open(At(path)));
+  int n = 0;
+  ASSERT_OK(db->datasets().ForEachChunk("acme", "keep", [&](int64_t, const DatasetChunk& c) {
+    EXPECT_EQ(c.examples(0).text().size(), 1000u);
+    ++n;
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(n, 1);
+  // A new upload under the dead one's id reads back only its own chunk.
+  ASSERT_OK(db->datasets().ClearChunks("acme", "d"));
+  ASSERT_OK(db->datasets().PutChunk("acme", "d", 0, BigChunk(3, 10)));
+  DatasetRecord d;
+  d.set_tenant("acme");
+  d.set_dataset_id("d");
+  d.set_num_chunks(1);
+  ASSERT_OK(db->datasets().PutRecord(d));
+  n = 0;
+  ASSERT_OK(db->datasets().ForEachChunk("acme", "d", [&](int64_t, const DatasetChunk&) {
+    ++n;
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(n, 1);
+}
+
+// Without a restart in between (an upload abandoned while the process
+// lives): the next upload under the id starts from an empty range.
+TEST(DatasetStore, ClearChunksGivesANewUploadACleanRange) {
+  TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
+  for (int c = 0; c < 3; ++c) ASSERT_OK(db->datasets().PutChunk("acme", "d", c, BigChunk(c, 100)));
+  ASSERT_OK(db->datasets().PutChunk("acme", "d", 0, BigChunk(9, 10)));
+  DatasetRecord d;
+  d.set_tenant("acme");
+  d.set_dataset_id("d");
+  d.set_num_chunks(1);
+  ASSERT_OK(db->datasets().PutRecord(d));
+  // Without the clear, the stale chunks 1 and 2 are read as this dataset's.
+  EXPECT_THAT(db->datasets().ForEachChunk("acme", "d", [](int64_t, const DatasetChunk&) { return absl::OkStatus(); }),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("expected chunk 1 of 1")));
+  ASSERT_OK(db->datasets().Delete("acme", "d"));
+  for (int c = 0; c < 3; ++c) ASSERT_OK(db->datasets().PutChunk("acme", "d", c, BigChunk(c, 100)));
+  ASSERT_OK(db->datasets().ClearChunks("acme", "d"));
+  ASSERT_OK(db->datasets().PutChunk("acme", "d", 0, BigChunk(9, 10)));
+  ASSERT_OK(db->datasets().PutRecord(d));
+  EXPECT_OK(db->datasets().ForEachChunk("acme", "d", [](int64_t, const DatasetChunk&) { return absl::OkStatus(); }));
 }
 
 TEST(CheckpointStore, LargeCheckpointRoundTripsAcrossReopenAndDeletes) {

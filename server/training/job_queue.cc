@@ -3,6 +3,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -218,6 +219,8 @@ absl::Status JobQueue::Transition(v1::JobRecord& job, JobState to, const std::st
 }
 
 absl::StatusOr<v1::JobRecord> JobQueue::Submit(const JobRequest& request) {
+  // Held until the job is stored: a task or dataset delete waits for it.
+  absl::ReaderMutexLock deletes(&deletes_mu_);
   const std::string fingerprint = RequestFingerprint(request);
   if (!request.request_id.empty()) {
     absl::StatusOr<v1::JobRecord> existing = options_.db->jobs().FindByRequestId(request.tenant, request.request_id);
@@ -349,8 +352,11 @@ absl::StatusOr<storage::JobStore::Page> JobQueue::List(const storage::JobStore::
   return options_.db->jobs().List(options);
 }
 
-absl::StatusOr<v1::JobRecord> JobQueue::Cancel(const std::string& tenant, const std::string& job_id) {
+absl::StatusOr<v1::JobRecord> JobQueue::Cancel(const std::string& tenant, const std::string& job_id,
+                                               const std::string& reason) {
   ASSIGN_OR_RETURN(v1::JobRecord job, options_.db->jobs().Get(tenant, job_id));
+  if (!reason.empty() && !IsTerminal(job.state())) job.set_error_message(reason);
+  auto why = [&](const char* client_reason) { return reason.empty() ? std::string(client_reason) : reason; };
   switch (job.state()) {
     case v1::JOB_STATE_QUEUED: {
       int64_t seq = 0;
@@ -358,7 +364,7 @@ absl::StatusOr<v1::JobRecord> JobQueue::Cancel(const std::string& tenant, const 
         absl::MutexLock l(&mu_);
         if (!scheduler_.Remove(job.tenant(), job.job_id())) {
           // The worker took it a moment ago: cancel it as a running job.
-          cancel_requested_.insert(job_id);
+          cancel_requested_[job_id] = reason;
           break;
         }
         auto it = queue_seq_.find(job_id);
@@ -367,19 +373,19 @@ absl::StatusOr<v1::JobRecord> JobQueue::Cancel(const std::string& tenant, const 
           queue_seq_.erase(it);
         }
       }
-      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, "cancelled while queued",
+      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, why("cancelled while queued"),
                                  [&](storage::Batch& b) { return seq > 0 ? b.Dequeue(seq) : absl::OkStatus(); }));
       return job;
     }
     case v1::JOB_STATE_VALIDATING:
-      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, "cancelled while validating"));
+      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, why("cancelled while validating")));
       return job;
     case v1::JOB_STATE_RUNNING: {
       {
         absl::MutexLock l(&mu_);
-        cancel_requested_.insert(job_id);
+        cancel_requested_[job_id] = reason;
       }
-      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLING, "cancel requested"));
+      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLING, why("cancel requested")));
       return job;
     }
     case v1::JOB_STATE_CANCELLING:
@@ -391,9 +397,60 @@ absl::StatusOr<v1::JobRecord> JobQueue::Cancel(const std::string& tenant, const 
   // QUEUED but already taken by the worker.
   ASSIGN_OR_RETURN(job, options_.db->jobs().Get(tenant, job_id));
   if (job.state() == v1::JOB_STATE_RUNNING) {
-    RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLING, "cancel requested"));
+    if (!reason.empty()) job.set_error_message(reason);
+    RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLING, why("cancel requested")));
   }
   return job;
+}
+
+absl::StatusOr<std::vector<v1::JobRecord>> JobQueue::UnfinishedJobs(const std::string& tenant) const {
+  std::vector<v1::JobRecord> out;
+  storage::JobStore::ListOptions list;
+  list.tenant = tenant;
+  list.states = {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLING};
+  list.page_size = storage::kMaxPageSize;
+  do {
+    ASSIGN_OR_RETURN(storage::JobStore::Page page, options_.db->jobs().List(list));
+    for (v1::JobRecord& j : page.jobs) out.push_back(std::move(j));
+    list.page_token = page.next_page_token;
+  } while (!list.page_token.empty());
+  return out;
+}
+
+absl::Status JobQueue::DeleteTask(const std::string& tenant, const std::string& task_id) {
+  absl::WriterMutexLock deletes(&deletes_mu_);
+  ASSIGN_OR_RETURN(const std::vector<v1::JobRecord> unfinished, UnfinishedJobs(tenant));
+  int cancelled = 0;
+  for (const v1::JobRecord& job : unfinished) {
+    if (job.task_id() != task_id) continue;
+    absl::StatusOr<v1::JobRecord> c = Cancel(tenant, job.job_id(), "task deleted");
+    if (c.ok()) {
+      ++cancelled;
+    } else if (!absl::IsFailedPrecondition(c.status())) {  // it finished meanwhile: nothing to stop
+      return c.status();
+    }
+  }
+  absl::Status deleted = options_.db->tasks().Delete(tenant, task_id);
+  // A task whose first training was under way has no record yet.
+  if (absl::IsNotFound(deleted) && cancelled > 0) return absl::OkStatus();
+  return deleted;
+}
+
+absl::StatusOr<v1::DatasetRecord> JobQueue::DeleteDataset(const std::string& tenant, const std::string& dataset_id) {
+  absl::WriterMutexLock deletes(&deletes_mu_);
+  ASSIGN_OR_RETURN(v1::DatasetRecord record, options_.db->datasets().Get(tenant, dataset_id));
+  ASSIGN_OR_RETURN(const std::vector<v1::JobRecord> unfinished, UnfinishedJobs(tenant));
+  for (const v1::JobRecord& job : unfinished) {
+    const bool uses = job.validation_dataset_id() == dataset_id ||
+                      std::count(job.dataset_ids().begin(), job.dataset_ids().end(), dataset_id) > 0;
+    if (uses) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "dataset '", dataset_id, "' is used by job '", job.job_id(), "', which is ", JobStateName(job.state()),
+          ": cancel the job or wait for it to finish, then delete the dataset"));
+    }
+  }
+  RETURN_IF_ERROR(options_.db->datasets().Delete(tenant, dataset_id));
+  return record;
 }
 
 absl::StatusOr<std::vector<v1::JobEvent>> JobQueue::WaitForEvents(const std::string& tenant,
@@ -547,21 +604,33 @@ absl::StatusOr<storage::PromotionResult> JobQueue::Complete(v1::JobRecord job, v
 }
 
 absl::Status JobQueue::Fail(v1::JobRecord job, const absl::Status& error) {
-  RETURN_IF_ERROR(RefreshState(job));
   job.set_error_message(std::string(error.message()));
   job.set_error_code(static_cast<int>(error.code()));
-  RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_FAILED, std::string(error.message()),
-                             [&](storage::Batch& b) { return b.DeleteCheckpoint(job.job_id()); }));
-  absl::MutexLock l(&mu_);
-  cancel_requested_.erase(job.job_id());
-  running_job_.clear();
-  return absl::OkStatus();
+  return EndRunningJob(std::move(job), v1::JOB_STATE_FAILED, std::string(error.message()));
 }
 
 absl::Status JobQueue::FinishCancelled(v1::JobRecord job) {
-  RETURN_IF_ERROR(RefreshState(job));
-  RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, "cancelled",
-                             [&](storage::Batch& b) { return b.DeleteCheckpoint(job.job_id()); }));
+  std::string reason;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = cancel_requested_.find(job.job_id());
+    if (it != cancel_requested_.end()) reason = it->second;
+  }
+  if (!reason.empty()) job.set_error_message(reason);
+  return EndRunningJob(std::move(job), v1::JOB_STATE_CANCELLED, reason.empty() ? "cancelled" : reason);
+}
+
+absl::Status JobQueue::EndRunningJob(v1::JobRecord job, v1::JobState to, const std::string& reason) {
+  // A cancel commits RUNNING -> CANCELLING after it asks the worker to stop,
+  // so the worker can read RUNNING here and find CANCELLING when it writes:
+  // read the state again and end the job from there.
+  absl::Status ended;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    RETURN_IF_ERROR(RefreshState(job));
+    ended = Transition(job, to, reason, [&](storage::Batch& b) { return b.DeleteCheckpoint(job.job_id()); });
+    if (!absl::IsFailedPrecondition(ended)) break;
+  }
+  RETURN_IF_ERROR(ended);
   absl::MutexLock l(&mu_);
   cancel_requested_.erase(job.job_id());
   running_job_.clear();

@@ -112,8 +112,25 @@ class JobQueue {
 
   // QUEUED/VALIDATING -> CANCELLED at once; RUNNING -> CANCELLING (the worker
   // stops within one training step and finishes the cancellation);
-  // CANCELLING stays as is. A terminal job is FAILED_PRECONDITION.
-  absl::StatusOr<v1::JobRecord> Cancel(const std::string& tenant, const std::string& job_id);
+  // CANCELLING stays as is. A terminal job is FAILED_PRECONDITION. `reason`,
+  // when given, is the job's error_message and the reason of its state
+  // changes ("task deleted"); "" = a client's cancel.
+  absl::StatusOr<v1::JobRecord> Cancel(const std::string& tenant, const std::string& job_id,
+                                       const std::string& reason = "");
+
+  // Deletes task `task_id` and every adapter version of it, after cancelling
+  // every unfinished job of the task with the reason "task deleted" (QUEUED
+  // ones end CANCELLED at once; a RUNNING one stops within a step and ends
+  // CANCELLED). A promotion needs its job RUNNING, so no job can bring the
+  // task back; submissions wait while a delete runs, so none slips in
+  // between. A job submitted after the delete trains a new task of that
+  // name. NOT_FOUND when there was neither a task nor a job to cancel.
+  absl::Status DeleteTask(const std::string& tenant, const std::string& task_id);
+  // Deletes a dataset (storage::DatasetStore::Delete) unless an unfinished
+  // job uses it, as training or validation data: FAILED_PRECONDITION naming
+  // the job. Submissions wait while a delete runs, so no job can be queued
+  // on a dataset being deleted. Returns the deleted record.
+  absl::StatusOr<v1::DatasetRecord> DeleteDataset(const std::string& tenant, const std::string& dataset_id);
 
   // Events of a job with seq > after_seq. If there are none yet and the job
   // is not terminal, waits up to `timeout` for more. The subscription of the
@@ -169,12 +186,23 @@ class JobQueue {
   // A restart interrupted `job` (RUNNING): counts the new attempt in the
   // stored record and in `job`.
   absl::Status CountResumedAttempt(v1::JobRecord& job);
+  // The worker ends its job FAILED or CANCELLED, from the state stored now
+  // (a cancel may have moved it to CANCELLING meanwhile); deletes its
+  // checkpoint and forgets it as the running job.
+  absl::Status EndRunningJob(v1::JobRecord job, v1::JobState to, const std::string& reason);
   // Copies the stored state into `job` (the worker's copy may predate a cancel).
   absl::Status RefreshState(v1::JobRecord& job) const;
+  // The tenant's unfinished jobs (VALIDATING, QUEUED, RUNNING, CANCELLING).
+  absl::StatusOr<std::vector<v1::JobRecord>> UnfinishedJobs(const std::string& tenant) const;
   int64_t Now() const;
   void NotifyEvents() const;
 
   Options options_;
+
+  // Submissions hold it shared from validation to commit; DeleteTask and
+  // DeleteDataset hold it exclusively, so that what they check (the jobs of
+  // a task or of a dataset) cannot change under them.
+  absl::Mutex deletes_mu_;
 
   // Serialises read-check-write of job records (transitions, progress), so a
   // concurrent cancel and a worker update cannot overwrite each other.
@@ -188,7 +216,8 @@ class JobQueue {
   std::map<std::string, int> validating_ ABSL_GUARDED_BY(mu_);
   // RUNNING jobs found at start-up, to resume first.
   std::deque<v1::JobRecord> resume_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> cancel_requested_ ABSL_GUARDED_BY(mu_);
+  // Running jobs asked to cancel, with the reason ("" = the client's).
+  std::map<std::string, std::string> cancel_requested_ ABSL_GUARDED_BY(mu_);
   std::string running_job_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 

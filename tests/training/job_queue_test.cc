@@ -269,6 +269,143 @@ TEST_F(JobQueueTest, CompletePromotesAtomically) {
   EXPECT_THAT(queue_->Fail(done, absl::InternalError("late")), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
+v1::TaskRecord TaskOf(const std::string& tenant, const std::string& task_id) {
+  v1::TaskRecord task;
+  task.set_tenant(tenant);
+  task.set_task_id(task_id);
+  task.add_labels("neg");
+  task.add_labels("pos");
+  return task;
+}
+
+// The outside test's case: train T, start a retrain, delete T. Before, the
+// delete answered OK and the retrain brought T back when it finished.
+// Order 1: the delete lands while the retrain runs.
+TEST_F(JobQueueTest, DeletingATaskCancelsItsRunningAndQueuedJobsAndNoneBringsItBack) {
+  ASSERT_OK(queue_->Submit(Request("acme", "t")).status());
+  auto first = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(first.has_value());
+  ASSERT_OK(queue_->Complete(*first, TaskOf("acme", "t"), "v1", 2).status());
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord retrain, queue_->Submit(Request("acme", "t")));
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord queued, queue_->Submit(Request("acme", "t")));
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord other, queue_->Submit(Request("acme", "u")));
+  auto running = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(running.has_value());
+  ASSERT_EQ(running->job_id(), retrain.job_id());
+
+  ASSERT_OK(queue_->DeleteTask("acme", "t"));
+  EXPECT_THAT(db_->tasks().Get("acme", "t"), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord q, queue_->Get("acme", queued.job_id()));
+  EXPECT_EQ(q.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(q.error_message(), "task deleted");
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord r, queue_->Get("acme", retrain.job_id()));
+  EXPECT_EQ(r.state(), v1::JOB_STATE_CANCELLING);
+  EXPECT_TRUE(queue_->CancelRequested(retrain.job_id()));
+  // The retrain's promotion, had it finished in the same instant, is refused.
+  EXPECT_THAT(queue_->Complete(*running, TaskOf("acme", "t"), "v2", 2),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_OK(queue_->FinishCancelled(*running));
+  ASSERT_OK_AND_ASSIGN(r, queue_->Get("acme", retrain.job_id()));
+  EXPECT_EQ(r.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(r.error_message(), "task deleted");
+  ASSERT_OK_AND_ASSIGN(auto events, db_->jobs().ReadEvents(retrain.job_id(), 1));
+  EXPECT_EQ(events.back().state_change().reason(), "task deleted");
+  EXPECT_THAT(db_->tasks().Get("acme", "t"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(db_->adapters().Get("acme", "t", 1), StatusIs(absl::StatusCode::kNotFound));
+  // The cancelled queued job never runs; the other task's job does.
+  auto next = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->job_id(), other.job_id());
+  // A job submitted after the delete trains a new task of that name.
+  ASSERT_OK(queue_->Complete(*next, TaskOf("acme", "u"), "u1", 2).status());
+  ASSERT_OK(queue_->Submit(Request("acme", "t")).status());
+  auto again = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(again.has_value());
+  ASSERT_OK_AND_ASSIGN(storage::PromotionResult fresh, queue_->Complete(*again, TaskOf("acme", "t"), "new", 2));
+  EXPECT_EQ(fresh.version, 1);
+}
+
+// Order 2: the retrain's promotion commits first; the delete that follows
+// removes the new version with the task, and the job stays SUCCEEDED.
+TEST_F(JobQueueTest, DeletingATaskRightAfterItsJobPromotedRemovesTheNewVersion) {
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "t")));
+  auto running = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(running.has_value());
+  ASSERT_OK(queue_->Complete(*running, TaskOf("acme", "t"), "v1", 2).status());
+  ASSERT_OK(queue_->DeleteTask("acme", "t"));
+  EXPECT_THAT(db_->tasks().Get("acme", "t"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(db_->adapters().Get("acme", "t", 1), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord done, queue_->Get("acme", job.job_id()));
+  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED);
+  // Nothing left to delete.
+  EXPECT_THAT(queue_->DeleteTask("acme", "t"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+// A task whose first training is still running has no record; deleting it
+// stops the training, so it never appears.
+TEST_F(JobQueueTest, DeletingATaskDuringItsFirstTrainingStopsIt) {
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "new")));
+  auto running = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(running.has_value());
+  ASSERT_OK(queue_->DeleteTask("acme", "new"));
+  EXPECT_THAT(queue_->Complete(*running, TaskOf("acme", "new"), "v1", 2),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_OK(queue_->FinishCancelled(*running));
+  EXPECT_THAT(db_->tasks().Get("acme", "new"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(queue_->DeleteTask("acme", "never"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(JobQueueTest, ADatasetAnUnfinishedJobUsesCannotBeDeleted) {
+  for (const char* id : {"ds1", "val", "free"}) {
+    v1::DatasetRecord rec;
+    rec.set_tenant("acme");
+    rec.set_dataset_id(id);
+    rec.set_num_chunks(1);
+    v1::DatasetChunk chunk;
+    chunk.add_examples()->set_text("x");
+    ASSERT_OK(db_->datasets().Put(rec, {chunk}));
+  }
+  JobRequest r = Request("acme", "t");
+  r.validation_dataset_id = "val";
+  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(r));
+  EXPECT_THAT(queue_->DeleteDataset("acme", "ds1"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(job.job_id())));
+  EXPECT_THAT(queue_->DeleteDataset("acme", "val"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(job.job_id())));
+  ASSERT_OK_AND_ASSIGN(v1::DatasetRecord gone, queue_->DeleteDataset("acme", "free"));
+  EXPECT_EQ(gone.dataset_id(), "free");
+  EXPECT_THAT(db_->datasets().Get("acme", "free"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(queue_->DeleteDataset("acme", "free"), StatusIs(absl::StatusCode::kNotFound));
+  // Another tenant's dataset of the same name is NOT_FOUND.
+  EXPECT_THAT(queue_->DeleteDataset("globex", "ds1"), StatusIs(absl::StatusCode::kNotFound));
+  // Running still counts; once the job is over the data can go.
+  auto running = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(running.has_value());
+  EXPECT_THAT(queue_->DeleteDataset("acme", "ds1"), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_OK(queue_->Fail(*running, absl::InternalError("boom")));
+  ASSERT_OK(queue_->DeleteDataset("acme", "ds1").status());
+  ASSERT_OK(queue_->DeleteDataset("acme", "val").status());
+}
+
+// A cancel asks the worker to stop before it commits RUNNING -> CANCELLING,
+// so a worker that stops at once can read RUNNING and find CANCELLING when
+// it writes CANCELLED. It used to fail there and leave the job CANCELLING
+// for good (found by ServerTest.DatasetsAreListedAndDeletedButNotWhileAJobUsesThem
+// under load); now it ends the job from the state it finds.
+TEST_F(JobQueueTest, AWorkerEndingItsJobWhileTheCancelCommitsStillEndsIt) {
+  for (int i = 0; i < 60; ++i) {
+    ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", absl::StrCat("race-", i))));
+    auto running = queue_->NextJob(absl::ZeroDuration());
+    ASSERT_TRUE(running.has_value());
+    std::thread canceller([&] { (void)queue_->Cancel("acme", job.job_id()); });
+    while (!queue_->CancelRequested(job.job_id())) std::this_thread::yield();
+    EXPECT_OK(queue_->FinishCancelled(*running)) << "iteration " << i;
+    canceller.join();
+    ASSERT_OK_AND_ASSIGN(v1::JobRecord done, queue_->Get("acme", job.job_id()));
+    ASSERT_EQ(done.state(), v1::JOB_STATE_CANCELLED) << "iteration " << i;
+  }
+}
+
 TEST_F(JobQueueTest, WatchingGivesTheSnapshotThenNewEventsUntilTerminal) {
   ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "w")));
   ASSERT_OK_AND_ASSIGN(auto snapshot, queue_->WaitForEvents("acme", job.job_id(), 0, absl::ZeroDuration()));

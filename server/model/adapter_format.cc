@@ -109,6 +109,17 @@ absl::StatusOr<std::string> SerializeAdapterSet(const AdapterSet& set, std::stri
   return writer.Serialize();
 }
 
+absl::StatusOr<AdapterFileInfo> ReadAdapterInfo(const std::map<std::string, std::string, std::less<>>& metadata) {
+  return InfoFromMetadata(metadata);
+}
+
+int64_t MaxAdapterFileBytes(const BertConfig& config, const AdapterFileInfo& info, int64_t header_bytes) {
+  const int64_t params = AdapterSetParameterCount(config.num_hidden_layers, config.hidden_size,
+                                                  info.config.bottleneck_size,
+                                                  static_cast<int64_t>(info.config.labels.size()));
+  return header_bytes + 4 * params;
+}
+
 absl::StatusOr<AdapterFileInfo> ReadAdapterInfo(std::string_view bytes) {
   ASSIGN_OR_RETURN(SafetensorsFile file,
                    SafetensorsFile::Parse({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()},

@@ -52,6 +52,14 @@ absl::StatusOr<std::string> SerializeAdapterSet(const AdapterSet& set,
 // a valid adapter file (malformed safetensors, missing or bad keys, a format
 // version this build does not read).
 absl::StatusOr<AdapterFileInfo> ReadAdapterInfo(std::string_view bytes);
+// The same from a file's metadata alone (ReadSafetensorsHeader's), for a
+// file still arriving.
+absl::StatusOr<AdapterFileInfo> ReadAdapterInfo(const std::map<std::string, std::string, std::less<>>& metadata);
+
+// The largest an adapter file for an encoder of `config` with `info`'s
+// bottleneck and labels can be: every parameter in F32 after a header of
+// `header_bytes`. An import larger than this is not a valid file.
+int64_t MaxAdapterFileBytes(const BertConfig& config, const AdapterFileInfo& info, int64_t header_bytes);
 
 struct AdapterLoadOptions {
   // The fingerprint a version 1 file must carry: the encoder's weights-only

@@ -130,6 +130,13 @@ inline int64_t AdapterParameterCount(int64_t hidden, int64_t bottleneck) {
   return 2 * bottleneck * hidden + hidden + bottleneck;
 }
 
+// Number of parameters of one task's set (AdapterSet::Named()): per layer two
+// adapters and two LayerNorm affines, the embedding LayerNorm, and the head.
+inline int64_t AdapterSetParameterCount(int64_t layers, int64_t hidden, int64_t bottleneck, int64_t labels) {
+  return layers * (2 * AdapterParameterCount(hidden, bottleneck) + 4 * hidden) + 2 * hidden + labels * hidden +
+         labels;
+}
+
 // T tasks' parameters on one device, in one dtype, for mixed-task batches.
 // Slot i holds sets[i]. Besides the per-slot sets (used by the per-task
 // segment strategy), it keeps per-layer stacks for the gathered-bmm strategy:

@@ -306,6 +306,33 @@ absl::Status CheckCoverage(std::vector<const ParsedEntry*> entries, uint64_t dat
   return absl::OkStatus();
 }
 
+// The header's JSON object.
+absl::StatusOr<Json> ParseHeaderJson(const char* header_begin, uint64_t header_len) {
+  // nlohmann's lexer takes a NUL outside a string as end of input, so
+  // "{}\0<junk>" would parse; JSON text never contains a raw NUL.
+  if (const void* nul = std::memchr(header_begin, '\0', header_len); nul != nullptr) {
+    return Invalid(absl::StrCat("header is not valid JSON: NUL byte at header offset ",
+                                static_cast<const char*>(nul) - header_begin));
+  }
+  HeaderSax sax;
+  try {
+    bool ok = Json::sax_parse(header_begin, header_begin + header_len, &sax);
+    if (!ok) {
+      return Invalid(sax.error.empty() ? std::string("header is not valid JSON") : sax.error);
+    }
+  } catch (const Json::exception& e) {
+    // sax_parse reports through parse_error; this is a belt for anything it
+    // throws directly.
+    return Invalid(absl::StrCat("header is not valid JSON: ", e.what()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("safetensors: out of memory parsing the header");
+  }
+  if (!sax.root.is_object()) {
+    return Invalid(absl::StrCat("header JSON is a ", sax.root.type_name(), ", not an object"));
+  }
+  return std::move(sax.root);
+}
+
 }  // namespace
 
 size_t DTypeSize(DType dtype) {
@@ -378,6 +405,39 @@ int64_t TensorView::numel() const {
   return product;
 }
 
+absl::StatusOr<std::optional<SafetensorsHeader>> ReadSafetensorsHeader(std::span<const std::byte> prefix,
+                                                                       const SafetensorsLimits& limits) {
+  if (prefix.size() < kLengthPrefixBytes) return std::nullopt;
+  const uint64_t header_len = ReadLittleEndian64(prefix.data());
+  if (header_len == 0) return Invalid("header length is 0");
+  if (header_len > limits.max_header_bytes) {
+    return Invalid(absl::StrCat("header length ", header_len, " exceeds the limit of ", limits.max_header_bytes,
+                                " bytes"));
+  }
+  if (prefix.size() - kLengthPrefixBytes < header_len) return std::nullopt;
+  ASSIGN_OR_RETURN(const Json root,
+                   ParseHeaderJson(reinterpret_cast<const char*>(prefix.data() + kLengthPrefixBytes), header_len));
+  SafetensorsHeader out;
+  uint64_t data_bytes = 0;
+  for (const auto& [name, value] : root.items()) {
+    if (name == kMetadataKey) {
+      ASSIGN_OR_RETURN(out.metadata, ParseMetadata(value));
+      continue;
+    }
+    const Json* offsets = value.is_object() && value.contains("data_offsets") ? &value["data_offsets"] : nullptr;
+    if (offsets == nullptr || !offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+        !(*offsets)[1].is_number_unsigned() || (*offsets)[0].get<uint64_t>() > (*offsets)[1].get<uint64_t>()) {
+      return Invalid(absl::StrCat("tensor '", name, "': data_offsets must be [begin, end] with 0 <= begin <= end"));
+    }
+    data_bytes = std::max(data_bytes, (*offsets)[1].get<uint64_t>());
+  }
+  if (data_bytes > std::numeric_limits<uint64_t>::max() - kLengthPrefixBytes - header_len) {
+    return Invalid("data_offsets past any possible file size");
+  }
+  out.total_bytes = kLengthPrefixBytes + header_len + data_bytes;
+  return out;
+}
+
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path,
                                                       const SafetensorsLimits& limits) {
   // I/O errors from MappedFile already name the path.
@@ -417,30 +477,7 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::span<const std::byte
   }
   const char* header_begin = reinterpret_cast<const char*>(bytes.data() + kLengthPrefixBytes);
   std::span<const std::byte> data = bytes.subspan(kLengthPrefixBytes + header_len);
-
-  // nlohmann's lexer takes a NUL outside a string as end of input, so
-  // "{}\0<junk>" would parse; JSON text never contains a raw NUL.
-  if (const void* nul = std::memchr(header_begin, '\0', header_len); nul != nullptr) {
-    return Invalid(absl::StrCat("header is not valid JSON: NUL byte at header offset ",
-                                static_cast<const char*>(nul) - header_begin));
-  }
-  HeaderSax sax;
-  try {
-    bool ok = Json::sax_parse(header_begin, header_begin + header_len, &sax);
-    if (!ok) {
-      return Invalid(sax.error.empty() ? std::string("header is not valid JSON") : sax.error);
-    }
-  } catch (const Json::exception& e) {
-    // sax_parse reports through parse_error; this is a belt for anything it
-    // throws directly.
-    return Invalid(absl::StrCat("header is not valid JSON: ", e.what()));
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError("safetensors: out of memory parsing the header");
-  }
-  const Json& root = sax.root;
-  if (!root.is_object()) {
-    return Invalid(absl::StrCat("header JSON is a ", root.type_name(), ", not an object"));
-  }
+  ASSIGN_OR_RETURN(const Json root, ParseHeaderJson(header_begin, header_len));
 
   SafetensorsFile file;
   std::vector<ParsedEntry> entries;

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -100,6 +101,20 @@ class SafetensorsFile {
   std::map<std::string, std::string, std::less<>> metadata_;
   std::shared_ptr<const void> holder_;
 };
+
+// What the first bytes of a file say, for a file that arrives in pieces (an
+// import stream): the whole file's size (length prefix + header + data
+// section, whose size is the largest data_offsets end) and its metadata.
+struct SafetensorsHeader {
+  uint64_t total_bytes = 0;
+  std::map<std::string, std::string, std::less<>> metadata;
+};
+// nullopt while `prefix` is shorter than the length prefix and the header;
+// INVALID_ARGUMENT once it shows that no valid file starts with it (a header
+// length of 0 or over the limit, a header that is not JSON, an entry without
+// two increasing data_offsets). Tensors are checked fully only by Parse().
+absl::StatusOr<std::optional<SafetensorsHeader>> ReadSafetensorsHeader(std::span<const std::byte> prefix,
+                                                                       const SafetensorsLimits& limits = {});
 
 // Builds a safetensors file in memory. Tensors are laid out in name order,
 // and the JSON header is padded with spaces to a multiple of 8 bytes so that

@@ -5,9 +5,11 @@
 #include <torch/optim/adamw.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
+#include <span>
 
 #include "common/testing/status_matchers.h"
 #include "server/model/adapter_format.h"
@@ -285,6 +287,43 @@ TEST(AdapterFormat, RoundTripIsBitExactWithMetadata) {
   // Serialisation is deterministic.
   ASSERT_OK_AND_ASSIGN(std::string again, SerializeAdapterSet(*back, enc->fingerprint(), {{"task_id", "sentiment"}}));
   EXPECT_EQ(bytes, again);
+}
+
+// An import checks a file as it arrives: its header alone gives the file's
+// size and metadata, and no valid file is larger than MaxAdapterFileBytes.
+TEST(AdapterFormat, TheHeaderAloneGivesTheSizeAndBoundsIt) {
+  auto enc = MakeEncoder(TinyConfig());
+  auto set = MakeTrainedLikeSet(*enc, 3, 5, 8);
+  int64_t numel = 0;
+  for (const auto& [name, t] : set->Named()) numel += t.numel();
+  const BertConfig& c = enc->config();
+  EXPECT_EQ(AdapterSetParameterCount(c.num_hidden_layers, c.hidden_size, 8, 3), numel);
+  ASSERT_OK_AND_ASSIGN(std::string bytes, SerializeAdapterSet(*set, enc->fingerprint()));
+  auto span = [&](size_t n) { return std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), n); };
+  // Too short to tell.
+  ASSERT_OK_AND_ASSIGN(auto none, ReadSafetensorsHeader(span(7)));
+  EXPECT_FALSE(none.has_value());
+  ASSERT_OK_AND_ASSIGN(none, ReadSafetensorsHeader(span(20)));
+  EXPECT_FALSE(none.has_value());
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  ASSERT_OK_AND_ASSIGN(auto header, ReadSafetensorsHeader(span(8 + header_len)));
+  ASSERT_TRUE(header.has_value());
+  EXPECT_EQ(header->total_bytes, bytes.size());
+  ASSERT_OK_AND_ASSIGN(AdapterFileInfo info, ReadAdapterInfo(header->metadata));
+  EXPECT_EQ(info.config.bottleneck_size, 8);
+  EXPECT_GE(MaxAdapterFileBytes(c, info, static_cast<int64_t>(8 + header_len)), static_cast<int64_t>(bytes.size()));
+  // In F32 the bound is exact.
+  EXPECT_EQ(MaxAdapterFileBytes(c, info, static_cast<int64_t>(8 + header_len)), static_cast<int64_t>(bytes.size()));
+  // A prefix no file starts with is refused as soon as it shows.
+  std::string bad = bytes.substr(0, 8 + header_len);
+  bad[8] = '[';
+  EXPECT_THAT(ReadSafetensorsHeader({reinterpret_cast<const std::byte*>(bad.data()), bad.size()}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  std::string huge(8, '\0');
+  huge[6] = 1;  // a 2^48-byte header
+  EXPECT_THAT(ReadSafetensorsHeader({reinterpret_cast<const std::byte*>(huge.data()), huge.size()}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exceeds the limit")));
 }
 
 // The serving cache loads straight into the encoder's dtype: the same values

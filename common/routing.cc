@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace adapterd {
@@ -55,6 +56,15 @@ std::string_view RoutingTaskOf(std::string_view id) {
     if (!absl::ascii_isgraph(static_cast<unsigned char>(c))) return {};
   }
   return task;
+}
+
+absl::Status CheckRoutingHeader(std::string_view task, const std::string* header) {
+  if (header != nullptr && *header == task) return absl::OkStatus();
+  const std::string t(task), key(kTaskRoutingHeader);
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this server is one of several task-sharded replicas: a call about task '", t, "' must carry the metadata ",
+      key, ": ", t, " (", header == nullptr ? std::string("none was sent") : absl::StrCat("got '", *header, "'"),
+      "), so that the router sends it to the task's replica"));
 }
 
 }  // namespace adapterd

@@ -13,7 +13,9 @@
 // client-chosen dataset ids and datasets uploaded without a task have no task
 // part; their calls reach whichever replica the empty key maps to, which is
 // right on a single replica and needs an explicit routing hint behind a
-// router. The hex prefix keeps ids in creation order, so listings in id order
+// router. A replica that knows it is one of several (--peers) refuses a call
+// about a task whose header is missing or names another task
+// (CheckRoutingHeader), so a task never gets a second copy on another shard. The hex prefix keeps ids in creation order, so listings in id order
 // stay in creation order.
 //
 // Thread safety: pure functions (MintId draws from a thread-local engine).
@@ -23,6 +25,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "absl/status/status.h"
 
 namespace adapterd {
 
@@ -42,6 +46,13 @@ std::string MintId(std::string_view prefix, int64_t now_micros, std::string_view
 // The task a minted job or dataset id was made for; "" when `id` is not a
 // minted id or carries no task (see above).
 std::string_view RoutingTaskOf(std::string_view id);
+
+// On a task-sharded replica, a call that concerns task `task` must carry it
+// as its routing header, or the router may have sent it to another replica,
+// which would answer for (or create) the task there. OK when `header` (null
+// = no header) equals `task`; otherwise FAILED_PRECONDITION saying what the
+// header must be. `task` must be a valid id (it is quoted).
+absl::Status CheckRoutingHeader(std::string_view task, const std::string* header);
 
 }  // namespace adapterd
 

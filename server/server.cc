@@ -13,10 +13,12 @@
 #include <filesystem>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/cpu_features.h"
 #include "common/cpu_quota.h"
+#include "common/file_util.h"
 #include "common/malloc_tuning.h"
 #include "common/periodic_thread.h"
 #include "common/status_macros.h"
@@ -64,6 +66,21 @@ absl::StatusOr<c10::ScalarType> ParseDtype(const std::string& s) {
   if (s == "bf16") return c10::kBFloat16;
   if (s == "fp16") return c10::kHalf;
   return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", s, "'"));
+}
+
+// The replicas' shared secret (--peer_secret_file): private like the tenants
+// file, at least 16 bytes once surrounding whitespace is trimmed.
+absl::StatusOr<std::string> ReadPeerSecret(const std::string& file) {
+  std::vector<std::string> warnings;
+  RETURN_IF_ERROR(CheckSecretFileAccess(file, "--peer_secret_file", &warnings));
+  for (const std::string& w : warnings) std::fprintf(stderr, "adapterd: warning: %s\n", w.c_str());
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
+  const std::string secret(absl::StripAsciiWhitespace(text));
+  if (secret.size() < 16) {
+    return absl::InvalidArgumentError(absl::StrCat("--peer_secret_file ", file, " holds ", secret.size(),
+                                                   " bytes; the replicas' shared secret needs at least 16"));
+  }
+  return secret;
 }
 
 absl::StatusOr<c10::Device> ParseDevice(const std::string& s) {
@@ -164,6 +181,7 @@ absl::Status Server::StartAll() {
   if (!o.peers.empty()) {
     api::ShardFanout::Options fo;
     fo.peers = o.peers;
+    ASSIGN_OR_RETURN(fo.secret, ReadPeerSecret(o.peer_secret_file));
     if (use_tls) {
       // Replicas call each other as clients: this certificate identifies
       // this replica to peers that require client certificates.
@@ -279,6 +297,9 @@ absl::Status Server::StartAll() {
   bo.engine = p.engine.get();
   bo.encoder = p.model.encoder.get();
   bo.training_defaults = defaults;
+  bo.max_client_streams = o.max_client_streams;
+  bo.max_client_streams_per_tenant = o.max_client_streams_per_tenant;
+  bo.max_import_bytes_in_flight = o.max_import_bytes_in_flight;
   ASSIGN_OR_RETURN(p.backend, api::Backend::Create(std::move(bo)));
 
   if (!o.backup_dir.empty()) {

@@ -40,6 +40,12 @@ absl::Status ServerOptions::Validate() const {
     return bad("tenant limits must be >= 1");
   }
   if (predict_rate < 0 || predict_burst < 0) return bad("--predict_rate and --predict_burst must be >= 0");
+  if (max_client_streams < 1 || max_client_streams_per_tenant < 1 || max_import_bytes_in_flight < 1) {
+    return bad("--max_client_streams, --max_client_streams_per_tenant and --max_import_bytes_in_flight must be >= 1");
+  }
+  if (!peers.empty() && peer_secret_file.empty()) {
+    return bad("--peers needs --peer_secret_file: the replicas mark their own fan-out calls with that shared secret");
+  }
   if (threads < 0) return bad("--threads must be >= 0");
   for (const std::string& peer : peers) {
     const size_t colon = peer.rfind(':');
@@ -131,13 +137,22 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   app.add_option("--max_tasks", o.max_tasks, "Tasks per tenant (default quota)");
   app.add_option("--max_queued_jobs", o.max_queued_jobs, "Jobs waiting per tenant (default quota)");
   app.add_option("--max_texts_per_predict", o.max_texts_per_predict, "Texts in one Predict (default quota)");
-  app.add_option("--max_dataset_bytes", o.max_dataset_bytes, "Bytes of text per dataset (default quota)");
+  app.add_option("--max_dataset_bytes", o.max_dataset_bytes,
+                 "Bytes of text in all of a tenant's datasets, stored and being uploaded (default quota)");
   app.add_option("--predict_rate", o.predict_rate, "Predict requests/s per tenant; 0 = unlimited (default quota)");
   app.add_option("--predict_burst", o.predict_burst, "Token-bucket size for --predict_rate; 0 = max(1, rate)");
+  app.add_option("--max_client_streams", o.max_client_streams,
+                 "UploadDataset and ImportAdapter streams open at once, all tenants together");
+  app.add_option("--max_client_streams_per_tenant", o.max_client_streams_per_tenant,
+                 "UploadDataset and ImportAdapter streams one tenant may have open at once");
+  app.add_option("--max_import_bytes_in_flight", o.max_import_bytes_in_flight,
+                 "Adapter file bytes all ImportAdapter calls in progress may hold in memory at once");
   app.add_option("--peers", o.peers,
                  "Every replica's gRPC host:port, this one's included (comma-separated): list calls then answer "
-                 "for all replicas (docs/DEPLOYMENT.md)")
+                 "for all replicas, and calls about a task must carry it in x-task-id (docs/DEPLOYMENT.md)")
       ->delimiter(',');
+  app.add_option("--peer_secret_file", o.peer_secret_file,
+                 "File with the secret all --peers replicas share (>= 16 bytes): marks their fan-out calls");
   app.add_option("--backup_dir", o.backup_dir,
                  "Directory for online RocksDB backups (BackupEngine); empty = none. Restore with `adapterd restore`");
   app.add_option("--backup_interval_seconds", o.backup_interval_seconds,

@@ -62,13 +62,23 @@ struct ServerOptions {
   int64_t max_tasks = 1000;                 // per tenant (defaults for the tenants file)
   int64_t max_queued_jobs = 16;
   int64_t max_texts_per_predict = 256;
-  int64_t max_dataset_bytes = 256ll << 20;
+  int64_t max_dataset_bytes = 256ll << 20;  // text in all of a tenant's datasets
   double predict_rate = 0;                  // Predict requests/s per tenant; 0 = unlimited
   double predict_burst = 0;
+  // Client streams (UploadDataset, ImportAdapter) open at once, in total and
+  // per tenant, and the adapter bytes imports may hold in memory at once.
+  int64_t max_client_streams = 64;
+  int64_t max_client_streams_per_tenant = 8;
+  int64_t max_import_bytes_in_flight = 1ll << 30;
   // --- scale-out (docs/DEPLOYMENT.md) ---
-  // Every replica's gRPC address, this one's included. When set, ListTasks
-  // and ListTrainingJobs answer for all replicas (api/shard_fanout.h).
+  // Every replica's gRPC address, this one's included. When set, list calls
+  // answer for all replicas (api/shard_fanout.h), and calls about a task
+  // must carry it in x-task-id.
   std::vector<std::string> peers;
+  // A file holding the secret every replica shares (at least 16 bytes;
+  // surrounding whitespace ignored): it marks the replicas' own fan-out
+  // calls. Required with --peers.
+  std::string peer_secret_file;
   // --- backups (storage/backup.h) ---
   std::string backup_dir;                   // "" = no scheduled backups
   int64_t backup_interval_seconds = 3600;   // between scheduled backups (SIGUSR1: one now)

@@ -1,6 +1,8 @@
 #include "server/api/backend.h"
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "server/api/request_checks.h"
 #include "server/api/page_token.h"
 #include "server/model/adapter_format.h"
+#include "server/model/safetensors.h"
 #include "server/training/job_runner.h"
 #include "storage/adapter_store.h"
 #include "storage/dataset_store.h"
@@ -26,13 +29,9 @@ namespace {
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
-// Trainable parameters of a task: per layer two adapters and two LayerNorm
-// affines, the embedding LayerNorm, and the head.
 int64_t TaskParameters(const model::BertConfig& c, const v1::TaskRecord& t) {
-  const int64_t d = c.hidden_size;
-  const int64_t m = t.adapter_config().bottleneck_size();
-  const int64_t labels = t.labels_size();
-  return c.num_hidden_layers * (2 * model::AdapterParameterCount(d, m) + 4 * d) + 2 * d + labels * d + labels;
+  return model::AdapterSetParameterCount(c.num_hidden_layers, c.hidden_size, t.adapter_config().bottleneck_size(),
+                                         t.labels_size());
 }
 
 }  // namespace
@@ -76,11 +75,12 @@ v1::Dataset ToApi(const v1::DatasetRecord& r) {
 // --- DatasetUpload ---------------------------------------------------------------
 
 DatasetUpload::DatasetUpload(Backend* backend, const Tenant* tenant, std::string dataset_id,
-                             std::string display_name)
+                             std::string display_name, UsageLedger::Hold bytes)
     : backend_(backend),
       tenant_(tenant),
       dataset_id_(std::move(dataset_id)),
       display_name_(std::move(display_name)),
+      bytes_(std::move(bytes)),
       sha_(std::make_unique<Sha256>()) {
   record_.set_tenant(tenant_->id());
   record_.set_dataset_id(dataset_id_);
@@ -104,12 +104,13 @@ absl::Status DatasetUpload::AddChunk(const v1::DatasetChunk& chunk) {
     RETURN_IF_ERROR(CheckExample(e, index));
     bytes += static_cast<int64_t>(e.text().size() + e.text_pair().size() + e.label().size());
   }
-  const int64_t limit = tenant_->quotas().max_dataset_bytes;
-  if (record_.num_bytes() + bytes > limit) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("dataset exceeds the tenant's limit of ", limit, " bytes of text"));
-  }
   if (chunk.examples_size() == 0) return absl::OkStatus();
+  // The quota covers every dataset of the tenant, stored or being uploaded.
+  if (absl::Status s = bytes_.Grow(bytes, tenant_->quotas().max_dataset_bytes); !s.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the tenant's datasets would pass its limit of ", tenant_->quotas().max_dataset_bytes,
+        " bytes of text (", s.message(), "); delete datasets it no longer needs (DeleteDataset)"));
+  }
   RETURN_IF_ERROR(backend_->db().datasets().PutChunk(tenant_->id(), dataset_id_, next_chunk_, chunk));
   ++next_chunk_;
   for (const v1::Example& e : chunk.examples()) {
@@ -137,7 +138,99 @@ absl::StatusOr<v1::Dataset> DatasetUpload::Finish() {
   std::sort(record_.mutable_labels()->begin(), record_.mutable_labels()->end());
   RETURN_IF_ERROR(backend_->db().datasets().PutRecord(record_));
   finished_ = true;
+  bytes_.Keep();  // counted until the dataset is deleted
   return ToApi(record_);
+}
+
+// --- AdapterImport ---------------------------------------------------------------
+
+namespace {
+
+// An adapter file's header is a few kB (names, shapes and offsets of a few
+// hundred tensors); a longer one is not an adapter file.
+constexpr uint64_t kMaxAdapterHeaderBytes = 1 << 20;
+
+}  // namespace
+
+AdapterImport::AdapterImport(Backend* backend, const Tenant* tenant, std::string task_id, int64_t declared_bytes,
+                             UsageLedger::Hold memory)
+    : backend_(backend),
+      tenant_(tenant),
+      task_id_(std::move(task_id)),
+      declared_bytes_(declared_bytes),
+      memory_(std::move(memory)) {}
+
+absl::Status AdapterImport::CheckHeader(uint64_t total_bytes,
+                                        const std::map<std::string, std::string, std::less<>>& metadata,
+                                        uint64_t header_bytes) {
+  const int64_t limit = backend_->options_.max_adapter_bytes;
+  if (total_bytes > static_cast<uint64_t>(limit)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the adapter file is ", total_bytes, " bytes; this server imports at most ", limit));
+  }
+  if (declared_bytes_ > 0 && static_cast<uint64_t>(declared_bytes_) != total_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("metadata.total_bytes says ", declared_bytes_,
+                                                   " bytes, but the file's header describes ", total_bytes));
+  }
+  ASSIGN_OR_RETURN(model::AdapterFileInfo info, model::ReadAdapterInfo(metadata));
+  const model::BertEncoder& encoder = *backend_->options_.encoder;
+  if (info.num_layers != encoder.config().num_hidden_layers || info.hidden_size != encoder.config().hidden_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the adapter file is for an encoder of ", info.num_layers, " layers of width ", info.hidden_size,
+        "; this server runs ", encoder.config().num_hidden_layers, " layers of width ", encoder.config().hidden_size));
+  }
+  const int64_t most = model::MaxAdapterFileBytes(encoder.config(), info, static_cast<int64_t>(header_bytes));
+  if (total_bytes > static_cast<uint64_t>(most)) {
+    return absl::InvalidArgumentError(absl::StrCat("the adapter file is ", total_bytes, " bytes; an adapter of ",
+                                                   info.config.labels.size(), " labels and bottleneck ",
+                                                   info.config.bottleneck_size, " for this encoder is at most ", most));
+  }
+  // The whole file is reserved now, before the rest of it is received.
+  RETURN_IF_ERROR(memory_.Grow(static_cast<int64_t>(total_bytes) - memory_.amount(), UsageLedger::kUnlimited));
+  expected_bytes_ = total_bytes;
+  bytes_.reserve(total_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status AdapterImport::AddChunk(std::string_view chunk) {
+  if (expected_bytes_ > 0) {
+    if (bytes_.size() + chunk.size() > expected_bytes_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the adapter file runs past the ", expected_bytes_, " bytes its header announces"));
+    }
+    bytes_.append(chunk);
+    return absl::OkStatus();
+  }
+  // Before the header is whole, only what is buffered is held.
+  if (static_cast<int64_t>(bytes_.size() + chunk.size()) > backend_->options_.max_adapter_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("adapter file larger than ", backend_->options_.max_adapter_bytes,
+                                                     " bytes"));
+  }
+  const int64_t buffered = static_cast<int64_t>(bytes_.size() + chunk.size());
+  if (buffered > memory_.amount()) RETURN_IF_ERROR(memory_.Grow(buffered - memory_.amount(), UsageLedger::kUnlimited));
+  bytes_.append(chunk);
+  ASSIGN_OR_RETURN(std::optional<model::SafetensorsHeader> header,
+                   model::ReadSafetensorsHeader({reinterpret_cast<const std::byte*>(bytes_.data()), bytes_.size()},
+                                                {.max_header_bytes = kMaxAdapterHeaderBytes}));
+  if (!header.has_value()) return absl::OkStatus();
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes_.data(), sizeof(header_len));  // little-endian, as the format
+  RETURN_IF_ERROR(CheckHeader(header->total_bytes, header->metadata, sizeof(header_len) + header_len));
+  if (bytes_.size() > expected_bytes_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the adapter file runs past the ", expected_bytes_, " bytes its header announces"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Task> AdapterImport::Finish() {
+  if (expected_bytes_ == 0 || bytes_.size() != expected_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat("the adapter file ended after ", bytes_.size(), " bytes",
+                                                   expected_bytes_ > 0 ? absl::StrCat(" of the ", expected_bytes_,
+                                                                                      " its header announces")
+                                                                       : std::string(", inside its header")));
+  }
+  return backend_->ImportAdapter(*tenant_, task_id_, std::move(bytes_));
 }
 
 // --- Backend ---------------------------------------------------------------------
@@ -160,22 +253,73 @@ absl::StatusOr<std::unique_ptr<DatasetUpload>> Backend::BeginUpload(
   RETURN_IF_ERROR(CheckUploadMetadata(meta, route_task));
   std::string id = meta.dataset_id();
   if (id.empty()) id = MintId("ds", NowMicros(), route_task);
-  absl::StatusOr<v1::DatasetRecord> existing = options_.db->datasets().Get(tenant.id(), id);
-  if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("dataset '", id, "' already exists"));
-  if (!absl::IsNotFound(existing.status())) return existing.status();
+  // Claim the id first, then look: an upload of the same id that finishes
+  // in between has written its record before it released the claim.
   {
     absl::MutexLock lock(&uploads_mu_);
     if (!uploads_.insert(absl::StrCat(tenant.id(), "/", id)).second) {
       return absl::AlreadyExistsError(absl::StrCat("dataset '", id, "' is being uploaded by another stream"));
     }
   }
-  return std::unique_ptr<DatasetUpload>(new DatasetUpload(this, &tenant, id, meta.display_name()));
+  auto release = [&] { EndUpload(tenant.id(), id); };
+  absl::StatusOr<v1::DatasetRecord> existing = options_.db->datasets().Get(tenant.id(), id);
+  if (existing.ok() || !absl::IsNotFound(existing.status())) {
+    release();
+    if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("dataset '", id, "' already exists"));
+    return existing.status();
+  }
+  // Chunks an upload that never committed left under this id (one a crash
+  // cut short) must not be read as this one's.
+  absl::Status cleared = options_.db->datasets().ClearChunks(tenant.id(), id);
+  absl::StatusOr<UsageLedger::Hold> bytes =
+      cleared.ok() ? dataset_bytes_.Open(tenant.id(), [&] { return StoredDatasetBytes(tenant.id()); })
+                   : absl::StatusOr<UsageLedger::Hold>(cleared);
+  if (!bytes.ok()) {
+    release();
+    return bytes.status();
+  }
+  return std::unique_ptr<DatasetUpload>(new DatasetUpload(this, &tenant, id, meta.display_name(), *std::move(bytes)));
 }
 
 absl::StatusOr<v1::Dataset> Backend::GetDataset(const Tenant& tenant, const v1::GetDatasetRequest& request) {
   RETURN_IF_ERROR(CheckGetDatasetRequest(request));
   ASSIGN_OR_RETURN(v1::DatasetRecord r, options_.db->datasets().Get(tenant.id(), request.dataset_id()));
   return ToApi(r);
+}
+
+absl::StatusOr<v1::ListDatasetsResponse> Backend::ListDatasets(const Tenant& tenant,
+                                                               const v1::ListDatasetsRequest& request) {
+  RETURN_IF_ERROR(CheckListDatasetsRequest(request));
+  ASSIGN_OR_RETURN(const int want, EffectivePageSize(request.page_size()));
+  ASSIGN_OR_RETURN(const std::string token, DecodePageToken("datasets", tenant.id(), request.page_token()));
+  ASSIGN_OR_RETURN(storage::DatasetStore::Page page, options_.db->datasets().List(tenant.id(), want, token));
+  v1::ListDatasetsResponse out;
+  for (const v1::DatasetRecord& r : page.datasets) *out.add_datasets() = ToApi(r);
+  out.set_next_page_token(EncodePageToken("datasets", tenant.id(), page.next_page_token));
+  return out;
+}
+
+absl::Status Backend::DeleteDataset(const Tenant& tenant, const v1::DeleteDatasetRequest& request) {
+  RETURN_IF_ERROR(CheckDeleteDatasetRequest(request));
+  // A dataset being uploaded has no record yet: NOT_FOUND, as the proto says.
+  ASSIGN_OR_RETURN(v1::DatasetRecord gone, options_.queue->DeleteDataset(tenant.id(), request.dataset_id()));
+  dataset_bytes_.Subtract(tenant.id(), gone.num_bytes());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Backend::StoredDatasetBytes(const std::string& tenant) const {
+  int64_t total = 0;
+  std::string token;
+  do {
+    ASSIGN_OR_RETURN(storage::DatasetStore::Page page, options_.db->datasets().List(tenant, storage::kMaxPageSize, token));
+    for (const v1::DatasetRecord& r : page.datasets) total += r.num_bytes();
+    token = page.next_page_token;
+  } while (!token.empty());
+  return total;
+}
+
+absl::StatusOr<UsageLedger::Hold> Backend::AdmitClientStream(const Tenant& tenant) {
+  return client_streams_.Take(tenant.id(), 1, options_.max_client_streams_per_tenant);
 }
 
 absl::Status Backend::CheckTaskQuota(const Tenant& tenant, const std::string& task_id) const {
@@ -334,9 +478,10 @@ absl::StatusOr<v1::ListTasksResponse> Backend::ListTasks(const Tenant& tenant, c
 
 absl::Status Backend::DeleteTask(const Tenant& tenant, const v1::DeleteTaskRequest& request) {
   RETURN_IF_ERROR(CheckDeleteTaskRequest(request));
-  RETURN_IF_ERROR(options_.db->tasks().Delete(tenant.id(), request.task_id()));
+  // The queue cancels the task's jobs first, so none brings it back.
+  absl::Status deleted = options_.queue->DeleteTask(tenant.id(), request.task_id());
   options_.engine->cache().Invalidate(tenant.id(), request.task_id());
-  return absl::OkStatus();
+  return deleted;
 }
 
 absl::Status Backend::ExportAdapter(const Tenant& tenant, const v1::ExportAdapterRequest& request,
@@ -366,6 +511,21 @@ absl::Status Backend::ExportAdapter(const Tenant& tenant, const v1::ExportAdapte
     if (!send(msg)) return absl::CancelledError("the client went away");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<AdapterImport>> Backend::BeginImport(
+    const Tenant& tenant, const v1::ImportAdapterRequest::Metadata& metadata) {
+  RETURN_IF_ERROR(CheckImportAdapterMetadata(metadata));
+  if (metadata.total_bytes() > options_.max_adapter_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("the adapter file is ", metadata.total_bytes(),
+                                                     " bytes; this server imports at most ", options_.max_adapter_bytes));
+  }
+  ASSIGN_OR_RETURN(UsageLedger::Hold memory, import_bytes_.Open(tenant.id(), nullptr));
+  // A declared size is reserved at once: refused now rather than after the
+  // bytes are sent.
+  if (metadata.total_bytes() > 0) RETURN_IF_ERROR(memory.Grow(metadata.total_bytes(), UsageLedger::kUnlimited));
+  return std::unique_ptr<AdapterImport>(
+      new AdapterImport(this, &tenant, metadata.task_id(), metadata.total_bytes(), std::move(memory)));
 }
 
 absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std::string& task_id, std::string bytes) {

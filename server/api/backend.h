@@ -16,9 +16,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -28,6 +30,7 @@
 #include "common/sha256.h"
 #include "proto/adapterd/v1/adapterd_service.pb.h"
 #include "server/api/tenants.h"
+#include "server/api/usage_ledger.h"
 #include "server/model/bert_encoder.h"
 #include "server/serving/inference_engine.h"
 #include "server/training/job_queue.h"
@@ -47,7 +50,8 @@ class DatasetUpload {
   ~DatasetUpload();
   // Validates and stores one chunk: every example needs a non-empty, valid
   // UTF-8 text and label (INVALID_ARGUMENT naming the example's index in the
-  // dataset); RESOURCE_EXHAUSTED past the tenant's max_dataset_bytes.
+  // dataset); RESOURCE_EXHAUSTED when the tenant's datasets, stored and
+  // being uploaded, would pass its max_dataset_bytes.
   absl::Status AddChunk(const v1::DatasetChunk& chunk);
   // Writes the metadata record (the dataset becomes visible).
   // INVALID_ARGUMENT for an empty dataset.
@@ -55,15 +59,49 @@ class DatasetUpload {
 
  private:
   friend class Backend;
-  DatasetUpload(Backend* backend, const Tenant* tenant, std::string dataset_id, std::string display_name);
+  DatasetUpload(Backend* backend, const Tenant* tenant, std::string dataset_id, std::string display_name,
+                UsageLedger::Hold bytes);
   Backend* backend_;
   const Tenant* tenant_;
   std::string dataset_id_;
   std::string display_name_;
+  UsageLedger::Hold bytes_;  // this upload's bytes in the tenant's quota
   v1::DatasetRecord record_;
   int64_t next_chunk_ = 0;
   bool finished_ = false;
   std::unique_ptr<Sha256> sha_;
+};
+
+// One adapter file being imported (the ImportAdapter stream), held in memory
+// until it is whole. Each chunk is checked as it arrives: as soon as the
+// file's header is in, its size and metadata are checked (larger than the
+// server takes, or than any adapter of its bottleneck and labels for this
+// encoder: RESOURCE_EXHAUSTED; another encoder or layout:
+// FAILED_PRECONDITION; not an adapter file: INVALID_ARGUMENT) and the whole
+// size is reserved against the server's import memory, before the rest of
+// the file is received. Not thread-safe: one stream drives it.
+class AdapterImport {
+ public:
+  // Appends one chunk (see above); INVALID_ARGUMENT for bytes past the size
+  // the header (or the metadata's total_bytes) announced.
+  absl::Status AddChunk(std::string_view chunk);
+  // Creates the task from the complete file (Backend::ImportAdapter's checks).
+  absl::StatusOr<v1::Task> Finish();
+
+ private:
+  friend class Backend;
+  AdapterImport(Backend* backend, const Tenant* tenant, std::string task_id, int64_t declared_bytes,
+                UsageLedger::Hold memory);
+  // The header is whole: size and metadata checks, reserve the file.
+  absl::Status CheckHeader(uint64_t total_bytes, const std::map<std::string, std::string, std::less<>>& metadata,
+                           uint64_t header_bytes);
+  Backend* backend_;
+  const Tenant* tenant_;
+  std::string task_id_;
+  int64_t declared_bytes_;  // the metadata's total_bytes; 0 = not given
+  UsageLedger::Hold memory_;
+  std::string bytes_;
+  uint64_t expected_bytes_ = 0;  // 0 until the header is in
 };
 
 class Backend {
@@ -76,6 +114,12 @@ class Backend {
     training::Hyperparameters training_defaults;
     // Largest adapter file ImportAdapter accepts.
     int64_t max_adapter_bytes = 512ll << 20;
+    // Adapter file bytes all imports in progress may hold in memory at once.
+    int64_t max_import_bytes_in_flight = 1ll << 30;
+    // Client streams (UploadDataset, ImportAdapter) open at once: in total,
+    // and per tenant.
+    int64_t max_client_streams = 64;
+    int64_t max_client_streams_per_tenant = 8;
     // Bytes per ExportAdapter message.
     int64_t export_chunk_bytes = 1 << 20;
     // How long WatchJob waits for events before re-checking `cancelled`.
@@ -91,6 +135,15 @@ class Backend {
                                                              const v1::UploadDatasetRequest::Metadata& meta,
                                                              const std::string& route_task = "");
   absl::StatusOr<v1::Dataset> GetDataset(const Tenant& tenant, const v1::GetDatasetRequest& request);
+  absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Tenant& tenant, const v1::ListDatasetsRequest& request);
+  // FAILED_PRECONDITION (naming the job) while an unfinished job uses it.
+  absl::Status DeleteDataset(const Tenant& tenant, const v1::DeleteDatasetRequest& request);
+
+  // A slot for one client stream (UploadDataset or ImportAdapter), taken
+  // before its first message is read and held until the call ends:
+  // RESOURCE_EXHAUSTED past max_client_streams(_per_tenant), so idle streams
+  // cannot pin a server thread each without bound.
+  absl::StatusOr<UsageLedger::Hold> AdmitClientStream(const Tenant& tenant);
 
   // --- training jobs ----------------------------------------------------------
   absl::StatusOr<v1::TrainingJob> CreateTrainingJob(const Tenant& tenant,
@@ -116,9 +169,11 @@ class Backend {
   // total_bytes); stops early with CANCELLED when `send` returns false.
   absl::Status ExportAdapter(const Tenant& tenant, const v1::ExportAdapterRequest& request,
                              const std::function<bool(const v1::ExportAdapterResponse&)>& send);
+  // Starts an import from its first message.
+  absl::StatusOr<std::unique_ptr<AdapterImport>> BeginImport(const Tenant& tenant,
+                                                             const v1::ImportAdapterRequest::Metadata& metadata);
   // Creates task `task_id` from a complete adapter file.
   absl::StatusOr<v1::Task> ImportAdapter(const Tenant& tenant, const std::string& task_id, std::string bytes);
-  int64_t max_adapter_bytes() const { return options_.max_adapter_bytes; }
 
   // --- predict ----------------------------------------------------------------
   absl::StatusOr<v1::PredictResponse> Predict(const Tenant& tenant, const v1::PredictRequest& request,
@@ -128,14 +183,25 @@ class Backend {
 
  private:
   friend class DatasetUpload;
-  explicit Backend(Options options) : options_(std::move(options)) {}
+  friend class AdapterImport;
+  explicit Backend(Options options)
+      : options_(std::move(options)),
+        client_streams_("open upload and import streams", options_.max_client_streams),
+        import_bytes_("bytes of adapter files being imported", options_.max_import_bytes_in_flight) {}
   // RESOURCE_EXHAUSTED when the tenant owns max_tasks tasks and `task_id`
   // is not one of them.
   absl::Status CheckTaskQuota(const Tenant& tenant, const std::string& task_id) const;
   absl::StatusOr<v1::Task> TaskView(const v1::TaskRecord& record, bool with_size) const;
+  // Bytes of text of the tenant's stored datasets.
+  absl::StatusOr<int64_t> StoredDatasetBytes(const std::string& tenant) const;
   void EndUpload(const std::string& tenant, const std::string& dataset_id);
 
   Options options_;
+  UsageLedger client_streams_;
+  UsageLedger import_bytes_;
+  // Bytes of text of each tenant's datasets: stored (read from storage at
+  // each upload's start) and being uploaded.
+  UsageLedger dataset_bytes_{"bytes of dataset text", UsageLedger::kUnlimited};
   absl::Mutex uploads_mu_;  // protects uploads_
   // "tenant/dataset_id" of uploads in progress (so two streams cannot
   // interleave chunks under one id).

@@ -1,6 +1,8 @@
 #include "server/api/grpc_service.h"
 
 #include <chrono>
+#include <optional>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +10,7 @@
 #include "common/routing.h"
 #include "common/status_macros.h"
 #include "server/api/grpc_status.h"
+#include "server/api/ids.h"
 #include "server/api/request_checks.h"
 
 namespace adapterd::api {
@@ -21,6 +24,14 @@ absl::Time Deadline(const grpc::ServerContext* ctx) {
 }
 
 absl::Status ShuttingDown() { return absl::UnavailableError("adapterd is shutting down; retry the call"); }
+
+// The value of metadata `key`, or nullopt.
+std::optional<std::string> Metadata(const grpc::ServerContext& ctx, std::string_view key) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find(grpc::string_ref(key.data(), key.size()));
+  if (it == md.end()) return std::nullopt;
+  return std::string(it->second.data(), it->second.size());
+}
 
 }  // namespace
 
@@ -45,6 +56,14 @@ absl::Status GrpcService::StopReason(grpc::ServerContext* ctx, bool client_strea
     if (absl::Now() < streams_deadline_) return absl::OkStatus();
   }
   return ShuttingDown();
+}
+
+absl::Status GrpcService::CheckRoute(const grpc::ServerContext& ctx, std::string_view task) const {
+  // A lone server serves every task; an empty or malformed id is the
+  // request checks' to refuse.
+  if (options_.fanout == nullptr || !ValidateId("task_id", std::string(task)).ok()) return absl::OkStatus();
+  const std::optional<std::string> header = Metadata(ctx, kTaskRoutingHeader);
+  return CheckRoutingHeader(task, header.has_value() ? &*header : nullptr);
 }
 
 absl::Status GrpcService::CheckCleanEnd(grpc::ServerContext* ctx, const char* what) const {
@@ -101,16 +120,21 @@ grpc::Status GrpcService::UploadDataset(grpc::ServerContext* ctx,
                                         grpc::ServerReader<v1::UploadDatasetRequest>* reader,
                                         v1::Dataset* response) {
   return Handle("UploadDataset", ctx, [&](const Tenant& tenant) -> absl::Status {
+    // Before the first read: an idle stream holds a server thread.
+    ASSIGN_OR_RETURN(UsageLedger::Hold slot, backend().AdmitClientStream(tenant));
+    // A server-assigned id carries the task the upload is made for, so later
+    // calls naming the dataset can be routed (common/routing.h).
+    const std::string route_task = Metadata(*ctx, kTaskRoutingHeader).value_or("");
+    if (options_.fanout != nullptr && route_task.empty()) {
+      // The dataset would land on whichever replica the router picks, where
+      // no job for its task can read it.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this server is one of several task-sharded replicas: upload a dataset for the task that will train on it, "
+          "with the metadata ", std::string(kTaskRoutingHeader), ": <task_id> (adapterctl datasets upload --task)"));
+    }
     v1::UploadDatasetRequest msg;
     if (!reader->Read(&msg)) return absl::InvalidArgumentError("the upload stream is empty");
     if (!msg.has_metadata()) return absl::InvalidArgumentError("the first message must carry metadata");
-    // A server-assigned id carries the task the upload is made for, so later
-    // calls naming the dataset can be routed (common/routing.h).
-    std::string route_task;
-    const auto& md = ctx->client_metadata();
-    if (auto it = md.find(std::string(kTaskRoutingHeader)); it != md.end()) {
-      route_task.assign(it->second.data(), it->second.size());
-    }
     ASSIGN_OR_RETURN(std::unique_ptr<DatasetUpload> upload,
                      backend().BeginUpload(tenant, msg.metadata(), route_task));
     while (reader->Read(&msg)) {
@@ -127,14 +151,36 @@ grpc::Status GrpcService::UploadDataset(grpc::ServerContext* ctx,
 grpc::Status GrpcService::GetDataset(grpc::ServerContext* ctx, const v1::GetDatasetRequest* request,
                                      v1::Dataset* response) {
   return Handle("GetDataset", ctx, [&](const Tenant& t) -> absl::Status {
+    RETURN_IF_ERROR(CheckRoute(*ctx, RoutingTaskOf(request->dataset_id())));
     ASSIGN_OR_RETURN(*response, backend().GetDataset(t, *request));
     return absl::OkStatus();
+  });
+}
+
+grpc::Status GrpcService::ListDatasets(grpc::ServerContext* ctx, const v1::ListDatasetsRequest* request,
+                                       v1::ListDatasetsResponse* response) {
+  return Handle("ListDatasets", ctx, [&](const Tenant& t) -> absl::Status {
+    if (FansOut(*ctx)) {
+      ASSIGN_OR_RETURN(*response, options_.fanout->ListDatasets(*ctx, t.id(), *request));
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(*response, backend().ListDatasets(t, *request));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status GrpcService::DeleteDataset(grpc::ServerContext* ctx, const v1::DeleteDatasetRequest* request,
+                                        v1::DeleteDatasetResponse*) {
+  return Handle("DeleteDataset", ctx, [&](const Tenant& t) -> absl::Status {
+    RETURN_IF_ERROR(CheckRoute(*ctx, RoutingTaskOf(request->dataset_id())));
+    return backend().DeleteDataset(t, *request);
   });
 }
 
 grpc::Status GrpcService::CreateTrainingJob(grpc::ServerContext* ctx, const v1::CreateTrainingJobRequest* request,
                                             v1::TrainingJob* response) {
   return Handle("CreateTrainingJob", ctx, [&](const Tenant& t) -> absl::Status {
+    RETURN_IF_ERROR(CheckRoute(*ctx, request->task_id()));
     ASSIGN_OR_RETURN(*response, backend().CreateTrainingJob(t, *request));
     return absl::OkStatus();
   });
@@ -143,6 +189,7 @@ grpc::Status GrpcService::CreateTrainingJob(grpc::ServerContext* ctx, const v1::
 grpc::Status GrpcService::GetTrainingJob(grpc::ServerContext* ctx, const v1::GetTrainingJobRequest* request,
                                          v1::TrainingJob* response) {
   return Handle("GetTrainingJob", ctx, [&](const Tenant& t) -> absl::Status {
+    RETURN_IF_ERROR(CheckRoute(*ctx, RoutingTaskOf(request->job_id())));
     ASSIGN_OR_RETURN(*response, backend().GetTrainingJob(t, *request));
     return absl::OkStatus();
   });
@@ -163,6 +210,7 @@ grpc::Status GrpcService::ListTrainingJobs(grpc::ServerContext* ctx, const v1::L
 grpc::Status GrpcService::CancelTrainingJob(grpc::ServerContext* ctx, const v1::CancelTrainingJobRequest* request,
                                             v1::TrainingJob* response) {
   return Handle("CancelTrainingJob", ctx, [&](const Tenant& t) -> absl::Status {
+    RETURN_IF_ERROR(CheckRoute(*ctx, RoutingTaskOf(request->job_id())));
     ASSIGN_OR_RETURN(*response, backend().CancelTrainingJob(t, *request));
     return absl::OkStatus();
   });
@@ -171,6 +219,7 @@ grpc::Status GrpcService::CancelTrainingJob(grpc::ServerContext* ctx, const v1::
 grpc::Status GrpcService::WatchTrainingJob(grpc::ServerContext* ctx, const v1::WatchTrainingJobRequest* request,
                                            grpc::ServerWriter<v1::WatchTrainingJobResponse>* writer) {
   return Handle("WatchTrainingJob", ctx, [&](const Tenant& t) {
+    RETURN_IF_ERROR(CheckRoute(*ctx, RoutingTaskOf(request->job_id())));
     return backend().WatchTrainingJob(
         t, *request, [&](const v1::WatchTrainingJobResponse& msg) { return writer->Write(msg); },
         [&] { return StopReason(ctx, /*client_stream=*/false); });
@@ -179,6 +228,7 @@ grpc::Status GrpcService::WatchTrainingJob(grpc::ServerContext* ctx, const v1::W
 
 grpc::Status GrpcService::GetTask(grpc::ServerContext* ctx, const v1::GetTaskRequest* request, v1::Task* response) {
   return Handle("GetTask", ctx, [&](const Tenant& t) -> absl::Status {
+    RETURN_IF_ERROR(CheckRoute(*ctx, request->task_id()));
     ASSIGN_OR_RETURN(*response, backend().GetTask(t, *request));
     return absl::OkStatus();
   });
@@ -198,12 +248,16 @@ grpc::Status GrpcService::ListTasks(grpc::ServerContext* ctx, const v1::ListTask
 
 grpc::Status GrpcService::DeleteTask(grpc::ServerContext* ctx, const v1::DeleteTaskRequest* request,
                                      v1::DeleteTaskResponse*) {
-  return Handle("DeleteTask", ctx, [&](const Tenant& t) { return backend().DeleteTask(t, *request); });
+  return Handle("DeleteTask", ctx, [&](const Tenant& t) -> absl::Status {
+    RETURN_IF_ERROR(CheckRoute(*ctx, request->task_id()));
+    return backend().DeleteTask(t, *request);
+  });
 }
 
 grpc::Status GrpcService::ExportAdapter(grpc::ServerContext* ctx, const v1::ExportAdapterRequest* request,
                                         grpc::ServerWriter<v1::ExportAdapterResponse>* writer) {
   return Handle("ExportAdapter", ctx, [&](const Tenant& t) {
+    RETURN_IF_ERROR(CheckRoute(*ctx, request->task_id()));
     return backend().ExportAdapter(
         t, *request, [&](const v1::ExportAdapterResponse& msg) { return writer->Write(msg); });
   });
@@ -212,23 +266,20 @@ grpc::Status GrpcService::ExportAdapter(grpc::ServerContext* ctx, const v1::Expo
 grpc::Status GrpcService::ImportAdapter(grpc::ServerContext* ctx, grpc::ServerReader<v1::ImportAdapterRequest>* reader,
                                         v1::Task* response) {
   return Handle("ImportAdapter", ctx, [&](const Tenant& tenant) -> absl::Status {
+    ASSIGN_OR_RETURN(UsageLedger::Hold slot, backend().AdmitClientStream(tenant));
     v1::ImportAdapterRequest msg;
     if (!reader->Read(&msg)) return absl::InvalidArgumentError("the import stream is empty");
     if (!msg.has_metadata()) return absl::InvalidArgumentError("the first message must carry metadata");
     RETURN_IF_ERROR(CheckImportAdapterMetadata(msg.metadata()));
-    const std::string task_id = msg.metadata().task_id();
-    std::string bytes;
-    const int64_t limit = backend().max_adapter_bytes();
+    RETURN_IF_ERROR(CheckRoute(*ctx, msg.metadata().task_id()));
+    ASSIGN_OR_RETURN(std::unique_ptr<AdapterImport> import, backend().BeginImport(tenant, msg.metadata()));
     while (reader->Read(&msg)) {
       RETURN_IF_ERROR(StopReason(ctx, /*client_stream=*/true));
       if (!msg.has_chunk()) return absl::InvalidArgumentError("only the first message may carry metadata");
-      if (static_cast<int64_t>(bytes.size() + msg.chunk().size()) > limit) {
-        return absl::ResourceExhaustedError(absl::StrCat("adapter file larger than ", limit, " bytes"));
-      }
-      bytes += msg.chunk();
+      RETURN_IF_ERROR(import->AddChunk(msg.chunk()));
     }
     RETURN_IF_ERROR(CheckCleanEnd(ctx, "import"));
-    ASSIGN_OR_RETURN(*response, backend().ImportAdapter(tenant, task_id, std::move(bytes)));
+    ASSIGN_OR_RETURN(*response, import->Finish());
     return absl::OkStatus();
   });
 }
@@ -238,6 +289,7 @@ grpc::Status GrpcService::Predict(grpc::ServerContext* ctx, const v1::PredictReq
   return Handle(
       "Predict", ctx,
       [&](const Tenant& t) -> absl::Status {
+        RETURN_IF_ERROR(CheckRoute(*ctx, request->task_id()));
         ASSIGN_OR_RETURN(*response, backend().Predict(t, *request, Deadline(ctx)));
         return absl::OkStatus();
       },

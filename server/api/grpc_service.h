@@ -2,7 +2,15 @@
 // method authenticates the caller (TenantRegistry), makes one call into the
 // Backend, maps the Status (grpc_status.h) and reports the call to an
 // observer (metrics). No business logic lives here. On a task-sharded
-// replica, list calls go to the ShardFanout instead of the Backend.
+// replica (--peers), list calls go to the ShardFanout instead of the
+// Backend, and a call about a task (or a job or dataset id that carries
+// one) is FAILED_PRECONDITION unless its x-task-id metadata names that task
+// (common/routing.h: a call the router sent to the wrong replica would
+// answer for, or create, a second copy of the task there); uploads must
+// name their task.
+//
+// Client streams take a slot (Backend::AdmitClientStream) before their first
+// message is read, so idle streams cannot hold server threads without bound.
 //
 // Client streams (UploadDataset, ImportAdapter) commit only when the client
 // ends the stream cleanly (half-close). A stream that ends any other way
@@ -23,6 +31,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -69,6 +78,10 @@ class GrpcService final : public v1::Adapterd::Service {
                              v1::Dataset* response) override;
   grpc::Status GetDataset(grpc::ServerContext* ctx, const v1::GetDatasetRequest* request,
                           v1::Dataset* response) override;
+  grpc::Status ListDatasets(grpc::ServerContext* ctx, const v1::ListDatasetsRequest* request,
+                            v1::ListDatasetsResponse* response) override;
+  grpc::Status DeleteDataset(grpc::ServerContext* ctx, const v1::DeleteDatasetRequest* request,
+                             v1::DeleteDatasetResponse* response) override;
   grpc::Status CreateTrainingJob(grpc::ServerContext* ctx, const v1::CreateTrainingJobRequest* request,
                                  v1::TrainingJob* response) override;
   grpc::Status GetTrainingJob(grpc::ServerContext* ctx, const v1::GetTrainingJobRequest* request,
@@ -100,8 +113,11 @@ class GrpcService final : public v1::Adapterd::Service {
   // True when a list call must answer for every replica (a --peers replica,
   // and the call is not itself a replica's fan-out).
   bool FansOut(const grpc::ServerContext& ctx) const {
-    return options_.fanout != nullptr && !ShardFanout::IsShardLocalCall(ctx);
+    return options_.fanout != nullptr && !options_.fanout->IsShardLocalCall(ctx);
   }
+  // On a task-sharded replica, OK only when the call's x-task-id names
+  // `task` ("" = the call names no task: nothing to check).
+  absl::Status CheckRoute(const grpc::ServerContext& ctx, std::string_view task) const;
 
   // OK, or why a streaming call must stop now: CANCELLED when the client
   // cancelled (or is gone, or its deadline passed), UNAVAILABLE when the

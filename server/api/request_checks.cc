@@ -50,7 +50,8 @@ absl::Status CheckUploadMetadata(const v1::UploadDatasetRequest::Metadata& metad
   if (metadata.dataset_id().empty()) {
     if (!route_task.empty()) RETURN_IF_ERROR(ValidateId("x-task-id metadata", route_task));
   } else {
-    RETURN_IF_ERROR(ValidateId("dataset_id", metadata.dataset_id(), kMaxMintedIdBytes));
+    // A client's id is 1-128 bytes; only ids the server mints are longer.
+    RETURN_IF_ERROR(ValidateId("dataset_id", metadata.dataset_id()));
   }
   if (!IsValidUtf8(metadata.display_name()) || metadata.display_name().size() > kMaxDisplayNameBytes) {
     return absl::InvalidArgumentError(
@@ -78,6 +79,14 @@ absl::Status CheckExample(const v1::Example& e, int64_t index) {
 }
 
 absl::Status CheckGetDatasetRequest(const v1::GetDatasetRequest& request) {
+  return ValidateId("dataset_id", request.dataset_id(), kMaxMintedIdBytes);
+}
+
+absl::Status CheckListDatasetsRequest(const v1::ListDatasetsRequest& request) {
+  return CheckPageRequest(request.page_size(), request.page_token());
+}
+
+absl::Status CheckDeleteDatasetRequest(const v1::DeleteDatasetRequest& request) {
   return ValidateId("dataset_id", request.dataset_id(), kMaxMintedIdBytes);
 }
 
@@ -138,7 +147,9 @@ absl::Status CheckExportAdapterRequest(const v1::ExportAdapterRequest& request) 
 }
 
 absl::Status CheckImportAdapterMetadata(const v1::ImportAdapterRequest::Metadata& metadata) {
-  return ValidateId("task_id", metadata.task_id());
+  RETURN_IF_ERROR(ValidateId("task_id", metadata.task_id()));
+  if (metadata.total_bytes() < 0) return absl::InvalidArgumentError("total_bytes must not be negative");
+  return absl::OkStatus();
 }
 
 }  // namespace adapterd::api

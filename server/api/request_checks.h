@@ -45,6 +45,8 @@ absl::Status CheckUploadMetadata(const v1::UploadDatasetRequest::Metadata& metad
 // message).
 absl::Status CheckExample(const v1::Example& example, int64_t index);
 absl::Status CheckGetDatasetRequest(const v1::GetDatasetRequest& request);
+absl::Status CheckListDatasetsRequest(const v1::ListDatasetsRequest& request);
+absl::Status CheckDeleteDatasetRequest(const v1::DeleteDatasetRequest& request);
 // Ids and dataset list; hyperparameter ranges are checked by
 // training::ResolveHyperparameters.
 absl::Status CheckCreateTrainingJobRequest(const v1::CreateTrainingJobRequest& request);

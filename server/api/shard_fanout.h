@@ -5,8 +5,11 @@
 // tasks and their jobs. A call that spans tasks (ListTasks, ListTrainingJobs)
 // reaches one replica; with --peers set, that replica asks every replica
 // (itself included, by address) for the same page, marking those calls with
-// `x-adapterd-shard-local: 1` so they answer from their own shard, forwards
-// the caller's `authorization`, and merges the pages:
+// `x-adapterd-shard-local: <the replicas' shared secret>` (--peer_secret_file)
+// so they answer from their own shard, forwards the caller's
+// `authorization`, and merges the pages. A shard-local header without the
+// secret (sent by an outside client) is ignored: the call fans out as any
+// other, so no client can get a silently partial list.
 //   - every replica lists in id order and resumes after the id a page token
 //     names (page_token.h), so one token is valid on every replica: the
 //     merged page is the smallest `page_size` ids of all replicas' pages, and
@@ -18,6 +21,8 @@
 //     bad token, UNAUTHENTICATED) are returned as they are.
 // Replicas must share the tenants file (the same keys authenticate
 // everywhere).
+//
+// ListDatasets, ListTasks and ListTrainingJobs fan out.
 //
 // Thread safety: thread-safe; peers are asked concurrently. Channels connect
 // lazily and are kept.
@@ -80,17 +85,22 @@ class ShardFanout {
     absl::Duration peer_deadline = absl::Seconds(30);
     // Credentials of the calls to peers; null = plaintext.
     std::shared_ptr<grpc::ChannelCredentials> credentials;
+    // The secret every replica shares; marks fan-out calls. Required.
+    std::string secret;
   };
   explicit ShardFanout(Options options);
 
-  // True when `ctx` is a replica's fan-out call (answer from this shard only).
-  static bool IsShardLocalCall(const grpc::ServerContext& ctx);
+  // True when `ctx` is a replica's fan-out call (answer from this shard
+  // only): it carries the shared secret.
+  bool IsShardLocalCall(const grpc::ServerContext& ctx) const;
 
   absl::StatusOr<v1::ListTasksResponse> ListTasks(const grpc::ServerContext& ctx, const std::string& tenant,
                                                   const v1::ListTasksRequest& request) const;
   absl::StatusOr<v1::ListTrainingJobsResponse> ListTrainingJobs(const grpc::ServerContext& ctx,
                                                                 const std::string& tenant,
                                                                 const v1::ListTrainingJobsRequest& request) const;
+  absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const grpc::ServerContext& ctx, const std::string& tenant,
+                                                        const v1::ListDatasetsRequest& request) const;
 
  private:
   struct Peer {
@@ -103,6 +113,7 @@ class ShardFanout {
                            const std::function<grpc::Status(const Peer&, grpc::ClientContext&, size_t)>& call) const;
 
   const Options options_;
+  const std::string secret_sha256_;
   std::vector<Peer> peers_;
 };
 

@@ -55,8 +55,9 @@ TEST(ServerOptions, TheEnvironmentConfiguresAServerWithNoArguments) {
   env.Set("ADAPTERD_DATA_DIR", "/data");
   env.Set("ADAPTERD_THREADS", "3");
   env.Set("ADAPTERD_PEERS", "a-0.a:8500,a-1.a:8500");
+  env.Set("ADAPTERD_PEER_SECRET_FILE", "/etc/adapterd/peer-secret");
   env.Set("ADAPTERD_PIN", "t1/x,t2/y");
-  env.Set("ADAPTERD_BACKUP_DIR", "/data/backups");
+  env.Set("ADAPTERD_BACKUP_DIR", "/backups");
   env.Set("ADAPTERD_MAX_TASKS", "77");
   int code = -1;
   ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({}, &code));
@@ -68,7 +69,8 @@ TEST(ServerOptions, TheEnvironmentConfiguresAServerWithNoArguments) {
   EXPECT_EQ(o.threads, 3);
   EXPECT_THAT(o.peers, ElementsAre("a-0.a:8500", "a-1.a:8500"));
   EXPECT_THAT(o.pinned_tasks, ElementsAre("t1/x", "t2/y"));
-  EXPECT_EQ(o.backup_dir, "/data/backups");
+  EXPECT_EQ(o.peer_secret_file, "/etc/adapterd/peer-secret");
+  EXPECT_EQ(o.backup_dir, "/backups");
   EXPECT_EQ(o.max_tasks, 77);
 }
 
@@ -103,6 +105,23 @@ TEST(ServerOptions, BadValuesFromTheEnvironmentAreRefusedNamingTheFlag) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--heap_release_interval_seconds")));
   env.Set("ADAPTERD_HEAP_RELEASE_INTERVAL_SECONDS", "0");  // never: allowed
   EXPECT_OK(Parse({}, &code).status());
+}
+
+// The second outside test's cases: `<data_dir>/db` was accepted as the backup
+// directory, and a replica answered any caller's shard-local header.
+TEST(ServerOptions, BackupsLiveOutsideTheDataDirAndReplicasNeedTheirSharedSecret) {
+  int code = 0;
+  for (const char* inside : {"/data/db", "/data/backups", "/data", "/data/../data/x", "/"}) {
+    EXPECT_THAT(Parse({"--model_dir", "/m", "--data_dir", "/data", "--backup_dir", inside}, &code).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside --data_dir")))
+        << inside;
+  }
+  EXPECT_OK(Parse({"--model_dir", "/m", "--data_dir", "/data", "--backup_dir", "/data-backups"}, &code).status());
+  EXPECT_THAT(Parse({"--model_dir", "/m", "--peers", "a:1,b:2"}, &code).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--peer_secret_file")));
+  EXPECT_OK(Parse({"--model_dir", "/m", "--peers", "a:1,b:2", "--peer_secret_file", "/s"}, &code).status());
+  EXPECT_THAT(Parse({"--model_dir", "/m", "--max_client_streams", "0"}, &code).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_client_streams")));
 }
 
 TEST(ServerOptions, DtypeAutoIsBf16WhereTheHardwareHasItAndFp32Elsewhere) {

@@ -3,8 +3,11 @@
 // One server per test suite: start-up loads a model and opens a database.
 #include <grpcpp/generic/generic_stub.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -306,6 +309,277 @@ TEST_F(ServerTest, DeletedTaskIsNotFound) {
   v1::PredictResponse resp;
   auto ctx2 = Ctx();
   EXPECT_EQ(stub_->Predict(ctx2.get(), req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// --- Helpers of the lifecycle tests below ------------------------------------------
+
+std::string ExportBytes(v1::Adapterd::Stub& stub, const std::string& task) {
+  v1::ExportAdapterRequest ex;
+  ex.set_task_id(task);
+  auto ctx = Ctx();
+  auto reader = stub.ExportAdapter(ctx.get(), ex);
+  v1::ExportAdapterResponse msg;
+  std::string bytes;
+  while (reader->Read(&msg)) bytes += msg.chunk();
+  EXPECT_TRUE(reader->Finish().ok());
+  return bytes;
+}
+
+// ImportAdapter with `metadata`, then `bytes` in chunks of `chunk`.
+grpc::Status Import(v1::Adapterd::Stub& stub, const v1::ImportAdapterRequest::Metadata& metadata,
+                    const std::string& bytes, size_t chunk = 4096) {
+  auto ctx = Ctx();
+  v1::Task task;
+  auto writer = stub.ImportAdapter(ctx.get(), &task);
+  v1::ImportAdapterRequest m;
+  *m.mutable_metadata() = metadata;
+  bool ok = writer->Write(m);
+  for (size_t off = 0; ok && off < bytes.size(); off += chunk) {
+    m.set_chunk(bytes.substr(off, chunk));
+    ok = writer->Write(m);
+  }
+  if (ok) writer->WritesDone();
+  return writer->Finish();
+}
+
+grpc::Status Import(v1::Adapterd::Stub& stub, const std::string& task, const std::string& bytes) {
+  v1::ImportAdapterRequest::Metadata md;
+  md.set_task_id(task);
+  return Import(stub, md, bytes);
+}
+
+absl::StatusOr<v1::TrainingJob> GetJob(v1::Adapterd::Stub& stub, const std::string& job_id) {
+  v1::GetTrainingJobRequest r;
+  r.set_job_id(job_id);
+  v1::TrainingJob out;
+  auto ctx = Ctx();
+  const grpc::Status s = stub.GetTrainingJob(ctx.get(), r, &out);
+  if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  return out;
+}
+
+// Polls until `pred(job)` holds (bounded: 2 minutes).
+absl::StatusOr<v1::TrainingJob> WaitForJob(v1::Adapterd::Stub& stub, const std::string& job_id,
+                                           const std::function<bool(const v1::TrainingJob&)>& pred) {
+  const absl::Time deadline = absl::Now() + absl::Minutes(2);
+  while (true) {
+    absl::StatusOr<v1::TrainingJob> job = GetJob(stub, job_id);
+    if (!job.ok() || pred(*job)) return job;
+    if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat("job ", job_id, " ", job->DebugString()));
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+// A job long enough to be caught RUNNING: many epochs over the presence data.
+v1::CreateTrainingJobRequest LongJob(const std::string& task, const std::string& dataset) {
+  v1::CreateTrainingJobRequest req;
+  req.set_task_id(task);
+  req.add_dataset_ids(dataset);
+  req.mutable_hyperparameters()->set_epochs(500);
+  req.mutable_hyperparameters()->set_batch_size(16);
+  req.mutable_hyperparameters()->set_max_seq_len(32);
+  req.mutable_hyperparameters()->set_bottleneck_size(16);
+  return req;
+}
+
+grpc::StatusCode DeleteTaskCode(v1::Adapterd::Stub& stub, const std::string& task) {
+  v1::DeleteTaskRequest del;
+  del.set_task_id(task);
+  v1::DeleteTaskResponse dr;
+  auto ctx = Ctx();
+  return stub.DeleteTask(ctx.get(), del, &dr).error_code();
+}
+
+grpc::StatusCode GetTaskCode(v1::Adapterd::Stub& stub, const std::string& task) {
+  v1::GetTaskRequest r;
+  r.set_task_id(task);
+  v1::Task t;
+  auto ctx = Ctx();
+  return stub.GetTask(ctx.get(), r, &t).error_code();
+}
+
+// The second outside test's case: train T, start a long retrain, delete T.
+// DeleteTask answered OK and GetTask NOT_FOUND, but when the retrain ended T
+// was back and served. Now the delete cancels the retrain ("task deleted")
+// and T stays gone.
+TEST_F(ServerTest, DeletingATaskCancelsItsRunningRetrainAndItStaysDeleted) {
+  ASSERT_TRUE(Import(*stub_, "retrained", ExportBytes(*stub_, "task-a")).ok());
+  v1::TrainingJob job;
+  {
+    auto ctx = Ctx();
+    ASSERT_TRUE(stub_->CreateTrainingJob(ctx.get(), LongJob("retrained", "presence"), &job).ok());
+  }
+  ASSERT_OK_AND_ASSIGN(job, WaitForJob(*stub_, job.job_id(), [](const v1::TrainingJob& j) {
+                         return j.state() == v1::JOB_STATE_RUNNING && j.progress().step() > 0;
+                       }));
+  EXPECT_EQ(DeleteTaskCode(*stub_, "retrained"), grpc::StatusCode::OK);
+  EXPECT_EQ(GetTaskCode(*stub_, "retrained"), grpc::StatusCode::NOT_FOUND);
+  ASSERT_OK_AND_ASSIGN(job, WaitForJob(*stub_, job.job_id(), [](const v1::TrainingJob& j) {
+                         return j.state() == v1::JOB_STATE_CANCELLED || j.state() == v1::JOB_STATE_SUCCEEDED ||
+                                j.state() == v1::JOB_STATE_FAILED;
+                       }));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(job.error_message(), "task deleted");
+  EXPECT_EQ(GetTaskCode(*stub_, "retrained"), grpc::StatusCode::NOT_FOUND);
+  v1::PredictRequest req;
+  req.set_task_id("retrained");
+  req.add_texts("w1");
+  v1::PredictResponse resp;
+  auto ctx = Ctx();
+  EXPECT_EQ(stub_->Predict(ctx.get(), req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+grpc::Status DeleteDataset(v1::Adapterd::Stub& stub, const std::string& id) {
+  v1::DeleteDatasetRequest r;
+  r.set_dataset_id(id);
+  v1::DeleteDatasetResponse out;
+  auto ctx = Ctx();
+  return stub.DeleteDataset(ctx.get(), r, &out);
+}
+
+std::vector<std::string> ListDatasetIds(v1::Adapterd::Stub& stub, int page_size, int* pages) {
+  std::vector<std::string> ids;
+  v1::ListDatasetsRequest r;
+  r.set_page_size(page_size);
+  *pages = 0;
+  do {
+    v1::ListDatasetsResponse out;
+    auto ctx = Ctx();
+    const grpc::Status s = stub.ListDatasets(ctx.get(), r, &out);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    if (!s.ok()) break;
+    ++*pages;
+    for (const auto& d : out.datasets()) ids.push_back(d.dataset_id());
+    r.set_page_token(out.next_page_token());
+  } while (!r.page_token().empty() && *pages < 100);
+  return ids;
+}
+
+TEST_F(ServerTest, DatasetsAreListedAndDeletedButNotWhileAJobUsesThem) {
+  v1::Dataset ds;
+  for (const char* id : {"del-a", "del-b", "del-c"}) ASSERT_TRUE(Upload(*stub_, PresenceUpload(id, 40, 7, 3, 2), &ds).ok());
+  int pages = 0;
+  std::vector<std::string> ids = ListDatasetIds(*stub_, 2, &pages);
+  EXPECT_GE(pages, 2);
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  for (const char* id : {"del-a", "del-b", "del-c", "presence"}) {
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), id), 1) << id;
+  }
+  v1::TrainingJob job;
+  {
+    auto ctx = Ctx();
+    ASSERT_TRUE(stub_->CreateTrainingJob(ctx.get(), LongJob("uses-del-a", "del-a"), &job).ok());
+  }
+  const grpc::Status busy = DeleteDataset(*stub_, "del-a");
+  EXPECT_EQ(busy.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(busy.error_message(), HasSubstr(job.job_id()));
+  ASSERT_TRUE(DeleteDataset(*stub_, "del-b").ok());
+  {
+    v1::CancelTrainingJobRequest c;
+    c.set_job_id(job.job_id());
+    v1::TrainingJob out;
+    auto ctx = Ctx();
+    ASSERT_TRUE(stub_->CancelTrainingJob(ctx.get(), c, &out).ok());
+  }
+  ASSERT_OK(WaitForJob(*stub_, job.job_id(), [](const v1::TrainingJob& j) {
+              return j.state() == v1::JOB_STATE_CANCELLED;
+            }).status());
+  ASSERT_TRUE(DeleteDataset(*stub_, "del-a").ok());
+  EXPECT_EQ(DeleteDataset(*stub_, "del-a").error_code(), grpc::StatusCode::NOT_FOUND);
+  ids = ListDatasetIds(*stub_, 50, &pages);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), "del-a"), 0);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), "del-b"), 0);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), "del-c"), 1);
+  v1::GetDatasetRequest g;
+  g.set_dataset_id("del-a");
+  auto ctx = Ctx();
+  EXPECT_EQ(stub_->GetDataset(ctx.get(), g, &ds).error_code(), grpc::StatusCode::NOT_FOUND);
+  // The id is free again.
+  EXPECT_TRUE(Upload(*stub_, PresenceUpload("del-a", 20, 7, 3, 1), &ds).ok());
+}
+
+// The second outside test's case: three concurrent 500 MiB imports took the
+// RSS from 256 MiB to 2 GiB before they were refused. An import is now
+// checked as it arrives: a declared size over the limit is refused before a
+// byte is sent, the header as soon as it is in.
+TEST_F(ServerTest, ImportsAreCheckedAsTheyArrive) {
+  const std::string bytes = ExportBytes(*stub_, "task-a");
+  ASSERT_GT(bytes.size(), 1000u);
+  v1::ImportAdapterRequest::Metadata md;
+  md.set_task_id("import-checks");
+  md.set_total_bytes(int64_t{500} << 30);
+  grpc::Status s = Import(*stub_, md, "");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("imports at most"));
+  // A declared size that is not the file's.
+  md.set_total_bytes(static_cast<int64_t>(bytes.size()) + 1);
+  s = Import(*stub_, md, bytes);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  // A header for another encoder: refused when the header is in, with only
+  // the first chunk sent.
+  std::string other = bytes;
+  const size_t at = other.find("\"num_layers\":\"2\"");
+  ASSERT_NE(at, std::string::npos);
+  other[at + std::string("\"num_layers\":\"").size()] = '9';
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, other.data(), 8);
+  s = Import(*stub_, "import-checks", other.substr(0, 8 + header_len));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("9 layers"));
+  // More bytes than the header announces, and fewer.
+  s = Import(*stub_, "import-checks", bytes + "extra");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("runs past"));
+  s = Import(*stub_, "import-checks", bytes.substr(0, bytes.size() - 1));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("ended after"));
+  EXPECT_EQ(GetTaskCode(*stub_, "import-checks"), grpc::StatusCode::NOT_FOUND);
+  // The declared size right: the import lands.
+  md.set_total_bytes(static_cast<int64_t>(bytes.size()));
+  s = Import(*stub_, md, bytes);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(GetTaskCode(*stub_, "import-checks"), grpc::StatusCode::OK);
+}
+
+// One open stream per idle client held a server thread without bound
+// (3,000 idle uploads: 3,020 threads). A tenant may hold 8 at once.
+TEST_F(ServerTest, OpenUploadAndImportStreamsAreBoundedPerTenant) {
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientWriter<v1::UploadDatasetRequest>>> held;
+  v1::Dataset out;
+  for (int i = 0; i < 8; ++i) {
+    contexts.push_back(Ctx());
+    held.push_back(stub_->UploadDataset(contexts.back().get(), &out));
+    v1::UploadDatasetRequest m;
+    m.mutable_metadata()->set_dataset_id(absl::StrCat("held-", i));
+    ASSERT_TRUE(held.back()->Write(m));
+  }
+  // The server admits a stream before its first message: wait until all 8
+  // are in, then the 9th is refused.
+  grpc::Status ninth;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  do {
+    ninth = Import(*stub_, "never", "x");
+  } while (ninth.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED && absl::Now() < deadline);
+  EXPECT_EQ(ninth.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << ninth.error_message();
+  EXPECT_THAT(ninth.error_message(), HasSubstr("open upload and import streams"));
+  for (auto& c : contexts) c->TryCancel();
+  for (auto& w : held) (void)w->Finish();
+  // Slots come back when the streams end.
+  const absl::Time again = absl::Now() + absl::Seconds(30);
+  grpc::Status later;
+  do {
+    later = Upload(*stub_, PresenceUpload("after-held", 10, 7, 3, 1), &out);
+  } while (!later.ok() && absl::Now() < again);
+  EXPECT_TRUE(later.ok()) << later.error_message();
+}
+
+TEST_F(ServerTest, AClientChosenDatasetIdIsAtMost128Bytes) {
+  v1::Dataset out;
+  const grpc::Status long_id = Upload(*stub_, PresenceUpload(std::string(129, 'd'), 10, 7, 3, 1), &out);
+  EXPECT_EQ(long_id.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(long_id.error_message(), HasSubstr("at most 128"));
+  EXPECT_TRUE(Upload(*stub_, PresenceUpload(std::string(128, 'd'), 10, 7, 3, 1), &out).ok());
 }
 
 TEST_F(ServerTest, ConcurrentPredictsAcrossTasksAllSucceed) {

@@ -15,10 +15,12 @@ namespace adapterd::testing {
 namespace {
 
 using ::adapterd::storage::testing::TempDir;
+using ::testing::HasSubstr;
 
 constexpr char kKeyA[] = "key-of-tenant-a";
 constexpr char kKeyB[] = "key-of-tenant-b";
 constexpr char kKeyTight[] = "key-of-a-tight-tenant";
+constexpr char kKeyDatasets[] = "key-of-a-tenant-with-a-small-dataset-quota";
 
 class TenancyTest : public ::testing::Test {
  protected:
@@ -31,7 +33,8 @@ class TenancyTest : public ::testing::Test {
           {"id": "b", "api_key_sha256": [")", Sha256Hex(kKeyB), R"("]},
           {"id": "tight", "api_key_sha256": ")", Sha256Hex(kKeyTight), R"(",
            "max_tasks": 1, "max_queued_jobs": 1, "max_texts_per_predict": 2,
-           "max_dataset_bytes": 2000, "predict_rate_per_second": 0.001, "predict_burst": 2}
+           "max_dataset_bytes": 2000, "predict_rate_per_second": 0.001, "predict_burst": 2},
+          {"id": "datasets", "api_key_sha256": ")", Sha256Hex(kKeyDatasets), R"(", "max_dataset_bytes": 1500}
         ]})");
     ServerOptions o = TestServerOptions(dir_->Sub("data"), dir_->Sub("model"));
     o.tenants_file = dir_->Sub("tenants.json");
@@ -213,6 +216,43 @@ TEST_F(TenancyTest, EachQuotaIsResourceExhausted) {
   EXPECT_EQ(PredictAs(*stub_, kKeyTight, "t1").error_code(), C::RESOURCE_EXHAUSTED);
 }
 
+// The second outside test's case: a tenant limited to 20,000 bytes uploaded
+// 30 datasets of that size; the limit was per dataset. It covers all of the
+// tenant's datasets now, and deleting one gives its bytes back.
+TEST_F(TenancyTest, TheDatasetQuotaCoversAllOfATenantsDatasets) {
+  using C = grpc::StatusCode;
+  v1::Dataset first;
+  ASSERT_TRUE(Upload(*stub_, PresenceUpload("q1", 40, 7, 5, 2), &first, kKeyDatasets).ok());
+  ASSERT_GT(first.num_bytes() * 2, 1500) << "two such datasets must not fit in 1500 bytes";
+  v1::Dataset out;
+  const grpc::Status over = Upload(*stub_, PresenceUpload("q2", 40, 7, 6, 2), &out, kKeyDatasets);
+  EXPECT_EQ(over.error_code(), C::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(over.error_message(), HasSubstr("DeleteDataset"));
+  // Nothing of the refused upload stays, and other tenants are unaffected.
+  {
+    v1::GetDatasetRequest g;
+    g.set_dataset_id("q2");
+    auto ctx = Ctx(kKeyDatasets);
+    EXPECT_EQ(stub_->GetDataset(ctx.get(), g, &out).error_code(), C::NOT_FOUND);
+  }
+  EXPECT_TRUE(Upload(*stub_, PresenceUpload("q2", 40, 7, 6, 2), &out, kKeyB).ok());
+  // Deleting the first frees its bytes.
+  {
+    v1::DeleteDatasetRequest d;
+    d.set_dataset_id("q1");
+    v1::DeleteDatasetResponse dr;
+    auto ctx = Ctx(kKeyDatasets);
+    ASSERT_TRUE(stub_->DeleteDataset(ctx.get(), d, &dr).ok());
+  }
+  EXPECT_TRUE(Upload(*stub_, PresenceUpload("q2", 40, 7, 6, 2), &out, kKeyDatasets).ok());
+  // Another tenant's dataset of that name is not this one's to delete.
+  v1::DeleteDatasetRequest d;
+  d.set_dataset_id("data-a");
+  v1::DeleteDatasetResponse dr;
+  auto ctx = Ctx(kKeyDatasets);
+  EXPECT_EQ(stub_->DeleteDataset(ctx.get(), d, &dr).error_code(), C::NOT_FOUND);
+}
+
 TEST_F(TenancyTest, QueuedJobQuota) {
   // The tight tenant may have one job waiting. A long job of tenant a keeps
   // the single trainer busy (or waits ahead in the queue), so the tight
@@ -227,7 +267,8 @@ TEST_F(TenancyTest, QueuedJobQuota) {
     ASSERT_TRUE(stub_->CreateTrainingJob(ctx.get(), longjob, &running).ok());
   }
   v1::Dataset ds;
-  ASSERT_TRUE(Upload(*stub_, PresenceUpload("small-q", 40, 7, 4, 1), &ds, kKeyTight).ok());
+  // Small: the tenant's 2000 bytes cover "small" (EachQuotaIsResourceExhausted) too.
+  ASSERT_TRUE(Upload(*stub_, PresenceUpload("small-q", 20, 7, 4, 1), &ds, kKeyTight).ok());
   v1::CreateTrainingJobRequest r;
   r.set_task_id("t1");  // the tight tenant's only task (new or retrained)
   r.add_dataset_ids("small-q");

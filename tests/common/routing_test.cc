@@ -39,5 +39,17 @@ TEST(Routing, LongestTaskFitsTheMintedLimit) {
   EXPECT_EQ(RoutingTaskOf(id), std::string(128, 't'));
 }
 
+TEST(Routing, ACallAboutATaskMustCarryThatTaskAsItsHeader) {
+  const std::string same = "split-x", other = "split-y";
+  EXPECT_TRUE(CheckRoutingHeader("split-x", &same).ok());
+  const absl::Status missing = CheckRoutingHeader("split-x", nullptr);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.message().find("x-task-id: split-x"), std::string::npos) << missing;
+  EXPECT_NE(missing.message().find("none was sent"), std::string::npos) << missing;
+  const absl::Status wrong = CheckRoutingHeader("split-x", &other);
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(wrong.message().find("got 'split-y'"), std::string::npos) << wrong;
+}
+
 }  // namespace
 }  // namespace adapterd

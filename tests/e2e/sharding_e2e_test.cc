@@ -10,11 +10,18 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <sys/stat.h>
+
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
 #include "tests/e2e/server_fixture.h"
 
 namespace adapterd::e2e {
@@ -30,6 +37,20 @@ const char kNginx[] = "/usr/sbin/nginx";
 
 std::string TaskName(int i) { return absl::StrFormat("task-%02d", i); }
 
+// A raw call straight to a replica (bypassing the router), with exactly the
+// metadata given: what a client that does not set x-task-id sends.
+std::unique_ptr<v1::Adapterd::Stub> StubAt(int port) {
+  return v1::Adapterd::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+}
+
+std::unique_ptr<grpc::ClientContext> Context(const std::map<std::string, std::string>& metadata) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  for (const auto& [k, v] : metadata) ctx->AddMetadata(k, v);
+  return ctx;
+}
+
 class ShardingTest : public ServerProcessTest {
  protected:
   void SetUp() override {
@@ -39,6 +60,13 @@ class ShardingTest : public ServerProcessTest {
       ports_.push_back(*port);
       peers_.push_back(absl::StrCat("127.0.0.1:", *port));
     }
+    // The replicas' shared secret, private as a key file must be.
+    secret_file_ = dir_.Sub("peer-secret");
+    {
+      std::ofstream f(secret_file_);
+      f << "shard-secret-of-this-test-0123456789\n";
+    }
+    ASSERT_EQ(::chmod(secret_file_.c_str(), 0600), 0);
     replicas_.resize(kReplicas);
     for (int i = 0; i < kReplicas; ++i) ASSERT_NO_FATAL_FAILURE(StartReplica(i));
     ASSERT_NO_FATAL_FAILURE(StartRouter());
@@ -57,7 +85,8 @@ class ShardingTest : public ServerProcessTest {
                                      "--model_dir", model_root_->Sub("model"),
                                      "--threads", "1",
                                      "--max_queue_delay_us", "500",
-                                     "--peers", absl::StrJoin(peers_, ",")};
+                                     "--peers", absl::StrJoin(peers_, ","),
+                                     "--peer_secret_file", secret_file_};
     auto p = Process::Start(argv, dir_.Sub(absl::StrCat("replica-", i, ".", ++starts_, ".log")));
     ASSERT_TRUE(p.ok()) << p.status();
     replicas_[i] = std::make_unique<Process>(*std::move(p));
@@ -121,6 +150,7 @@ class ShardingTest : public ServerProcessTest {
 
   std::vector<int> ports_;
   std::vector<std::string> peers_;
+  std::string secret_file_;
   std::vector<std::unique_ptr<Process>> replicas_;
   std::unique_ptr<Process> router_;
   int router_port_ = 0;
@@ -224,6 +254,83 @@ TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
   EXPECT_TRUE(PollUntil([&] { return Ctl({"tasks", "list"}).exit_code == 0; }, absl::Seconds(30),
                         absl::Milliseconds(250)));
   EXPECT_EQ(CtlJson({"tasks", "list"})["tasks"].size(), static_cast<size_t>(kTasks));
+
+  // The second outside test's cases, straight to the replicas: a call about
+  // a task without its x-task-id (or with another task's) used to act on
+  // whichever replica it reached: three ImportAdapter calls made three
+  // copies, a job trained task A on B's replica, Predict answered NOT_FOUND.
+  // Every replica now refuses, saying what the header must be.
+  const std::string file00 = dir_.Sub("task-00.safetensors");
+  std::string adapter;
+  {
+    std::ifstream in(file00, std::ios::binary);
+    adapter.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_FALSE(adapter.empty());
+  for (int i = 0; i < kReplicas; ++i) {
+    auto stub = StubAt(ports_[i]);
+    for (const std::map<std::string, std::string>& md :
+         {std::map<std::string, std::string>{}, std::map<std::string, std::string>{{"x-task-id", "other"}}}) {
+      auto ctx = Context(md);
+      v1::Task task;
+      auto writer = stub->ImportAdapter(ctx.get(), &task);
+      v1::ImportAdapterRequest m;
+      m.mutable_metadata()->set_task_id("split-x");
+      writer->Write(m);
+      m.set_chunk(adapter);
+      writer->Write(m);
+      writer->WritesDone();
+      const grpc::Status s = writer->Finish();
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << i << ": " << s.error_message();
+      EXPECT_THAT(s.error_message(), HasSubstr("x-task-id: split-x"));
+    }
+    v1::PredictRequest p;
+    p.set_task_id(TaskName(2));
+    p.add_texts("a fine film");
+    v1::PredictResponse pr;
+    auto ctx = Context({});
+    EXPECT_EQ(stub->Predict(ctx.get(), p, &pr).error_code(), grpc::StatusCode::FAILED_PRECONDITION) << i;
+    v1::CreateTrainingJobRequest c;
+    c.set_task_id(TaskName(3));
+    c.add_dataset_ids(ds_id);
+    v1::TrainingJob job;
+    auto cctx = Context({{"x-task-id", TaskName(4)}});
+    EXPECT_EQ(stub->CreateTrainingJob(cctx.get(), c, &job).error_code(), grpc::StatusCode::FAILED_PRECONDITION) << i;
+    v1::GetTrainingJobRequest g;
+    g.set_job_id(job_of[TaskName(3)]);
+    auto gctx = Context({});
+    EXPECT_EQ(stub->GetTrainingJob(gctx.get(), g, &job).error_code(), grpc::StatusCode::FAILED_PRECONDITION) << i;
+    // An upload must say which task it is for.
+    v1::Dataset uploaded;
+    auto uctx = Context({});
+    auto up = stub->UploadDataset(uctx.get(), &uploaded);
+    v1::UploadDatasetRequest um;
+    um.mutable_metadata()->set_display_name("no task");
+    up->Write(um);
+    up->WritesDone();
+    EXPECT_EQ(up->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION) << i;
+  }
+  for (int i = 0; i < kReplicas; ++i) {
+    EXPECT_EQ(CtlAt(ports_[i], {"tasks", "get", "split-x"}).exit_code, kExitNotFound) << "a copy on replica " << i;
+  }
+  // The shard-local header, from an outside client without the replicas'
+  // secret, is ignored: the list is the whole one, never one shard's.
+  for (const char* forged : {"1", "shard-secret-of-this-test-0123456788"}) {
+    auto stub = StubAt(ports_[0]);
+    v1::ListTasksRequest lr;
+    lr.set_page_size(100);
+    v1::ListTasksResponse lt;
+    auto ctx = Context({{"x-adapterd-shard-local", forged}});
+    ASSERT_TRUE(stub->ListTasks(ctx.get(), lr, &lt).ok());
+    EXPECT_EQ(lt.tasks_size(), kTasks) << forged;
+  }
+  // Datasets are listed across replicas too, and deleted through the router.
+  const nlohmann::json datasets = CtlJson({"datasets", "list"});
+  std::set<std::string> dataset_ids;
+  for (const auto& d : datasets["datasets"]) dataset_ids.insert(d["dataset_id"].get<std::string>());
+  EXPECT_TRUE(dataset_ids.count(ds_id)) << datasets.dump();
+  ASSERT_EQ(Ctl({"datasets", "delete", ds_id}).exit_code, 0);
+  EXPECT_EQ(Ctl({"datasets", "get", ds_id}).exit_code, kExitNotFound);
 
   // Move a task between replicas (rebalancing): export from its owner,
   // import into another, delete from the owner; the scores move with it.

@@ -102,6 +102,14 @@ void FuzzListTasks(std::string_view bytes) {
   if (s.ok()) FUZZ_CHECK(r.page_size() >= 0 && r.page_token().size() <= kMaxPageTokenBytes);
 }
 
+void FuzzListDatasets(std::string_view bytes) {
+  v1::ListDatasetsRequest r;
+  if (!Parse(bytes, &r)) return;
+  const absl::Status s = CheckListDatasetsRequest(r);
+  CheckError(s);
+  if (s.ok()) FUZZ_CHECK(r.page_size() >= 0 && r.page_token().size() <= kMaxPageTokenBytes);
+}
+
 template <typename T>
 void FuzzSimple(std::string_view bytes, absl::Status (*check)(const T&)) {
   T r;
@@ -110,7 +118,7 @@ void FuzzSimple(std::string_view bytes, absl::Status (*check)(const T&)) {
 }
 
 void FuzzOne(uint8_t kind, std::string_view bytes) {
-  switch (kind % 13) {
+  switch (kind % 16) {
     case 0: return FuzzPredict(bytes);
     case 1: return FuzzExample(bytes);
     case 2: return FuzzUploadMetadata(bytes);
@@ -123,7 +131,10 @@ void FuzzOne(uint8_t kind, std::string_view bytes) {
     case 9: return FuzzSimple<v1::WatchTrainingJobRequest>(bytes, &CheckWatchTrainingJobRequest);
     case 10: return FuzzSimple<v1::GetTaskRequest>(bytes, &CheckGetTaskRequest);
     case 11: return FuzzSimple<v1::DeleteTaskRequest>(bytes, &CheckDeleteTaskRequest);
-    default: return FuzzSimple<v1::ExportAdapterRequest>(bytes, &CheckExportAdapterRequest);
+    case 12: return FuzzSimple<v1::ExportAdapterRequest>(bytes, &CheckExportAdapterRequest);
+    case 13: return FuzzListDatasets(bytes);
+    case 14: return FuzzSimple<v1::DeleteDatasetRequest>(bytes, &CheckDeleteDatasetRequest);
+    default: return FuzzSimple<v1::ImportAdapterRequest::Metadata>(bytes, &CheckImportAdapterMetadata);
   }
 }
 

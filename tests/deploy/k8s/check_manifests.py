@@ -190,6 +190,20 @@ def check_common(objects, label, repo):
             if check(key in secret.get("data", {}), f"{P} Secret {secret_name} has key {key}"):
                 check_tenants(base64.b64decode(secret["data"][key]), P)
 
+    # With --peers, the replicas' shared secret (server_options.cc requires
+    # it): a file in a read-only Secret mount, at least 16 bytes.
+    pf = env.get("ADAPTERD_PEER_SECRET_FILE", "")
+    pmount = mounts.get(os.path.dirname(pf))
+    if check(bool(pf) and pmount is not None and pmount.get("readOnly") is True,
+             f"{P} ADAPTERD_PEER_SECRET_FILE ({pf}) lies in a read-only mount"):
+        secret_name = vols.get(pmount["name"], {}).get("secret", {}).get("secretName")
+        secret = find(objects, "Secret", secret_name)
+        key = os.path.basename(pf)
+        if check(secret is not None and key in secret.get("data", {}),
+                 f"{P} the peer secret volume's Secret '{secret_name}' has key {key}"):
+            check(len(base64.b64decode(secret["data"][key]).strip()) >= 16,
+                  f"{P} the peer secret holds at least 16 bytes")
+
     # The settings: a ConfigMap through envFrom, every ADAPTERD_* a real flag.
     config = None
     for ef in c.get("envFrom", []):

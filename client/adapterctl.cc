@@ -65,7 +65,7 @@ int Main(int argc, char** argv) {
   Action action;
 
   // --- datasets ---------------------------------------------------------------
-  auto* datasets = app.add_subcommand("datasets", "upload and inspect datasets");
+  auto* datasets = app.add_subcommand("datasets", "upload, list, inspect and delete datasets");
   datasets->require_subcommand(1);
   DatasetsUploadArgs upload_args;
   std::string upload_format = "auto";
@@ -92,6 +92,17 @@ int Main(int argc, char** argv) {
                           "routing hint behind a task-sharding router (default: the task a server-assigned id carries)");
   dataset_get->callback(
       [&] { action = [&](const CommandEnv& env) { return DatasetsGet(env, dataset_id, dataset_task); }; });
+  datasets->add_subcommand("list", "list datasets (every replica's, behind a router)")->callback([&] {
+    action = [&](const CommandEnv& env) { return DatasetsList(env); };
+  });
+  auto* dataset_delete = datasets->add_subcommand(
+      "delete", "delete a dataset (refused while a queued or running job uses it)");
+  dataset_delete->add_option("ID", dataset_id, "dataset id")->required();
+  dataset_delete->add_option("--task", dataset_task,
+                             "routing hint behind a task-sharding router (default: the task a server-assigned id "
+                             "carries)");
+  dataset_delete->callback(
+      [&] { action = [&](const CommandEnv& env) { return DatasetsDelete(env, dataset_id, dataset_task); }; });
 
   // --- train ------------------------------------------------------------------
   TrainArgs train_args;

@@ -247,6 +247,25 @@ absl::StatusOr<v1::Dataset> AdapterdClient::GetDataset(const std::string& datase
   return response;
 }
 
+absl::StatusOr<v1::ListDatasetsResponse> AdapterdClient::ListDatasets(const v1::ListDatasetsRequest& request) const {
+  grpc::ClientContext context;
+  PrepareContext(context, {}, options_.default_deadline);
+  v1::ListDatasetsResponse response;
+  const grpc::Status status = stub_->ListDatasets(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::Status AdapterdClient::DeleteDataset(const std::string& dataset_id, std::string_view task_id_hint) const {
+  grpc::ClientContext context;
+  PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(dataset_id) : task_id_hint,
+                 options_.default_deadline);
+  v1::DeleteDatasetRequest request;
+  request.set_dataset_id(dataset_id);
+  v1::DeleteDatasetResponse response;
+  return FromGrpcStatus(stub_->DeleteDataset(&context, request, &response));
+}
+
 absl::StatusOr<v1::TrainingJob> AdapterdClient::CreateTrainingJob(
     const v1::CreateTrainingJobRequest& request) const {
   grpc::ClientContext context;
@@ -385,6 +404,7 @@ absl::StatusOr<v1::Task> AdapterdClient::ImportAdapter(const std::string& task_i
   auto writer = stub_->ImportAdapter(&context, &response);
   v1::ImportAdapterRequest request;
   request.mutable_metadata()->set_task_id(task_id);
+  request.mutable_metadata()->set_total_bytes(static_cast<int64_t>(adapter_bytes.size()));
   bool writing = writer->Write(request);
   for (size_t offset = 0; writing && offset < adapter_bytes.size();
        offset += options_.upload_chunk_bytes) {

@@ -9,8 +9,9 @@
 //   Options::api_key is set, and `x-task-id: <task>` whenever the call has a
 //   task id (Predict, CreateTrainingJob, GetTask, DeleteTask, ExportAdapter,
 //   ImportAdapter, ListTrainingJobs with a task filter, UploadDataset when the
-//   caller names the task it uploads for, and the job and dataset calls: the
-//   caller's hint, or else the task a server-minted id carries,
+//   caller names the task it uploads for, and the job and dataset calls
+//   (GetDataset, DeleteDataset and the job calls): the caller's hint, or
+//   else the task a server-minted id carries,
 //   common/routing.h), so a router can shard by task. A task id that is not
 //   printable ASCII is not sent as metadata (the server rejects the request
 //   field itself).
@@ -140,6 +141,9 @@ class AdapterdClient {
   // `task_id_hint` as for UploadDataset; default: the task a server-assigned
   // id carries.
   absl::StatusOr<v1::Dataset> GetDataset(const std::string& dataset_id, std::string_view task_id_hint = {}) const;
+  absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const v1::ListDatasetsRequest& request) const;
+  // `task_id_hint` as for GetDataset.
+  absl::Status DeleteDataset(const std::string& dataset_id, std::string_view task_id_hint = {}) const;
 
   // --- Training jobs --------------------------------------------------------
   absl::StatusOr<v1::TrainingJob> CreateTrainingJob(
@@ -172,7 +176,8 @@ class AdapterdClient {
   // add up to the size the server announced.
   absl::StatusOr<ExportedAdapter> ExportAdapter(const std::string& task_id,
                                                 int64_t version = 0) const;
-  // Creates task `task_id` from an adapter file.
+  // Creates task `task_id` from an adapter file (its size sent first, so a
+  // file the server would not take is refused before it is sent).
   absl::StatusOr<v1::Task> ImportAdapter(const std::string& task_id,
                                          std::string_view adapter_bytes) const;
 

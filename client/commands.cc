@@ -570,6 +570,26 @@ int ReportError(const CommandEnv& env, const absl::Status& status, std::string_v
 
 // --- Datasets ------------------------------------------------------------------------
 
+namespace {
+
+// Every page of a list call, in one response: `call` is made with each next
+// page token until the server returns none.
+template <typename Request, typename Call, typename Response, typename Item>
+absl::StatusOr<Response> ListEveryPage(const Call& call,
+                                       google::protobuf::RepeatedPtrField<Item>* (Response::*items)()) {
+  Request request;
+  Response all;
+  while (true) {
+    ASSIGN_OR_RETURN(Response page, call(request));
+    for (Item& item : *(page.*items)()) *(all.*items)()->Add() = std::move(item);
+    if (page.next_page_token().empty()) break;
+    request.set_page_token(page.next_page_token());
+  }
+  return all;
+}
+
+}  // namespace
+
 absl::Status DatasetsUpload(const CommandEnv& env, const DatasetsUploadArgs& args) {
   ASSIGN_OR_RETURN(const std::vector<v1::Example> examples,
                    ReadDatasetFile(args.file, args.format));
@@ -590,6 +610,34 @@ absl::Status DatasetsUpload(const CommandEnv& env, const DatasetsUploadArgs& arg
 absl::Status DatasetsGet(const CommandEnv& env, const std::string& dataset_id, const std::string& task_id) {
   ASSIGN_OR_RETURN(const v1::Dataset dataset, env.client->GetDataset(dataset_id, task_id));
   PrintDataset(env, dataset);
+  return absl::OkStatus();
+}
+
+absl::Status DatasetsList(const CommandEnv& env) {
+  ASSIGN_OR_RETURN(const v1::ListDatasetsResponse all,
+                   ListEveryPage<v1::ListDatasetsRequest>(
+                       [&](const v1::ListDatasetsRequest& r) { return env.client->ListDatasets(r); },
+                       &v1::ListDatasetsResponse::mutable_datasets));
+  if (env.json) {
+    PrintJson(env, all);
+    return absl::OkStatus();
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& d : all.datasets()) {
+    rows.push_back({d.dataset_id(), Cell(d.display_name(), 30), absl::StrCat(d.num_examples()),
+                    absl::StrCat(d.num_bytes()), FormatTime(d.created_at_micros())});
+  }
+  PrintTable(*env.out, {"DATASET", "NAME", "EXAMPLES", "BYTES", "CREATED"}, rows);
+  return absl::OkStatus();
+}
+
+absl::Status DatasetsDelete(const CommandEnv& env, const std::string& dataset_id, const std::string& task_id) {
+  RETURN_IF_ERROR(env.client->DeleteDataset(dataset_id, task_id));
+  if (env.json) {
+    *env.out << nlohmann::json{{"deleted", dataset_id}}.dump() << "\n";
+  } else {
+    *env.out << "deleted dataset " << dataset_id << "\n";
+  }
   return absl::OkStatus();
 }
 
@@ -749,14 +797,10 @@ absl::Status JobsWatch(const CommandEnv& env, const std::string& job_id) {
 // --- Tasks -------------------------------------------------------------------------------
 
 absl::Status TasksList(const CommandEnv& env) {
-  v1::ListTasksRequest request;
-  v1::ListTasksResponse all;
-  while (true) {
-    ASSIGN_OR_RETURN(v1::ListTasksResponse page, env.client->ListTasks(request));
-    for (auto& task : *page.mutable_tasks()) *all.add_tasks() = std::move(task);
-    if (page.next_page_token().empty()) break;
-    request.set_page_token(page.next_page_token());
-  }
+  ASSIGN_OR_RETURN(const v1::ListTasksResponse all,
+                   ListEveryPage<v1::ListTasksRequest>(
+                       [&](const v1::ListTasksRequest& r) { return env.client->ListTasks(r); },
+                       &v1::ListTasksResponse::mutable_tasks));
   if (env.json) {
     PrintJson(env, all);
     return absl::OkStatus();

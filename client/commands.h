@@ -75,6 +75,9 @@ struct DatasetsUploadArgs {
 absl::Status DatasetsUpload(const CommandEnv& env, const DatasetsUploadArgs& args);
 // `task_id`: routing hint ("" = the task a server-assigned id carries).
 absl::Status DatasetsGet(const CommandEnv& env, const std::string& dataset_id, const std::string& task_id = "");
+// Every dataset of the caller, as a table or --json.
+absl::Status DatasetsList(const CommandEnv& env);
+absl::Status DatasetsDelete(const CommandEnv& env, const std::string& dataset_id, const std::string& task_id = "");
 
 // --- Training ------------------------------------------------------------------
 struct TrainArgs {

@@ -329,6 +329,34 @@ TEST_F(CommandsTest, DatasetsUploadUploadsAndPrintsTheDataset) {
   EXPECT_EQ(doc["num_examples"], "3");  // int64 is a string in proto JSON
 }
 
+TEST_F(CommandsTest, DatasetsListFollowsPagesAndDeleteRemovesOne) {
+  for (const char* id : {"a", "b", "c", "ds-00000000000000000ab.sentiment"}) {
+    v1::Dataset d;
+    d.set_dataset_id(id);
+    d.set_num_examples(3);
+    fake().AddDataset(d);
+  }
+  env_.json = true;
+  ASSERT_OK(DatasetsList(env_));
+  const nlohmann::json doc = nlohmann::json::parse(out_.str());
+  ASSERT_EQ(doc["datasets"].size(), 4u) << out_.str();  // two pages of two
+  EXPECT_EQ(doc["datasets"][3]["dataset_id"], "ds-00000000000000000ab.sentiment");
+  out_.str("");
+  env_.json = false;
+  ASSERT_OK(DatasetsDelete(env_, "ds-00000000000000000ab.sentiment"));
+  EXPECT_THAT(out_.str(), HasSubstr("deleted dataset ds-00000000000000000ab.sentiment"));
+  // The minted id's task went along as the routing header.
+  const auto calls = fake().calls();
+  ASSERT_FALSE(calls.empty());
+  EXPECT_EQ(calls.back().method, "DeleteDataset");
+  EXPECT_EQ(calls.back().Metadata("x-task-id"), "sentiment");
+  EXPECT_THAT(DatasetsDelete(env_, "ds-00000000000000000ab.sentiment"), StatusIs(absl::StatusCode::kNotFound));
+  out_.str("");
+  ASSERT_OK(DatasetsList(env_));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("sentiment")));
+  EXPECT_THAT(out_.str(), HasSubstr("EXAMPLES"));
+}
+
 // --- train and jobs ---------------------------------------------------------------------
 
 TEST_F(CommandsTest, TrainUploadsCreatesAndWatchesTheJobToSuccess) {

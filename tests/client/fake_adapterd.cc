@@ -190,6 +190,27 @@ grpc::Status FakeAdapterd::GetDataset(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+// Pages of two, so that clients must follow the token.
+grpc::Status FakeAdapterd::ListDatasets(grpc::ServerContext* context, const v1::ListDatasetsRequest* request,
+                                        v1::ListDatasetsResponse* response) {
+  if (auto error = Record("ListDatasets", context)) return *error;
+  absl::MutexLock lock(&mu_);
+  auto it = datasets_.upper_bound(request->page_token());
+  for (int n = 0; it != datasets_.end() && n < 2; ++it, ++n) *response->add_datasets() = it->second;
+  if (it != datasets_.end()) response->set_next_page_token(std::prev(it)->first);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeAdapterd::DeleteDataset(grpc::ServerContext* context, const v1::DeleteDatasetRequest* request,
+                                         v1::DeleteDatasetResponse*) {
+  if (auto error = Record("DeleteDataset", context)) return *error;
+  absl::MutexLock lock(&mu_);
+  if (datasets_.erase(request->dataset_id()) == 0) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("dataset ", request->dataset_id(), " not found"));
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status FakeAdapterd::CreateTrainingJob(grpc::ServerContext* context,
                                              const v1::CreateTrainingJobRequest* request,
                                              v1::TrainingJob* response) {

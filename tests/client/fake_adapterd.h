@@ -99,6 +99,10 @@ class FakeAdapterd final : public v1::Adapterd::Service {
                              v1::Dataset* response) override;
   grpc::Status GetDataset(grpc::ServerContext* context, const v1::GetDatasetRequest* request,
                           v1::Dataset* response) override;
+  grpc::Status ListDatasets(grpc::ServerContext* context, const v1::ListDatasetsRequest* request,
+                            v1::ListDatasetsResponse* response) override;
+  grpc::Status DeleteDataset(grpc::ServerContext* context, const v1::DeleteDatasetRequest* request,
+                             v1::DeleteDatasetResponse* response) override;
   grpc::Status CreateTrainingJob(grpc::ServerContext* context,
                                  const v1::CreateTrainingJobRequest* request,
                                  v1::TrainingJob* response) override;

@@ -6,10 +6,13 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <ctime>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/file_util.h"
 
 namespace adapterd {
@@ -52,7 +55,37 @@ absl::StatusOr<std::vector<X509Ptr>> ParseCertificates(const std::string& pem, c
   return certs;
 }
 
+// An ASN1 time as Unix seconds (0 if OpenSSL cannot read it).
+int64_t UnixSeconds(const ASN1_TIME* t) {
+  struct tm tm {};
+  if (t == nullptr || ASN1_TIME_to_tm(t, &tm) != 1) return 0;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+std::string Utc(int64_t seconds) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixSeconds(seconds), absl::UTCTimeZone());
+}
+
 }  // namespace
+
+std::vector<std::string> TlsValidityWarnings(const TlsPem& pem, const std::string& cert_file, absl::Time now,
+                                             absl::Duration soon) {
+  std::vector<std::string> out;
+  if (pem.cert_chain.empty()) return out;
+  const absl::Time not_before = absl::FromUnixSeconds(pem.not_before_seconds);
+  const absl::Time not_after = absl::FromUnixSeconds(pem.not_after_seconds);
+  if (now < not_before) {
+    out.push_back(absl::StrCat("the TLS certificate ", cert_file, " is not valid until ", Utc(pem.not_before_seconds),
+                               " (", absl::FormatDuration(absl::Trunc(not_before - now, absl::Minutes(1))),
+                               " from now): TLS clients refuse it until then"));
+  }
+  if (not_after - now < soon) {
+    out.push_back(absl::StrCat("the TLS certificate ", cert_file, " expires at ", Utc(pem.not_after_seconds), " (",
+                               absl::FormatDuration(absl::Trunc(not_after - now, absl::Minutes(1))),
+                               " from now): renew it and restart adapterd"));
+  }
+  return out;
+}
 
 absl::StatusOr<TlsPem> LoadTlsPem(const TlsFiles& files) {
   if (files.cert_file.empty() != files.key_file.empty()) {
@@ -71,6 +104,8 @@ absl::StatusOr<TlsPem> LoadTlsPem(const TlsFiles& files) {
       return absl::InvalidArgumentError(
           absl::StrCat(files.cert_flag, " ", files.cert_file, ": the certificate has expired"));
     }
+    out.not_before_seconds = UnixSeconds(X509_get0_notBefore(leaf));
+    out.not_after_seconds = UnixSeconds(X509_get0_notAfter(leaf));
     auto key = ReadNamed(files.key_file, files.key_flag);
     if (!key.ok()) return key.status();
     out.private_key = *std::move(key);

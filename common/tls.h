@@ -5,16 +5,22 @@
 // does not start, a handshake that fails on every call). These functions fail
 // at start-up instead, with INVALID_ARGUMENT naming the flag and the problem:
 // a file that holds no PEM certificate, a key that is not a private key or
-// does not belong to the certificate, a certificate that has expired.
+// does not belong to the certificate, a certificate that has expired. A
+// certificate that is not valid yet, or expires soon, is served with a
+// warning (TlsValidityWarnings) and its validity is exported as metrics, so
+// an alert can fire before it expires.
 //
 // Thread safety: stateless; safe from any thread.
 #ifndef ADAPTERD_COMMON_TLS_H_
 #define ADAPTERD_COMMON_TLS_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace adapterd {
 
@@ -24,6 +30,9 @@ struct TlsPem {
   std::string cert_chain;   // leaf certificate first, then intermediates
   std::string private_key;  // the leaf certificate's key
   std::string ca_certs;     // trusted roots (peer verification)
+  // The leaf certificate's validity, in Unix seconds (0 without cert_chain).
+  int64_t not_before_seconds = 0;
+  int64_t not_after_seconds = 0;
 };
 
 // Which files to read; empty = absent. `*_flag` names the flag or option each
@@ -44,6 +53,12 @@ struct TlsFiles {
 // - ca_file holds one or more PEM certificates.
 // NOT_FOUND / the errno text when a file cannot be read, naming the flag.
 absl::StatusOr<TlsPem> LoadTlsPem(const TlsFiles& files);
+
+// Warnings about the leaf certificate at time `now`, for the start-up log:
+// not valid yet (TLS clients refuse it until then), or expiring within
+// `soon`. Empty when there is no certificate or nothing to say.
+std::vector<std::string> TlsValidityWarnings(const TlsPem& pem, const std::string& cert_file, absl::Time now,
+                                             absl::Duration soon = absl::Hours(24 * 30));
 
 }  // namespace adapterd
 

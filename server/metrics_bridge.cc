@@ -142,6 +142,11 @@ void MetricsBridge::WatchDataDir(std::string path) {
 
 void MetricsBridge::SetServing(bool serving) { metrics_->serving.Add({}).Set(serving ? 1 : 0); }
 
+void MetricsBridge::SetTlsCertificate(int64_t not_before, int64_t not_after) {
+  metrics_->tls_certificate_not_before_timestamp_seconds.Add({}).Set(static_cast<double>(not_before));
+  metrics_->tls_certificate_expiry_timestamp_seconds.Add({}).Set(static_cast<double>(not_after));
+}
+
 void MetricsBridge::OnBackup(bool ok, double seconds, double now) {
   metrics_->backups_total.Add({{"result", ok ? "ok" : "error"}}).Increment();
   metrics_->backup_last_duration_seconds.Add({}).Set(seconds);

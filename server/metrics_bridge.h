@@ -87,6 +87,9 @@ class MetricsBridge {
   // adapterd_serving: true once the server answers calls, false when it
   // starts draining.
   void SetServing(bool serving);
+  // The gRPC server's TLS certificate is valid from `not_before` to
+  // `not_after` (Unix seconds).
+  void SetTlsCertificate(int64_t not_before, int64_t not_after);
   // One backup finished (`ok` or not) after `seconds`, at Unix time `now`.
   void OnBackup(bool ok, double seconds, double now);
   // One optimiser step over `examples` examples.

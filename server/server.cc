@@ -169,6 +169,12 @@ absl::Status Server::StartAll() {
   tls_files.ca_flag = "--tls_client_ca_file";
   ASSIGN_OR_RETURN(const TlsPem tls, LoadTlsPem(tls_files));
   const bool use_tls = !tls.cert_chain.empty();
+  if (use_tls) {
+    for (const std::string& w : TlsValidityWarnings(tls, o.tls_cert_file, absl::Now())) {
+      std::fprintf(stderr, "adapterd: warning: %s\n", w.c_str());
+    }
+    p.metrics->SetTlsCertificate(tls.not_before_seconds, tls.not_after_seconds);
+  }
   std::shared_ptr<grpc::ServerCredentials> server_credentials = grpc::InsecureServerCredentials();
   if (use_tls) {
     grpc::SslServerCredentialsOptions ssl(tls.ca_certs.empty()

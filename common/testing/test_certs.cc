@@ -52,7 +52,7 @@ void AddExtension(X509* x, X509* issuer, int nid, const char* value) {
 
 // Makes a certificate for `cn` with a new key; signed by (issuer, issuer_key),
 // or self-signed when issuer is null.
-TestCert Make(const std::string& cn, X509* issuer, EVP_PKEY* issuer_key, bool ca, bool expired) {
+TestCert Make(const std::string& cn, X509* issuer, EVP_PKEY* issuer_key, bool ca, long not_before_s, long not_after_s) {
   EVP_PKEY* key = EVP_EC_gen("P-256");
   Check(key != nullptr, "EVP_EC_gen");
   X509* x = X509_new();
@@ -63,9 +63,8 @@ TestCert Make(const std::string& cn, X509* issuer, EVP_PKEY* issuer_key, bool ca
   BIGNUM* bn = BN_bin2bn(serial, sizeof(serial), nullptr);
   BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x));
   BN_free(bn);
-  const long day = 24 * 3600;
-  X509_gmtime_adj(X509_getm_notBefore(x), expired ? -2 * day : -3600);
-  X509_gmtime_adj(X509_getm_notAfter(x), expired ? -day : day);
+  X509_gmtime_adj(X509_getm_notBefore(x), not_before_s);
+  X509_gmtime_adj(X509_getm_notAfter(x), not_after_s);
   X509_NAME* name = X509_get_subject_name(x);
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
                              0);
@@ -105,14 +104,22 @@ EVP_PKEY* ParseKey(const std::string& pem) {
 
 }  // namespace
 
+constexpr long kDay = 24 * 3600;
+
 TestCert MakeTestCa(const std::string& common_name) {
-  return Make(common_name, nullptr, nullptr, /*ca=*/true, /*expired=*/false);
+  return Make(common_name, nullptr, nullptr, /*ca=*/true, -3600, kDay);
 }
 
 TestCert MakeTestLeaf(const TestCert& ca, const std::string& common_name, bool expired) {
+  return expired ? MakeTestLeafValid(ca, common_name, -2 * kDay, -kDay)
+                 : MakeTestLeafValid(ca, common_name, -3600, kDay);
+}
+
+TestCert MakeTestLeafValid(const TestCert& ca, const std::string& common_name, long not_before_s,
+                           long not_after_s) {
   X509* issuer = ParseCert(ca.cert_pem);
   EVP_PKEY* issuer_key = ParseKey(ca.key_pem);
-  TestCert out = Make(common_name, issuer, issuer_key, /*ca=*/false, expired);
+  TestCert out = Make(common_name, issuer, issuer_key, /*ca=*/false, not_before_s, not_after_s);
   X509_free(issuer);
   EVP_PKEY_free(issuer_key);
   return out;

@@ -23,6 +23,8 @@ TestCert MakeTestCa(const std::string& common_name);
 // DNS:localhost and IP:127.0.0.1, usable for servers and clients. `expired`:
 // validity ended yesterday.
 TestCert MakeTestLeaf(const TestCert& ca, const std::string& common_name, bool expired = false);
+// The same, valid from now + not_before_s to now + not_after_s (seconds).
+TestCert MakeTestLeafValid(const TestCert& ca, const std::string& common_name, long not_before_s, long not_after_s);
 
 }  // namespace adapterd::testing
 

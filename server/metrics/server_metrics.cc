@@ -65,6 +65,12 @@ ServerMetrics::ServerMetrics(Registry& r)
                      "Unix time of the last successful backup; 0 before the first one.")),
       backup_last_duration_seconds(r.AddGauge("adapterd_backup_last_duration_seconds",
                                               "Seconds the last backup took (successful or not).")),
+      tls_certificate_not_before_timestamp_seconds(
+          r.AddGauge("adapterd_tls_certificate_not_before_timestamp_seconds",
+                     "Unix time from which the gRPC server's TLS certificate is valid; 0 without TLS.")),
+      tls_certificate_expiry_timestamp_seconds(
+          r.AddGauge("adapterd_tls_certificate_expiry_timestamp_seconds",
+                     "Unix time at which the gRPC server's TLS certificate expires; 0 without TLS.")),
       process_heap_bytes(r.AddGauge("adapterd_process_heap_bytes",
                                     "Bytes of the C heap by state: in_use (allocated, not freed) and free "
                                     "(freed, kept by malloc for reuse).")),
@@ -93,6 +99,8 @@ ServerMetrics::ServerMetrics(Registry& r)
   for (const char* result : {"ok", "error"}) backups_total.Add({{"result", result}});
   backup_last_success_timestamp_seconds.Add({});
   backup_last_duration_seconds.Add({});
+  tls_certificate_not_before_timestamp_seconds.Add({});
+  tls_certificate_expiry_timestamp_seconds.Add({});
   training_steps_total.Add({});
   process_heap_released_bytes_total.Add({});
   process_heap_release_seconds_total.Add({});

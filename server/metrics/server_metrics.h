@@ -55,6 +55,9 @@ struct ServerMetrics {
   Family<Counter>& backups_total;                 // {result: ok, error}
   Family<Gauge>& backup_last_success_timestamp_seconds;
   Family<Gauge>& backup_last_duration_seconds;
+  // The gRPC server's TLS certificate (0 without TLS).
+  Family<Gauge>& tls_certificate_not_before_timestamp_seconds;
+  Family<Gauge>& tls_certificate_expiry_timestamp_seconds;
   // Memory by owner, where process_resident_memory_bytes goes.
   Family<Gauge>& process_heap_bytes;              // {state: in_use, free}: glibc malloc
   Family<Gauge>& storage_memory_bytes;            // {kind: memtables, table_readers, block_cache}

@@ -9,6 +9,8 @@
 #include "client/commands.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_certs.h"
+#include "common/tls.h"
+#include "tests/e2e/e2e_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/api/api_test_util.h"
@@ -44,11 +46,19 @@ struct Pki {
     stranger_cert_file = dir.Write("stranger.pem", stranger.cert_pem);
     stranger_key_file = dir.Write("stranger.key", stranger.key_pem);
     expired_cert_file = dir.Write("expired.pem", MakeTestLeaf(server_ca, "localhost", /*expired=*/true).cert_pem);
+    const TestCert future = MakeTestLeafValid(server_ca, "localhost", 30 * 86400, 60 * 86400);
+    future_cert_file = dir.Write("future.pem", future.cert_pem);
+    future_key_file = dir.Write("future.key", future.key_pem);
+    const TestCert expiring = MakeTestLeafValid(server_ca, "localhost", -86400, 2 * 86400);
+    expiring_cert_file = dir.Write("expiring.pem", expiring.cert_pem);
+    expiring_key_file = dir.Write("expiring.key", expiring.key_pem);
   }
   std::string server_ca_file, server_cert_file, server_key_file;
   std::string client_ca_file, client_cert_file, client_key_file;
   std::string stranger_ca_file, stranger_cert_file, stranger_key_file;
   std::string expired_cert_file;
+  std::string future_cert_file, future_key_file;      // valid from 30 days ahead
+  std::string expiring_cert_file, expiring_key_file;  // expires in 2 days
 };
 
 // Health over a client with `files` (plaintext when null).
@@ -179,6 +189,37 @@ TEST_F(TlsTest, BadTlsFilesStopTheServerAtStartWithTheFlagNamed) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("--tls_key_file")));
   EXPECT_THAT(start(pki_->server_cert_file, "", ""),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("go together")));
+}
+
+// The second outside test's case: a certificate valid only from 30 days
+// ahead started SERVING without a word (clients refuse it until then).
+TEST_F(TlsTest, ACertificateNotYetValidOrExpiringSoonIsWarnedAbout) {
+  const absl::Time now = absl::Now();
+  ASSERT_OK_AND_ASSIGN(TlsPem future, LoadTlsPem({.cert_file = pki_->future_cert_file,
+                                                  .key_file = pki_->future_key_file}));
+  EXPECT_NEAR(static_cast<double>(future.not_before_seconds), absl::ToUnixSeconds(now + absl::Hours(24 * 30)), 120);
+  std::vector<std::string> w = TlsValidityWarnings(future, "future.pem", now);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_THAT(w[0], HasSubstr("not valid until"));
+  ASSERT_OK_AND_ASSIGN(TlsPem expiring, LoadTlsPem({.cert_file = pki_->expiring_cert_file,
+                                                    .key_file = pki_->expiring_key_file}));
+  w = TlsValidityWarnings(expiring, "expiring.pem", now);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_THAT(w[0], HasSubstr("expires at"));
+  ASSERT_OK_AND_ASSIGN(TlsPem fine, LoadTlsPem({.cert_file = pki_->server_cert_file,
+                                                .key_file = pki_->server_key_file}));
+  EXPECT_TRUE(TlsValidityWarnings(fine, "server.pem", now, absl::Hours(1)).empty());
+
+  // The serving certificate's validity is on /metrics, for an alert.
+  absl::StatusOr<e2e::HttpResponse> m = e2e::HttpGet(tls_server_->metrics_port(), "/metrics", absl::Seconds(10));
+  ASSERT_OK(m.status());
+  auto value = [&](const std::string& name) {
+    const size_t at = m->body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + name.size() + 2));
+  };
+  EXPECT_EQ(value("adapterd_tls_certificate_expiry_timestamp_seconds"), static_cast<double>(fine.not_after_seconds));
+  EXPECT_EQ(value("adapterd_tls_certificate_not_before_timestamp_seconds"),
+            static_cast<double>(fine.not_before_seconds));
 }
 
 }  // namespace

@@ -4,15 +4,40 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace adapterd::metrics {
+
+// What the daemon's callbacks share. They all run on libmicrohttpd's one
+// polling thread; the lock is for the destructor's benefit only.
+struct MetricsServer::State {
+  struct Connection {
+    int fd = -1;
+    absl::Time last_active;
+    bool evicted = false;
+  };
+  const Registry* registry = nullptr;
+  size_t max_connections = 0;
+  absl::Mutex mu;  // protects connections
+  std::map<MHD_Connection*, Connection> connections ABSL_GUARDED_BY(mu);
+};
+
 namespace {
+
+using State = MetricsServer::State;
 
 constexpr char kContentType[] = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -37,12 +62,49 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
     return MHD_YES;
   }
   (void)con_cls;
+  State* state = static_cast<State*>(cls);
+  {
+    absl::MutexLock l(&state->mu);
+    auto it = state->connections.find(connection);
+    if (it != state->connections.end()) it->second.last_active = absl::Now();
+  }
   if (std::strcmp(url, "/metrics") != 0) return Reply(connection, MHD_HTTP_NOT_FOUND, "not found\n", "text/plain");
   if (std::strcmp(method, "GET") != 0 && std::strcmp(method, "HEAD") != 0) {
     return Reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "", "text/plain");
   }
   // HEAD: libmicrohttpd sends the headers only.
-  return Reply(connection, MHD_HTTP_OK, static_cast<const Registry*>(cls)->Serialize(), kContentType);
+  return Reply(connection, MHD_HTTP_OK, state->registry->Serialize(), kContentType);
+}
+
+// Keeps the table of open connections.
+void Notify(void* cls, MHD_Connection* connection, void**, MHD_ConnectionNotificationCode code) {
+  State* state = static_cast<State*>(cls);
+  absl::MutexLock l(&state->mu);
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    state->connections.erase(connection);
+    return;
+  }
+  const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  state->connections[connection] = {info != nullptr ? info->connect_fd : -1, absl::Now(), false};
+}
+
+// A connection was accepted: at the limit, the one idle longest makes room
+// (its socket is shut down; libmicrohttpd closes it on its next poll).
+MHD_Result Admit(void* cls, const sockaddr*, socklen_t) {
+  State* state = static_cast<State*>(cls);
+  absl::MutexLock l(&state->mu);
+  size_t live = 0;
+  State::Connection* oldest = nullptr;
+  for (auto& [c, info] : state->connections) {
+    if (info.evicted) continue;
+    ++live;
+    if (info.fd >= 0 && (oldest == nullptr || info.last_active < oldest->last_active)) oldest = &info;
+  }
+  if (live >= state->max_connections && oldest != nullptr) {
+    ::shutdown(oldest->fd, SHUT_RDWR);
+    oldest->evicted = true;
+  }
+  return MHD_YES;
 }
 
 void Log(void* cls, const char* format, va_list args) {
@@ -54,7 +116,10 @@ void Log(void* cls, const char* format, va_list args) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address, Registry* registry) {
+MetricsServer::MetricsServer() : state_(std::make_unique<State>()) {}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address, Registry* registry,
+                                                                    const Options& options) {
   const size_t colon = address.rfind(':');
   int port = -1;
   sockaddr_in addr{};
@@ -75,17 +140,23 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   addr.sin_port = htons(static_cast<uint16_t>(port));
 
   std::unique_ptr<MetricsServer> server(new MetricsServer());
+  State* state = server->state_.get();
+  state->registry = registry;
+  state->max_connections = static_cast<size_t>(std::max(1, options.max_connections));
   std::string error;
   // One internal thread polls every connection: scrapes are rare and cheap.
-  // Connection limits (see the header) keep idle clients from starving the
-  // scraper: a scrape is one small request, so a short idle budget costs a
+  // Admit() evicts the connection idle longest once max_connections are
+  // open (see the header); libmicrohttpd's own limit sits a little above,
+  // so that it always accepts the connection that triggers an eviction.
+  // A scrape is one small request, so a short idle budget costs a
   // keep-alive scraper only a reconnect.
   server->daemon_ = MHD_start_daemon(
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &Handle, registry,
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, &Admit, state, &Handle, state,
       MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_EXTERNAL_LOGGER, &Log, &error,
-      MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned int>(kMetricsIdleTimeoutSeconds),
-      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned int>(kMetricsMaxConnections),
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(16 * 1024), MHD_OPTION_END);
+      MHD_OPTION_NOTIFY_CONNECTION, &Notify, state, MHD_OPTION_CONNECTION_TIMEOUT,
+      static_cast<unsigned int>(options.idle_timeout_seconds), MHD_OPTION_CONNECTION_LIMIT,
+      static_cast<unsigned int>(state->max_connections + 16), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      static_cast<size_t>(16 * 1024), MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot serve /metrics on ", address, ": ",
                                                error.empty() ? "the HTTP daemon failed to start" : error));

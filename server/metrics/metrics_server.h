@@ -8,10 +8,13 @@
 //     taken port is UNAVAILABLE, a malformed address INVALID_ARGUMENT; the
 //     message carries the HTTP library's reason.
 //   - GET and HEAD of /metrics answer 200; other methods 405; other paths 404.
-//   - Idle clients cannot starve the scraper: at most kMetricsMaxConnections
-//     connections are open at once (more are refused at accept), and a
-//     connection with no traffic for kMetricsIdleTimeoutSeconds is closed,
-//     so a burst of idle connections is shed within that time.
+//   - Idle clients cannot starve the scraper: a new connection is never left
+//     waiting. At most kMetricsMaxConnections are kept; when a new one
+//     arrives at that limit, the connection whose last request (or accept)
+//     is oldest is closed to make room, so however many connections idle
+//     clients hold or keep opening, a scrape is served at once. A connection
+//     with no traffic for the idle timeout (kMetricsIdleTimeoutSeconds) is
+//     closed too.
 //   - The destructor stops serving (in-flight scrapes finish first).
 //
 // Why not civetweb (DESIGN.md names it): Debian's libcivetweb creates its
@@ -40,15 +43,28 @@ inline constexpr int kMetricsIdleTimeoutSeconds = 3;
 
 class MetricsServer {
  public:
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address, Registry* registry);
+  struct Options {
+    int max_connections = kMetricsMaxConnections;
+    int idle_timeout_seconds = kMetricsIdleTimeoutSeconds;
+  };
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address, Registry* registry) {
+    return Start(address, registry, Options());
+  }
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address, Registry* registry,
+                                                              const Options& options);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
   int port() const { return port_; }
 
+  // What the daemon's callbacks share: the registry and the open
+  // connections (defined in metrics_server.cc).
+  struct State;
+
  private:
-  MetricsServer() = default;
+  MetricsServer();
+  std::unique_ptr<State> state_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
 };

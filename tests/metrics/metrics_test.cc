@@ -191,6 +191,38 @@ TEST(MetricsServer, IdleConnectionsDoNotStarveTheScraper) {
   EXPECT_THAT(scrape->body, HasSubstr("app_hits_total 1"));
 }
 
+// The second outside test's case: with 256 idle connections held, a scrape
+// waited 2.8 s (1,000: 8.9 s) for an idle one to time out. Now a new
+// connection at the limit evicts the connection idle longest. The idle
+// timeout here is far longer than the scrape's deadline, so the scrape can
+// only succeed through eviction.
+TEST(MetricsServer, MoreIdleConnectionsThanTheLimitNeverHoldUpAScrape) {
+  Registry r;
+  r.AddCounter("app_hits_total", "Hits.").Add({}).Increment(1);
+  MetricsServer::Options o;
+  o.max_connections = 32;
+  o.idle_timeout_seconds = 600;
+  ASSERT_OK_AND_ASSIGN(auto server, MetricsServer::Start("127.0.0.1:0", &r, o));
+  std::vector<int> idle;
+  for (int i = 0; i < 3 * o.max_connections; ++i) {
+    const int fd = ConnectIdle(server->port());
+    ASSERT_GE(fd, 0) << "connection " << i << ": " << std::strerror(errno);
+    idle.push_back(fd);
+  }
+  for (int round = 0; round < 3; ++round) {
+    absl::StatusOr<e2e::HttpResponse> scrape = e2e::HttpGet(server->port(), "/metrics", absl::Seconds(20));
+    ASSERT_OK(scrape.status()) << "round " << round;
+    EXPECT_EQ(scrape->status, 200);
+    EXPECT_THAT(scrape->body, HasSubstr("app_hits_total 1"));
+  }
+  // The oldest idle connections were the ones closed.
+  pollfd p{idle.front(), POLLIN, 0};
+  char byte = 0;
+  EXPECT_EQ(::poll(&p, 1, 10000), 1);
+  EXPECT_EQ(::recv(idle.front(), &byte, 1, 0), 0) << "the oldest idle connection is still open";
+  for (int fd : idle) ::close(fd);
+}
+
 // An idle connection is closed by the server after the idle budget, so idle
 // clients release their slots by themselves.
 TEST(MetricsServer, ClosesIdleConnections) {

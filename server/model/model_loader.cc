@@ -72,6 +72,17 @@ absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& fil
     }
     original[c] = name;
   }
+  // The config implies 5 + 16 per layer tensors; a config that describes far
+  // more layers than the checkpoint holds is refused before the list of
+  // expected tensors is built (num_hidden_layers: 1000000 once took 12 s and
+  // 3.4 GiB to refuse).
+  const int64_t held = static_cast<int64_t>(by_name.size());
+  if (config.num_hidden_layers > std::max<int64_t>(0, held - 5) / 16) {
+    return absl::InvalidArgumentError(absl::StrCat("config.json describes ", config.num_hidden_layers,
+                                                   " layers, but the checkpoint holds ", held,
+                                                   " encoder tensors: enough for at most ",
+                                                   std::max<int64_t>(0, held - 5) / 16));
+  }
   const int64_t d = config.hidden_size, ff = config.intermediate_size;
   // The full list of (canonical name, shape) the config implies.
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {

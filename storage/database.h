@@ -160,6 +160,8 @@ class Database {
   // file its tables reference ("" end = to the end of the family). Deletes
   // (and deleted blobs) otherwise wait for a compaction that may never come
   // on a family written rarely. Costs a rewrite of the range's live values.
+  // RESOURCE_EXHAUSTED, doing nothing, while the disk lacks room for that
+  // beyond min_free_bytes (the space then waits for a later compaction).
   absl::Status ReclaimSpace(ColumnFamily cf, const std::string& begin, const std::string& end);
 
   // Memory RocksDB holds for this database, in bytes, by RocksDB's own
@@ -189,6 +191,9 @@ class Database {
   Database();
 
   absl::Status CheckOpen() const;
+  // Bytes free for this process on the file system of `path_`; nullopt if
+  // statvfs fails.
+  std::optional<int64_t> FreeBytes() const;
   rocksdb::ColumnFamilyHandle* handle(ColumnFamily cf) const {
     return handles_[static_cast<int>(cf)];
   }

@@ -71,7 +71,10 @@ bool FrozenLinearUsesOneDnn(const at::Tensor& x, const at::Tensor& w, const at::
 // in float32/bfloat16 without dropout or autograd this is three oneDNN
 // primitives reading q, k and v in place from qkv (scale and mask fused into
 // the first product, softmax in place, the second product written straight
-// into ctx's [B, L, d] layout); otherwise the same math in ATen operators.
+// into ctx's [B, L, d] layout); otherwise the same math in ATen operators,
+// which on CPU compute a bfloat16/float16 attention in float32 and round the
+// output once (LibTorch 1.13's own bf16 probs-v product rounds each partial
+// sum). Either way the output has qkv's dtype.
 at::Tensor SelfAttention(const at::Tensor& qkv, const at::Tensor& mask, int64_t heads, double dropout_p);
 
 // True when SelfAttention(qkv, mask, heads, dropout_p) would run through oneDNN.

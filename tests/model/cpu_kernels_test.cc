@@ -174,6 +174,30 @@ TEST(CpuKernels, SelfAttentionMatchesTheReferenceWithPadding) {
   }
 }
 
+// A bf16 attention over a long context is as close to the fp64 reference
+// as a few bf16 roundings allow, through either backend. LibTorch 1.13's
+// own bf16 probs-times-v product rounds every partial sum to bf16 (over this
+// 128-token context: 0.021 relative error, 11 roundings' worth); the ATen
+// fallback, what a CPU without AVX-512 runs, must not inherit that.
+TEST(CpuKernels, Bf16AttentionOverALongContextKeepsItsErrorToAFewRoundings) {
+  BackendGuard restore;
+  c10::InferenceMode guard;
+  at::manual_seed(16);
+  const int64_t batch = 2, len = 128, heads = 4, d = 256;
+  const at::Tensor qkv = at::randn({batch, len, 3 * d}).to(at::kBFloat16);
+  const at::Tensor reference = ReferenceAttention(qkv, at::Tensor(), heads);
+  const double one_rounding = std::ldexp(1.0, -9);  // bf16's relative rounding error, 2^-9
+  for (MatmulBackend backend : {MatmulBackend::kATen, MatmulBackend::kOneDnn}) {
+    SetMatmulBackend(backend);
+    const at::Tensor ctx = SelfAttention(qkv, at::Tensor(), heads, 0.0);
+    ASSERT_EQ(ctx.scalar_type(), at::kBFloat16);
+    const double relative = (ctx.to(at::kDouble) - reference).norm().item<double>() / reference.norm().item<double>();
+    RecordProperty(backend == MatmulBackend::kATen ? "aten_relative_error" : "onednn_relative_error",
+                   std::to_string(relative));
+    EXPECT_LT(relative, 4 * one_rounding) << "backend " << static_cast<int>(backend);
+  }
+}
+
 TEST(CpuKernels, SelfAttentionWithDropoutOrAutogradUsesAten) {
   at::manual_seed(7);
   const at::Tensor qkv = at::randn({2, 5, 24});

@@ -12,7 +12,9 @@
 #   fuzz: NAME executions=N seconds=S crashes=0
 # Exits nonzero on any failure; a crashing input's path is printed
 # (build-fuzz/artifacts/NAME/crash-...). Build output goes to stderr, the
-# summary lines to stdout. JOBS sets the build parallelism.
+# summary lines to stdout. JOBS sets the build parallelism; FUZZ_PARALLEL
+# (default: the CPU count) how many harnesses run at once, each on one core,
+# so 'all 60' takes 60 s per round of FUZZ_PARALLEL harnesses, not per harness.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -90,12 +92,15 @@ inputs_of() {  # the regression inputs and seeds of harness $1 (file paths)
   return 0
 }
 
-failed=0
-for n in "${NAMES[@]}"; do
-  bin=$BUILD_DIR/tests/fuzz/${n}_fuzzer
-  logs=$BUILD_DIR/logs
-  artifacts=$BUILD_DIR/artifacts/$n
-  work=$BUILD_DIR/corpus/$n
+# fuzz_one NAME: replay, then fuzz one harness. Its summary line goes to
+# stdout, its diagnostics to stderr; returns nonzero on any failure.
+fuzz_one() {
+  local n=$1
+  local bin=$BUILD_DIR/tests/fuzz/${n}_fuzzer
+  local logs=$BUILD_DIR/logs
+  local artifacts=$BUILD_DIR/artifacts/$n
+  local work=$BUILD_DIR/corpus/$n
+  local inputs dict rc started runs secs crashes
   mkdir -p "$logs" "$artifacts" "$work"
 
   mapfile -t inputs < <(inputs_of "$n")
@@ -105,8 +110,7 @@ for n in "${NAMES[@]}"; do
       grep -E 'Running: |ERROR: |FUZZ_CHECK|runtime error' "$logs/$n.replay.log" | tail -n 20 >&2 || true
       grep -E '^Running: ' "$logs/$n.replay.log" | tail -n 1 | sed "s|^Running: |fuzz: $n failing input: |" || true
       echo "fuzz: $n executions=0 seconds=0 crashes=1"
-      failed=1
-      continue
+      return 1
     fi
   fi
   echo "fuzz.sh: $n: replayed ${#inputs[@]} regression and seed inputs" >&2
@@ -130,12 +134,40 @@ for n in "${NAMES[@]}"; do
   crashes=0
   if [ "$rc" -ne 0 ]; then
     crashes=1
-    failed=1
     echo "fuzz.sh: $n failed (exit $rc; log: $logs/$n.log):" >&2
     grep -E 'ERROR: |FUZZ_CHECK|runtime error|SUMMARY' "$logs/$n.log" | head -n 10 >&2 || true
     # The input to keep under tests/fuzz/regressions/$n once the bug is fixed.
     grep -oE 'Test unit written to [^ ]+' "$logs/$n.log" | sed "s|^Test unit written to |fuzz: $n crashing input: |" || true
   fi
   echo "fuzz: $n executions=${runs:-0} seconds=${secs:-$SECONDS_EACH} crashes=$crashes"
+  return $crashes
+}
+
+# FUZZ_PARALLEL harnesses at a time (default: one per CPU; each fuzzes on one
+# thread, so each still gets SECONDS of a whole core). Each one's output is
+# held until it ends, then printed in harness order.
+PARALLEL=${FUZZ_PARALLEL:-$(nproc)}
+[[ "$PARALLEL" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: FUZZ_PARALLEL must be a positive integer" >&2; exit 2; }
+OUT=$BUILD_DIR/run
+rm -rf "$OUT"
+mkdir -p "$OUT"
+pids=()
+for i in "${!NAMES[@]}"; do
+  if [ ${#pids[@]} -ge "$PARALLEL" ]; then
+    wait -n || true
+    running=()
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && running+=("$p"); done
+    pids=(${running[@]+"${running[@]}"})
+  fi
+  n=${NAMES[$i]}
+  ( rc=0; fuzz_one "$n" >"$OUT/$i.out" 2>"$OUT/$i.err" || rc=$?; echo "$rc" >"$OUT/$i.rc" ) &
+  pids+=($!)
+done
+wait
+failed=0
+for i in "${!NAMES[@]}"; do
+  cat "$OUT/$i.err" >&2
+  cat "$OUT/$i.out"
+  [ "$(cat "$OUT/$i.rc" 2>/dev/null)" = 0 ] || failed=1
 done
 exit $failed

@@ -22,6 +22,10 @@ FUZZ_SRC=$ROOT/tests/fuzz
 BUILD_DIR=${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$PWD/$BUILD_DIR ;; esac
 JOBS=${JOBS:-$(nproc)}
+# One harness per CPU by default. GNU nproc answers OMP_NUM_THREADS when it is
+# set (below, this script sets it to 1 for the harnesses), hence env -u.
+PARALLEL=${FUZZ_PARALLEL:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}
+[[ "$PARALLEL" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: FUZZ_PARALLEL must be a positive integer" >&2; exit 2; }
 
 usage() {
   echo "usage: $0 list | $0 NAME|all SECONDS" >&2
@@ -143,11 +147,9 @@ fuzz_one() {
   return $crashes
 }
 
-# FUZZ_PARALLEL harnesses at a time (default: one per CPU; each fuzzes on one
+# FUZZ_PARALLEL harnesses at a time (PARALLEL, above; each fuzzes on one
 # thread, so each still gets SECONDS of a whole core). Each one's output is
 # held until it ends, then printed in harness order.
-PARALLEL=${FUZZ_PARALLEL:-$(nproc)}
-[[ "$PARALLEL" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: FUZZ_PARALLEL must be a positive integer" >&2; exit 2; }
 OUT=$BUILD_DIR/run
 rm -rf "$OUT"
 mkdir -p "$OUT"

@@ -47,17 +47,15 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADAPTERD
   -DADAPTERD_BUILD_BENCH=OFF >&2
 if [ "$KIND" = address ]; then
   SELECT=(-E '^(deploy_(image|dockerfile_lint|k8s_manifests|prometheus_rules|dashboard)_test|malloc_tuning_test)$')
-  # Only what the selected tests run: their executables (with what each
-  # depends on: the crash children, rpc_probe, adapterctl) and the three
-  # binaries the end-to-end and deployment tests start. Not built: tools no
-  # test runs (adapterd-pretrain) and the tests left out above.
-  mapfile -t TARGETS < <(cd "$BUILD_DIR" && ctest --show-only=json-v1 "${SELECT[@]}" | python3 -c '
-import json, os, sys
-root = os.getcwd() + "/"
-for test in json.load(sys.stdin)["tests"]:
-    exe = test.get("command", [""])[0]
-    if exe.startswith(root):
-        print(exe[len(root):])')
+  # Only what the selected tests run: their executables (a test binary's
+  # target has the test's name; with what each depends on: the crash
+  # children, rpc_probe, adapterctl) and the three binaries the end-to-end
+  # and deployment tests start. Not built: tools no test runs
+  # (adapterd-pretrain) and the tests left out above.
+  mapfile -t TARGETS < <(comm -12 \
+    <(cd "$BUILD_DIR" && ctest --show-only=json-v1 "${SELECT[@]}" |
+        python3 -c 'import json, sys; print("\n".join(t["name"] for t in json.load(sys.stdin)["tests"]))' | sort) \
+    <(ninja -C "$BUILD_DIR" -t targets all | sed -n 's/: phony$//p' | sort))
   cmake --build "$BUILD_DIR" -j "$JOBS" --target adapterd adapterctl adapterd-make-model "${TARGETS[@]}" >&2
 else
   TSAN_TESTS=(tsan_canary_test common_test serving_test job_queue_test fair_scheduler_test api_server_test

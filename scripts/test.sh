@@ -4,14 +4,12 @@
 #   BUILD_DIR=build-x ./scripts/test.sh -L unit   # extra args go to ctest
 #   FUZZ_SECONDS=0 SANITIZE=0 ./scripts/test.sh  # skip the fuzzers and both sanitizer builds
 #
-# Stages, each timed on stderr (CI runs them all; .ci/run must stay under 75
-# minutes. A fresh clone with the packages installed took 42 min on 2 cores:
-# build 7 min, fuzzers 8.5 min, ASan + UBSan 17 min (a second full build,
-# 13.5 min, and the suite), TSan 4 min (its 8 tests' build, abseil's, 17 s
-# of tests), ctest 5.5 min):
+# Stages, each timed on stderr. CI runs them all and .ci/run must stay under
+# 45 minutes on a fresh 2-core machine: docs/PERFORMANCE.md, "CI time", has
+# each stage's time and what keeps it down:
 #   1. install-deps; configure and build (build/);
-#   2. the libFuzzer harnesses, FUZZ_SECONDS each (default 60; scripts/fuzz.sh,
-#      its own clang build in build-fuzz/);
+#   2. the libFuzzer harnesses, FUZZ_SECONDS each, one per core at a time
+#      (default 60; scripts/fuzz.sh, its own clang build in build-fuzz/);
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer over the whole suite
 #      (scripts/sanitize.sh address, build-asan/);
 #   4. ThreadSanitizer over the concurrency tests: serving, job queue and
@@ -24,6 +22,7 @@ cd "$(dirname "$0")/.."
 
 # Each phase's wall time goes to stderr (CI's cost per phase; ctest times
 # every test itself).
+run_start=$SECONDS
 start=$SECONDS
 ./scripts/install-deps.sh
 echo "test.sh: install-deps took $((SECONDS - start)) s" >&2
@@ -51,6 +50,8 @@ if [ "${SANITIZE:-1}" != 0 ]; then
   echo "test.sh: TSan build and concurrency tests took $((SECONDS - start)) s" >&2
 fi
 
+echo "test.sh: every stage before the last ctest took $((SECONDS - run_start)) s" \
+  "(ctest's 'Total Test time' below is the rest)" >&2
 cd "$BUILD_DIR"
 # The servers the e2e tests start run as scripts/run.sh runs them.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}

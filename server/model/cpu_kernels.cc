@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Version.h>
+#include <ATen/core/grad_mode.h>  // at::GradMode: no longer through ATen.h in LibTorch 2.x
 #include <torch/version.h>
+
+#include <optional>
 
 #include <atomic>
 #include <cmath>
@@ -69,7 +72,10 @@ at::Tensor AtenSelfAttention(const at::Tensor& qkv_in, const at::Tensor& mask_in
   at::Tensor parts = qkv.view({batch, len, 3, heads, dh}).permute({2, 0, 3, 1, 4});
   at::Tensor q = parts[0], k = parts[1], v = parts[2];
 #if TORCH_VERSION_MAJOR >= 2
-  at::Tensor ctx = at::scaled_dot_product_attention(q, k, v, mask, dropout_p, false);
+  // An undefined tensor in the optional mask is refused ("attn_mask.dtype:
+  // nullptr"): no mask is nullopt.
+  const std::optional<at::Tensor> attn_mask = mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt;
+  at::Tensor ctx = at::scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, false);
 #else
   at::Tensor scores = at::matmul(q, k.transpose(-1, -2)).div_(std::sqrt(static_cast<double>(dh)));
   if (mask.defined()) scores.add_(mask);

@@ -282,9 +282,11 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
       for (const auto& s : stack->slots_) {
         const BottleneckAdapter& a = pick(*s);
         const int64_t pad = max_m - a.down_weight.size(0);
-        dt.push_back(at::constant_pad_nd(a.down_weight.t(), {0, pad}));
-        db.push_back(at::constant_pad_nd(a.down_bias, {0, pad}));
-        ut.push_back(at::constant_pad_nd(a.up_weight.t(), {0, 0, 0, pad}));
+        // at::stack copies once; a zero pad would be one more copy (and, on
+        // a GPU, one more kernel launch per tensor per batch).
+        dt.push_back(pad == 0 ? a.down_weight.t() : at::constant_pad_nd(a.down_weight.t(), {0, pad}));
+        db.push_back(pad == 0 ? a.down_bias : at::constant_pad_nd(a.down_bias, {0, pad}));
+        ut.push_back(pad == 0 ? a.up_weight.t() : at::constant_pad_nd(a.up_weight.t(), {0, 0, 0, pad}));
         ub.push_back(a.up_bias);
       }
       return StackedAdapter{at::stack(dt), at::stack(db), at::stack(ut), at::stack(ub)};
@@ -311,11 +313,13 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
     stack->emb_ln_weight_ = stack_of([](const AdapterSet& s) { return s.embedding_layer_norm().weight; });
     stack->emb_ln_bias_ = stack_of([](const AdapterSet& s) { return s.embedding_layer_norm().bias; });
     stack->head_t_ = stack_of([c](const AdapterSet& s) {
-      return at::constant_pad_nd(s.head_weight().t(), {0, c - s.head_weight().size(0)});
+      const int64_t pad = c - s.head_weight().size(0);
+      return pad == 0 ? s.head_weight().t() : at::constant_pad_nd(s.head_weight().t(), {0, pad});
     });
     stack->head_bias_ = stack_of([c](const AdapterSet& s) {
-      return at::constant_pad_nd(s.head_bias(), {0, c - s.head_bias().size(0)},
-                                 -std::numeric_limits<double>::infinity());
+      const int64_t pad = c - s.head_bias().size(0);
+      return pad == 0 ? s.head_bias()
+                      : at::constant_pad_nd(s.head_bias(), {0, pad}, -std::numeric_limits<double>::infinity());
     });
   }));
   return std::shared_ptr<const AdapterStack>(stack);

@@ -294,7 +294,7 @@ int64_t BertEncoder::NumParameters() const {
 
 MixedStrategy BertEncoder::ChooseStrategy(int64_t batch, int64_t distinct_tasks, bool stack_can_gather,
                                           c10::Device device) {
-  // Segments, always (docs/PERFORMANCE.md, "Many tasks at the cost of one").
+  // On CPUs, segments (docs/PERFORMANCE.md, "Many tasks at the cost of one").
   // Measured in the serving engine (adapterd-loadgen, BERT-base m = 64, bf16,
   // 32-word texts, 32 clients, 100 Zipf tasks, every task resident): 100
   // tasks / 1 task = 0.896 with segments, 0.695 with the gathered bmm. The
@@ -303,12 +303,15 @@ MixedStrategy BertEncoder::ChooseStrategy(int64_t batch, int64_t distinct_tasks,
   // row's weights again; segments copy no weights, run the adapters as one
   // product per task over its tokens, and normalise all rows in one
   // LayerNorm. (Encoder alone, stack built outside the timing, b32 x 48 with
-  // 16 tasks: segments 0.923, gathered 0.941 of one task.) GPUs were not
-  // measured; the stacking cost is there too.
+  // 16 tasks: segments 0.923, gathered 0.941 of one task.)
+  //
+  // On CUDA, gathered when it can (issue 33, docs/PERFORMANCE.md "GPU"):
+  // each segment's products are separate kernel launches, 24 layers x 2
+  // adapters x ~5 per task, and an H100 waits on them. BERT-large bf16,
+  // batch 1000 x 128, 1000 tasks: gathered 3,427 seq/s, segments 345 (one
+  // task: 3,922).
   (void)batch;
-  (void)distinct_tasks;
-  (void)stack_can_gather;
-  (void)device;
+  if (device.is_cuda() && stack_can_gather && distinct_tasks > 1) return MixedStrategy::kGatherBmm;
   return MixedStrategy::kSegments;
 }
 

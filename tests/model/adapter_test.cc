@@ -250,6 +250,18 @@ TEST_F(MixedTaskTest, BothStrategiesAgreeAndTasksReallyDiffer) {
   EXPECT_GT(MaxAbsDiff(t0.pooled, t3.pooled), 1e-3);
 }
 
+TEST(MixedStrategyRule, SegmentsOnCpusGatheredOnCudaWhenTheStackCanGather) {
+  const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA, 0);
+  EXPECT_EQ(BertEncoder::ChooseStrategy(32, 8, true, cpu), MixedStrategy::kSegments);
+  EXPECT_EQ(BertEncoder::ChooseStrategy(1000, 1000, true, cpu), MixedStrategy::kSegments);
+  EXPECT_EQ(BertEncoder::ChooseStrategy(1000, 1000, true, cuda), MixedStrategy::kGatherBmm);
+  EXPECT_EQ(BertEncoder::ChooseStrategy(32, 2, true, cuda), MixedStrategy::kGatherBmm);
+  // One task is the single-task forward; a stack without gather tensors
+  // (several activations) can only run segments.
+  EXPECT_EQ(BertEncoder::ChooseStrategy(32, 1, true, cuda), MixedStrategy::kSegments);
+  EXPECT_EQ(BertEncoder::ChooseStrategy(32, 8, false, cuda), MixedStrategy::kSegments);
+}
+
 TEST_F(MixedTaskTest, BadSlotsAndMissingGatherTensorsAreErrors) {
   EXPECT_THAT(enc_->Forward(MakeInput(rows_), *stack_, std::vector<int64_t>{0, 1}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("row_slots")));

@@ -83,14 +83,6 @@ absl::StatusOr<std::string> ReadPeerSecret(const std::string& file) {
   return secret;
 }
 
-absl::StatusOr<c10::Device> ParseDevice(const std::string& s) {
-  try {
-    return c10::Device(s);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("bad --device '", s, "': ", e.what()));
-  }
-}
-
 }  // namespace
 
 Server::Server(ServerOptions options) : options_(std::move(options)), parts_(std::make_unique<Parts>()) {}
@@ -229,7 +221,11 @@ absl::Status Server::StartAll() {
   std::fprintf(stderr, "adapterd: serving dtype %s (%s)\n", serving_dtype.dtype.c_str(),
                serving_dtype.reason.c_str());
   ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(serving_dtype.dtype));
-  ASSIGN_OR_RETURN(c10::Device device, ParseDevice(o.device));
+  // model::ParseDevice: "cuda" is cuda:0. c10::Device("cuda") has no index,
+  // and every adapter set, whose device is its tensors' (cuda:0), then
+  // compared unequal to the encoder's: each Predict failed INVALID_ARGUMENT
+  // on the first GPU run (issue 33).
+  ASSIGN_OR_RETURN(c10::Device device, model::ParseDevice(o.device));
   model::LoadOptions lo;
   lo.device = device;
   lo.dtype = dtype;

@@ -282,6 +282,9 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoder::Create(const BertConfi
     }
     place(w.pooler_weight);
     place(w.pooler_bias);
+    // Where the tensors are: a device named without an index ("cuda") is
+    // the current one, and adapters are compared with the encoder's device.
+    options.device = w.word_embeddings.device();
   }));
   return std::unique_ptr<BertEncoder>(new BertEncoder(config, std::move(w), std::move(options)));
 }

@@ -83,6 +83,7 @@ class BertEncoder {
  public:
   struct Options {
     // Must match where `weights` live; Create() moves them there otherwise.
+    // device() reports where they landed ("cuda" becomes "cuda:0").
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;
     // Identifies the model adapters are trained for; adapter files record it

@@ -290,11 +290,11 @@ class BrokenModelTest : public LifecycleTest {
     return dir;
   }
   // Runs adapterd on `model_dir`; it must fail to start.
-  CommandResult StartFails(const std::string& model_dir) {
-    absl::StatusOr<CommandResult> r =
-        RunCommand({kAdapterd, "--listen", "127.0.0.1:0", "--metrics_listen", "", "--data_dir", dir_.Sub("data"),
-                    "--model_dir", model_dir, "--threads", "1"},
-                   absl::Minutes(2));
+  CommandResult StartFails(const std::string& model_dir, std::vector<std::string> extra_flags = {}) {
+    std::vector<std::string> argv = {kAdapterd, "--listen", "127.0.0.1:0", "--metrics_listen", "", "--data_dir",
+                                     dir_.Sub("data"), "--model_dir", model_dir, "--threads", "1"};
+    argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+    absl::StatusOr<CommandResult> r = RunCommand(argv, absl::Minutes(2));
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : CommandResult{};
   }
@@ -313,6 +313,16 @@ TEST_F(BrokenModelTest, TruncatedWeightsFailWithThePathNamedOnce) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("failed to start"));
   EXPECT_EQ(Occurrences(r.err, weights), 1) << r.err;
+}
+
+// The server parses --device with the model's parser (issue 33: its own
+// parser left "cuda" without an index, and every Predict on a GPU failed).
+// CI's LibTorch has no CUDA: asking for it is a clear start-up error.
+TEST_F(BrokenModelTest, ACudaDeviceOnALibTorchWithoutCudaIsRefusedAtStart) {
+  const CommandResult r = StartFails(CopyModel(), {"--device", "cuda"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("failed to start: FAILED_PRECONDITION: device 'cuda' requested but LibTorch has no "
+                               "CUDA device"));
 }
 
 TEST_F(BrokenModelTest, ABadConfigFailsWithThePathNamedOnce) {

@@ -35,6 +35,8 @@
 
 #include "CLI/CLI.hpp"
 #include "common/malloc_tuning.h"
+#include "absl/debugging/failure_signal_handler.h"
+#include "absl/debugging/symbolize.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -65,6 +67,7 @@ struct Flags {
   int max_seq_len = 128;
   int bottleneck = 64;
   std::string dtype = "fp32";
+  std::string device = "cpu";
   std::string strategy = "auto";
   // The server's defaults (ServerOptions), not the engine's smaller ones.
   int64_t host_cache_bytes = int64_t{4} << 30;
@@ -145,11 +148,13 @@ class TaskPicker {
   std::vector<double> cdf_;
 };
 
-// Runs `call(thread, rng)` in a closed loop on `concurrency` threads for
-// `seconds`; `call` returns false on error.
+// Runs `call(rng)` in a closed loop on `concurrency` threads for `seconds`;
+// a phase with errors prints how many and the first one.
 PhaseResult RunClosedLoop(const std::string& name, const Flags& f,
-                          const std::function<bool(std::mt19937_64&)>& call) {
+                          const std::function<absl::Status(std::mt19937_64&)>& call) {
   std::atomic<bool> stop{false};
+  absl::Mutex first_error_mu;
+  absl::Status first_error;
   std::vector<std::vector<double>> latencies(static_cast<size_t>(f.concurrency));
   std::vector<int64_t> errors(static_cast<size_t>(f.concurrency), 0);
   std::vector<std::thread> threads;
@@ -159,12 +164,14 @@ PhaseResult RunClosedLoop(const std::string& name, const Flags& f,
       std::mt19937_64 rng(1000 + t);
       while (!stop.load()) {
         const auto a = std::chrono::steady_clock::now();
-        const bool ok = call(rng);
+        const absl::Status status = call(rng);
         const auto b = std::chrono::steady_clock::now();
-        if (ok) {
+        if (status.ok()) {
           latencies[static_cast<size_t>(t)].push_back(std::chrono::duration<double, std::milli>(b - a).count());
         } else {
           ++errors[static_cast<size_t>(t)];
+          absl::MutexLock lock(&first_error_mu);
+          if (first_error.ok()) first_error = status;
         }
       }
     });
@@ -186,6 +193,7 @@ PhaseResult RunClosedLoop(const std::string& name, const Flags& f,
   r.p99_ms = Percentile(all, 0.99);
   std::printf("%-28s %8.1f req/s %9.1f texts/s  p50 %8.2f ms  p99 %8.2f ms  errors %lld\n", name.c_str(), r.rps(),
               r.texts / r.seconds, r.p50_ms, r.p99_ms, static_cast<long long>(r.errors));
+  if (!first_error.ok()) std::printf("  first error: %s\n", first_error.ToString().c_str());
   std::fflush(stdout);
   return r;
 }
@@ -230,6 +238,8 @@ int Main(int argc, char** argv) {
   app.add_option("--strategy", f.strategy, "mixed-task strategy of the in-process engine: auto, gather or segments")
       ->check(CLI::IsMember({"auto", "gather", "segments"}))
       ->capture_default_str();
+  app.add_option("--device", f.device, "device of the in-process engine: cpu, cuda or cuda:N (match the server's)")
+      ->capture_default_str();
   app.add_option("--dtype", f.dtype, "serving dtype of the in-process engine: fp32 or bf16 (match the server's)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
@@ -245,6 +255,8 @@ int Main(int argc, char** argv) {
   app.add_option("--training_share", f.training_share, "executor share kept by training")->capture_default_str();
   app.add_option("--micro_batch", f.micro_batch, "training micro-batch rows")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  // Line by line even into a file, so a crash leaves every finished line.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::printf("%s\n", adapterd::KeepLargeBuffersOnTheHeap().c_str());
   model::SetComputeThreads(f.threads);
   model::OneBlasThreadUnderOneDnn();  // as adapterd does
@@ -252,6 +264,9 @@ int Main(int argc, char** argv) {
   model::LoadOptions lo;
   lo.max_seq_len = f.max_seq_len;
   lo.dtype = f.dtype == "bf16" ? c10::kBFloat16 : c10::kFloat;
+  absl::StatusOr<c10::Device> device = model::ParseDevice(f.device);
+  if (!device.ok()) return std::fprintf(stderr, "%s\n", device.status().ToString().c_str()), 2;
+  lo.device = *device;
   absl::StatusOr<model::LoadedModel> m = model::LoadBertModel(f.model_dir, lo);
   if (!m.ok()) {
     std::fprintf(stderr, "loading %s: %s\n", f.model_dir.c_str(), m.status().ToString().c_str());
@@ -325,7 +340,7 @@ int Main(int argc, char** argv) {
       r.tenant = "default";
       r.task_id = absl::StrCat("loadgen-", many ? picker.Pick(rng) : 0);
       r.texts = corpus[rng() % corpus.size()];
-      return (*engine)->Predict(r).ok();
+      return (*engine)->Predict(r).status();
     };
   };
   // Warm every task into the device tier first (the targets are for resident tasks).
@@ -356,7 +371,7 @@ int Main(int argc, char** argv) {
       v1::PredictRequest r;
       r.set_task_id(absl::StrCat("loadgen-", picker.Pick(rng)));
       for (const std::string& t : corpus[rng() % corpus.size()]) r.add_texts(t);
-      return (*c)->Predict(r).ok();
+      return (*c)->Predict(r).status();
     };
     // One warm-up pass so the server's device tier holds every task too.
     f.seconds = std::max(1.0, f.seconds / 4);
@@ -448,4 +463,10 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace adapterd::bench
 
-int main(int argc, char** argv) { return adapterd::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // A crash prints its stack (a benchmark run on a lent machine may be the
+  // only one).
+  absl::InitializeSymbolizer(argv[0]);
+  absl::InstallFailureSignalHandler({});
+  return adapterd::bench::Main(argc, argv);
+}

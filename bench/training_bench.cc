@@ -3,7 +3,11 @@
 // the bytes stored per task against a fully fine-tuned copy. Not a test.
 //
 //   build/bench/training_bench [--preset=base] [--batch=32] [--seq=128] [--steps=2]
-//                              [--bottleneck=64] [--threads=N] [--blas_threads=N]
+//                              [--bottleneck=64] [--threads=N] [--blas_threads=N] [--device=cpu]
+//                              [--tf32=0]
+//
+// --tf32=1 lets CUDA's fp32 products run on TF32 tensor cores (LibTorch's
+// allow_tf32 for cuBLAS; off by default, as in LibTorch).
 //
 // --blas_threads sizes OpenBLAS's pool alone (default: --threads). adapterd
 // runs with 1 (its products are in oneDNN), full fine-tuning is fastest with
@@ -44,6 +48,8 @@ struct BenchConfig {
   int64_t bottleneck = 64;
   int threads = 0;
   int blas_threads = -1;  // -1: as threads
+  std::string device = "cpu";  // cpu, cuda or cuda:N
+  bool tf32 = false;           // CUDA fp32 products on TF32 tensor cores
 };
 BenchConfig g_cfg;
 std::map<std::string, double> g_rates;
@@ -82,6 +88,9 @@ void RunMode(benchmark::State& state, TrainableParts parts) {
   Check(weights.status());
   model::BertEncoder::Options opts;
   opts.fingerprint = "bench";
+  auto device = model::ParseDevice(g_cfg.device);
+  Check(device.status());
+  opts.device = *device;
   opts.trainable = parts == TrainableParts::kFullFineTune;
   auto encoder = model::BertEncoder::Create(*config, *std::move(weights), opts);
   Check(encoder.status());
@@ -149,7 +158,10 @@ int main(int argc, char** argv) {
        {"--steps", [](const char* v) { g_cfg.steps = std::atoi(v); }},
        {"--bottleneck", [](const char* v) { g_cfg.bottleneck = std::atol(v); }},
        {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }},
-       {"--blas_threads", [](const char* v) { g_cfg.blas_threads = std::atoi(v); }}});
+       {"--blas_threads", [](const char* v) { g_cfg.blas_threads = std::atoi(v); }},
+       {"--device", [](const char* v) { g_cfg.device = v; }},
+       {"--tf32", [](const char* v) { g_cfg.tf32 = std::atoi(v) != 0; }}});
+  at::globalContext().setAllowTF32CuBLAS(g_cfg.tf32);
   adapterd::model::SetComputeThreads(g_cfg.threads);
   if (g_cfg.blas_threads >= 0) adapterd::model::SetBlasThreads(g_cfg.blas_threads);
   int n = static_cast<int>(rest.size());
@@ -157,9 +169,11 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   auto& r = adapterd::training::g_rates;
   if (r.count("adapters") && r.count("full") && r["full"] > 0) {
-    std::printf("\nRatio (this run, preset=%s batch=%d seq=%d, %d threads): adapter training / full fine-tuning "
-                "= %.3f (%.2f vs %.2f examples/s)\n",
-                g_cfg.preset.c_str(), g_cfg.batch, g_cfg.seq, at::get_num_threads(), r["adapters"] / r["full"],
+    std::printf("\nRatio (this run, preset=%s batch=%d seq=%d, device %s%s, %d threads): adapter training / full "
+                "fine-tuning = %.3f (%.2f vs %.2f examples/s)\n",
+                g_cfg.preset.c_str(), g_cfg.batch, g_cfg.seq, g_cfg.device.c_str(), g_cfg.tf32 ? " tf32" : "",
+                at::get_num_threads(),
+                r["adapters"] / r["full"],
                 r["adapters"], r["full"]);
   }
   adapterd::training::PrintStorage();

@@ -56,6 +56,13 @@ if [ "$KIND" = address ]; then
     <(cd "$BUILD_DIR" && ctest --show-only=json-v1 "${SELECT[@]}" |
         python3 -c 'import json, sys; print("\n".join(t["name"] for t in json.load(sys.stdin)["tests"]))' | sort) \
     <(ninja -C "$BUILD_DIR" -t targets all | sed -n 's/: phony$//p' | sort))
+  # An empty list would build only the three binaries and leave every test
+  # without its executable: say so instead of failing test by test.
+  if [ "${#TARGETS[@]}" -eq 0 ]; then
+    echo "sanitize.sh: none of the selected tests names a build target in $BUILD_DIR (ctest --show-only and" \
+         "ninja -t targets disagree); nothing to build" >&2
+    exit 1
+  fi
   cmake --build "$BUILD_DIR" -j "$JOBS" --target adapterd adapterctl adapterd-make-model "${TARGETS[@]}" >&2
 else
   TSAN_TESTS=(tsan_canary_test common_test serving_test job_queue_test fair_scheduler_test api_server_test

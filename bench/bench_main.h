@@ -1,10 +1,13 @@
-// Shared command-line handling for the Google Benchmark binaries in bench/.
+// Shared command-line handling for the Google Benchmark binaries in bench/,
+// and the percentile every bench program reports latencies with.
 //
 // Each binary has a few flags of its own (--preset=..., --batch=...). ParseOwnFlags
 // consumes those and leaves every other argument for benchmark::Initialize. The
 // binaries size their compute threads with model::SetComputeThreads.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -12,6 +15,14 @@
 #include <vector>
 
 namespace adapterd::bench {
+
+// The q-quantile (nearest rank) of `v`, sorting it in place; 0 when empty.
+inline double Percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())) - 1));
+  return v[i];
+}
 
 // name ("--batch") -> setter given the text after '='.
 using FlagSetters = std::map<std::string, std::function<void(const char*)>>;

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/bench_main.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -109,17 +110,6 @@ void Sync(c10::Device d) {
   if (!d.is_cpu()) (void)at::zeros({1}, at::TensorOptions().device(d)).cpu();
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())) - 1))];
-}
-
 // Median seconds of `iters` calls of fn after `warmup` calls; fn returns
 // false on error (then 0 is returned).
 template <typename Fn>
@@ -135,7 +125,7 @@ double MedianSeconds(int warmup, int iters, c10::Device device, Fn&& fn) {
     Sync(device);
     t.push_back(std::chrono::duration<double>(Clock::now() - a).count());
   }
-  return Median(t);
+  return Percentile(t, 0.5);
 }
 
 // Floating-point operations of one sequence of `s` tokens through the

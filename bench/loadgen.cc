@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/bench_main.h"
 #include "common/malloc_tuning.h"
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
@@ -121,13 +122,6 @@ class BatchShapes : public serving::ServingObserver {
   int64_t batches_ ABSL_GUARDED_BY(mu_) = 0, rows_ ABSL_GUARDED_BY(mu_) = 0, tasks_ ABSL_GUARDED_BY(mu_) = 0;
   double padding_ ABSL_GUARDED_BY(mu_) = 0;
 };
-
-double Percentile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())) - 1));
-  return v[i];
-}
 
 // Picks task indexes: uniform or Zipf(s) over [0, k).
 class TaskPicker {

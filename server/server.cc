@@ -221,10 +221,7 @@ absl::Status Server::StartAll() {
   std::fprintf(stderr, "adapterd: serving dtype %s (%s)\n", serving_dtype.dtype.c_str(),
                serving_dtype.reason.c_str());
   ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(serving_dtype.dtype));
-  // model::ParseDevice: "cuda" is cuda:0. c10::Device("cuda") has no index,
-  // and every adapter set, whose device is its tensors' (cuda:0), then
-  // compared unequal to the encoder's: each Predict failed INVALID_ARGUMENT
-  // on the first GPU run (issue 33).
+  // "cuda" is cuda:0 (c10::Device("cuda") has no index: issue 33).
   ASSIGN_OR_RETURN(c10::Device device, model::ParseDevice(o.device));
   model::LoadOptions lo;
   lo.device = device;

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -55,6 +56,15 @@ void AppendLn(std::vector<std::pair<std::string, at::Tensor>>& out, const std::s
               const LayerNormAffine& ln) {
   out.emplace_back(prefix + ".weight", ln.weight);
   out.emplace_back(prefix + ".bias", ln.bias);
+}
+
+// `t` padded at its end by `pad` (at::constant_pad_nd's layout) with
+// `value`; `t` itself when nothing is padded. AdapterStack::Create stacks
+// the result, and at::stack copies once: a zero pad would be one more copy
+// (on a GPU, one more kernel launch per tensor per task per batch).
+at::Tensor PadIfNeeded(const at::Tensor& t, std::vector<int64_t> pad, double value = 0) {
+  if (std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; })) return t;
+  return at::constant_pad_nd(t, pad, value);
 }
 
 LayerNormAffine CopyLn(const at::Tensor& w, const at::Tensor& b, c10::Device device) {
@@ -282,11 +292,9 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
       for (const auto& s : stack->slots_) {
         const BottleneckAdapter& a = pick(*s);
         const int64_t pad = max_m - a.down_weight.size(0);
-        // at::stack copies once; a zero pad would be one more copy (and, on
-        // a GPU, one more kernel launch per tensor per batch).
-        dt.push_back(pad == 0 ? a.down_weight.t() : at::constant_pad_nd(a.down_weight.t(), {0, pad}));
-        db.push_back(pad == 0 ? a.down_bias : at::constant_pad_nd(a.down_bias, {0, pad}));
-        ut.push_back(pad == 0 ? a.up_weight.t() : at::constant_pad_nd(a.up_weight.t(), {0, 0, 0, pad}));
+        dt.push_back(PadIfNeeded(a.down_weight.t(), {0, pad}));
+        db.push_back(PadIfNeeded(a.down_bias, {0, pad}));
+        ut.push_back(PadIfNeeded(a.up_weight.t(), {0, 0, 0, pad}));
         ub.push_back(a.up_bias);
       }
       return StackedAdapter{at::stack(dt), at::stack(db), at::stack(ut), at::stack(ub)};
@@ -313,13 +321,10 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
     stack->emb_ln_weight_ = stack_of([](const AdapterSet& s) { return s.embedding_layer_norm().weight; });
     stack->emb_ln_bias_ = stack_of([](const AdapterSet& s) { return s.embedding_layer_norm().bias; });
     stack->head_t_ = stack_of([c](const AdapterSet& s) {
-      const int64_t pad = c - s.head_weight().size(0);
-      return pad == 0 ? s.head_weight().t() : at::constant_pad_nd(s.head_weight().t(), {0, pad});
+      return PadIfNeeded(s.head_weight().t(), {0, c - s.head_weight().size(0)});
     });
     stack->head_bias_ = stack_of([c](const AdapterSet& s) {
-      const int64_t pad = c - s.head_bias().size(0);
-      return pad == 0 ? s.head_bias()
-                      : at::constant_pad_nd(s.head_bias(), {0, pad}, -std::numeric_limits<double>::infinity());
+      return PadIfNeeded(s.head_bias(), {0, c - s.head_bias().size(0)}, -std::numeric_limits<double>::infinity());
     });
   }));
   return std::shared_ptr<const AdapterStack>(stack);

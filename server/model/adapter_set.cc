@@ -286,18 +286,28 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
     stack->activation_ = sets[0]->config().activation;
     const int64_t c = stack->max_labels_;
     // Zero padding of the bottleneck leaves outputs unchanged: padded hidden
-    // units meet zero columns of U.
+    // units meet zero rows of U^T. U's bias is row max_m, then zero rows to k.
+    // Every slot's [U^T; b_U; zeros] goes into one cat (one kernel on a GPU,
+    // as one stack was): a cat per slot costs a launch per task and adapter,
+    // which halved the engine's mixed-task rate on the H100 (issue 33).
+    const int64_t d = encoder_config.hidden_size, k = (max_m + 1 + 7) / 8 * 8;
+    const at::TensorOptions opts = at::TensorOptions().device(device).dtype(dtype);
+    stack->up_bias_selector_ = at::zeros({k - max_m}, opts);
+    stack->up_bias_selector_[0] = 1;
+    const at::Tensor zero_rows = at::zeros({k - max_m - 1, d}, opts);
+    const int64_t t = static_cast<int64_t>(stack->slots_.size());
     auto stack_adapter = [&](auto pick) {
-      std::vector<at::Tensor> dt, db, ut, ub;
+      std::vector<at::Tensor> dt, db, up;
       for (const auto& s : stack->slots_) {
         const BottleneckAdapter& a = pick(*s);
         const int64_t pad = max_m - a.down_weight.size(0);
         dt.push_back(PadIfNeeded(a.down_weight.t(), {0, pad}));
         db.push_back(PadIfNeeded(a.down_bias, {0, pad}));
-        ut.push_back(PadIfNeeded(a.up_weight.t(), {0, 0, 0, pad}));
-        ub.push_back(a.up_bias);
+        up.push_back(PadIfNeeded(a.up_weight.t(), {0, 0, 0, pad}));
+        up.push_back(a.up_bias.unsqueeze(0));
+        up.push_back(zero_rows);
       }
-      return StackedAdapter{at::stack(dt), at::stack(db), at::stack(ut), at::stack(ub)};
+      return StackedAdapter{at::stack(dt), at::stack(db), at::cat(up).view({t, k, d})};
     };
     auto stack_of = [&](auto pick) {
       std::vector<at::Tensor> ts;

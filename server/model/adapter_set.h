@@ -140,15 +140,20 @@ inline int64_t AdapterSetParameterCount(int64_t layers, int64_t hidden, int64_t 
 // T tasks' parameters on one device, in one dtype, for mixed-task batches.
 // Slot i holds sets[i]. Besides the per-slot sets (used by the per-task
 // segment strategy), it keeps per-layer stacks for the gathered-bmm strategy:
-// D^T as [T, d, m*], U^T as [T, m*, d], biases [T, m*] / [T, d], LayerNorm
-// affines [T, d], where m* is the largest bottleneck: smaller adapters are
-// zero-padded, which leaves their output exactly unchanged because the padded
-// columns of U are zero. Gathering needs one activation for all slots;
-// has_gather_tensors() is false otherwise (and when not asked for).
+// D^T as [T, d, m*] and its bias [T, m*]; U^T with U's bias as one more row,
+// [T, k, d] with row m* the bias and rows past it zero (k = m* + 1 rounded up
+// to a multiple of 8, which keeps a bf16 product's rows 16-byte aligned), so
+// that a hidden vector extended by [1, 0, ...] (up_bias_selector()) meets the
+// bias inside the product; LayerNorm affines [T, d]. m* is the largest
+// bottleneck: smaller adapters are zero-padded, which leaves their output
+// exactly unchanged because the padded rows of U^T are zero. Gathering needs
+// one activation for all slots; has_gather_tensors() is false otherwise (and
+// when not asked for).
 class AdapterStack {
  public:
   struct StackedAdapter {
-    at::Tensor down_t, down_bias, up_t, up_bias;
+    at::Tensor down_t, down_bias;  // [T, d, m*], [T, m*]
+    at::Tensor up_t_with_bias;     // [T, k, d]: U^T, then U's bias, then zeros
   };
   struct StackedLayer {
     StackedAdapter attention_adapter, ffn_adapter;
@@ -167,6 +172,9 @@ class AdapterStack {
   // Valid only when has_gather_tensors().
   Activation gather_activation() const { return activation_; }
   const std::vector<StackedLayer>& stacked_layers() const { return layers_; }
+  // [k - m*]: 1 then zeros, in the stack's dtype: what a bottleneck vector is
+  // extended by to meet up_t_with_bias's bias row.
+  const at::Tensor& up_bias_selector() const { return up_bias_selector_; }
   const at::Tensor& stacked_emb_ln_weight() const { return emb_ln_weight_; }
   const at::Tensor& stacked_emb_ln_bias() const { return emb_ln_bias_; }
   // [T, d, max_labels] and [T, max_labels]; padded logits get -inf bias.
@@ -180,7 +188,7 @@ class AdapterStack {
   int64_t max_labels_ = 0;
   Activation activation_ = Activation::kGelu;
   std::vector<StackedLayer> layers_;
-  at::Tensor emb_ln_weight_, emb_ln_bias_, head_t_, head_bias_;
+  at::Tensor emb_ln_weight_, emb_ln_bias_, head_t_, head_bias_, up_bias_selector_;
 };
 
 }  // namespace adapterd::model

@@ -39,10 +39,22 @@ at::Tensor ApplyAdapter(const BottleneckAdapter& a, Activation act, const at::Te
 
 // LayerNorm over the last dimension with affine `w`, `b`. When `x` is wider
 // than the affine (the fp32 residual stream of a bf16/fp16 encoder), the
-// normalisation runs in x's dtype and the affine promotes to it.
+// normalisation runs in x's dtype and the affine promotes to it. On CUDA the
+// affine is widened first (2 x d elements) so that one kernel normalises and
+// applies it: the separate addcmul was a second pass over the whole stream
+// (issue 33). CPUs keep the two steps, whose rounding their tests pin.
 at::Tensor AffineLayerNorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) {
   if (x.scalar_type() == w.scalar_type()) return at::layer_norm(x, {x.size(-1)}, w, b, eps);
+  if (x.is_cuda()) return at::layer_norm(x, {x.size(-1)}, w.to(x.scalar_type()), b.to(x.scalar_type()), eps);
   return at::addcmul(b, at::layer_norm(x, {x.size(-1)}, {}, {}, eps), w);
+}
+
+// Whether every element of integer tensor `t` lies in [0, limit). On the
+// host when `t` is there (the serving path tokenizes on the host), so that a
+// device forward does not wait for the device to answer.
+bool AllBelow(const at::Tensor& t, int64_t limit) {
+  auto [lo, hi] = at::aminmax(t);
+  return lo.item<int64_t>() >= 0 && hi.item<int64_t>() < limit;
 }
 
 // `t` in `like`'s dtype (no copy when it already is).
@@ -87,6 +99,8 @@ class BertEncoder::TaskOps {
  public:
   virtual ~TaskOps() = default;
   virtual at::Tensor LayerNorm(LnSite site, int64_t layer, const at::Tensor& x) const = 0;
+  // May overwrite `x` (which autograd does not track) with the result: the
+  // layer loop passes a sub-layer's output it does not read again.
   virtual at::Tensor Adapter(AdapterSite site, int64_t layer, const at::Tensor& x) const = 0;
   // Undefined for the plain encoder.
   virtual at::Tensor Head(const at::Tensor& pooled) const = 0;
@@ -200,15 +214,24 @@ class BertEncoder::GatherOps final : public TaskOps {
       b = site == LnSite::kAttention ? &l.attention_ln_bias : &l.output_ln_bias;
     }
     at::Tensor y = at::layer_norm(x, {x.size(-1)}, {}, {}, eps_);
-    return at::addcmul(Rows(*b).unsqueeze(1), y, Rows(*w).unsqueeze(1));
+    // The rows' affines in y's dtype ([B, d], small): a product of mixed
+    // dtypes takes a slower kernel over the whole stream (on the H100, 37 ms
+    // of a 285 ms batch; issue 33).
+    return at::addcmul(As(Rows(*b), y).unsqueeze(1), y, As(Rows(*w), y).unsqueeze(1));
   }
+  // x + U act(D x + b_D) + b_U, with b_U inside the product (the hidden
+  // vector extended by [1, 0, ...] meets U's bias row) and x its
+  // accumulator: overwritten in place unless autograd tracks it.
   at::Tensor Adapter(AdapterSite site, int64_t layer, const at::Tensor& x) const override {
     const auto& l = stack_.stacked_layers()[static_cast<size_t>(layer)];
     const AdapterStack::StackedAdapter& a =
         site == AdapterSite::kAttention ? l.attention_adapter : l.ffn_adapter;
     at::Tensor h = at::baddbmm(Rows(a.down_bias).unsqueeze(1), x, Rows(a.down_t));
     h = Activate(stack_.gather_activation(), h);
-    return at::baddbmm(x + Rows(a.up_bias).unsqueeze(1), h, Rows(a.up_t));
+    const at::Tensor& tail = stack_.up_bias_selector();
+    h = at::cat({h, tail.expand({h.size(0), h.size(1), tail.size(0)})}, -1);
+    if (x.requires_grad() || !x.is_contiguous()) return at::baddbmm(x, h, Rows(a.up_t_with_bias));
+    return x.baddbmm_(h, Rows(a.up_t_with_bias));
   }
   at::Tensor Head(const at::Tensor& pooled) const override {
     return at::baddbmm(As(Rows(stack_.stacked_head_bias()), pooled).unsqueeze(1), pooled.unsqueeze(1),
@@ -321,7 +344,7 @@ MixedStrategy BertEncoder::ChooseStrategy(int64_t batch, int64_t distinct_tasks,
 absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input,
                                                    const ForwardOptions& options) const {
   PlainOps ops(weights_, config_.layer_norm_eps);
-  return Run(input, ops, options.train);
+  return Run(input, ops, options);
 }
 
 absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, const AdapterSet& task,
@@ -338,7 +361,7 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
   }
   SegmentOps ops({{&task, 0, input.input_ids.size(0)}}, task.config().num_labels(),
                  config_.layer_norm_eps, options_.device);
-  return Run(input, ops, options.train);
+  return Run(input, ops, options);
 }
 
 absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, const AdapterStack& stack,
@@ -381,7 +404,7 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
       at::Tensor index = at::tensor(std::vector<int64_t>(row_slots.begin(), row_slots.end()), at::kLong)
                              .to(options_.device);
       GatherOps ops(stack, index, config_.layer_norm_eps);
-      ASSIGN_OR_RETURN(EncoderOutput out, Run(input, ops, options.train));
+      ASSIGN_OR_RETURN(EncoderOutput out, Run(input, ops, options));
       if (out.logits.size(-1) > max_labels) out.logits = out.logits.narrow(-1, 0, max_labels);
       return out;
     });
@@ -405,13 +428,13 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
   RETURN_IF_ERROR(GuardTorch("mixed-task forward", [&]() {
     ops.emplace(std::move(segments), max_labels, config_.layer_norm_eps, options_.device);
   }));
-  if (sorted) return Run(input, *ops, options.train);
+  if (sorted) return Run(input, *ops, options);
   return GuardTorch("mixed-task forward", [&]() -> absl::StatusOr<EncoderOutput> {
     at::Tensor perm = at::tensor(order, at::kLong);
     auto permute = [&](const at::Tensor& t) { return t.defined() ? t.index_select(0, perm.to(t.device())) : t; };
     EncoderInput sorted_input{permute(input.input_ids), permute(input.token_type_ids),
                               permute(input.attention_mask)};
-    ASSIGN_OR_RETURN(EncoderOutput out, Run(sorted_input, *ops, options.train));
+    ASSIGN_OR_RETURN(EncoderOutput out, Run(sorted_input, *ops, options));
     at::Tensor inverse = at::empty_like(perm);
     inverse.index_put_({perm}, at::arange(batch, at::kLong));
     inverse = inverse.to(options_.device);
@@ -423,7 +446,8 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
 }
 
 absl::StatusOr<EncoderOutput> BertEncoder::Run(const EncoderInput& input, const TaskOps& ops,
-                                               bool train) const {
+                                               const ForwardOptions& options) const {
+  const bool train = options.train;
   const at::Tensor& ids_in = input.input_ids;
   if (!ids_in.defined() || ids_in.dim() != 2 || !at::isIntegralType(ids_in.scalar_type(), false)) {
     return absl::InvalidArgumentError("input_ids must be an integer [batch, seq_len] tensor");
@@ -441,18 +465,18 @@ absl::StatusOr<EncoderOutput> BertEncoder::Run(const EncoderInput& input, const 
   }
   return GuardTorch("encoder forward", [&]() -> absl::StatusOr<EncoderOutput> {
     const auto dev = options_.device;
-    at::Tensor ids = ids_in.to(dev, at::kLong);
-    at::Tensor types = input.token_type_ids.defined() ? input.token_type_ids.to(dev, at::kLong)
-                                                      : at::zeros_like(ids);
-    auto [lo, hi] = at::aminmax(ids);
-    if (lo.item<int64_t>() < 0 || hi.item<int64_t>() >= config_.vocab_size) {
+    // Range checks before the copy (each is a device round trip otherwise).
+    if (!options.inputs_checked && !AllBelow(ids_in, config_.vocab_size)) {
       return absl::InvalidArgumentError(absl::StrCat("input_ids must be in [0, ", config_.vocab_size, ")"));
     }
-    auto [tlo, thi] = at::aminmax(types);
-    if (tlo.item<int64_t>() < 0 || thi.item<int64_t>() >= config_.type_vocab_size) {
+    if (!options.inputs_checked && input.token_type_ids.defined() &&
+        !AllBelow(input.token_type_ids, config_.type_vocab_size)) {
       return absl::InvalidArgumentError(
           absl::StrCat("token_type_ids must be in [0, ", config_.type_vocab_size, ")"));
     }
+    at::Tensor ids = ids_in.to(dev, at::kLong);
+    at::Tensor types = input.token_type_ids.defined() ? input.token_type_ids.to(dev, at::kLong)
+                                                      : at::zeros_like(ids);
     const double p_hidden = train ? config_.hidden_dropout_prob : 0.0;
     const double p_attn = train ? config_.attention_probs_dropout_prob : 0.0;
     const EncoderWeights& w = weights_;
@@ -461,8 +485,11 @@ absl::StatusOr<EncoderOutput> BertEncoder::Run(const EncoderInput& input, const 
     // A bf16 or fp16 encoder multiplies in its dtype, but keeps the residual
     // stream, the LayerNorms and the head in fp32 (as mixed-precision
     // inference does): summing residuals in bf16 alone lost enough to flip
-    // 0.7% of held-out labels against fp32 (docs/PERFORMANCE.md).
-    const at::ScalarType stream = options_.dtype == at::kDouble ? at::kDouble : at::kFloat;
+    // 0.7% of held-out labels against fp32 (docs/PERFORMANCE.md), unless
+    // Options::reduced_residual_stream asks for the encoder's dtype.
+    const at::ScalarType stream = options_.dtype == at::kDouble        ? at::kDouble
+                                  : options_.reduced_residual_stream ? options_.dtype
+                                                                     : at::kFloat;
     const bool mixed = options_.dtype != stream;
     auto narrow = [&](const at::Tensor& t) { return mixed ? t.to(options_.dtype) : t; };
     at::Tensor h = at::embedding(w.word_embeddings, ids).to(stream);

@@ -66,11 +66,18 @@ struct ForwardOptions {
   MixedStrategy strategy = MixedStrategy::kAuto;
   // Dropout with the config's rates (training); off at inference.
   bool train = false;
+  // The caller has checked that input_ids and token_type_ids lie in the
+  // vocabulary's and type vocabulary's ranges (on the host, before copying
+  // them to the device): the forward skips its own check, which on device
+  // tensors waits for the device. A forward with no such wait may be
+  // captured in a CUDA graph. Out-of-range ids are then undefined behaviour.
+  bool inputs_checked = false;
 };
 
 struct EncoderOutput {
   // fp32 for fp32, bf16 and fp16 encoders (a reduced-precision encoder keeps
-  // its residual stream, LayerNorms and head in fp32); fp64 for fp64.
+  // its residual stream, LayerNorms and head in fp32; in its own dtype with
+  // Options::reduced_residual_stream); fp64 for fp64.
   at::Tensor last_hidden_state;  // [B, L, d]
   at::Tensor pooled;             // [B, d]
   // [B, C] with C = the largest label count among the batch's tasks; a row's
@@ -100,6 +107,13 @@ class BertEncoder {
     // an encoder is not frozen, is not thread-safe under training, and must
     // never serve.
     bool trainable = false;
+    // A bf16/fp16 encoder keeps its residual stream, LayerNorms and pooled
+    // output in fp32 (false, the default). True keeps them in the encoder's
+    // dtype, as transformers' bf16 BertModel does: less memory traffic per
+    // layer (what a GPU's elementwise time is), but summing residuals in bf16
+    // flipped 0.6-0.7% of held-out labels against fp32 on CPUs
+    // (docs/PERFORMANCE.md, "bf16 serving" and "GPU"). No effect on fp32/fp64.
+    bool reduced_residual_stream = false;
   };
 
   // Validates every tensor's shape against `config` (INVALID_ARGUMENT names
@@ -146,7 +160,7 @@ class BertEncoder {
       : config_(std::move(config)), weights_(std::move(weights)), options_(std::move(options)) {}
 
   absl::StatusOr<EncoderOutput> Run(const EncoderInput& input, const TaskOps& ops,
-                                    bool train) const;
+                                    const ForwardOptions& options) const;
 
   BertConfig config_;
   EncoderWeights weights_;

@@ -228,6 +228,7 @@ absl::StatusOr<LoadedModel> LoadBertModel(const std::string& dir, const LoadOpti
   BertEncoder::Options enc;
   enc.device = options.device;
   enc.dtype = options.dtype;
+  enc.reduced_residual_stream = options.reduced_residual_stream;
   enc.fingerprint = ComputeModelFingerprint(resolved->fingerprint, *tokenizer);
   enc.weights_fingerprint = resolved->fingerprint;
   ASSIGN_OR_RETURN(std::unique_ptr<BertEncoder> encoder,

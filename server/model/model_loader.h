@@ -33,6 +33,8 @@ struct LoadOptions {
   c10::ScalarType dtype = c10::kFloat;
   // Tokenizer truncation length (clamped to max_position_embeddings).
   int max_seq_len = 128;
+  // BertEncoder::Options::reduced_residual_stream.
+  bool reduced_residual_stream = false;
 };
 
 struct LoadedModel {

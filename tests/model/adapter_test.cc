@@ -218,6 +218,39 @@ TEST_F(MixedTaskTest, Bf16EncoderKeepsAnFp32StreamOnEveryPath) {
   EXPECT_LT(MaxAbsDiff(single.logits[0], reference.logits[0].narrow(0, 0, single.logits.size(1))), 0.05);
 }
 
+// With reduced_residual_stream the stream stays in bf16 (transformers' bf16
+// forward): the outputs are bf16, every path stays near the fp32 reference,
+// and the result is not the fp32-stream one.
+TEST_F(MixedTaskTest, ReducedResidualStreamKeepsTheStreamInTheEncodersDtype) {
+  std::unique_ptr<BertEncoder> by_stream[2];
+  for (bool reduced : {false, true}) {
+    ASSERT_OK_AND_ASSIGN(EncoderWeights w, RandomEncoderWeights(TinyConfig(), 1));  // MakeEncoder's weights
+    BertEncoder::Options opts;
+    opts.dtype = at::kBFloat16;
+    opts.fingerprint = enc_->fingerprint();
+    opts.reduced_residual_stream = reduced;
+    ASSERT_OK_AND_ASSIGN(by_stream[reduced], BertEncoder::Create(TinyConfig(), std::move(w), opts));
+  }
+  std::vector<std::shared_ptr<const AdapterSet>> c(sets_.begin(), sets_.end());
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const AdapterStack> stack,
+                       AdapterStack::Create(c, enc_->config(), at::kCPU, at::kBFloat16, true));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput reference, enc_->Forward(MakeInput(rows_), *stack_, slots_));
+  for (MixedStrategy s : {MixedStrategy::kSegments, MixedStrategy::kGatherBmm}) {
+    ASSERT_OK_AND_ASSIGN(EncoderOutput wide, by_stream[0]->Forward(MakeInput(rows_), *stack, slots_, {.strategy = s}));
+    ASSERT_OK_AND_ASSIGN(EncoderOutput out, by_stream[1]->Forward(MakeInput(rows_), *stack, slots_, {.strategy = s}));
+    EXPECT_EQ(out.last_hidden_state.scalar_type(), at::kBFloat16);
+    EXPECT_EQ(out.pooled.scalar_type(), at::kBFloat16);
+    EXPECT_EQ(out.logits.scalar_type(), at::kBFloat16);
+    EXPECT_GT(MaxAbsDiff(out.last_hidden_state, wide.last_hidden_state), 0.0) << "the option changed nothing";
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      const int64_t r = static_cast<int64_t>(i);
+      const int64_t labels = sets_[static_cast<size_t>(slots_[i])]->config().num_labels();
+      EXPECT_LT(MaxAbsDiff(out.logits[r].narrow(0, 0, labels), reference.logits[r].narrow(0, 0, labels)), 0.1)
+          << "row " << i;
+    }
+  }
+}
+
 TEST_F(MixedTaskTest, RowsAreInvariantToOtherRowsLengthsAndTasks) {
   ASSERT_OK_AND_ASSIGN(EncoderOutput base, enc_->Forward(MakeInput(rows_), *stack_, slots_));
   // Row 1 again, among different companions (other tasks, longer rows, more padding).

@@ -311,6 +311,22 @@ TEST(BertEncoder, RejectsMalformedInputs) {
   EXPECT_THAT(enc->Forward(bad_mask), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shape")));
 }
 
+// inputs_checked only skips the range check: valid inputs give the same
+// outputs bit for bit, and a negative id (which at::embedding refuses on a
+// CPU) is still an error, not a crash.
+TEST(BertEncoder, InputsCheckedSkipsOnlyTheRangeCheck) {
+  auto enc = MakeEncoder(TinyConfig());
+  const EncoderInput input = MakeInput({{2, 5, 6, 3}, {2, 7, 3}});
+  ASSERT_OK_AND_ASSIGN(EncoderOutput checked, enc->Forward(input));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput trusted, enc->Forward(input, {.inputs_checked = true}));
+  EXPECT_TRUE(BitEqual(checked.last_hidden_state, trusted.last_hidden_state));
+  EXPECT_TRUE(BitEqual(checked.pooled, trusted.pooled));
+  EncoderInput bad = MakeInput({{2, 5, 3}});
+  bad.input_ids[0][1] = -1;
+  EXPECT_THAT(enc->Forward(bad), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("input_ids must be in")));
+  EXPECT_FALSE(enc->Forward(bad, {.inputs_checked = true}).ok());
+}
+
 TEST(BertEncoder, CreateRejectsWeightsThatDoNotFitTheConfig) {
   BertConfig config = TinyConfig();
   ASSERT_OK_AND_ASSIGN(EncoderWeights w, RandomEncoderWeights(config, 1));

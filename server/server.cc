@@ -223,14 +223,19 @@ absl::Status Server::StartAll() {
   ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(serving_dtype.dtype));
   // "cuda" is cuda:0 (c10::Device("cuda") has no index: issue 33).
   ASSIGN_OR_RETURN(c10::Device device, model::ParseDevice(o.device));
+  const ResidualStream stream = ResolveResidualStream(o.residual_stream, o.device, serving_dtype.dtype);
+  std::fprintf(stderr, "adapterd: residual stream %s (%s)\n", stream.reduced ? serving_dtype.dtype.c_str() : "fp32",
+               stream.reason.c_str());
   model::LoadOptions lo;
   lo.device = device;
   lo.dtype = dtype;
   lo.max_seq_len = o.max_seq_len;
+  lo.reduced_residual_stream = stream.reduced;
   ASSIGN_OR_RETURN(p.model, model::LoadBertModel(o.model_dir, lo));
   const model::LoadedModel* train_model = &p.model;
   if (dtype != c10::kFloat) {
     lo.dtype = c10::kFloat;
+    lo.reduced_residual_stream = false;
     ASSIGN_OR_RETURN(p.training_model, model::LoadBertModel(o.model_dir, lo));
     train_model = &p.training_model;
   }

@@ -21,6 +21,9 @@ absl::Status ServerOptions::Validate() const {
   if (dtype != "auto" && dtype != "fp32" && dtype != "bf16" && dtype != "fp16") {
     return bad(absl::StrCat("--dtype must be auto, fp32, bf16 or fp16, not '", dtype, "'"));
   }
+  if (residual_stream != "auto" && residual_stream != "fp32" && residual_stream != "serving") {
+    return bad(absl::StrCat("--residual_stream must be auto, fp32 or serving, not '", residual_stream, "'"));
+  }
   if (max_seq_len < 8 || max_seq_len > 4096) return bad("--max_seq_len must be in [8, 4096]");
   if (max_batch_size < 1 || max_batch_size > 4096) return bad("--max_batch_size must be in [1, 4096]");
   if (max_queue_delay_us < 0) return bad("--max_queue_delay_us must be >= 0");
@@ -81,6 +84,17 @@ ServingDtype ResolveServingDtype(const std::string& requested, const std::string
   return {"fp32", "--dtype auto: the CPU has no native bf16 (neither amx_bf16 nor avx512_bf16), where bf16 is slower"};
 }
 
+ResidualStream ResolveResidualStream(const std::string& requested, const std::string& device,
+                                     const std::string& serving_dtype) {
+  if (serving_dtype == "fp32") return {false, "fp32 serving"};
+  if (requested == "serving") return {true, "--residual_stream serving"};
+  if (requested == "fp32") return {false, "--residual_stream fp32"};
+  if (device.starts_with("cuda")) {
+    return {true, "--residual_stream auto: a CUDA device, where it is faster and keeps fp32's labels"};
+  }
+  return {false, "--residual_stream auto: a CPU, where summing residuals in " + serving_dtype + " flips labels"};
+}
+
 std::string EnvName(const std::string& flag) {
   std::string name = "ADAPTERD_";
   for (char c : flag) name.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
@@ -116,6 +130,9 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   app.add_option("--dtype", o.dtype,
                  "Serving dtype: auto (bf16 on CUDA and on CPUs with AMX or AVX512-BF16, fp32 elsewhere), fp32, "
                  "bf16 or fp16; training always runs in fp32");
+  app.add_option("--residual_stream", o.residual_stream,
+                 "Where a bf16/fp16 encoder sums its residuals: auto (the serving dtype on CUDA, fp32 on CPUs), "
+                 "fp32, or serving");
   app.add_option("--max_seq_len", o.max_seq_len, "Tokens per input; longer inputs are truncated");
   app.add_option("--threads", o.threads,
                  "Intra-op CPU threads for LibTorch; 0 = the CPUs this process may use (affinity and cgroup quota)");

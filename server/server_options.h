@@ -40,6 +40,7 @@ struct ServerOptions {
   std::string model_dir;            // HuggingFace BERT directory (required)
   std::string device = "cpu";       // cpu | cuda | cuda:N
   std::string dtype = "auto";       // auto | fp32 | bf16 | fp16 (serving; training is fp32)
+  std::string residual_stream = "auto";  // auto | fp32 | serving (a bf16/fp16 encoder's residual stream)
   int max_seq_len = 128;            // tokens per input, truncation beyond
   int threads = 0;                  // intra-op threads; 0 = the CPUs this process may use
                                     // (affinity and cgroup quota, common/cpu_quota.h)
@@ -110,6 +111,20 @@ struct ServingDtype {
 };
 ServingDtype ResolveServingDtype(const std::string& requested, const std::string& device,
                                  const std::string& cpu_bf16_feature);
+
+// Where a bf16/fp16 serving encoder keeps its residual stream, LayerNorms
+// and head (BertEncoder::Options::reduced_residual_stream), and why (for the
+// start-up log). "auto" is the serving dtype on CUDA: on the H100 that ran
+// the encoder 16-19% faster and kept fp32's label on 99.9% and 99.8% of the
+// two real datasets' test texts; fp32 on CPUs, where a bf16 stream kept only
+// 99.3% and 99.4% (docs/PERFORMANCE.md, "GPU" and "bf16 serving"). "fp32"
+// and "serving" are used as given; an fp32 encoder has one stream.
+struct ResidualStream {
+  bool reduced = false;  // true: in the serving dtype
+  std::string reason;
+};
+ResidualStream ResolveResidualStream(const std::string& requested, const std::string& device,
+                                     const std::string& serving_dtype);
 
 // The environment variable of flag `name` (without dashes): "metrics_listen"
 // -> "ADAPTERD_METRICS_LISTEN".

@@ -140,6 +140,21 @@ TEST(ServerOptions, DtypeAutoIsBf16WhereTheHardwareHasItAndFp32Elsewhere) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("auto, fp32, bf16 or fp16")));
 }
 
+TEST(ServerOptions, ResidualStreamAutoIsTheServingDtypeOnCudaAndFp32OnCpus) {
+  int code = -1;
+  ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({"--model_dir", "/m"}, &code));
+  EXPECT_EQ(o.residual_stream, "auto");  // the default
+  EXPECT_TRUE(ResolveResidualStream("auto", "cuda", "bf16").reduced);
+  EXPECT_TRUE(ResolveResidualStream("auto", "cuda:1", "fp16").reduced);
+  EXPECT_FALSE(ResolveResidualStream("auto", "cpu", "bf16").reduced);
+  EXPECT_THAT(ResolveResidualStream("auto", "cpu", "bf16").reason, HasSubstr("flips labels"));
+  EXPECT_TRUE(ResolveResidualStream("serving", "cpu", "bf16").reduced);  // explicit wins
+  EXPECT_FALSE(ResolveResidualStream("fp32", "cuda", "bf16").reduced);
+  EXPECT_FALSE(ResolveResidualStream("serving", "cuda", "fp32").reduced);  // fp32 has one stream
+  EXPECT_THAT(Parse({"--model_dir", "/m", "--residual_stream", "bf16"}, &code).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("auto, fp32 or serving")));
+}
+
 // Secure by default: both ports bind to loopback until configured otherwise,
 // and TLS files come in the documented combinations only.
 TEST(ServerOptions, PortsBindToLoopbackByDefaultAndTlsFlagsComeTogether) {

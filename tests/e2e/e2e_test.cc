@@ -160,35 +160,54 @@ TEST_F(E2eTest, DefaultModelLearnsTheWalkthroughDatasetWellAboveMajority) {
   // against fp32 on the same adapters and the same held-out texts: the same
   // label for at least 99.5% of them (docs/PERFORMANCE.md has the figures on
   // both real datasets' whole test splits).
-  auto serve = [&](const char* dtype) {
-    extra_args_ = {"--dtype", dtype};
+  auto serve = [&](std::vector<std::string> args) {
+    extra_args_ = std::move(args);
     StartServer(kSourceDir + "/models/adapterd-mini-en", "2");
     const nlohmann::json out = CtlJson({"predict", "--task", "supersenses", "--all-scores", "--file", file});
     EXPECT_EQ(StopServer(), 0);
     return out;
   };
-  const nlohmann::json fp32 = serve("fp32");
-  const nlohmann::json bf16 = serve("bf16");
-  ASSERT_EQ(fp32["predictions"].size(), kTestExamples);
-  ASSERT_EQ(bf16["predictions"].size(), kTestExamples);
-  size_t agree = 0;
-  double max_diff = 0;
-  for (size_t i = 0; i < kTestExamples; ++i) {
-    const auto& a = fp32["predictions"][i];
-    const auto& b = bf16["predictions"][i];
-    agree += a["label"] == b["label"] ? 1 : 0;
-    std::map<std::string, double> scores;
-    for (const auto& ls : a["all_scores"]) scores[ls["label"].get<std::string>()] = ls["score"].get<double>();
-    ASSERT_EQ(b["all_scores"].size(), scores.size());
-    for (const auto& ls : b["all_scores"]) {
-      ASSERT_TRUE(scores.count(ls["label"].get<std::string>())) << ls.dump();
-      max_diff = std::max(max_diff, std::abs(scores[ls["label"].get<std::string>()] - ls["score"].get<double>()));
+  // How many labels two servers' predictions share, and their largest
+  // probability difference.
+  auto compare = [&](const nlohmann::json& x, const nlohmann::json& y) -> std::pair<size_t, double> {
+    EXPECT_EQ(x["predictions"].size(), kTestExamples);
+    EXPECT_EQ(y["predictions"].size(), kTestExamples);
+    size_t agree = 0;
+    double max_diff = 0;
+    for (size_t i = 0; i < std::min(x["predictions"].size(), y["predictions"].size()); ++i) {
+      const auto& a = x["predictions"][i];
+      const auto& b = y["predictions"][i];
+      agree += a["label"] == b["label"] ? 1 : 0;
+      std::map<std::string, double> scores;
+      for (const auto& ls : a["all_scores"]) scores[ls["label"].get<std::string>()] = ls["score"].get<double>();
+      EXPECT_EQ(b["all_scores"].size(), scores.size());
+      for (const auto& ls : b["all_scores"]) {
+        EXPECT_TRUE(scores.count(ls["label"].get<std::string>())) << ls.dump();
+        max_diff = std::max(max_diff, std::abs(scores[ls["label"].get<std::string>()] - ls["score"].get<double>()));
+      }
     }
-  }
+    return {agree, max_diff};
+  };
+  const nlohmann::json fp32 = serve({"--dtype", "fp32"});
+  const nlohmann::json bf16 = serve({"--dtype", "bf16"});
+  const auto [agree, max_diff] = compare(fp32, bf16);
   std::cout << "walkthrough: bf16 vs fp32 argmax agreement " << agree << "/" << kTestExamples
             << ", largest probability difference " << max_diff << "\n";
   EXPECT_GE(static_cast<double>(agree), 0.995 * kTestExamples) << "bf16 and fp32 disagree too often";
   EXPECT_GT(max_diff, 0.0) << "the two servers did not compute in different dtypes";
+
+  // --residual_stream serving (what auto chooses on CUDA) sums the residuals
+  // in bf16 too: other probabilities than the fp32 stream's. On a CPU it
+  // loses labels (99.3-99.4% on the real datasets, docs/PERFORMANCE.md), so
+  // only a bound well below P3's target is asserted here.
+  const nlohmann::json bf16_stream = serve({"--dtype", "bf16", "--residual_stream", "serving"});
+  const auto [stream_vs_wide_agree, stream_vs_wide_diff] = compare(bf16, bf16_stream);
+  const auto [stream_agree, stream_diff] = compare(fp32, bf16_stream);
+  std::cout << "walkthrough: bf16 with a bf16 residual stream vs fp32: argmax agreement " << stream_agree << "/"
+            << kTestExamples << ", largest probability difference " << stream_diff << "\n";
+  EXPECT_GT(stream_vs_wide_diff, 0.0) << "--residual_stream serving changed nothing";
+  EXPECT_GE(static_cast<double>(stream_agree), 0.98 * kTestExamples);
+  (void)stream_vs_wide_agree;
 }
 
 TEST_F(E2eTest, SigkillDuringTrainingThenRestartResumesTheJobToSuccess) {

@@ -456,10 +456,17 @@ int Main(int argc, char** argv) {
               Percentile(read_ms, 0.99));
   std::printf("  of which parse + convert      p50 %8.2f ms  p99 %8.2f ms\n", Percentile(parse_ms, 0.5),
               Percentile(parse_ms, 0.99));
+  // Each teardown step is named: on the H100 the process crashed after its
+  // last figure (issue 33), and these lines say in which step.
+  std::fflush(stdout);
+  std::fprintf(stderr, "loadgen: teardown: engine\n");
   engine->reset();
+  std::fprintf(stderr, "loadgen: teardown: database\n");
   (void)(*db)->Close();
+  std::fprintf(stderr, "loadgen: teardown: directory\n");
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+  std::fprintf(stderr, "loadgen: teardown: model and locals\n");
   return 0;
 }
 
@@ -471,5 +478,7 @@ int main(int argc, char** argv) {
   // only one).
   absl::InitializeSymbolizer(argv[0]);
   absl::InstallFailureSignalHandler({});
-  return adapterd::bench::Main(argc, argv);
+  const int rc = adapterd::bench::Main(argc, argv);
+  std::fprintf(stderr, "loadgen: teardown: static destructors\n");
+  return rc;
 }

@@ -10,6 +10,7 @@
 // within a run are comparable).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <benchmark/benchmark.h>
 #include <c10/core/InferenceMode.h>
 
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,7 @@ struct Fixture {
   std::shared_ptr<const AdapterStack> one_task;
   std::shared_ptr<const AdapterStack> many_tasks;
   std::shared_ptr<const AdapterSet> single;
+  std::vector<std::shared_ptr<const AdapterSet>> sets;
   EncoderInput input;
 };
 
@@ -90,6 +93,7 @@ Fixture& GetFixture(c10::ScalarType dtype) {
   Check(one.status());
   slot->one_task = *one;
   slot->single = std::shared_ptr<const AdapterSet>(slot->one_task, &slot->one_task->slot(0));
+  slot->sets = sets;
   at::manual_seed(0);
   at::Tensor ids = at::randint(1000, 30000, {g_cfg.batch, g_cfg.seq}, at::kLong);
   slot->input = {ids, at::zeros_like(ids), at::ones_like(ids)};
@@ -113,6 +117,44 @@ void BM_PlainEncoder(benchmark::State& state) {
     benchmark::DoNotOptimize(out->pooled.data_ptr());
   }
   SetCounters(state);
+}
+
+// What the serving engine does for each mixed batch on a GPU: stack the
+// batch's tasks with their gather tensors. At small presets the time is per
+// operator, and on a GPU each operator is a kernel launch (issue 33: one
+// more per task and adapter halved the engine's mixed-task rate).
+// Operators that launch a kernel on a GPU, counted by name through
+// RecordFunction: what a stack costs in launches wherever it runs.
+thread_local std::map<std::string, int64_t>* t_op_counts = nullptr;
+std::unique_ptr<at::ObserverContext> CountOp(const at::RecordFunction& fn) {
+  static const std::set<std::string> launching = {"aten::cat", "aten::copy_", "aten::fill_", "aten::zero_",
+                                                  "aten::constant_pad_nd", "aten::index_select"};
+  if (t_op_counts != nullptr && launching.count(fn.name())) ++(*t_op_counts)[fn.name()];
+  return nullptr;
+}
+
+void BM_StackWithGatherTensors(benchmark::State& state) {
+  Fixture& f = GetFixture(DTypeArg(state.range(0)));
+  c10::InferenceMode guard;
+  {
+    std::map<std::string, int64_t> counts;
+    t_op_counts = &counts;
+    const at::CallbackHandle handle =
+        at::addThreadLocalCallback(at::RecordFunctionCallback(&CountOp).scopes({at::RecordScope::FUNCTION}));
+    Check(AdapterStack::Create(f.sets, f.encoder->config(), at::kCPU, f.encoder->dtype(), true).status());
+    at::removeCallback(handle);
+    t_op_counts = nullptr;
+    int64_t total = 0;
+    for (const auto& [name, n] : counts) total += n;
+    state.counters["launching_ops"] = static_cast<double>(total);
+    state.counters["cat_ops"] = static_cast<double>(counts["aten::cat"]);
+  }
+  for (auto _ : state) {
+    auto stack = AdapterStack::Create(f.sets, f.encoder->config(), at::kCPU, f.encoder->dtype(), true);
+    Check(stack.status());
+    benchmark::DoNotOptimize(stack->get());
+  }
+  state.counters["tasks"] = static_cast<double>(f.sets.size());
 }
 
 void BM_OneTask(benchmark::State& state) {
@@ -186,6 +228,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace adapterd::model
 
 BENCHMARK(adapterd::model::BM_PlainEncoder)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(adapterd::model::BM_StackWithGatherTensors)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_OneTask)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_MixedSegments)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_MixedGatherBmm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);

@@ -8,8 +8,10 @@
 #
 #   run.log           everything, with each stage's start time
 #   build.log         configure and build output
-#   gpu_checks.json   C1, C2 (BERT-large geometry, calibrated head), G1, G2, G4
+#   gpu_checks.json   C1, C2 (BERT-large geometry, calibrated head), G1, G2, G4,
+#                     and a kernel-time profile of three G1 forwards
 #   c2_trained.json   C2 on the pretrained default encoder, a task trained there
+#                     (and again with a bf16 residual stream: summary.txt)
 #   c3.json           C3: transformers' BertModel + PyTorch adapters vs adapterd
 #   training.log      G5: adapter training vs full fine-tuning (training_bench)
 #   loadgen.log       G3 (cold loads), G6 (gRPC server / in-process), mixed/single
@@ -19,8 +21,14 @@
 #
 #   OUT=/tmp/out scripts/gpu/build-and-measure.sh [STAGES]
 #
-# STAGES (default "build checks c3 trained training loadgen anchor") picks stages;
-# build is needed by the others once per machine. The script never stops at a
+# STAGES (default "build loadgen checks reduced agreement c3 trained training anchor")
+# picks stages; build is needed by the others once per machine. "reduced"
+# repeats C2, G1 and G4 with the bf16 encoder's residual stream in bf16
+# (--reduced_residual_stream; its RESULT lines start "reduced."). "gdb" runs a
+# small adapterd-loadgen under cuda-gdb for the stack of a crash. "agreement"
+# trains a task on each real dataset of examples/REAL_DATASETS.md on the
+# pretrained default encoder and compares fp32 with bf16 (both residual
+# streams) on every test text. The script never stops at a
 # failed stage: the next stages still run, and the exit status is the number
 # of failed stages. Each stage runs under `timeout`, cut to what is left of
 # ADAPTERD_GPU_DEADLINE seconds (default 480) since the start; a stage with
@@ -30,7 +38,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/adapterd-gpu-out}
 mkdir -p "$OUT"
-STAGES=${1:-build checks c3 trained training loadgen anchor}
+STAGES=${1:-build loadgen checks reduced agreement c3 trained training anchor}
 PREFIX=${ADAPTERD_GPU_PREFIX:-/tmp/adapterd-prefix}
 BUILD=${ADAPTERD_GPU_BUILD:-/tmp/adapterd-build-gpu}
 MODEL=/tmp/adapterd-bert-large
@@ -134,14 +142,74 @@ if [ ! -f "$MODEL/model.safetensors" ]; then
   "$BIN/tools/make_model/adapterd-make-model" --preset large --vocab_size 30522 --out "$MODEL" || failed make-model
 fi
 
+if want loadgen && enough 150; then
+  stage "G3, G6: adapterd --device cuda --dtype bf16 and adapterd-loadgen, 100 tasks"
+  PORT=18500
+  rm -rf "$WORK/server"
+  "$BIN/server/adapterd" --model_dir "$MODEL" --data_dir "$WORK/server" --listen "127.0.0.1:$PORT" \
+    --metrics_listen "127.0.0.1:$((PORT + 1))" --device cuda --dtype bf16 --device_cache_bytes 8589934592 --max_batch_size 64 \
+    > "$WORK/server.log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 600); do grep -q "SERVING on port" "$WORK/server.log" && break; sleep 0.2; done
+  grep -q "SERVING on port" "$WORK/server.log" || { tail -20 "$WORK/server.log"; failed server; }
+  timeout "$(limit 150)" "$BIN/bench/adapterd-loadgen" --model_dir "$MODEL" --server "127.0.0.1:$PORT" --device cuda \
+    --dtype bf16 --tasks 100 --concurrency 128 --seconds 4 --words 100 --max_batch_size 64 \
+    --device_cache_bytes 8589934592 --with_training false --cold_loads 100 > "$OUT/loadgen.log" 2>&1 \
+    || failed loadgen
+  cat "$OUT/loadgen.log"
+  # The server's own batching over the whole run (warm-up included): rows
+  # and tasks per forward, queue wait, and its Predict latency.
+  env LD_LIBRARY_PATH="$MACHINE_LD_LIBRARY_PATH" python3 - "$((PORT + 1))" <<'PY' || true
+import re, sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
+sums = {}
+for line in text.splitlines():
+    m = re.match(r'^(adapterd_[a-z_]*(?:batch|forward|predict|request|queue)[a-z_]*)_(sum|count)(\{[^}]*\})? ([0-9.e+-]+)$', line)
+    if m and 'task=' not in (m.group(3) or ''):
+        key = m.group(1) + (m.group(3) or '')
+        sums.setdefault(key, {})[m.group(2)] = float(m.group(4))
+for key, v in sorted(sums.items()):
+    if v.get('count'):
+        print(f"server metric {key}: count {v['count']:.0f}, mean {v['sum'] / v['count']:.4g}")
+PY
+  kill -TERM "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null
+  tail -5 "$WORK/server.log"
+fi
+
 if want checks && enough 200; then
   stage "C1, G4, G1/G2, C2 (calibrated) on BERT-large geometry"
   timeout "$(limit 200)" "$BIN/bench/adapterd-gpu-checks" --model_dir "$MODEL" --out "$WORK/checks" --device cuda \
-    --dtype bf16 --tasks 1000 --batch 1000 --seq 128 --iters 5 --c2_inputs 10000 --c2_task calibrated \
+    --dtype bf16 --tasks 1000 --batch 1000 --seq 128 --iters 5 --c2_inputs 10000 --c2_task calibrated --profile \
     > "$WORK/checks.log" 2>&1 || failed checks
   grep -v '^RESULT' "$WORK/checks.log"
   cp "$WORK/checks/gpu_checks.json" "$OUT/" 2>/dev/null
   results "$WORK/checks.log"
+fi
+
+if want reduced && enough 150; then
+  stage "G4, G1/G2, C2 (calibrated) again with the bf16 encoder's residual stream in bf16"
+  timeout "$(limit 150)" "$BIN/bench/adapterd-gpu-checks" --model_dir "$MODEL" --out "$WORK/reduced" --device cuda \
+    --dtype bf16 --tasks 1000 --batch 1000 --seq 128 --iters 5 --c2_inputs 10000 --c2_task calibrated --profile \
+    --only g1,g4,c2 --reduced_residual_stream > "$WORK/reduced.log" 2>&1 || failed reduced
+  grep -v '^RESULT' "$WORK/reduced.log"
+  sed 's/^RESULT /RESULT reduced./' "$WORK/reduced.log" > "$WORK/reduced.results"
+  results "$WORK/reduced.results"
+fi
+
+if want agreement && enough 60; then
+  for ds in wordnet_supersenses debian_sections; do
+    for stream in wide reduced; do
+      enough 30 || break
+      stage "C2 on $ds's test split (trained 3 epochs on the default encoder), bf16 residual stream: $stream"
+      flag=""; [ "$stream" = reduced ] && flag=--reduced_residual_stream
+      timeout "$(limit 60)" "$BIN/bench/adapterd-gpu-checks" --model_dir models/adapterd-mini-en --out "$WORK/agree-$ds-$stream" \
+        --device cuda --dtype bf16 --only c2 --c2_task dataset --c2_dataset "examples/$ds" --c2_epochs 3 --seq 128 \
+        $flag > "$WORK/agree-$ds-$stream.log" 2>&1 || failed "agreement $ds $stream"
+      grep -v '^RESULT' "$WORK/agree-$ds-$stream.log"
+      sed "s/^RESULT c2\./RESULT agreement.$ds.$stream./" "$WORK/agree-$ds-$stream.log" > "$WORK/agree-$ds-$stream.results"
+      results "$WORK/agree-$ds-$stream.results"
+    done
+  done
 fi
 
 if want c3 && enough 90; then
@@ -161,6 +229,15 @@ if want trained && enough 90; then
   cp "$WORK/trained/gpu_checks.json" "$OUT/c2_trained.json" 2>/dev/null
   sed 's/^RESULT c2\./RESULT c2_trained./' "$WORK/trained.log" > "$WORK/trained.results"
   results "$WORK/trained.results"
+  if want reduced && enough 60; then
+    stage "C2 on the pretrained default encoder again, the bf16 residual stream in bf16"
+    timeout "$(limit 60)" "$BIN/bench/adapterd-gpu-checks" --model_dir models/adapterd-mini-en --out "$WORK/trained-reduced" \
+      --device cuda --dtype bf16 --only c2 --c2_task trained --c2_inputs 10000 --c2_train_examples 3000 \
+      --c2_epochs 2 --seq 64 --reduced_residual_stream > "$WORK/trained-reduced.log" 2>&1 || failed trained-reduced
+    grep -v '^RESULT' "$WORK/trained-reduced.log"
+    sed 's/^RESULT c2\./RESULT reduced.c2_trained./' "$WORK/trained-reduced.log" > "$WORK/trained-reduced.results"
+    results "$WORK/trained-reduced.results"
+  fi
 fi
 
 if want training && enough 120; then
@@ -176,23 +253,20 @@ if want training && enough 120; then
   fi
 fi
 
-if want loadgen && enough 150; then
-  stage "G3, G6: adapterd --device cuda --dtype bf16 and adapterd-loadgen, 100 tasks"
-  PORT=18500
-  rm -rf "$WORK/server"
-  "$BIN/server/adapterd" --model_dir "$MODEL" --data_dir "$WORK/server" --listen "127.0.0.1:$PORT" \
-    --metrics_listen "" --device cuda --dtype bf16 --device_cache_bytes 8589934592 --max_batch_size 64 \
-    > "$WORK/server.log" 2>&1 &
-  SERVER=$!
-  for _ in $(seq 600); do grep -q "SERVING on port" "$WORK/server.log" && break; sleep 0.2; done
-  grep -q "SERVING on port" "$WORK/server.log" || { tail -20 "$WORK/server.log"; failed server; }
-  timeout "$(limit 150)" "$BIN/bench/adapterd-loadgen" --model_dir "$MODEL" --server "127.0.0.1:$PORT" --device cuda \
-    --dtype bf16 --tasks 100 --concurrency 128 --seconds 4 --words 100 --max_batch_size 64 \
-    --device_cache_bytes 8589934592 --with_training false --cold_loads 100 > "$OUT/loadgen.log" 2>&1 \
-    || failed loadgen
-  cat "$OUT/loadgen.log"
-  kill -TERM "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null
-  tail -5 "$WORK/server.log"
+if want gdb && enough 90; then
+  stage "adapterd-loadgen (small) under cuda-gdb: the stack of a crash, if it crashes"
+  command -v cuda-gdb || echo "no cuda-gdb"
+  timeout "$(limit 90)" cuda-gdb -q -batch -ex run -ex bt -ex "info threads" -ex "thread apply all bt 8" \
+    --args "$BIN/bench/adapterd-loadgen" --model_dir "$MODEL" --device cuda --dtype bf16 --tasks 4 \
+    --concurrency 8 --seconds 1 --words 16 --max_batch_size 16 --with_training false --cold_loads 4 \
+    > "$WORK/gdb.log" 2>&1 || failed gdb
+  # The faulting thread's stack comes first, after "received signal".
+  grep -v "^\[New Thread\|^\[Thread .* exited\|^\[Switching" "$WORK/gdb.log" > "$WORK/gdb.short.log"
+  if grep -q "received signal" "$WORK/gdb.short.log"; then
+    sed -n '/received signal/,$p' "$WORK/gdb.short.log" | head -70
+  else
+    tail -15 "$WORK/gdb.short.log"
+  fi
 fi
 
 if want anchor && enough 60; then

@@ -81,3 +81,45 @@ class GpuChecksOnCpu(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GpuChecksDatasetC2OnCpu(unittest.TestCase):
+    """--c2_task dataset: train on PREFIX_train.csv, compare on every text of PREFIX_test.csv."""
+
+    def test_compares_every_test_text_of_the_dataset(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            model = os.path.join(tmp, "model")
+            subprocess.run([MAKE_MODEL, "--preset", "tiny", "--out", model], check=True, capture_output=True)
+            words = {"north": ["river", "hill", "snow", "pine"], "south": ["sand", "palm", "sun", "reef"]}
+            for split, n in (("train", 40), ("validation", 8), ("test", 14)):
+                with open(os.path.join(tmp, f"ds_{split}.csv"), "w") as f:
+                    f.write("text,label\n")
+                    for i in range(n):
+                        label = "north" if i % 2 else "south"
+                        f.write(f"{words[label][i % 4]} and {words[label][(i + 1) % 4]},{label}\n")
+            out = os.path.join(tmp, "out")
+            proc = subprocess.run(
+                [GPU_CHECKS, "--model_dir", model, "--out", out, "--device", "cpu", "--only", "c2", "--c2_task",
+                 "dataset", "--c2_dataset", os.path.join(tmp, "ds"), "--c2_epochs", "1", "--seq", "16",
+                 "--reduced_residual_stream"],
+                capture_output=True, text=True, timeout=600)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            with open(os.path.join(out, "gpu_checks.json")) as f:
+                results = json.load(f)
+            self.assertTrue(results["reduced_residual_stream"])
+            self.assertEqual(results["c2.inputs"], 14)
+            for key in ("c2.fp32_accuracy", "c2.bf16_accuracy", "c2.train_validation_accuracy"):
+                self.assertGreaterEqual(results[key], 0.0, key)
+                self.assertLessEqual(results[key], 1.0, key)
+
+    def test_a_missing_dataset_file_is_a_reported_failure(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            model = os.path.join(tmp, "model")
+            subprocess.run([MAKE_MODEL, "--preset", "tiny", "--out", model], check=True, capture_output=True)
+            proc = subprocess.run(
+                [GPU_CHECKS, "--model_dir", model, "--out", os.path.join(tmp, "out"), "--device", "cpu", "--only",
+                 "c2", "--c2_task", "dataset", "--c2_dataset", os.path.join(tmp, "nothing")],
+                capture_output=True, text=True, timeout=600)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            self.assertIn("FAILED c2 dataset", proc.stdout)
+            self.assertIn("nothing_train.csv", proc.stdout)

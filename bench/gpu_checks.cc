@@ -652,6 +652,25 @@ void MeasureThroughput(const Flags& f, Models& m, c10::Device device) {
 }
 
 // ------------------------------------------------------------------ G4 ---
+// Milliseconds of f.latency_runs calls of `request` after 30 untimed ones;
+// empty when a call returns false (it has reported why).
+template <typename Fn>
+std::vector<double> TimeRequests(const Flags& f, Fn&& request) {
+  std::vector<double> ms;
+  for (int i = 0; i < 30 + f.latency_runs; ++i) {
+    const auto a = Clock::now();
+    if (!request()) return {};
+    if (i >= 30) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
+  }
+  return ms;
+}
+
+// Records `ms`'s p50 and p99 as <prefix>.<name>.p50_ms and .p99_ms.
+void RecordLatency(const std::string& prefix, const std::string& name, std::vector<double> ms) {
+  Result(absl::StrCat(prefix, ".", name, ".p50_ms"), Percentile(ms, 0.5));
+  Result(absl::StrCat(prefix, ".", name, ".p99_ms"), Percentile(ms, 0.99));
+}
+
 // G4's request with the forward captured in a CUDA graph: the token ids are
 // copied into the graph's static input, the graph replays every kernel
 // with one launch, and the probabilities are copied back. The forward is
@@ -689,18 +708,15 @@ void MeasureGraphLatency(const Flags& f, model::LoadedModel& lm, const AdapterSe
       graph.capture_end();
       if (!out.ok()) return Fail("g4 graph capture", out.status());
     }
-    std::vector<double> ms;
-    for (int i = 0; i < 30 + f.latency_runs; ++i) {
-      const auto a = Clock::now();
+    std::vector<double> ms = TimeRequests(f, [&] {
       model::Encoding enc = lm.tokenizer->Encode(sentence);
       std::vector<int64_t> ids(enc.input_ids.begin(), enc.input_ids.end());
       input.input_ids.copy_(at::tensor(ids, at::kLong).view({1, tokens}));
       graph.replay();
       at::Tensor p = logits.cpu();
-      if (i >= 30) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
-    }
-    Result(absl::StrCat("g4_graph.", name, ".p50_ms"), Percentile(ms, 0.5));
-    Result(absl::StrCat("g4_graph.", name, ".p99_ms"), Percentile(ms, 0.99));
+      return true;
+    });
+    RecordLatency("g4_graph", name, ms);
     std::printf("  %s, forward replayed from a CUDA graph: p50 %.3f ms, p99 %.3f ms\n", name.c_str(),
                 Percentile(ms, 0.5), Percentile(ms, 0.99));
   } catch (const std::exception& ex) {
@@ -723,10 +739,8 @@ void MeasureLatency(const Flags& f, Models& m, c10::Device device) {
     auto set = RandomSetOn(lm->config, f.bottleneck, 2, device, enc.dtype());
     if (!set.ok()) return Fail("g4 set", set.status());
     c10::InferenceMode guard;
-    std::vector<double> ms;
     int64_t tokens = 0;
-    for (int i = 0; i < 30 + f.latency_runs; ++i) {
-      const auto a = Clock::now();
+    std::vector<double> ms = TimeRequests(f, [&] {
       model::Encoding e = lm->tokenizer->Encode(sentence);
       tokens = static_cast<int64_t>(e.input_ids.size());
       std::vector<int64_t> ids(e.input_ids.begin(), e.input_ids.end()),
@@ -734,14 +748,17 @@ void MeasureLatency(const Flags& f, Models& m, c10::Device device) {
       EncoderInput input{at::tensor(ids, at::kLong).view({1, tokens}), at::tensor(types, at::kLong).view({1, tokens}),
                          at::ones({1, tokens}, at::kLong)};
       auto out = enc.Forward(input, **set);
-      if (!out.ok()) return Fail("g4 forward", out.status());
+      if (!out.ok()) {
+        Fail("g4 forward", out.status());
+        return false;
+      }
       at::Tensor p = at::softmax(out->logits.to(at::kFloat), -1).cpu();
-      if (i >= 30) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
-    }
+      return true;
+    });
+    if (ms.empty()) return;
     const std::string name = enc.dtype() == at::kFloat ? "fp32" : f.dtype;
     MeasureGraphLatency(f, *lm, **set, sentence, device, name);
-    Result(absl::StrCat("g4.", name, ".p50_ms"), Percentile(ms, 0.5));
-    Result(absl::StrCat("g4.", name, ".p99_ms"), Percentile(ms, 0.99));
+    RecordLatency("g4", name, ms);
     std::printf("  %s: %lld tokens, p50 %.3f ms, p99 %.3f ms (target p50 <= 2.5 ms)\n", name.c_str(),
                 static_cast<long long>(tokens), Percentile(ms, 0.5), Percentile(ms, 0.99));
   }

@@ -83,6 +83,42 @@ absl::StatusOr<std::string> ReadPeerSecret(const std::string& file) {
   return secret;
 }
 
+// Loads the serving encoder at the resolved --dtype and --residual_stream
+// (both logged with their reason) and, when it is not fp32, the fp32 copy
+// training needs into p.training_model. Returns what the model-info metric
+// reports.
+absl::StatusOr<ModelInfo> LoadModels(const ServerOptions& o, Server::Parts& p) {
+  const ServingDtype serving_dtype = ResolveServingDtype(o.dtype, o.device, CurrentFastBf16Feature());
+  std::fprintf(stderr, "adapterd: serving dtype %s (%s)\n", serving_dtype.dtype.c_str(),
+               serving_dtype.reason.c_str());
+  ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(serving_dtype.dtype));
+  // "cuda" is cuda:0 (c10::Device("cuda") has no index: issue 33).
+  ASSIGN_OR_RETURN(c10::Device device, model::ParseDevice(o.device));
+  const ResidualStream stream = ResolveResidualStream(o.residual_stream, o.device, serving_dtype.dtype);
+  std::fprintf(stderr, "adapterd: residual stream %s (%s)\n", stream.reduced ? serving_dtype.dtype.c_str() : "fp32",
+               stream.reason.c_str());
+  model::LoadOptions lo;
+  lo.device = device;
+  lo.dtype = dtype;
+  lo.max_seq_len = o.max_seq_len;
+  lo.reduced_residual_stream = stream.reduced;
+  ASSIGN_OR_RETURN(p.model, model::LoadBertModel(o.model_dir, lo));
+  ModelInfo info;
+  info.fingerprint = p.model.fingerprint;
+  info.device = o.device;
+  info.dtype = serving_dtype.dtype;
+  info.layers = p.model.config.num_hidden_layers;
+  info.hidden = p.model.config.hidden_size;
+  info.encoder_bytes = p.model.encoder->NumParameters() * static_cast<int64_t>(c10::elementSize(dtype));
+  if (dtype != c10::kFloat) {
+    lo.dtype = c10::kFloat;
+    lo.reduced_residual_stream = false;
+    ASSIGN_OR_RETURN(p.training_model, model::LoadBertModel(o.model_dir, lo));
+    info.encoder_bytes += p.training_model.encoder->NumParameters() * 4;
+  }
+  return info;
+}
+
 }  // namespace
 
 Server::Server(ServerOptions options) : options_(std::move(options)), parts_(std::make_unique<Parts>()) {}
@@ -217,36 +253,8 @@ absl::Status Server::StartAll() {
                !use_tls ? "plaintext" : tls.ca_certs.empty() ? "TLS" : "mutual TLS (client certificates required)");
 
   // 3. Model, serving engine, training.
-  const ServingDtype serving_dtype = ResolveServingDtype(o.dtype, o.device, CurrentFastBf16Feature());
-  std::fprintf(stderr, "adapterd: serving dtype %s (%s)\n", serving_dtype.dtype.c_str(),
-               serving_dtype.reason.c_str());
-  ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(serving_dtype.dtype));
-  // "cuda" is cuda:0 (c10::Device("cuda") has no index: issue 33).
-  ASSIGN_OR_RETURN(c10::Device device, model::ParseDevice(o.device));
-  const ResidualStream stream = ResolveResidualStream(o.residual_stream, o.device, serving_dtype.dtype);
-  std::fprintf(stderr, "adapterd: residual stream %s (%s)\n", stream.reduced ? serving_dtype.dtype.c_str() : "fp32",
-               stream.reason.c_str());
-  model::LoadOptions lo;
-  lo.device = device;
-  lo.dtype = dtype;
-  lo.max_seq_len = o.max_seq_len;
-  lo.reduced_residual_stream = stream.reduced;
-  ASSIGN_OR_RETURN(p.model, model::LoadBertModel(o.model_dir, lo));
-  const model::LoadedModel* train_model = &p.model;
-  if (dtype != c10::kFloat) {
-    lo.dtype = c10::kFloat;
-    lo.reduced_residual_stream = false;
-    ASSIGN_OR_RETURN(p.training_model, model::LoadBertModel(o.model_dir, lo));
-    train_model = &p.training_model;
-  }
-  ModelInfo info;
-  info.fingerprint = p.model.fingerprint;
-  info.device = o.device;
-  info.dtype = serving_dtype.dtype;
-  info.layers = p.model.config.num_hidden_layers;
-  info.hidden = p.model.config.hidden_size;
-  info.encoder_bytes = p.model.encoder->NumParameters() * static_cast<int64_t>(c10::elementSize(dtype));
-  if (train_model != &p.model) info.encoder_bytes += train_model->encoder->NumParameters() * 4;
+  ASSIGN_OR_RETURN(const ModelInfo info, LoadModels(o, p));
+  const model::LoadedModel* train_model = p.training_model.encoder != nullptr ? &p.training_model : &p.model;
   p.metrics->SetModelInfo(info);
   p.metrics->SetCacheBudgets(o.host_cache_bytes, o.device_cache_bytes);
 
@@ -335,7 +343,7 @@ absl::Status Server::StartAll() {
   p.grpc_server->GetHealthCheckService()->SetServingStatus(true);
   p.metrics->SetServing(true);
   std::fprintf(stderr, "adapterd: SERVING on port %d (model %s, %s, %s)\n", p.grpc_port, o.model_dir.c_str(),
-               o.device.c_str(), serving_dtype.dtype.c_str());
+               o.device.c_str(), info.dtype.c_str());
   return absl::OkStatus();
 }
 

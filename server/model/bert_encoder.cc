@@ -49,9 +49,10 @@ at::Tensor AffineLayerNorm(const at::Tensor& x, const at::Tensor& w, const at::T
   return at::addcmul(b, at::layer_norm(x, {x.size(-1)}, {}, {}, eps), w);
 }
 
-// Whether every element of integer tensor `t` lies in [0, limit). On the
-// host when `t` is there (the serving path tokenizes on the host), so that a
-// device forward does not wait for the device to answer.
+// Whether every element of integer tensor `t` lies in [0, limit), computed
+// where `t` is. Run() calls it before copying its inputs to the device: on
+// the serving path they are on the host, and the check does not wait for
+// the device.
 bool AllBelow(const at::Tensor& t, int64_t limit) {
   auto [lo, hi] = at::aminmax(t);
   return lo.item<int64_t>() >= 0 && hi.item<int64_t>() < limit;

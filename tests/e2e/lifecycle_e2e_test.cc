@@ -76,7 +76,9 @@ class LifecycleTest : public ServerProcessTest {
         },
         absl::Minutes(2)))
         << resumed.dump();
-    EXPECT_EQ(Ctl({"jobs", "cancel", job_id}).exit_code, 0);
+    const CommandResult cancel = Ctl({"jobs", "cancel", job_id});
+    EXPECT_EQ(cancel.exit_code, 0) << cancel.out << cancel.err << CtlJson({"jobs", "get", job_id}).dump()
+                                   << server_->Log();
   }
 
   // "status N ..." lines a probe printed, as codes.

@@ -54,18 +54,30 @@ function(adapterd_test)
   endif()
 endfunction()
 
-# --- LibTorch precompiled header (issue 34) -----------------------------------
+# --- Precompiled headers (issue 34) -------------------------------------------
 # LibTorch's headers are most of a LibTorch translation unit's compile time:
 # <ATen/ATen.h> alone is 280,000 preprocessed lines (measured: 13.2 s of
 # bert_encoder.cc's 13.2 s at -O2 -g1 without the header precompiled, 6.2 s
-# with it). adapterd_apply_torch_pch() gives every source file that includes a
-# LibTorch header, directly or through the project's own headers, one shared
-# precompiled header (the target adapterd_torch_pch, built once per build
-# tree); every other source file, in the same targets too, is compiled as
-# before. Which files those are is read from the sources at configure time, so
-# a new file needs no list to be kept. Consumers compile with -Winvalid-pch:
-# a header GCC cannot use is a warning (an error under ADAPTERD_WERROR), never
-# a silent slowdown.
+# with it). adapterd_apply_precompiled_headers() sorts every source file into
+# one of three headers, each built once per build tree:
+#   adapterd_torch_pch       LibTorch, for the files that include a LibTorch
+#                            header, directly or through the project's own
+#                            headers, outside tests/;
+#   adapterd_test_torch_pch  LibTorch, GoogleTest and GoogleMock, for such
+#                            files in tests/;
+#   adapterd_test_pch        GoogleTest, GoogleMock, gRPC, the project's
+#                            protos, nlohmann-json and Abseil, for the test
+#                            targets with no LibTorch file (includes-only of
+#                            tests/client/commands_test.cc: 8.8 s; the file
+#                            at -O0: 14.9 s without the header, 10.9 s with).
+# The tests' two are built at the tests' level (ADAPTERD_TEST_OPTIMIZATION):
+# GCC refuses a header built at another (__OPTIMIZE__ differs). Other files,
+# and the non-LibTorch files of a target that has LibTorch ones, compile as
+# before; library files without LibTorch gained too little from a shared
+# header to pay for its load (~3 s for a 300 MB header). Which files include
+# LibTorch is read from the sources at configure time, so a new file needs no
+# list to be kept. Consumers compile with -Winvalid-pch: a header GCC cannot
+# use is a warning (an error under ADAPTERD_WERROR), never a silent slowdown.
 
 # _adapterd_includes_torch(<absolute path> <out var>): TRUE when the file, or
 # a project header it includes (by its path from the repository root),
@@ -99,14 +111,14 @@ function(_adapterd_includes_torch file out)
   set(${out} ${result} PARENT_SCOPE)
 endfunction()
 
-# _adapterd_torch_pch_for_dir(<dir>): applies the header to the targets
-# defined in <dir> and below.
-function(_adapterd_torch_pch_for_dir dir)
+# _adapterd_pch_for_dir(<dir>): gives the targets defined in <dir> and below
+# their precompiled header.
+function(_adapterd_pch_for_dir dir)
   get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
   foreach(target IN LISTS targets)
     get_target_property(type ${target} TYPE)
     if(NOT type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$"
-       OR target STREQUAL "adapterd_torch_pch")
+       OR target MATCHES "^adapterd_(test_)?(torch_)?pch$")
       continue()
     endif()
     get_target_property(sources ${target} SOURCES)
@@ -125,12 +137,22 @@ function(_adapterd_torch_pch_for_dir dir)
         list(APPEND other_sources "${path}")
       endif()
     endforeach()
+    cmake_path(IS_PREFIX ADAPTERD_TESTS_DIR "${source_dir}" NORMALIZE in_tests)
+    set(header "")
     if(torch_sources)
-      target_precompile_headers(${target} REUSE_FROM adapterd_torch_pch)
-      # -pthread as the header was built with: it defines _REENTRANT, and
+      set(header adapterd_torch_pch)
+      if(in_tests)
+        set(header adapterd_test_torch_pch)
+      endif()
+    elseif(in_tests AND other_sources AND TARGET adapterd_test_pch)
+      set(header adapterd_test_pch)
+    endif()
+    if(header)
+      target_precompile_headers(${target} REUSE_FROM ${header})
+      # -pthread as the headers were built with: it defines _REENTRANT, and
       # GCC refuses a header built with other macro definitions.
       target_compile_options(${target} PRIVATE -Winvalid-pch -pthread)
-      if(other_sources)
+      if(torch_sources AND other_sources)
         set_source_files_properties(${other_sources} TARGET_DIRECTORY ${target}
           PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
       endif()
@@ -138,26 +160,55 @@ function(_adapterd_torch_pch_for_dir dir)
   endforeach()
   get_property(subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
   foreach(subdir IN LISTS subdirs)
-    _adapterd_torch_pch_for_dir("${subdir}")
+    _adapterd_pch_for_dir("${subdir}")
   endforeach()
 endfunction()
 
-# adapterd_apply_torch_pch(): call once, at the end of the top-level
-# CMakeLists.txt, after every target exists. GCC only: clang 14 cannot
-# precompile ATen's headers (std::vector<c10::IValue> used while IValue is
-# incomplete, with or without -fpch-instantiate-templates), so the fuzz
-# build (clang) compiles as before.
-function(adapterd_apply_torch_pch)
+# _adapterd_pch_target(<name> <comment> HEADERS ... LIBS ... [OPTIONS ...]):
+# an object library whose one empty file builds the precompiled <HEADERS>
+# with the usage requirements of <LIBS> and the compile <OPTIONS>.
+function(_adapterd_pch_target name comment)
+  cmake_parse_arguments(ARG "" "" "HEADERS;LIBS;OPTIONS" ${ARGN})
+  set(stub "${PROJECT_BINARY_DIR}/${name}.cc")
+  file(CONFIGURE OUTPUT "${stub}" CONTENT "// The translation unit that builds ${comment}.\n")
+  add_library(${name} OBJECT "${stub}")
+  target_link_libraries(${name} PUBLIC ${ARG_LIBS})
+  adapterd_set_warnings(${name})
+  target_compile_options(${name} PRIVATE -pthread ${ARG_OPTIONS})
+  target_precompile_headers(${name} PRIVATE ${ARG_HEADERS})
+endfunction()
+
+# adapterd_apply_precompiled_headers(): call once, at the end of the
+# top-level CMakeLists.txt, after every target exists. GCC only: clang 14
+# cannot precompile ATen's headers (std::vector<c10::IValue> used while
+# IValue is incomplete, with or without -fpch-instantiate-templates), so the
+# fuzz build (clang) compiles as before.
+function(adapterd_apply_precompiled_headers)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     return()
   endif()
-  set(stub "${PROJECT_BINARY_DIR}/adapterd_torch_pch.cc")
-  file(CONFIGURE OUTPUT "${stub}" CONTENT "// The translation unit that builds LibTorch's precompiled header.\n")
-  add_library(adapterd_torch_pch OBJECT "${stub}")
-  target_link_libraries(adapterd_torch_pch PUBLIC ${TORCH_LIBRARIES})
-  adapterd_set_warnings(adapterd_torch_pch)
-  target_compile_options(adapterd_torch_pch PRIVATE -pthread)
-  target_precompile_headers(adapterd_torch_pch PRIVATE
-    <ATen/ATen.h> <ATen/Parallel.h> <c10/core/InferenceMode.h>)
-  _adapterd_torch_pch_for_dir("${PROJECT_SOURCE_DIR}")
+  set(torch_headers <ATen/ATen.h> <ATen/Parallel.h> <c10/core/InferenceMode.h>)
+  _adapterd_pch_target(adapterd_torch_pch "LibTorch's precompiled header"
+    HEADERS ${torch_headers} LIBS ${TORCH_LIBRARIES})
+  if(ADAPTERD_BUILD_TESTS)
+    set(gtest_headers <gtest/gtest.h> <gmock/gmock.h>)
+    _adapterd_pch_target(adapterd_test_torch_pch "the LibTorch tests' precompiled header"
+      HEADERS ${torch_headers} ${gtest_headers}
+      LIBS ${TORCH_LIBRARIES} GTest::gtest GTest::gmock
+      OPTIONS ${ADAPTERD_TEST_OPTIMIZATION})
+    if(NOT ADAPTERD_MODEL_ONLY)
+      _adapterd_pch_target(adapterd_test_pch "the other tests' precompiled header"
+        HEADERS ${gtest_headers} <grpcpp/grpcpp.h>
+          [["proto/adapterd/v1/adapterd_service.grpc.pb.h"]] [["proto/adapterd/v1/records.pb.h"]]
+          <nlohmann/json.hpp> [["absl/status/status.h"]] [["absl/status/statusor.h"]]
+          [["absl/strings/str_cat.h"]] [["absl/strings/str_split.h"]] [["absl/synchronization/mutex.h"]]
+          [["absl/time/clock.h"]] [["absl/time/time.h"]]
+          <filesystem> <fstream> <map> <memory> <set> <sstream> <string> <thread> <vector>
+        LIBS GTest::gtest GTest::gmock adapterd::proto gRPC::grpc++ nlohmann_json::nlohmann_json
+          absl::status absl::statusor absl::strings absl::synchronization absl::time
+        OPTIONS ${ADAPTERD_TEST_OPTIMIZATION})
+    endif()
+  endif()
+  set(ADAPTERD_TESTS_DIR "${PROJECT_SOURCE_DIR}/tests")
+  _adapterd_pch_for_dir("${PROJECT_SOURCE_DIR}")
 endfunction()

@@ -28,8 +28,9 @@ TORCH_PACKAGES=(
 )
 
 BUILD_PACKAGES=(
-  # toolchain
-  build-essential cmake ninja-build pkg-config git ca-certificates
+  # toolchain (lld: CMakeLists.txt links with it when installed, ~8x faster
+  # than GNU ld on the LibTorch-linked binaries)
+  build-essential cmake ninja-build pkg-config git ca-certificates lld
   # common / conventions
   libabsl-dev libssl-dev
   # API and storage

@@ -28,8 +28,9 @@
 #
 # CI's split (scripts/test.sh): both runs, every time. ASan + UBSan is a
 # second build (of what its tests run) and the whole suite; TSan builds only
-# its 8 tests and their libraries plus abseil, and runs in ~30 s. Both compile
-# at -O1 (CMakeLists.txt says why).
+# its 8 tests and their libraries plus abseil, and runs in ~30 s. ASan + UBSan
+# compiles adapterd's code at -O0, TSan at -O1, the tests' own code at -O0
+# (CMakeLists.txt says why).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KIND=${1:-}

@@ -105,10 +105,17 @@ enum class WeightUse {
 };
 
 // The product through oneDNN, or an undefined tensor when oneDNN has no
-// implementation for these types on this CPU (the caller falls back).
+// implementation for these types on this CPU (the caller falls back). A
+// bf16 product where oneDNN has no bf16 matmul runs widened (see
+// Bf16ProductsWidened in the header).
 at::Tensor OneDnnProduct(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b, Epilogue epilogue,
                          WeightUse use) {
   using dnnl::memory;
+  if (x_in.scalar_type() == at::kBFloat16 && Bf16ProductsWidened()) {
+    at::Tensor y = OneDnnProduct(x_in.to(at::kFloat), w.to(at::kFloat), b.defined() ? b.to(at::kFloat) : b,
+                                 epilogue, use);
+    return y.defined() ? y.to(at::kBFloat16) : y;
+  }
   const at::Tensor x = x_in.contiguous();
   const bool transposed = use == WeightUse::kTransposed;
   const int64_t k = transposed ? w.size(1) : w.size(0), n = transposed ? w.size(0) : w.size(1);
@@ -289,6 +296,25 @@ MatmulBackend GetMatmulBackend() { return g_backend.load(std::memory_order_relax
 
 bool BuiltWithOneDnn() { return ADAPTERD_WITH_ONEDNN != 0; }
 
+bool Bf16ProductsWidened() {
+#if ADAPTERD_WITH_ONEDNN
+  // Asked once: can oneDNN build a bf16 matmul on this CPU?
+  static const bool widened = [] {
+    using dnnl::memory;
+    const memory::desc md({16, 16}, memory::data_type::bf16, memory::format_tag::ab);
+    try {
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(md, md, md), Engine());
+      return false;
+    } catch (const dnnl::error&) {
+      return true;
+    }
+  }();
+  return widened;
+#else
+  return false;
+#endif
+}
+
 bool OneBlasThreadUnderOneDnn() {
   if (GetMatmulBackend() != MatmulBackend::kOneDnn) return false;
   SetBlasThreads(1);
@@ -315,7 +341,8 @@ std::string DescribeCpuKernels() {
 #if ADAPTERD_WITH_ONEDNN
   if (GetMatmulBackend() == MatmulBackend::kOneDnn) {
     const dnnl_version_t* v = dnnl_version();
-    matmul = absl::StrCat("oneDNN ", v->major, ".", v->minor, ".", v->patch);
+    matmul = absl::StrCat("oneDNN ", v->major, ".", v->minor, ".", v->patch,
+                          Bf16ProductsWidened() ? " (bf16 ones widened to fp32: no bf16 matmul on this CPU)" : "");
   }
 #endif
   return absl::StrCat("ATen CPU kernels: ", aten, why, "; frozen matrix products: ", matmul);

@@ -17,6 +17,17 @@
 // Both paths give the same values up to floating-point reassociation:
 // tests/model/cpu_kernels_test.cc bounds the difference.
 //
+// bf16 on CPUs where oneDNN has no bf16 matmul (no AVX-512: oneDNN 2.6
+// needs avx512_core for bf16): FrozenLinear widens the operands to fp32,
+// runs oneDNN's fp32 product with the epilogue, and rounds the output to
+// bf16 once, which is what oneDNN's bf16 product computes (fp32
+// accumulation, bias and epilogue, one rounding). The alternative,
+// at::linear in bf16, is LibTorch 1.13's scalar bf16 GEMM there: measured
+// 300 held-out texts through a 4-layer encoder in 52.8 s against 0.9 s in
+// fp32 (docs/PERFORMANCE.md, "bf16 without AVX-512"). The weights stay
+// bf16 in memory; each product converts its weight, which costs memory
+// traffic of one pass over the weight.
+//
 // Why: Debian's LibTorch 1.13 sends fp32 at::linear to OpenBLAS (measured
 // 150-190 GFLOP/s on the 2-core AVX-512 development machine) while oneDNN's
 // brgemm kernels reach 210-225 on the same weights; and the exact-erf GELU
@@ -85,6 +96,10 @@ void SetMatmulBackend(MatmulBackend backend);
 MatmulBackend GetMatmulBackend();
 // True when this build links oneDNN (ADAPTERD_WITH_ONEDNN).
 bool BuiltWithOneDnn();
+
+// True when oneDNN is built in but has no bf16 matmul on this CPU, so that
+// FrozenLinear computes bf16 products widened to fp32 (above). Probed once.
+bool Bf16ProductsWidened();
 
 // With the kOneDnn backend, sets OpenBLAS to one thread (SetBlasThreads):
 // it then computes only ATen's leftovers and its pool cannot fight OpenMP's

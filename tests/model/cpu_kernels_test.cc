@@ -92,6 +92,35 @@ TEST(CpuKernels, FrozenLinearMatchesAtenInBfloat16) {
   }
 }
 
+// A bf16 product is the fp32 product of the same operands rounded once to
+// bf16: bit for bit where oneDNN has no bf16 matmul (the widened path,
+// CPUs without AVX-512), within one bf16 step of it where oneDNN's own bf16
+// kernel accumulates in another order. Not ATen's scalar bf16 GEMM, which
+// takes ~60x as long there.
+TEST(CpuKernels, Bf16FrozenLinearIsTheFp32ProductRoundedOnce) {
+  c10::InferenceMode guard;
+  at::manual_seed(6);
+  const at::Tensor x = at::randn({2, 9, 96}).to(at::kBFloat16), w = (at::randn({80, 96}) * 0.2).to(at::kBFloat16),
+                   b = at::randn({80}).to(at::kBFloat16);
+  EXPECT_EQ(Bf16ProductsWidened(), !CurrentHasAvx512Core()) << DescribeCpuKernels();
+  if (Bf16ProductsWidened()) {
+    EXPECT_THAT(DescribeCpuKernels(), HasSubstr("bf16 ones widened to fp32"));
+  }
+  for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu}) {
+    const at::Tensor y = FrozenLinear(x, w, b, e);
+    ASSERT_EQ(y.scalar_type(), at::kBFloat16);
+    const at::Tensor wide = FrozenLinear(x.to(at::kFloat), w.to(at::kFloat), b.to(at::kFloat), e);
+    const at::Tensor rounded = wide.to(at::kBFloat16);
+    if (Bf16ProductsWidened()) {
+      EXPECT_TRUE(at::equal(y, rounded)) << "largest difference " << MaxAbsDiff(y, rounded);
+    } else {
+      // One bf16 step (2^-7 relative) of the larger magnitude.
+      const at::Tensor step = at::maximum(y.to(at::kFloat).abs(), rounded.to(at::kFloat).abs()) / 128 + 1e-6;
+      EXPECT_TRUE(((y.to(at::kFloat) - rounded.to(at::kFloat)).abs() <= step).all().item<bool>());
+    }
+  }
+}
+
 TEST(CpuKernels, FrozenLinearGivesTheInputGradientThroughOneDnn) {
   at::manual_seed(5);
   for (at::ScalarType t : {at::kFloat, at::kBFloat16}) {

@@ -282,7 +282,6 @@ absl::Status Server::StartAll() {
   limits.max_examples = o.max_dataset_examples;
   training::JobQueue::Options qo;
   qo.db = p.db.get();
-  qo.limits.max_queued_per_tenant = static_cast<int>(o.max_queued_jobs);
   qo.limits.max_queued_total = o.max_queued_jobs_total;
   qo.validator = training::MakeJobValidator(p.db.get(), train_model->tokenizer.get(), limits, defaults);
   ASSIGN_OR_RETURN(p.queue, training::JobQueue::Create(std::move(qo)));

@@ -348,15 +348,8 @@ absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
   RETURN_IF_ERROR(
       training::ResolveHyperparameters(request.hyperparameters(), options_.training_defaults).status());
   RETURN_IF_ERROR(CheckTaskQuota(tenant, request.task_id()));
-  if (options_.queue->queued(tenant.id()) >= tenant.quotas().max_queued_jobs) {
-    // A retry of a stored request returns its job whatever the queue holds.
-    const bool retry = !request.request_id().empty() &&
-                       options_.db->jobs().FindByRequestId(tenant.id(), request.request_id()).ok();
-    if (!retry) {
-      return absl::ResourceExhaustedError(absl::StrCat("tenant '", tenant.id(), "' already has ",
-                                                       tenant.quotas().max_queued_jobs, " jobs waiting"));
-    }
-  }
+  // The queue checks the tenant's queue quota (and returns a retried
+  // request's job whatever the queue holds).
   training::JobRequest job;
   job.tenant = tenant.id();
   job.task_id = request.task_id();
@@ -364,6 +357,7 @@ absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
   job.dataset_ids.assign(request.dataset_ids().begin(), request.dataset_ids().end());
   job.validation_dataset_id = request.validation_dataset_id();
   job.hyperparameters = request.hyperparameters();
+  job.max_queued_for_tenant = tenant.quotas().max_queued_jobs;
   ASSIGN_OR_RETURN(v1::JobRecord record, options_.queue->Submit(job));
   return ToApi(record);
 }

@@ -219,6 +219,9 @@ absl::Status JobQueue::Transition(v1::JobRecord& job, JobState to, const std::st
 }
 
 absl::StatusOr<v1::JobRecord> JobQueue::Submit(const JobRequest& request) {
+  if (request.max_queued_for_tenant < 1) {
+    return absl::InvalidArgumentError("JobRequest.max_queued_for_tenant must be at least 1 (the tenant's quota)");
+  }
   // Held until the job is stored: a task or dataset delete waits for it.
   absl::ReaderMutexLock deletes(&deletes_mu_);
   const std::string fingerprint = RequestFingerprint(request);
@@ -237,11 +240,12 @@ absl::StatusOr<v1::JobRecord> JobQueue::Submit(const JobRequest& request) {
   {
     absl::MutexLock l(&mu_);
     if (shutdown_) return absl::UnavailableError("the job queue is shutting down");
-    const int tenant_waiting = static_cast<int>(scheduler_.size(request.tenant)) + validating_[request.tenant];
-    if (tenant_waiting >= options_.limits.max_queued_per_tenant) {
-      return absl::ResourceExhaustedError(absl::StrCat("tenant has ", tenant_waiting,
-                                                       " jobs waiting; the limit is ",
-                                                       options_.limits.max_queued_per_tenant));
+    const int64_t tenant_waiting =
+        static_cast<int64_t>(scheduler_.size(request.tenant)) + validating_[request.tenant];
+    if (tenant_waiting >= request.max_queued_for_tenant) {
+      return absl::ResourceExhaustedError(absl::StrCat("tenant '", request.tenant, "' already has ", tenant_waiting,
+                                                       " jobs waiting; its limit is ",
+                                                       request.max_queued_for_tenant));
     }
     int total_validating = 0;
     for (const auto& [t, n] : validating_) total_validating += n;

@@ -48,10 +48,11 @@ bool IsTerminal(v1::JobState state);
 // "QUEUED", "RUNNING", ...
 std::string JobStateName(v1::JobState state);
 
+// The server-wide limit. Each tenant's own limit comes with its request
+// (JobRequest::max_queued_for_tenant): the queue is the one place either is
+// checked.
 struct QueueLimits {
-  // Jobs a tenant may have waiting (VALIDATING or QUEUED).
-  int max_queued_per_tenant = 16;
-  // Jobs waiting in total.
+  // Jobs waiting (VALIDATING or QUEUED) in total, all tenants.
   int max_queued_total = 1024;
 };
 
@@ -65,6 +66,11 @@ struct JobRequest {
   std::vector<std::string> dataset_ids;
   std::string validation_dataset_id;
   v1::Hyperparameters hyperparameters;
+  // The tenant's quota of jobs waiting (VALIDATING or QUEUED): its
+  // max_queued_jobs (api::TenantQuotas, from the tenants file or the
+  // server's default). Submit checks it atomically with taking the slot, and
+  // refuses a request without one (< 1) as a caller's mistake.
+  int64_t max_queued_for_tenant = 0;
 };
 
 // What validation of a job's data concluded.

@@ -1,10 +1,15 @@
 // Tenancy: a real server with a tenants file. Tenant B cannot see or touch
 // tenant A's resources (NOT_FOUND, never PERMISSION_DENIED, so existence does
 // not leak); a bad key is UNAUTHENTICATED; every quota gives
-// RESOURCE_EXHAUSTED.
+// RESOURCE_EXHAUSTED, at the tenant's own value above, below or at the
+// server's default.
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -294,6 +299,182 @@ TEST_F(TenancyTest, QueuedJobQuota) {
     v1::TrainingJob cancelled;
     auto ctx = Ctx(key);
     EXPECT_TRUE(stub_->CancelTrainingJob(ctx.get(), c, &cancelled).ok());
+  }
+}
+
+// Every per-tenant quota against the server's default (issue 30): a tenant
+// whose quota is above the default gets its own quota, not the default (the
+// queue quota was refused at the default: one layer checked the tenant's,
+// another the server's), one below it gets its own, one equal to it and one
+// that sets none get the default. Server defaults here: 2 tasks, 2 jobs
+// waiting, 2 texts per Predict, 3,000 bytes of datasets, a Predict burst of 2
+// refilled at 0.001/s.
+class QuotaVsServerDefaultTest : public ::testing::Test {
+ protected:
+  struct Case {
+    std::string tenant, key;
+    int64_t tasks, queued, texts, bytes, burst;
+  };
+  static std::vector<Case> Cases() {
+    return {{"above", "key-above", 3, 4, 4, 6000, 4},
+            {"below", "key-below", 1, 1, 1, 1500, 1},
+            {"equal", "key-equal", 2, 2, 2, 3000, 2},
+            {"unset", "key-unset", 2, 2, 2, 3000, 2}};
+  }
+  static constexpr char kBlockerKey[] = "key-of-the-blocker";
+
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    ASSERT_OK(WriteFixtureModel(dir_->Sub("model")));
+    std::string tenants = absl::StrCat(R"({"tenants": [{"id": "blocker", "api_key_sha256": ")",
+                                       Sha256Hex(kBlockerKey), R"(", "max_dataset_bytes": 1000000})");
+    for (const Case& c : Cases()) {
+      absl::StrAppend(&tenants, R"(, {"id": ")", c.tenant, R"(", "api_key_sha256": ")", Sha256Hex(c.key), R"(")");
+      if (c.tenant != "unset") {
+        absl::StrAppend(&tenants, R"(, "max_tasks": )", c.tasks, R"(, "max_queued_jobs": )", c.queued,
+                        R"(, "max_texts_per_predict": )", c.texts, R"(, "max_dataset_bytes": )", c.bytes,
+                        R"(, "predict_burst": )", c.burst);
+      }
+      absl::StrAppend(&tenants, "}");
+    }
+    std::ofstream(dir_->Sub("tenants.json")) << tenants << "]}";
+    ServerOptions o = TestServerOptions(dir_->Sub("data"), dir_->Sub("model"));
+    o.tenants_file = dir_->Sub("tenants.json");
+    o.max_tasks = 2;
+    o.max_queued_jobs = 2;
+    o.max_texts_per_predict = 2;
+    o.max_dataset_bytes = 3000;
+    o.predict_rate = 0.001;
+    o.predict_burst = 2;
+    auto server = Server::Start(o);
+    ASSERT_OK(server.status());
+    server_ = server->release();
+    stub_ = NewStub(server_->grpc_port()).release();
+  }
+  static void TearDownTestSuite() {
+    delete stub_;
+    delete server_;
+    delete dir_;
+  }
+
+  static v1::CreateTrainingJobRequest Job(const std::string& task, const std::string& dataset, int epochs,
+                                          int seed) {
+    v1::CreateTrainingJobRequest r;
+    r.set_task_id(task);
+    r.add_dataset_ids(dataset);
+    r.mutable_hyperparameters()->set_epochs(epochs);
+    r.mutable_hyperparameters()->set_batch_size(8);
+    r.mutable_hyperparameters()->set_bottleneck_size(8);
+    r.mutable_hyperparameters()->set_seed(seed);
+    return r;
+  }
+  static grpc::Status Create(const std::string& key, const v1::CreateTrainingJobRequest& r, v1::TrainingJob* out) {
+    auto ctx = Ctx(key);
+    return stub_->CreateTrainingJob(ctx.get(), r, out);
+  }
+
+  static TempDir* dir_;
+  static Server* server_;
+  static v1::Adapterd::Stub* stub_;
+};
+TempDir* QuotaVsServerDefaultTest::dir_ = nullptr;
+Server* QuotaVsServerDefaultTest::server_ = nullptr;
+v1::Adapterd::Stub* QuotaVsServerDefaultTest::stub_ = nullptr;
+
+TEST_F(QuotaVsServerDefaultTest, EachTenantGetsItsOwnQuotaAboveBelowOrAtTheDefault) {
+  using C = grpc::StatusCode;
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE("tenant " + c.tenant);
+    // Dataset bytes: copies of one dataset until the next would pass the
+    // tenant's bytes; as many fit as the quota holds.
+    v1::Dataset first;
+    ASSERT_TRUE(Upload(*stub_, PresenceUpload(c.tenant + "-0", 32, 7, 1, 1), &first, c.key).ok());
+    const int64_t size = first.num_bytes();
+    ASSERT_GT(size, 0);
+    ASSERT_LE(size, 1500) << "the smallest quota must hold one copy";
+    int64_t fitted = 1;
+    for (;; ++fitted) {
+      v1::Dataset ds;
+      const grpc::Status s = Upload(*stub_, PresenceUpload(absl::StrCat(c.tenant, "-", fitted), 32, 7, 1, 1), &ds, c.key);
+      if (!s.ok()) {
+        EXPECT_EQ(s.error_code(), C::RESOURCE_EXHAUSTED) << s.error_message();
+        break;
+      }
+      ASSERT_LT(fitted, 100) << "no dataset quota";
+    }
+    EXPECT_EQ(fitted, c.bytes / size) << size << " bytes each";
+
+    // Tasks: as many as the quota, then a new one is refused.
+    for (int64_t t = 0; t < c.tasks; ++t) {
+      auto job = TrainToEnd(*stub_, Job(absl::StrCat("t", t), first.dataset_id(), 1, 1), c.key);
+      ASSERT_OK(job.status());
+      ASSERT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->error_message();
+    }
+    v1::TrainingJob refused;
+    const grpc::Status task_over = Create(c.key, Job(absl::StrCat("t", c.tasks), first.dataset_id(), 1, 1), &refused);
+    EXPECT_EQ(task_over.error_code(), C::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(task_over.error_message(), HasSubstr(absl::StrCat("maximum of ", c.tasks, " tasks")));
+
+    // Texts per Predict (a refused call takes no token), then the burst.
+    v1::PredictRequest p;
+    p.set_task_id("t0");
+    for (int64_t i = 0; i <= c.texts; ++i) p.add_texts("w1 w7");
+    v1::PredictResponse out;
+    {
+      auto ctx = Ctx(c.key);
+      const grpc::Status s = stub_->Predict(ctx.get(), p, &out);
+      EXPECT_EQ(s.error_code(), C::RESOURCE_EXHAUSTED);
+      EXPECT_THAT(s.error_message(), HasSubstr(absl::StrCat("the limit is ", c.texts)));
+    }
+    p.mutable_texts()->RemoveLast();
+    for (int64_t i = 0; i < c.burst; ++i) {
+      auto ctx = Ctx(c.key);
+      const grpc::Status s = stub_->Predict(ctx.get(), p, &out);
+      ASSERT_TRUE(s.ok()) << "call " << i << ": " << s.error_message();
+      EXPECT_EQ(out.predictions_size(), c.texts);
+    }
+    auto ctx = Ctx(c.key);
+    EXPECT_EQ(stub_->Predict(ctx.get(), p, &out).error_code(), C::RESOURCE_EXHAUSTED) << "the burst is " << c.burst;
+  }
+
+  // Jobs waiting: the blocker's long job holds the one trainer, so every
+  // job of these tenants waits; each may have its quota waiting, no more.
+  v1::Dataset blocker_data;
+  ASSERT_TRUE(Upload(*stub_, PresenceUpload("blocker-data", 80, 7, 1, 2), &blocker_data, kBlockerKey).ok());
+  v1::TrainingJob blocker;
+  ASSERT_TRUE(Create(kBlockerKey, Job("long", "blocker-data", 200, 1), &blocker).ok());
+  for (int i = 0; i < 600 && blocker.state() != v1::JOB_STATE_RUNNING; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    v1::GetTrainingJobRequest g;
+    g.set_job_id(blocker.job_id());
+    auto ctx = Ctx(kBlockerKey);
+    ASSERT_TRUE(stub_->GetTrainingJob(ctx.get(), g, &blocker).ok());
+  }
+  ASSERT_EQ(blocker.state(), v1::JOB_STATE_RUNNING);
+  std::vector<std::pair<std::string, std::string>> to_cancel = {{blocker.job_id(), kBlockerKey}};
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE("tenant " + c.tenant);
+    int64_t accepted = 0;
+    for (int seed = 2;; ++seed) {
+      v1::TrainingJob job;
+      const grpc::Status s = Create(c.key, Job("t0", c.tenant + "-0", 1, seed), &job);
+      if (!s.ok()) {
+        EXPECT_EQ(s.error_code(), C::RESOURCE_EXHAUSTED) << s.error_message();
+        EXPECT_THAT(s.error_message(), HasSubstr(absl::StrCat("its limit is ", c.queued)));
+        break;
+      }
+      EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
+      to_cancel.emplace_back(job.job_id(), c.key);
+      ASSERT_LT(++accepted, 100) << "no queue quota";
+    }
+    EXPECT_EQ(accepted, c.queued);
+  }
+  for (const auto& [job, key] : to_cancel) {
+    v1::CancelTrainingJobRequest r;
+    r.set_job_id(job);
+    v1::TrainingJob cancelled;
+    auto ctx = Ctx(key);
+    EXPECT_TRUE(stub_->CancelTrainingJob(ctx.get(), r, &cancelled).ok());
   }
 }
 

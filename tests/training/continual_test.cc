@@ -60,6 +60,7 @@ class ContinualTest : public ::testing::Test {
     req.task_id = task;
     req.dataset_ids = {ds};
     req.hyperparameters.set_seed(seed);
+    req.max_queued_for_tenant = 1;
     ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(req));
     ASSERT_OK(runner_->RunNext(absl::Seconds(1)));
     ASSERT_OK_AND_ASSIGN(v1::JobRecord done, queue_->Get("acme", job.job_id()));

@@ -113,6 +113,7 @@ TEST(CrashRecovery, KilledMidEpochResumesFromCheckpointToSucceeded) {
     req.tenant = "acme";
     req.task_id = "crashy";
     req.dataset_ids = {"ds"};
+    req.max_queued_for_tenant = 1;
     ASSERT_OK(clean_queue->Submit(req).status());
     ASSERT_OK_AND_ASSIGN(auto clean_runner,
                          JobRunner::Create({.queue = clean_queue.get(), .db = clean_db->get(),

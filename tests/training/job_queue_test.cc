@@ -67,6 +67,7 @@ class JobQueueTest : public ::testing::Test {
     r.task_id = task;
     r.request_id = request_id;
     r.dataset_ids = {"ds1"};
+    r.max_queued_for_tenant = 16;
     return r;
   }
   std::vector<v1::JobState> States(const std::string& tenant, const std::string& job_id) {
@@ -191,18 +192,28 @@ TEST_F(JobQueueTest, RequestIdMakesCreationIdempotent) {
 }
 
 TEST_F(JobQueueTest, LimitsArePerTenantAndTotal) {
-  Reopen({.max_queued_per_tenant = 2, .max_queued_total = 3});
-  ASSERT_OK(queue_->Submit(Request("A", "1")).status());
-  ASSERT_OK(queue_->Submit(Request("A", "2")).status());
-  EXPECT_THAT(queue_->Submit(Request("A", "3")),
-              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("limit is 2")));
-  ASSERT_OK(queue_->Submit(Request("B", "1")).status());
-  EXPECT_THAT(queue_->Submit(Request("C", "1")),
+  Reopen({.max_queued_total = 4});
+  // Each request carries its tenant's quota: A's is 2, B's 3.
+  auto request = [&](const std::string& tenant, const std::string& task, int64_t quota) {
+    JobRequest r = Request(tenant, task);
+    r.max_queued_for_tenant = quota;
+    return r;
+  };
+  ASSERT_OK(queue_->Submit(request("A", "1", 2)).status());
+  ASSERT_OK(queue_->Submit(request("A", "2", 2)).status());
+  EXPECT_THAT(queue_->Submit(request("A", "3", 2)),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("tenant 'A' already has 2 jobs waiting; its limit is 2")));
+  ASSERT_OK(queue_->Submit(request("B", "1", 3)).status());
+  ASSERT_OK(queue_->Submit(request("B", "2", 3)).status());
+  EXPECT_THAT(queue_->Submit(request("B", "3", 3)),
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("queue is full")));
   // A job leaving the queue frees its slot.
   auto job = queue_->NextJob(absl::ZeroDuration());
   ASSERT_TRUE(job.has_value());
-  EXPECT_OK(queue_->Submit(Request("C", "1")).status());
+  EXPECT_OK(queue_->Submit(request("B", "3", 3)).status());
+  // A request without its tenant's quota is the caller's mistake.
+  EXPECT_THAT(queue_->Submit(request("C", "1", 0)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_queued_for_tenant")));
 }
 
 TEST_F(JobQueueTest, CancelInEveryState) {

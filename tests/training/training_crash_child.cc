@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
     req.tenant = "acme";
     req.task_id = "crashy";
     req.dataset_ids = {"ds"};
+    req.max_queued_for_tenant = 1;
     if (!(*queue)->Submit(req).ok()) return 1;
   }
   int checkpoints = 0;

@@ -24,6 +24,12 @@ case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$PWD/$BUILD_DIR ;; esac
 JOBS=${JOBS:-$(nproc)}
 # One harness per CPU by default. GNU nproc answers OMP_NUM_THREADS when it is
 # set (below, this script sets it to 1 for the harnesses), hence env -u.
+#
+# FUZZ_ALSO="command": a one-core command that takes a slot of the same pool
+# after the harnesses, so that it runs in the last round beside the odd
+# harness instead of after the whole run (scripts/test.sh puts the TSan
+# suite, which is pinned to one CPU, there). Run with bash -c; its output is
+# printed after the harnesses' and its exit status counts like theirs.
 PARALLEL=${FUZZ_PARALLEL:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}
 [[ "$PARALLEL" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: FUZZ_PARALLEL must be a positive integer" >&2; exit 2; }
 
@@ -84,6 +90,9 @@ echo "fuzz.sh: configure and build took $((SECONDS - start)) s" >&2
 
 # --- replay, then fuzz ---------------------------------------------------------
 # Torch-linked harnesses compute on one thread; UBSan reports carry a stack.
+# FUZZ_ALSO gets the caller's environment back (below).
+CALLER_OMP_NUM_THREADS=${OMP_NUM_THREADS-unset}
+CALLER_UBSAN_OPTIONS=${UBSAN_OPTIONS-unset}
 export OMP_NUM_THREADS=1
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 COMMON_FLAGS=(-timeout=10 -rss_limit_mb=2048)
@@ -154,17 +163,30 @@ OUT=$BUILD_DIR/run
 rm -rf "$OUT"
 mkdir -p "$OUT"
 pids=()
-for i in "${!NAMES[@]}"; do
-  if [ ${#pids[@]} -ge "$PARALLEL" ]; then
+# Waits for a free slot of the pool.
+take_slot() {
+  while [ ${#pids[@]} -ge "$PARALLEL" ]; do
     wait -n || true
     running=()
     for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && running+=("$p"); done
     pids=(${running[@]+"${running[@]}"})
-  fi
+  done
+}
+for i in "${!NAMES[@]}"; do
+  take_slot
   n=${NAMES[$i]}
   ( rc=0; fuzz_one "$n" >"$OUT/$i.out" 2>"$OUT/$i.err" || rc=$?; echo "$rc" >"$OUT/$i.rc" ) &
   pids+=($!)
 done
+if [ -n "${FUZZ_ALSO:-}" ]; then
+  take_slot
+  (
+    if [ "$CALLER_OMP_NUM_THREADS" = unset ]; then unset OMP_NUM_THREADS; else export OMP_NUM_THREADS=$CALLER_OMP_NUM_THREADS; fi
+    if [ "$CALLER_UBSAN_OPTIONS" = unset ]; then unset UBSAN_OPTIONS; else export UBSAN_OPTIONS=$CALLER_UBSAN_OPTIONS; fi
+    rc=0; bash -c "$FUZZ_ALSO" >"$OUT/also.out" 2>"$OUT/also.err" || rc=$?; echo "$rc" >"$OUT/also.rc"
+  ) &
+  pids+=($!)
+fi
 wait
 failed=0
 for i in "${!NAMES[@]}"; do
@@ -172,4 +194,12 @@ for i in "${!NAMES[@]}"; do
   cat "$OUT/$i.out"
   [ "$(cat "$OUT/$i.rc" 2>/dev/null)" = 0 ] || failed=1
 done
+if [ -n "${FUZZ_ALSO:-}" ]; then
+  cat "$OUT/also.err" >&2
+  cat "$OUT/also.out"
+  if [ "$(cat "$OUT/also.rc" 2>/dev/null)" != 0 ]; then
+    echo "fuzz.sh: FUZZ_ALSO failed (exit $(cat "$OUT/also.rc" 2>/dev/null || echo '?')): $FUZZ_ALSO" >&2
+    failed=1
+  fi
+fi
 exit $failed

@@ -3,6 +3,8 @@
 #
 #   scripts/sanitize.sh address [ctest args]   # ASan + UBSan over the whole suite
 #   scripts/sanitize.sh thread  [ctest args]   # TSan over the concurrency tests
+#   SANITIZE_STEPS=build|test scripts/sanitize.sh KIND   # only one of the two
+#                                                        # (default: both)
 #
 # Each has its own build tree (build-asan/, build-tsan/; SANITIZE_BUILD_DIR
 # overrides) configured with -DADAPTERD_SANITIZE=<kind> and the default
@@ -43,9 +45,21 @@ PIN=()
 JOBS=${JOBS:-$(nproc)}
 SUPP=$PWD/tests/sanitizers
 
+STEPS=${SANITIZE_STEPS:-all}
+case "$STEPS" in
+  all|build|test) ;;
+  *) echo "sanitize.sh: SANITIZE_STEPS must be all, build or test, not '$STEPS'" >&2; exit 2 ;;
+esac
+if [ "$STEPS" = test ] && [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  echo "sanitize.sh: $BUILD_DIR is not configured: run SANITIZE_STEPS=build first" >&2
+  exit 1
+fi
+
 start=$SECONDS
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADAPTERD_SANITIZE="$KIND" \
-  -DADAPTERD_BUILD_BENCH=OFF >&2
+if [ "$STEPS" != test ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADAPTERD_SANITIZE="$KIND" \
+    -DADAPTERD_BUILD_BENCH=OFF >&2
+fi
 if [ "$KIND" = address ]; then
   SELECT=(-E '^(deploy_(image|dockerfile_lint|k8s_manifests|prometheus_rules|dashboard)_test|malloc_tuning_test)$')
   # Only what the selected tests run: their executables (a test binary's
@@ -59,19 +73,22 @@ if [ "$KIND" = address ]; then
     <(ninja -C "$BUILD_DIR" -t targets all | sed -n 's/: phony$//p' | sort))
   # An empty list would build only the three binaries and leave every test
   # without its executable: say so instead of failing test by test.
-  if [ "${#TARGETS[@]}" -eq 0 ]; then
+  if [ "$STEPS" != test ] && [ "${#TARGETS[@]}" -eq 0 ]; then
     echo "sanitize.sh: none of the selected tests names a build target in $BUILD_DIR (ctest --show-only and" \
          "ninja -t targets disagree); nothing to build" >&2
     exit 1
   fi
-  cmake --build "$BUILD_DIR" -j "$JOBS" --target adapterd adapterctl adapterd-make-model "${TARGETS[@]}" >&2
+  if [ "$STEPS" != test ]; then
+    cmake --build "$BUILD_DIR" -j "$JOBS" --target adapterd adapterctl adapterd-make-model "${TARGETS[@]}" >&2
+  fi
 else
   TSAN_TESTS=(tsan_canary_test common_test serving_test job_queue_test fair_scheduler_test api_server_test
               api_tenancy_test api_contracts_test)
-  cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TSAN_TESTS[@]}" >&2
+  [ "$STEPS" = test ] || cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TSAN_TESTS[@]}" >&2
   SELECT=(-R "^($(IFS='|'; echo "${TSAN_TESTS[*]}"))\$")
   # Debian's abseil, instrumented (scripts/tsan-abseil.sh says why): without
-  # it TSan cannot see absl::Mutex and reports every guarded field.
+  # it TSan cannot see absl::Mutex and reports every guarded field. (Built
+  # once: a stamp makes later calls free.)
   ABSL_TSAN_LIB=$(JOBS=$JOBS ./scripts/tsan-abseil.sh "$BUILD_DIR/abseil-tsan")
   export LD_LIBRARY_PATH="$ABSL_TSAN_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # LibTorch's intra-op threads are libgomp's, whose barriers (futexes and
@@ -84,7 +101,10 @@ else
   # CPU makes adapterd's --threads 0 choose one intra-op thread too.
   PIN=(taskset -c "$(taskset -pc $$ | sed 's/.*: //; s/[,-].*//')")
 fi
-echo "sanitize.sh: $KIND build took $((SECONDS - start)) s" >&2
+if [ "$STEPS" != test ]; then
+  echo "sanitize.sh: $KIND build took $((SECONDS - start)) s" >&2
+  [ "$STEPS" = build ] && exit 0
+fi
 
 export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_odr_violation=0:strict_string_checks=1:check_initialization_order=1:${ASAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}"

@@ -8,14 +8,17 @@
 # 45 minutes on a fresh 2-core machine: docs/PERFORMANCE.md, "CI time", has
 # each stage's time and what keeps it down:
 #   1. install-deps; configure and build (build/);
-#   2. the libFuzzer harnesses, FUZZ_SECONDS each, one per core at a time
-#      (default 60; scripts/fuzz.sh, its own clang build in build-fuzz/);
-#   3. AddressSanitizer + UndefinedBehaviorSanitizer over the whole suite
+#   2. the ThreadSanitizer build (scripts/sanitize.sh thread, build-tsan/) of
+#      the concurrency tests: serving, job queue and runner, the in-process
+#      gRPC servers, and the canary that proves the setup still sees a race;
+#   3. the libFuzzer harnesses, FUZZ_SECONDS each, one per core at a time
+#      (default 60; scripts/fuzz.sh, its own clang build in build-fuzz/),
+#      with the TSan suite, which runs on one CPU, in the pool's last round
+#      beside the odd harness (FUZZ_ALSO; after the harnesses when
+#      FUZZ_SECONDS=0);
+#   4. AddressSanitizer + UndefinedBehaviorSanitizer over the whole suite
 #      (scripts/sanitize.sh address, build-asan/);
-#   4. ThreadSanitizer over the concurrency tests: serving, job queue and
-#      runner, the in-process gRPC servers, and the canary that proves the
-#      setup still sees a race (scripts/sanitize.sh thread, build-tsan/);
-#      SANITIZE=0 skips 3 and 4;
+#      SANITIZE=0 skips 2, 4 and the TSan suite;
 #   5. ctest over every test, last, so that its summary closes the output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,19 +38,31 @@ cmake --build "$BUILD_DIR" -j "$JOBS"
 echo "test.sh: configure and build took $((SECONDS - start)) s" >&2
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-if [ "$FUZZ_SECONDS" != 0 ]; then
+SANITIZE=${SANITIZE:-1}
+TSAN_SUITE="SANITIZE_STEPS=test JOBS=$JOBS ./scripts/sanitize.sh thread"
+if [ "$SANITIZE" != 0 ]; then
   start=$SECONDS
-  JOBS=$JOBS ./scripts/fuzz.sh all "$FUZZ_SECONDS"
-  echo "test.sh: fuzzing ($FUZZ_SECONDS s per harness) took $((SECONDS - start)) s" >&2
+  SANITIZE_STEPS=build JOBS=$JOBS ./scripts/sanitize.sh thread
+  echo "test.sh: TSan build took $((SECONDS - start)) s" >&2
 fi
 
-if [ "${SANITIZE:-1}" != 0 ]; then
+if [ "$FUZZ_SECONDS" != 0 ]; then
+  start=$SECONDS
+  also=""
+  [ "$SANITIZE" != 0 ] && also=$TSAN_SUITE
+  FUZZ_ALSO=$also JOBS=$JOBS ./scripts/fuzz.sh all "$FUZZ_SECONDS"
+  echo "test.sh: fuzzing ($FUZZ_SECONDS s per harness)${also:+ and the TSan suite beside it} took" \
+    "$((SECONDS - start)) s" >&2
+elif [ "$SANITIZE" != 0 ]; then
+  start=$SECONDS
+  bash -c "$TSAN_SUITE"
+  echo "test.sh: TSan suite took $((SECONDS - start)) s" >&2
+fi
+
+if [ "$SANITIZE" != 0 ]; then
   start=$SECONDS
   JOBS=$JOBS ./scripts/sanitize.sh address
   echo "test.sh: ASan + UBSan build and suite took $((SECONDS - start)) s" >&2
-  start=$SECONDS
-  JOBS=$JOBS ./scripts/sanitize.sh thread
-  echo "test.sh: TSan build and concurrency tests took $((SECONDS - start)) s" >&2
 fi
 
 echo "test.sh: every stage before the last ctest took $((SECONDS - run_start)) s" \

@@ -55,9 +55,11 @@ APT=(apt-get -q -o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$APT
 (cd "$OUT/src" && dpkg-source -x --no-check ./abseil_*.dsc abseil >&2)
 
 # Debian builds it as C++17 (debian/rules); the same here, so that the
-# options baked into the headers match the installed ones.
+# options baked into the headers match the installed ones. -O1 (the level
+# TSan recommends, and adapterd's own under TSan) with line tables: 79 s
+# against 98 s at RelWithDebInfo's -O2 -g on 2 cores, the same stacks.
 cmake -S "$OUT/src/abseil" -B "$OUT/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=ON -DABSL_ENABLE_INSTALL=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=ON -DABSL_ENABLE_INSTALL=ON \
   -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" >&2
 cmake --build "$OUT/build" -j "${JOBS:-$(nproc)}" >&2

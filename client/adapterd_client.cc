@@ -101,13 +101,6 @@ absl::StatusOr<ServingStatus> DecodeHealthCheckResponse(std::string_view in) {
 
 }  // namespace
 
-absl::Status FromGrpcStatus(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  // grpc::StatusCode and absl::StatusCode share google.rpc.Code's numbering.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
-}
-
 std::string_view ServingStatusName(ServingStatus status) {
   switch (status) {
     case ServingStatus::kServing:

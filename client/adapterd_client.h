@@ -48,13 +48,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/api_util.h"
 #include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
 
 namespace adapterd::client {
 
-// Maps a grpc::Status to an absl::Status with the same code and message.
-// This is the client's only conversion between the two.
-absl::Status FromGrpcStatus(const grpc::Status& status);
+// Maps a grpc::Status to an absl::Status with the same code and message
+// (common/api_util.h; the client's only conversion between the two).
+using ::adapterd::FromGrpcStatus;
 
 // TLS for a client channel (common/tls.h checks the files).
 struct TlsClientFiles {

@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/api_util.h"
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -48,18 +49,7 @@ absl::Status JobOutcomeError(const v1::TrainingJob& job) {
   return status;
 }
 
-bool IsTerminal(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_CANCELLED;
-}
-
 // --- Formatting ----------------------------------------------------------------
-
-std::string JobStateName(v1::JobState state) {
-  std::string name = v1::JobState_Name(state);
-  if (absl::StartsWith(name, "JOB_STATE_")) name = name.substr(10);
-  return name.empty() ? absl::StrCat(static_cast<int>(state)) : name;
-}
 
 std::string TaskStateName(v1::TaskState state) {
   std::string name = v1::TaskState_Name(state);

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/malloc_tuning.h"
@@ -99,7 +100,8 @@ absl::StatusOr<std::unique_ptr<MetricsBridge>> MetricsBridge::Create(const std::
 int MetricsBridge::port() const { return server_ ? server_->port() : 0; }
 
 void MetricsBridge::OnRpc(const api::RpcRecord& r) {
-  const std::string code = Str(api::CodeName(r.code));
+  std::string code = absl::StatusCodeToString(r.code);
+  if (code.empty()) code = "UNKNOWN";  // a code outside google.rpc.Code
   // Failed authentication has no tenant; label it so, rather than "".
   const std::string tenant = r.tenant.empty() ? "unauthenticated" : r.tenant;
   metrics_->requests_total.Add({{"method", r.method}, {"code", code}, {"tenant", tenant}}).Increment();

@@ -425,7 +425,7 @@ absl::Status Backend::WatchTrainingJob(const Tenant& tenant, const v1::WatchTrai
     }
     // Terminal and every event delivered: WaitForEvents returns at once for
     // a terminal job, so an empty answer means there is nothing more.
-    if (training::IsTerminal(job.state()) && events.empty()) return absl::OkStatus();
+    if (IsTerminal(job.state()) && events.empty()) return absl::OkStatus();
   }
 }
 

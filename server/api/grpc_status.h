@@ -1,4 +1,4 @@
-// The one place where absl::Status becomes grpc::Status (DESIGN.md section 8).
+// The one place where absl::Status becomes grpc::Status (docs/ARCHITECTURE.md, "Conventions in force").
 //
 // Codes map one to one (absl and gRPC share google.rpc.Code numbering);
 // messages pass through CallerMessage. Thread safety: pure functions.
@@ -22,11 +22,9 @@ namespace adapterd::api {
 // [A-Za-z0-9._+~@%/-] that follow it.
 std::string CallerMessage(std::string_view message);
 
+// (The other direction, FromGrpcStatus, is common/api_util.h; a code's
+// name is absl::StatusCodeToString.)
 grpc::Status ToGrpcStatus(const absl::Status& status);
-absl::Status FromGrpcStatus(const grpc::Status& status);
-
-// "OK", "NOT_FOUND", ... (the metrics label for a code).
-const char* CodeName(absl::StatusCode code);
 
 }  // namespace adapterd::api
 

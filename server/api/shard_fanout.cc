@@ -7,6 +7,7 @@
 #include <openssl/crypto.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/api_util.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/api/grpc_status.h"

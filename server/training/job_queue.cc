@@ -67,15 +67,6 @@ absl::Status AppendWarnings(storage::Batch& batch, const std::string& job_id, co
 
 }  // namespace
 
-bool IsTerminal(JobState s) {
-  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
-}
-
-std::string JobStateName(JobState s) {
-  std::string name = v1::JobState_Name(s);
-  return name.starts_with("JOB_STATE_") ? name.substr(10) : name;
-}
-
 absl::Status CheckTransition(JobState from, JobState to) {
   bool ok = false;
   switch (from) {

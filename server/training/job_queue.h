@@ -1,6 +1,6 @@
 // The durable training-job queue: the job state machine, fair scheduling
 // across tenants, idempotent creation, limits, cancellation, the per-job
-// event log and its subscription, and restart recovery (DESIGN.md section 4).
+// event log and its subscription, and restart recovery (docs/ARCHITECTURE.md, "server/training").
 //
 // States:
 //   VALIDATING -> QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLING -> CANCELLED
@@ -37,20 +37,16 @@
 #include "proto/adapterd/v1/records.pb.h"
 #include "server/training/fair_scheduler.h"
 #include "storage/batch.h"
+#include "common/api_util.h"
 #include "storage/database.h"
 #include "storage/job_store.h"
 
 namespace adapterd::training {
 
-// Checks a transition against the state machine above.
+// Checks a transition against the state machine above. (IsTerminal and
+// JobStateName: common/api_util.h.)
 absl::Status CheckTransition(v1::JobState from, v1::JobState to);
-bool IsTerminal(v1::JobState state);
-// "QUEUED", "RUNNING", ...
-std::string JobStateName(v1::JobState state);
 
-// The server-wide limit. Each tenant's own limit comes with its request
-// (JobRequest::max_queued_for_tenant): the queue is the one place either is
-// checked.
 struct QueueLimits {
   // Jobs waiting (VALIDATING or QUEUED) in total, all tenants.
   int max_queued_total = 1024;

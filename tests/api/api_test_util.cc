@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "absl/synchronization/notification.h"
+#include "common/api_util.h"
 #include "common/status_macros.h"
 #include "server/api/grpc_status.h"
 #include "server/model/checkpoint_writer.h"
@@ -86,7 +87,7 @@ absl::StatusOr<v1::TrainingJob> TrainToEnd(v1::Adapterd::Stub& stub, const v1::C
   v1::TrainingJob job;
   {
     auto ctx = Ctx(api_key);
-    RETURN_IF_ERROR(api::FromGrpcStatus(stub.CreateTrainingJob(ctx.get(), req, &job)));
+    RETURN_IF_ERROR(FromGrpcStatus(stub.CreateTrainingJob(ctx.get(), req, &job)));
   }
   auto ctx = Ctx(api_key);
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(600));
@@ -95,7 +96,7 @@ absl::StatusOr<v1::TrainingJob> TrainToEnd(v1::Adapterd::Stub& stub, const v1::C
   auto reader = stub.WatchTrainingJob(ctx.get(), w);
   v1::WatchTrainingJobResponse msg;
   while (reader->Read(&msg)) job = msg.job();
-  RETURN_IF_ERROR(api::FromGrpcStatus(reader->Finish()));
+  RETURN_IF_ERROR(FromGrpcStatus(reader->Finish()));
   return job;
 }
 
@@ -117,7 +118,7 @@ absl::StatusOr<bool> HealthServing(int port) {
     done.Notify();
   });
   done.WaitForNotification();
-  RETURN_IF_ERROR(api::FromGrpcStatus(status));
+  RETURN_IF_ERROR(FromGrpcStatus(status));
   std::vector<grpc::Slice> slices;
   if (!response.Dump(&slices).ok()) return absl::InternalError("cannot read the health response");
   std::string bytes;

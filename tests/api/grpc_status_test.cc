@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/api_util.h"
 #include "common/utf8.h"
 
 namespace adapterd::api {

@@ -200,127 +200,135 @@ absl::Status JobRunner::FailDurably(const v1::JobRecord& job, const absl::Status
 }
 
 absl::Status JobRunner::Run(v1::JobRecord job) {
-  const std::string job_id = job.job_id();
-  absl::StatusOr<Hyperparameters> hp = ResolveHyperparameters(job.hyperparameters(), options_.defaults);
-  if (!hp.ok()) {
-    RETURN_IF_ERROR(FailDurably(job, hp.status()));
-    return hp.status();
+  absl::StatusOr<storage::PromotionResult> promoted = Execute(job);
+  return Finish(job, promoted);
+}
+
+absl::Status JobRunner::Finish(const v1::JobRecord& job, const absl::StatusOr<storage::PromotionResult>& promoted) {
+  if (promoted.ok()) {
+    if (options_.on_promoted) options_.on_promoted(*promoted);
+    return absl::OkStatus();
   }
+  const absl::Status& s = promoted.status();
+  if (absl::IsAborted(s) && stopping_.load()) {
+    options_.queue->Release(job.job_id());  // stays RUNNING; resumes after restart
+    return s;
+  }
+  if (absl::IsCancelled(s)) {
+    RETURN_IF_ERROR(options_.queue->FinishCancelled(job));
+    return s;
+  }
+  RETURN_IF_ERROR(FailDurably(job, s));
+  return s;
+}
+
+absl::StatusOr<storage::PromotionResult> JobRunner::Execute(v1::JobRecord& job) {
+  ASSIGN_OR_RETURN(const Hyperparameters hp, ResolveHyperparameters(job.hyperparameters(), options_.defaults));
+  ASSIGN_OR_RETURN(TrainingData data, LoadTrainingData(job));
+  ASSIGN_OR_RETURN(std::optional<TrainerState> resume, ResumePoint(job));
+  int64_t last_progress = 0;
+  const TrainerHooks hooks = MakeHooks(job, hp, &last_progress);
+  ASSIGN_OR_RETURN(TrainingResult result,
+                   Train(*options_.encoder, *options_.tokenizer, data, hp, hooks, resume ? &*resume : nullptr));
+  return Promote(job, data, hp, result);
+}
+
+absl::StatusOr<TrainingData> JobRunner::LoadTrainingData(const v1::JobRecord& job) {
   TrainingData data;
   data.labels.assign(job.labels().begin(), job.labels().end());
-  std::vector<std::string> ids(job.dataset_ids().begin(), job.dataset_ids().end());
-  absl::Status load = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(data.train, LoadExamples(*options_.db, job.tenant(), ids));
-    if (!job.validation_dataset_id().empty()) {
-      ASSIGN_OR_RETURN(data.validation, LoadExamples(*options_.db, job.tenant(), {job.validation_dataset_id()}));
-    }
-    return absl::OkStatus();
-  }();
-  if (!load.ok()) {
-    RETURN_IF_ERROR(FailDurably(job, load));
-    return load;
+  const std::vector<std::string> ids(job.dataset_ids().begin(), job.dataset_ids().end());
+  ASSIGN_OR_RETURN(data.train, LoadExamples(*options_.db, job.tenant(), ids));
+  if (!job.validation_dataset_id().empty()) {
+    ASSIGN_OR_RETURN(data.validation, LoadExamples(*options_.db, job.tenant(), {job.validation_dataset_id()}));
   }
+  return data;
+}
 
-  std::optional<TrainerState> resume;
-  absl::StatusOr<v1::CheckpointRecord> checkpoint = options_.db->checkpoints().Get(job_id);
-  if (checkpoint.ok()) {
-    // Checkpoints written before adapter format 2 record the weights-only
-    // fingerprint.
-    if (checkpoint->encoder_fingerprint() != options_.encoder->fingerprint() &&
-        checkpoint->encoder_fingerprint() != options_.encoder->weights_fingerprint()) {
-      absl::Status s = absl::FailedPreconditionError("the job's checkpoint was written for another encoder");
-      RETURN_IF_ERROR(FailDurably(job, s));
-      return s;
-    }
-    resume = FromCheckpoint(*checkpoint);
-    v1::JobEvent e;
-    e.mutable_warning()->set_kind("resumed");
-    e.mutable_warning()->set_message(absl::StrCat("resumed from the checkpoint at step ", resume->step,
-                                                  " (", resume->epoch, " epochs completed) after a restart"));
-    (void)options_.queue->RecordEvent(job, e);  // informational, best effort
-  } else if (!absl::IsNotFound(checkpoint.status())) {
-    RETURN_IF_ERROR(FailDurably(job, checkpoint.status()));
-    return checkpoint.status();
+absl::StatusOr<std::optional<TrainerState>> JobRunner::ResumePoint(v1::JobRecord& job) {
+  absl::StatusOr<v1::CheckpointRecord> checkpoint = options_.db->checkpoints().Get(job.job_id());
+  if (absl::IsNotFound(checkpoint.status())) return std::nullopt;
+  if (!checkpoint.ok()) return checkpoint.status();
+  // Checkpoints written before adapter format 2 record the weights-only
+  // fingerprint.
+  if (checkpoint->encoder_fingerprint() != options_.encoder->fingerprint() &&
+      checkpoint->encoder_fingerprint() != options_.encoder->weights_fingerprint()) {
+    return absl::FailedPreconditionError("the job's checkpoint was written for another encoder");
   }
+  TrainerState resume = FromCheckpoint(*checkpoint);
+  v1::JobEvent e;
+  e.mutable_warning()->set_kind("resumed");
+  e.mutable_warning()->set_message(absl::StrCat("resumed from the checkpoint at step ", resume.step, " (",
+                                                resume.epoch, " epochs completed) after a restart"));
+  (void)options_.queue->RecordEvent(job, e);  // informational, best effort
+  return resume;
+}
 
+TrainerHooks JobRunner::MakeHooks(v1::JobRecord& job, const Hyperparameters& hp, int64_t* last_progress) {
+  const std::string job_id = job.job_id();
   TrainerHooks hooks;
-  hooks.cancelled = [&] { return options_.queue->CancelRequested(job_id) && !stopping_.load(); };
-  hooks.preempted = [&] { return stopping_.load(); };
+  hooks.cancelled = [this, job_id] { return options_.queue->CancelRequested(job_id) && !stopping_.load(); };
+  hooks.preempted = [this] { return stopping_.load(); };
   hooks.run_on_device = options_.run_on_device;
-  hooks.on_checkpoint = [&](const TrainerState& state) -> absl::Status {
+  hooks.on_checkpoint = [this, job_id](const TrainerState& state) -> absl::Status {
     v1::CheckpointRecord record = ToCheckpoint(job_id, state, options_.encoder->fingerprint());
     RETURN_IF_ERROR(options_.db->checkpoints().Put(record));
     if (options_.after_checkpoint) options_.after_checkpoint(record);
     return absl::OkStatus();
   };
-  hooks.on_epoch = [&](const EpochReport& report) {
+  hooks.on_epoch = [this, &job](const EpochReport& report) {
     v1::JobEvent e;
     *e.mutable_epoch_metrics() = ToProto(report);
     (void)options_.queue->RecordEvent(job, e);  // metrics are best effort; state is not
   };
-  int64_t last_progress = 0;
-  hooks.on_step = [&](int64_t step, int64_t total, double) {
-    if (options_.on_step) options_.on_step(hp->batch_size);
+  hooks.on_step = [this, &job, batch_size = hp.batch_size, epochs = hp.epochs, last_progress](int64_t step,
+                                                                                             int64_t total, double) {
+    if (options_.on_step) options_.on_step(batch_size);
     // Persist progress every 10 steps: enough for a live progress bar.
-    if (step - last_progress < 10 && step != total) return;
-    last_progress = step;
+    if (step - *last_progress < 10 && step != total) return;
+    *last_progress = step;
     v1::JobEvent e;
     e.mutable_progress()->set_step(step);
     e.mutable_progress()->set_total_steps(total);
-    e.mutable_progress()->set_total_epochs(hp->epochs);
+    e.mutable_progress()->set_total_epochs(epochs);
     // The epoch in progress, 1-based (the last one once all steps are done).
-    e.mutable_progress()->set_epoch(static_cast<int32_t>(
-        std::min<int64_t>(hp->epochs, step * hp->epochs / std::max<int64_t>(1, total) + 1)));
+    e.mutable_progress()->set_epoch(
+        static_cast<int32_t>(std::min<int64_t>(epochs, step * epochs / std::max<int64_t>(1, total) + 1)));
     (void)options_.queue->RecordEvent(job, e);
   };
+  return hooks;
+}
 
-  absl::StatusOr<TrainingResult> result =
-      Train(*options_.encoder, *options_.tokenizer, data, *hp, hooks, resume ? &*resume : nullptr);
-  if (absl::IsAborted(result.status()) && stopping_.load()) {
-    options_.queue->Release(job_id);  // stays RUNNING; resumes after restart
-    return result.status();
-  }
-  if (absl::IsCancelled(result.status())) {
-    RETURN_IF_ERROR(options_.queue->FinishCancelled(job));
-    return result.status();
-  }
-  if (!result.ok()) {
-    RETURN_IF_ERROR(FailDurably(job, result.status()));
-    return result.status();
-  }
-
+absl::StatusOr<storage::PromotionResult> JobRunner::Promote(v1::JobRecord& job, const TrainingData& data,
+                                                            const Hyperparameters& hp,
+                                                            const TrainingResult& result) {
   // A run that diverged must not become a version that answers NaN.
-  if (absl::Status finite = model::CheckFinite(*result->best); !finite.ok()) {
-    absl::Status s = absl::FailedPreconditionError(
+  if (absl::Status finite = model::CheckFinite(*result.best); !finite.ok()) {
+    return absl::FailedPreconditionError(
         absl::StrCat("training diverged: ", finite.message(), "; try a lower learning_rate"));
-    RETURN_IF_ERROR(FailDurably(job, s));
-    return s;
   }
   v1::TaskRecord task;
   task.set_tenant(job.tenant());
   task.set_task_id(job.task_id());
   for (const std::string& l : data.labels) task.add_labels(l);
-  task.mutable_adapter_config()->set_bottleneck_size(static_cast<int32_t>(hp->bottleneck_size));
-  task.mutable_adapter_config()->set_activation(hp->activation);
+  task.mutable_adapter_config()->set_bottleneck_size(static_cast<int32_t>(hp.bottleneck_size));
+  task.mutable_adapter_config()->set_activation(hp.activation);
   task.set_encoder_fingerprint(options_.encoder->fingerprint());
-  absl::StatusOr<std::string> bytes = model::SerializeAdapterSet(
-      *result->best, options_.encoder->fingerprint(), {{"task_id", job.task_id()}, {"job_id", job_id}});
-  if (!bytes.ok()) {
-    RETURN_IF_ERROR(FailDurably(job, bytes.status()));
-    return bytes.status();
-  }
-  *job.mutable_best_metrics() = ToProto(result->best_epoch);
+  ASSIGN_OR_RETURN(std::string bytes,
+                   model::SerializeAdapterSet(*result.best, options_.encoder->fingerprint(),
+                                              {{"task_id", job.task_id()}, {"job_id", job.job_id()}}));
+  *job.mutable_best_metrics() = ToProto(result.best_epoch);
   absl::StatusOr<storage::PromotionResult> promoted =
-      options_.queue->Complete(job, task, *std::move(bytes), options_.keep_versions);
+      options_.queue->Complete(job, task, std::move(bytes), options_.keep_versions);
   if (!promoted.ok()) {
-    // A cancel that arrived during the last step wins over the promotion.
-    absl::StatusOr<v1::JobRecord> now = options_.queue->Get(job.tenant(), job_id);
-    if (now.ok() && now->state() == v1::JOB_STATE_CANCELLING) return options_.queue->FinishCancelled(*now);
-    RETURN_IF_ERROR(FailDurably(job, promoted.status()));
-    return promoted.status();
+    // A cancel that arrived during the last step wins over the promotion:
+    // Finish ends the job (as stored now) CANCELLED.
+    absl::StatusOr<v1::JobRecord> now = options_.queue->Get(job.tenant(), job.job_id());
+    if (now.ok() && now->state() == v1::JOB_STATE_CANCELLING) {
+      job = *std::move(now);
+      return absl::CancelledError("cancelled while its adapters were being promoted");
+    }
   }
-  if (options_.on_promoted) options_.on_promoted(*promoted);
-  return absl::OkStatus();
+  return promoted;
 }
 
 }  // namespace adapterd::training

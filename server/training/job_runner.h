@@ -20,6 +20,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -93,7 +94,29 @@ class JobRunner {
 
  private:
   explicit JobRunner(Options options) : options_(std::move(options)) {}
+  // One job from the queue to its end: Execute, then Finish.
   absl::Status Run(v1::JobRecord job);
+  // The run's steps, in order; the first error ends it. OK = the adapters
+  // became the task's newest version. Errors: CANCELLED (a cancel, seen by
+  // the trainer or during the promotion: `job` is then as stored),
+  // ABORTED while the runner stops (preempted: resumes after a restart),
+  // anything else fails the job.
+  absl::StatusOr<storage::PromotionResult> Execute(v1::JobRecord& job);
+  absl::StatusOr<TrainingData> LoadTrainingData(const v1::JobRecord& job);
+  // The checkpoint to resume from (recording a "resumed" event), nullopt
+  // for a fresh start, FAILED_PRECONDITION for another encoder's.
+  absl::StatusOr<std::optional<TrainerState>> ResumePoint(v1::JobRecord& job);
+  // The trainer's callbacks for `job` (which must outlive the training):
+  // cancel/preempt checks, checkpoints, epoch metrics, progress every 10
+  // steps (`last_progress` holds the last step recorded).
+  TrainerHooks MakeHooks(v1::JobRecord& job, const Hyperparameters& hp, int64_t* last_progress);
+  // The finite check, the task record and the promotion.
+  absl::StatusOr<storage::PromotionResult> Promote(v1::JobRecord& job, const TrainingData& data,
+                                                   const Hyperparameters& hp, const TrainingResult& result);
+  // Records how Execute ended: the promotion's callback, CANCELLED, the job
+  // released to resume, or FAILED (durably). Returns Execute's status, or
+  // the error that kept it from being recorded.
+  absl::Status Finish(const v1::JobRecord& job, const absl::StatusOr<storage::PromotionResult>& promoted);
   // queue->Fail(job, error), retried while storage is full or recovering
   // (RESOURCE_EXHAUSTED, UNAVAILABLE) until it sticks or the runner stops.
   absl::Status FailDurably(const v1::JobRecord& job, const absl::Status& error);

@@ -536,14 +536,12 @@ absl::StatusOr<int64_t> Database::NextEventSeqLocked(CommitState& st, const std:
 }
 
 absl::Status Database::Resolve(Batch& batch, CommitState& st, rocksdb::WriteBatch& wb) {
-  std::string value;
   for (Batch::Op& any : batch.ops_) {
     ASSIGN_OR_RETURN(bool raw, AddRawOp(any, wb));
     if (raw) {
       // A blind PutJob earlier in this batch is what a later UpdateJob or
       // expected_job_state compares against.
-      if (const auto* put = std::get_if<Batch::RawPut>(&any);
-          put && put->cf == ColumnFamily::kJobs) {
+      if (const auto* put = std::get_if<Batch::RawPut>(&any); put && put->cf == ColumnFamily::kJobs) {
         JobRecord job;
         RETURN_IF_ERROR(ParseRecord(ColumnFamily::kJobs, put->key, put->value, &job));
         st.jobs[put->key] = job.state();
@@ -551,157 +549,172 @@ absl::Status Database::Resolve(Batch& batch, CommitState& st, rocksdb::WriteBatc
       continue;
     }
     if (auto* op = std::get_if<Batch::TaskPut>(&any)) {
-      const std::string key = keys::Task(op->task.tenant(), op->task.task_id());
-      ASSIGN_OR_RETURN(std::optional<TaskRecord> stored, LoadTaskLocked(st, key));
-      TaskRecord rec = op->task;
-      rec.clear_versions();
-      if (stored.has_value()) {
-        rec.set_current_version(stored->current_version());
-        rec.set_latest_version(stored->latest_version());
-        rec.mutable_versions()->CopyFrom(stored->versions());
-        rec.set_current_job_id(stored->current_job_id());
-        if (stored->created_at_micros() != 0)
-          rec.set_created_at_micros(stored->created_at_micros());
-      } else {
-        rec.set_current_version(0);
-        rec.set_latest_version(0);
-        rec.clear_current_job_id();
-      }
-      rec.set_state(rec.current_version() > 0 ? adapterd::v1::TASK_STATE_READY
-                                              : adapterd::v1::TASK_STATE_PENDING);
-      RETURN_IF_ERROR(SerializeRecord(rec, &value));
-      RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kTasks), key, value)));
-      st.tasks[key] = std::move(rec);
+      RETURN_IF_ERROR(ResolveTaskPut(*op, st, wb));
     } else if (auto* op = std::get_if<Batch::TaskDelete>(&any)) {
-      const std::string key = keys::Task(op->tenant, op->task_id);
-      ASSIGN_OR_RETURN(std::optional<TaskRecord> stored, LoadTaskLocked(st, key));
-      if (!stored.has_value()) {
-        return absl::NotFoundError(absl::StrCat("task '", key, "' not found"));
-      }
-      const std::string prefix = keys::AdapterPrefix(op->tenant, op->task_id);
-      RETURN_IF_ERROR(AddToBatch(wb.Delete(handle(ColumnFamily::kTasks), key)));
-      RETURN_IF_ERROR(AddToBatch(
-          wb.DeleteRange(handle(ColumnFamily::kAdapters), prefix, keys::PrefixEnd(prefix))));
-      st.tasks[key] = std::nullopt;
+      RETURN_IF_ERROR(ResolveTaskDelete(*op, st, wb));
     } else if (auto* op = std::get_if<Batch::JobCreate>(&any)) {
-      const JobRecord& job = op->job;
-      const std::string key = keys::Job(job.tenant(), job.job_id());
-      ASSIGN_OR_RETURN(std::optional<std::string> existing, ReadValue(ColumnFamily::kJobs, key));
-      if (existing.has_value() || st.created_jobs.contains(key)) {
-        return absl::AlreadyExistsError(absl::StrCat("job '", key, "' already exists"));
-      }
-      if (!job.request_id().empty()) {
-        const std::string rkey = keys::JobRequest(job.tenant(), job.request_id());
-        ASSIGN_OR_RETURN(std::optional<std::string> owner,
-                         ReadValue(ColumnFamily::kJobRequests, rkey));
-        if (owner.has_value() || st.created_requests.contains(rkey)) {
-          return absl::AlreadyExistsError(
-              absl::StrCat("tenant '", job.tenant(), "' already has job '",
-                           owner.has_value() ? *owner : std::string("(in this batch)"),
-                           "' for request_id '", job.request_id(), "'"));
-        }
-        RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobRequests), rkey, job.job_id())));
-        st.created_requests.insert(rkey);
-      }
-      RETURN_IF_ERROR(SerializeRecord(job, &value));
-      RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobs), key, value)));
-      st.created_jobs.insert(key);
-      st.jobs[key] = job.state();
+      RETURN_IF_ERROR(ResolveJobCreate(*op, st, wb));
     } else if (auto* op = std::get_if<Batch::JobUpdate>(&any)) {
       const std::string key = keys::Job(op->job.tenant(), op->job.job_id());
       RETURN_IF_ERROR(CheckJobStateLocked(st, key, op->expected_state));
-      RETURN_IF_ERROR(SerializeRecord(op->job, &value));
-      RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobs), key, value)));
-      st.jobs[key] = op->job.state();
+      RETURN_IF_ERROR(PutJobLocked(op->job, st, wb));
     } else if (auto* op = std::get_if<Batch::EventAppend>(&any)) {
-      ASSIGN_OR_RETURN(int64_t seq, NextEventSeqLocked(st, op->job_id));
-      JobEvent event = op->event;
-      event.set_seq(seq);
-      RETURN_IF_ERROR(SerializeRecord(event, &value));
-      RETURN_IF_ERROR(AddToBatch(
-          wb.Put(handle(ColumnFamily::kJobEvents), keys::JobEvent(op->job_id, seq), value)));
-      st.events.push_back(CommittedEvent{op->job_id, std::move(event)});
+      RETURN_IF_ERROR(AppendEventLocked(op->job_id, op->event, st, wb).status());
     } else if (auto* op = std::get_if<Batch::EnqueueOp>(&any)) {
-      QueueEntry entry = op->entry;
-      entry.set_seq(++st.queue_seq);
-      RETURN_IF_ERROR(SerializeRecord(entry, &value));
-      RETURN_IF_ERROR(AddToBatch(
-          wb.Put(handle(ColumnFamily::kJobQueue), keys::QueueEntry(entry.seq()), value)));
-      RETURN_IF_ERROR(AddToBatch(
-          wb.Put(handle(ColumnFamily::kMeta), keys::kQueueSeq, std::to_string(entry.seq()))));
-      st.queue_entries.push_back(std::move(entry));
+      RETURN_IF_ERROR(ResolveEnqueue(*op, st, wb));
     } else if (auto* op = std::get_if<Batch::PromoteOp>(&any)) {
-      Promotion& p = op->promotion;
-      const std::string& tenant = p.task.tenant();
-      const std::string& task_id = p.task.task_id();
-      const std::string key = keys::Task(tenant, task_id);
-      ASSIGN_OR_RETURN(std::optional<TaskRecord> stored, LoadTaskLocked(st, key));
-      if (p.expected_job_state.has_value()) {
-        RETURN_IF_ERROR(CheckJobStateLocked(st, keys::Job(p.job->tenant(), p.job->job_id()),
-                                            *p.expected_job_state));
-      }
-      const int64_t version = (stored.has_value() ? stored->latest_version() : 0) + 1;
-      if (p.expected_version != 0 && p.expected_version != version) {
-        return absl::FailedPreconditionError(absl::StrCat("cannot promote version ",
-                                                          p.expected_version, " of task '", key,
-                                                          "': its next version is ", version));
-      }
-      std::vector<int64_t> kept;
-      if (stored.has_value()) kept.assign(stored->versions().begin(), stored->versions().end());
-      kept.push_back(version);
-      PromotionResult result;
-      result.tenant = tenant;
-      result.task_id = task_id;
-      result.version = version;
-      while (kept.size() > static_cast<size_t>(p.keep_versions)) {
-        result.removed_versions.push_back(kept.front());
-        kept.erase(kept.begin());
-      }
-
-      TaskRecord rec = std::move(p.task);
-      if (stored.has_value() && stored->created_at_micros() != 0) {
-        rec.set_created_at_micros(stored->created_at_micros());
-      }
-      rec.set_current_version(version);
-      rec.set_latest_version(version);
-      rec.clear_versions();
-      for (int64_t v : kept) rec.add_versions(v);
-      rec.set_state(adapterd::v1::TASK_STATE_READY);
-      rec.set_current_job_id(p.job.has_value() ? p.job->job_id() : std::string());
-
-      RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kAdapters),
-                                        keys::Adapter(tenant, task_id, version), p.adapter_bytes)));
-      for (int64_t v : result.removed_versions) {
-        RETURN_IF_ERROR(AddToBatch(
-            wb.Delete(handle(ColumnFamily::kAdapters), keys::Adapter(tenant, task_id, v))));
-      }
-      RETURN_IF_ERROR(SerializeRecord(rec, &value));
-      RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kTasks), key, value)));
-      if (p.job.has_value()) {
-        JobRecord job = *p.job;
-        job.set_state(adapterd::v1::JOB_STATE_SUCCEEDED);
-        job.set_result_version(version);
-        RETURN_IF_ERROR(SerializeRecord(job, &value));
-        RETURN_IF_ERROR(AddToBatch(
-            wb.Put(handle(ColumnFamily::kJobs), keys::Job(job.tenant(), job.job_id()), value)));
-        st.jobs[keys::Job(job.tenant(), job.job_id())] = job.state();
-        RETURN_IF_ERROR(AddToBatch(
-            wb.Delete(handle(ColumnFamily::kCheckpoints), keys::Checkpoint(job.job_id()))));
-        if (p.event.has_value()) {
-          ASSIGN_OR_RETURN(int64_t seq, NextEventSeqLocked(st, job.job_id()));
-          JobEvent event = *p.event;
-          event.set_seq(seq);
-          RETURN_IF_ERROR(SerializeRecord(event, &value));
-          RETURN_IF_ERROR(AddToBatch(
-              wb.Put(handle(ColumnFamily::kJobEvents), keys::JobEvent(job.job_id(), seq), value)));
-          st.events.push_back(CommittedEvent{job.job_id(), std::move(event)});
-          result.event_seq = seq;
-        }
-      }
-      st.tasks[key] = std::move(rec);
-      st.promotions.push_back(std::move(result));
+      RETURN_IF_ERROR(ResolvePromote(*op, st, wb));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Database::ResolveTaskPut(const Batch::TaskPut& op, CommitState& st, rocksdb::WriteBatch& wb) {
+  const std::string key = keys::Task(op.task.tenant(), op.task.task_id());
+  ASSIGN_OR_RETURN(std::optional<TaskRecord> stored, LoadTaskLocked(st, key));
+  TaskRecord rec = op.task;
+  rec.clear_versions();
+  if (stored.has_value()) {
+    rec.set_current_version(stored->current_version());
+    rec.set_latest_version(stored->latest_version());
+    rec.mutable_versions()->CopyFrom(stored->versions());
+    rec.set_current_job_id(stored->current_job_id());
+    if (stored->created_at_micros() != 0) rec.set_created_at_micros(stored->created_at_micros());
+  } else {
+    rec.set_current_version(0);
+    rec.set_latest_version(0);
+    rec.clear_current_job_id();
+  }
+  rec.set_state(rec.current_version() > 0 ? adapterd::v1::TASK_STATE_READY : adapterd::v1::TASK_STATE_PENDING);
+  std::string value;
+  RETURN_IF_ERROR(SerializeRecord(rec, &value));
+  RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kTasks), key, value)));
+  st.tasks[key] = std::move(rec);
+  return absl::OkStatus();
+}
+
+absl::Status Database::ResolveTaskDelete(const Batch::TaskDelete& op, CommitState& st, rocksdb::WriteBatch& wb) {
+  const std::string key = keys::Task(op.tenant, op.task_id);
+  ASSIGN_OR_RETURN(std::optional<TaskRecord> stored, LoadTaskLocked(st, key));
+  if (!stored.has_value()) return absl::NotFoundError(absl::StrCat("task '", key, "' not found"));
+  const std::string prefix = keys::AdapterPrefix(op.tenant, op.task_id);
+  RETURN_IF_ERROR(AddToBatch(wb.Delete(handle(ColumnFamily::kTasks), key)));
+  RETURN_IF_ERROR(AddToBatch(wb.DeleteRange(handle(ColumnFamily::kAdapters), prefix, keys::PrefixEnd(prefix))));
+  st.tasks[key] = std::nullopt;
+  return absl::OkStatus();
+}
+
+absl::Status Database::ResolveJobCreate(const Batch::JobCreate& op, CommitState& st, rocksdb::WriteBatch& wb) {
+  const JobRecord& job = op.job;
+  const std::string key = keys::Job(job.tenant(), job.job_id());
+  ASSIGN_OR_RETURN(std::optional<std::string> existing, ReadValue(ColumnFamily::kJobs, key));
+  if (existing.has_value() || st.created_jobs.contains(key)) {
+    return absl::AlreadyExistsError(absl::StrCat("job '", key, "' already exists"));
+  }
+  if (!job.request_id().empty()) {
+    const std::string rkey = keys::JobRequest(job.tenant(), job.request_id());
+    ASSIGN_OR_RETURN(std::optional<std::string> owner, ReadValue(ColumnFamily::kJobRequests, rkey));
+    if (owner.has_value() || st.created_requests.contains(rkey)) {
+      return absl::AlreadyExistsError(absl::StrCat("tenant '", job.tenant(), "' already has job '",
+                                                   owner.has_value() ? *owner : std::string("(in this batch)"),
+                                                   "' for request_id '", job.request_id(), "'"));
+    }
+    RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobRequests), rkey, job.job_id())));
+    st.created_requests.insert(rkey);
+  }
+  RETURN_IF_ERROR(PutJobLocked(job, st, wb));
+  st.created_jobs.insert(key);
+  return absl::OkStatus();
+}
+
+absl::Status Database::PutJobLocked(const JobRecord& job, CommitState& st, rocksdb::WriteBatch& wb) {
+  const std::string key = keys::Job(job.tenant(), job.job_id());
+  std::string value;
+  RETURN_IF_ERROR(SerializeRecord(job, &value));
+  RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobs), key, value)));
+  st.jobs[key] = job.state();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Database::AppendEventLocked(const std::string& job_id, JobEvent event, CommitState& st,
+                                                    rocksdb::WriteBatch& wb) {
+  ASSIGN_OR_RETURN(int64_t seq, NextEventSeqLocked(st, job_id));
+  event.set_seq(seq);
+  std::string value;
+  RETURN_IF_ERROR(SerializeRecord(event, &value));
+  RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobEvents), keys::JobEvent(job_id, seq), value)));
+  st.events.push_back(CommittedEvent{job_id, std::move(event)});
+  return seq;
+}
+
+absl::Status Database::ResolveEnqueue(const Batch::EnqueueOp& op, CommitState& st, rocksdb::WriteBatch& wb) {
+  QueueEntry entry = op.entry;
+  entry.set_seq(++st.queue_seq);
+  std::string value;
+  RETURN_IF_ERROR(SerializeRecord(entry, &value));
+  RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobQueue), keys::QueueEntry(entry.seq()), value)));
+  RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kMeta), keys::kQueueSeq, std::to_string(entry.seq()))));
+  st.queue_entries.push_back(std::move(entry));
+  return absl::OkStatus();
+}
+
+absl::Status Database::ResolvePromote(Batch::PromoteOp& op, CommitState& st, rocksdb::WriteBatch& wb) {
+  Promotion& p = op.promotion;
+  const std::string tenant = p.task.tenant();
+  const std::string task_id = p.task.task_id();
+  const std::string key = keys::Task(tenant, task_id);
+  ASSIGN_OR_RETURN(std::optional<TaskRecord> stored, LoadTaskLocked(st, key));
+  if (p.expected_job_state.has_value()) {
+    RETURN_IF_ERROR(CheckJobStateLocked(st, keys::Job(p.job->tenant(), p.job->job_id()), *p.expected_job_state));
+  }
+  const int64_t version = (stored.has_value() ? stored->latest_version() : 0) + 1;
+  if (p.expected_version != 0 && p.expected_version != version) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot promote version ", p.expected_version, " of task '",
+                                                      key, "': its next version is ", version));
+  }
+  // The versions kept: the newest keep_versions, this one included.
+  std::vector<int64_t> kept;
+  if (stored.has_value()) kept.assign(stored->versions().begin(), stored->versions().end());
+  kept.push_back(version);
+  PromotionResult result;
+  result.tenant = tenant;
+  result.task_id = task_id;
+  result.version = version;
+  while (kept.size() > static_cast<size_t>(p.keep_versions)) {
+    result.removed_versions.push_back(kept.front());
+    kept.erase(kept.begin());
+  }
+
+  TaskRecord rec = std::move(p.task);
+  if (stored.has_value() && stored->created_at_micros() != 0) rec.set_created_at_micros(stored->created_at_micros());
+  rec.set_current_version(version);
+  rec.set_latest_version(version);
+  rec.clear_versions();
+  for (int64_t v : kept) rec.add_versions(v);
+  rec.set_state(adapterd::v1::TASK_STATE_READY);
+  rec.set_current_job_id(p.job.has_value() ? p.job->job_id() : std::string());
+
+  RETURN_IF_ERROR(
+      AddToBatch(wb.Put(handle(ColumnFamily::kAdapters), keys::Adapter(tenant, task_id, version), p.adapter_bytes)));
+  for (int64_t v : result.removed_versions) {
+    RETURN_IF_ERROR(AddToBatch(wb.Delete(handle(ColumnFamily::kAdapters), keys::Adapter(tenant, task_id, v))));
+  }
+  std::string value;
+  RETURN_IF_ERROR(SerializeRecord(rec, &value));
+  RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kTasks), key, value)));
+  if (p.job.has_value()) {
+    // The job that trained it ends SUCCEEDED with its checkpoint gone.
+    JobRecord job = *p.job;
+    job.set_state(adapterd::v1::JOB_STATE_SUCCEEDED);
+    job.set_result_version(version);
+    RETURN_IF_ERROR(PutJobLocked(job, st, wb));
+    RETURN_IF_ERROR(AddToBatch(wb.Delete(handle(ColumnFamily::kCheckpoints), keys::Checkpoint(job.job_id()))));
+    if (p.event.has_value()) {
+      ASSIGN_OR_RETURN(result.event_seq, AppendEventLocked(job.job_id(), *p.event, st, wb));
+    }
+  }
+  st.tasks[key] = std::move(rec);
+  st.promotions.push_back(std::move(result));
   return absl::OkStatus();
 }
 

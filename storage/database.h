@@ -1,5 +1,5 @@
 // adapterd's durable state: one RocksDB database with a column family per
-// record kind (DESIGN.md section 3; key layout in storage/keys.h).
+// record kind (docs/ARCHITECTURE.md, "storage/"; key layout in storage/keys.h).
 //
 //   auto db = storage::Database::Open({.path = "/var/lib/adapterd/db"});
 //   ASSIGN_OR_RETURN(TaskRecord t, (*db)->tasks().Get("acme", "sentiment"));
@@ -227,7 +227,27 @@ class Database {
   absl::Status LoadQueueSeq();
   // Adds a RawPut/RawDelete/RawDeleteRange to `wb`; false for other ops.
   absl::StatusOr<bool> AddRawOp(const Batch::Op& op, rocksdb::WriteBatch& wb) const;
+  // Turns the batch's resolved operations into writes, checking each against
+  // storage and the writes before it in the batch: one function per
+  // operation below.
   absl::Status Resolve(Batch& batch, CommitState& st, rocksdb::WriteBatch& wb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status ResolveTaskPut(const Batch::TaskPut& op, CommitState& st, rocksdb::WriteBatch& wb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status ResolveTaskDelete(const Batch::TaskDelete& op, CommitState& st, rocksdb::WriteBatch& wb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status ResolveJobCreate(const Batch::JobCreate& op, CommitState& st, rocksdb::WriteBatch& wb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status ResolveEnqueue(const Batch::EnqueueOp& op, CommitState& st, rocksdb::WriteBatch& wb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status ResolvePromote(Batch::PromoteOp& op, CommitState& st, rocksdb::WriteBatch& wb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Writes `job` and records its state for later checks in the commit.
+  absl::Status PutJobLocked(const adapterd::v1::JobRecord& job, CommitState& st, rocksdb::WriteBatch& wb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Writes `event` as job_id's next event; returns its seq.
+  absl::StatusOr<int64_t> AppendEventLocked(const std::string& job_id, adapterd::v1::JobEvent event,
+                                            CommitState& st, rocksdb::WriteBatch& wb)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   absl::StatusOr<std::optional<adapterd::v1::TaskRecord>> LoadTaskLocked(CommitState& st,
                                                                          const std::string& key)

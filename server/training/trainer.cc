@@ -245,6 +245,255 @@ absl::StatusOr<Evaluation> Evaluate(const BertEncoder& encoder, const BertTokeni
   return EvaluateEncoded(encoder, set, data, tok->pad_id(), batch_size);
 }
 
+namespace {
+
+// One training run, in the steps Train() below takes: Prepare (labels,
+// tokenizer, the split, encoding), Restore (fresh adapters or the
+// checkpoint's, the optimiser), then per epoch the optimiser Steps and
+// EndEpoch (validation, best epoch, checkpoint), and the Result.
+class TrainingRun {
+ public:
+  TrainingRun(const BertEncoder& encoder, const Hyperparameters& hp, const TrainerHooks& hooks)
+      : encoder_(encoder), hp_(hp), hooks_(hooks), device_(encoder.device()), fingerprint_(encoder.fingerprint()) {}
+
+  absl::Status Prepare(const BertTokenizer& tokenizer, const TrainingData& data);
+  absl::Status Restore(const TrainerState* resume);
+  // Every epoch from the state's, each step from the state's (a resumed run
+  // continues mid-epoch).
+  absl::Status RunEpochs();
+  absl::StatusOr<TrainingResult> Result() const;
+
+ private:
+  // One optimiser step over step `b` of the epoch's `order`, in micro-batches.
+  absl::Status Step(const std::vector<size_t>& order, int64_t b);
+  absl::Status EndEpoch(int epoch, double seconds, int64_t examples_this_run);
+  absl::Status Checkpoint();
+  void SetLearningRate(double lr);
+
+  const BertEncoder& encoder_;
+  const Hyperparameters& hp_;
+  const TrainerHooks& hooks_;
+  const c10::Device device_;
+  const std::string& fingerprint_;
+
+  model::AdapterConfig config_;
+  std::unique_ptr<BertTokenizer> tokenizer_;
+  EncodedSet train_set_, val_set_;
+  int64_t steps_per_epoch_ = 0, total_steps_ = 0, warmup_steps_ = 0;
+  size_t micro_ = 0;
+
+  std::unique_ptr<AdapterSet> set_;
+  std::vector<at::Tensor> params_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  TrainerState state_;
+};
+
+absl::Status TrainingRun::Prepare(const BertTokenizer& tokenizer, const TrainingData& data) {
+  config_.bottleneck_size = hp_.bottleneck_size;
+  ASSIGN_OR_RETURN(config_.activation, model::ParseActivation(hp_.activation));
+  config_.init_std = hp_.init_std;
+  config_.labels = data.labels;
+  RETURN_IF_ERROR(config_.Validate());
+  std::map<std::string, int64_t> label_index;
+  for (size_t i = 0; i < config_.labels.size(); ++i) label_index[config_.labels[i]] = static_cast<int64_t>(i);
+
+  model::TokenizerOptions topts = tokenizer.options();
+  topts.max_seq_len = static_cast<int>(std::min<int64_t>(hp_.max_seq_len, encoder_.config().max_position_embeddings));
+  ASSIGN_OR_RETURN(tokenizer_, BertTokenizer::FromTokens(tokenizer.tokens(), topts));
+
+  std::vector<Example> train_examples, val_examples;
+  if (data.validation.empty()) {
+    auto [train_idx, val_idx] = StratifiedSplit(data.train, hp_.validation_fraction, hp_.seed);
+    for (size_t i : train_idx) train_examples.push_back(data.train[i]);
+    for (size_t i : val_idx) val_examples.push_back(data.train[i]);
+  } else {
+    train_examples = data.train;
+    val_examples = data.validation;
+  }
+  if (train_examples.empty() || val_examples.empty()) {
+    return absl::InvalidArgumentError("need at least one training and one validation example");
+  }
+  ASSIGN_OR_RETURN(train_set_, EncodeAll(*tokenizer_, train_examples, label_index, "training"));
+  ASSIGN_OR_RETURN(val_set_, EncodeAll(*tokenizer_, val_examples, label_index, "validation"));
+
+  const size_t n_train = train_set_.encodings.size();
+  steps_per_epoch_ = static_cast<int64_t>((n_train + hp_.batch_size - 1) / hp_.batch_size);
+  total_steps_ = steps_per_epoch_ * hp_.epochs;
+  warmup_steps_ = static_cast<int64_t>(hp_.warmup_fraction * static_cast<double>(total_steps_));
+  micro_ = static_cast<size_t>(hp_.micro_batch_size > 0 ? hp_.micro_batch_size : hp_.batch_size);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::Restore(const TrainerState* resume) {
+  if (resume != nullptr) {
+    if (hp_.trainable == TrainableParts::kFullFineTune) {
+      return absl::InvalidArgumentError("full fine-tuning (a baseline) does not resume from checkpoints");
+    }
+    state_ = *resume;
+    // A checkpoint written before adapter format 2 holds a format-1 file.
+    ASSIGN_OR_RETURN(set_, model::DeserializeAdapterSet(
+                               state_.adapter_bytes, encoder_.config(), fingerprint_, device_,
+                               {.v1_fingerprint = encoder_.weights_fingerprint(), .check_finite = false}));
+    if (set_->config().labels != config_.labels || set_->config().bottleneck_size != config_.bottleneck_size) {
+      return absl::InvalidArgumentError("checkpoint does not belong to this training run");
+    }
+  } else {
+    at::manual_seed(hp_.seed);
+    ASSIGN_OR_RETURN(set_,
+                     AdapterSet::CreateInitialized(encoder_.config(), encoder_.weights(), config_, hp_.seed, device_));
+    if (hp_.trainable != TrainableParts::kAdapters) {
+      // Baselines: with U = 0 every adapter is the identity (tested in adapter_test).
+      for (const model::AdapterLayer& l : set_->layers()) {
+        l.attention_adapter.up_weight.zero_();
+        l.ffn_adapter.up_weight.zero_();
+      }
+    }
+  }
+  std::vector<at::Tensor> decayed = Trainable(*set_, hp_.trainable, true);
+  std::vector<at::Tensor> undecayed = Trainable(*set_, hp_.trainable, false);
+  if (hp_.trainable == TrainableParts::kFullFineTune) {
+    // Matrices and embeddings decay; biases do not, as in BERT's
+    // fine-tuning optimiser (the LayerNorm affines train in `set_`).
+    for (const at::Tensor& t : FullFineTuneEncoderTensors(encoder_.weights())) {
+      (t.dim() >= 2 ? decayed : undecayed).push_back(t);
+    }
+  }
+  for (at::Tensor& t : decayed) t.requires_grad_(true);
+  for (at::Tensor& t : undecayed) t.requires_grad_(true);
+  auto options = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(hp_.learning_rate)
+                                                            .betas({hp_.adam_beta1, hp_.adam_beta2})
+                                                            .eps(hp_.adam_epsilon)
+                                                            .weight_decay(wd));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decayed, options(hp_.weight_decay));
+  groups.emplace_back(undecayed, options(0.0));
+  optimizer_ = std::make_unique<torch::optim::AdamW>(groups, *options(hp_.weight_decay));
+  params_ = decayed;
+  params_.insert(params_.end(), undecayed.begin(), undecayed.end());
+  if (resume != nullptr) {
+    std::istringstream in(state_.optimizer_state);
+    torch::load(*optimizer_, in);
+    RETURN_IF_ERROR(RestoreCpuGeneratorState(state_.rng_state));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::Checkpoint() {
+  if (!hooks_.on_checkpoint) return absl::OkStatus();
+  ASSIGN_OR_RETURN(state_.adapter_bytes, model::SerializeAdapterSet(*set_, fingerprint_));
+  std::ostringstream out;
+  torch::save(*optimizer_, out);
+  state_.optimizer_state = out.str();
+  state_.rng_state = CaptureCpuGeneratorState();
+  return hooks_.on_checkpoint(state_);
+}
+
+void TrainingRun::SetLearningRate(double lr) {
+  for (auto& group : optimizer_->param_groups()) {
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  }
+}
+
+absl::Status TrainingRun::Step(const std::vector<size_t>& order, int64_t b) {
+  const size_t begin = static_cast<size_t>(b) * static_cast<size_t>(hp_.batch_size);
+  const size_t end = std::min(train_set_.encodings.size(), begin + static_cast<size_t>(hp_.batch_size));
+  const double batch_rows = static_cast<double>(end - begin);
+  optimizer_->zero_grad();
+  double batch_loss = 0;
+  for (size_t m = begin; m < end; m += micro_) {
+    if (hooks_.cancelled && hooks_.cancelled()) return absl::CancelledError("training cancelled");
+    const std::vector<size_t> rows(order.begin() + static_cast<std::ptrdiff_t>(m),
+                                   order.begin() + static_cast<std::ptrdiff_t>(std::min(end, m + micro_)));
+    auto micro_batch = [&]() -> absl::Status {
+      EncoderInput input = MakeBatch(train_set_, rows, tokenizer_->pad_id(), device_);
+      ASSIGN_OR_RETURN(model::EncoderOutput out, encoder_.Forward(input, *set_, {.train = true}));
+      at::Tensor loss = at::cross_entropy_loss(out.logits, LabelsOf(train_set_, rows, device_)) *
+                        (static_cast<double>(rows.size()) / batch_rows);
+      loss.backward();
+      batch_loss += loss.item<double>();
+      return absl::OkStatus();
+    };
+    RETURN_IF_ERROR(hooks_.run_on_device ? hooks_.run_on_device(micro_batch) : micro_batch());
+  }
+  torch::nn::utils::clip_grad_norm_(params_, hp_.max_grad_norm);
+  SetLearningRate(LinearWarmupDecay(state_.step, total_steps_, warmup_steps_, hp_.learning_rate));
+  optimizer_->step();
+  ++state_.step;
+  state_.epoch_loss_sum += batch_loss * batch_rows;
+  state_.epoch_examples += static_cast<int64_t>(batch_rows);
+  if (hooks_.on_step) hooks_.on_step(state_.step, total_steps_, batch_loss);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::EndEpoch(int epoch, double seconds, int64_t examples_this_run) {
+  ASSIGN_OR_RETURN(Evaluation val, EvaluateEncoded(encoder_, *set_, val_set_, tokenizer_->pad_id(), 64));
+  EpochReport report;
+  report.epoch = epoch + 1;
+  report.step = state_.step;
+  report.train_loss =
+      state_.epoch_examples > 0 ? state_.epoch_loss_sum / static_cast<double>(state_.epoch_examples) : 0;
+  report.validation_loss = val.loss;
+  report.validation_accuracy = val.accuracy;
+  report.learning_rate = LinearWarmupDecay(state_.step, total_steps_, warmup_steps_, hp_.learning_rate);
+  report.examples_per_second = seconds > 0 ? static_cast<double>(examples_this_run) / seconds : 0;
+  const bool better = !state_.best.has_value() || val.accuracy > state_.best->validation_accuracy ||
+                      (val.accuracy == state_.best->validation_accuracy && val.loss < state_.best->validation_loss);
+  if (better) {
+    state_.best = report;
+    ASSIGN_OR_RETURN(state_.best_adapter_bytes, model::SerializeAdapterSet(*set_, fingerprint_));
+  }
+  state_.history.push_back(report);
+  state_.epoch = epoch + 1;
+  state_.epoch_loss_sum = 0;
+  state_.epoch_examples = 0;
+  if (hooks_.on_epoch) hooks_.on_epoch(report);
+  return Checkpoint();
+}
+
+absl::Status TrainingRun::RunEpochs() {
+  for (int epoch = state_.epoch; epoch < hp_.epochs; ++epoch) {
+    const std::vector<size_t> order = EpochOrder(train_set_.encodings.size(), hp_.seed, epoch);
+    const auto epoch_start = std::chrono::steady_clock::now();
+    int64_t examples_this_run = 0;
+    for (int64_t b = state_.step - static_cast<int64_t>(epoch) * steps_per_epoch_; b < steps_per_epoch_; ++b) {
+      const int64_t examples_before = state_.epoch_examples;
+      RETURN_IF_ERROR(Step(order, b));
+      examples_this_run += state_.epoch_examples - examples_before;
+      const bool epoch_end = b + 1 == steps_per_epoch_;
+      if (hp_.checkpoint_every_steps > 0 && state_.step % hp_.checkpoint_every_steps == 0 && !epoch_end) {
+        RETURN_IF_ERROR(Checkpoint());
+      }
+      if (!epoch_end && hooks_.preempted && hooks_.preempted()) {
+        RETURN_IF_ERROR(Checkpoint());
+        return absl::AbortedError(absl::StrCat("training preempted at step ", state_.step));
+      }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+    RETURN_IF_ERROR(EndEpoch(epoch, seconds, examples_this_run));
+    if (epoch + 1 < hp_.epochs && hooks_.preempted && hooks_.preempted()) {
+      return absl::AbortedError(absl::StrCat("training preempted at step ", state_.step));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainingResult> TrainingRun::Result() const {
+  TrainingResult result;
+  // The caller decides what a non-finite result means (JobRunner fails
+  // the job as diverged).
+  ASSIGN_OR_RETURN(result.best, model::DeserializeAdapterSet(
+                                    state_.best_adapter_bytes, encoder_.config(), fingerprint_, device_,
+                                    {.v1_fingerprint = encoder_.weights_fingerprint(), .check_finite = false}));
+  result.best_epoch = *state_.best;
+  result.history = state_.history;
+  result.steps = state_.step;
+  return result;
+}
+
+}  // namespace
+
 absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertTokenizer& tokenizer,
                                      const TrainingData& data, const Hyperparameters& hp, const TrainerHooks& hooks,
                                      const TrainerState* resume) {
@@ -255,193 +504,12 @@ absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertToken
         "full fine-tuning needs a trainable encoder, and a trainable encoder is only for full fine-tuning");
   }
   if (data.train.empty()) return absl::InvalidArgumentError("no training examples");
-  model::AdapterConfig ac;
-  ac.bottleneck_size = hp.bottleneck_size;
-  ASSIGN_OR_RETURN(ac.activation, model::ParseActivation(hp.activation));
-  ac.init_std = hp.init_std;
-  ac.labels = data.labels;
-  RETURN_IF_ERROR(ac.Validate());
-  std::map<std::string, int64_t> label_index;
-  for (size_t i = 0; i < ac.labels.size(); ++i) label_index[ac.labels[i]] = static_cast<int64_t>(i);
-
-  model::TokenizerOptions topts = tokenizer.options();
-  topts.max_seq_len = static_cast<int>(std::min<int64_t>(hp.max_seq_len, encoder.config().max_position_embeddings));
-  ASSIGN_OR_RETURN(auto tok, BertTokenizer::FromTokens(tokenizer.tokens(), topts));
-
-  std::vector<Example> train_examples, val_examples;
-  if (data.validation.empty()) {
-    auto [train_idx, val_idx] = StratifiedSplit(data.train, hp.validation_fraction, hp.seed);
-    for (size_t i : train_idx) train_examples.push_back(data.train[i]);
-    for (size_t i : val_idx) val_examples.push_back(data.train[i]);
-  } else {
-    train_examples = data.train;
-    val_examples = data.validation;
-  }
-  if (train_examples.empty() || val_examples.empty()) {
-    return absl::InvalidArgumentError("need at least one training and one validation example");
-  }
-  ASSIGN_OR_RETURN(EncodedSet train_set, EncodeAll(*tok, train_examples, label_index, "training"));
-  ASSIGN_OR_RETURN(EncodedSet val_set, EncodeAll(*tok, val_examples, label_index, "validation"));
-
-  const c10::Device device = encoder.device();
-  const std::string& fingerprint = encoder.fingerprint();
-  const size_t n_train = train_set.encodings.size();
-  const int64_t steps_per_epoch = static_cast<int64_t>((n_train + hp.batch_size - 1) / hp.batch_size);
-  const int64_t total_steps = steps_per_epoch * hp.epochs;
-  const int64_t warmup_steps = static_cast<int64_t>(hp.warmup_fraction * static_cast<double>(total_steps));
-  const int micro = hp.micro_batch_size > 0 ? hp.micro_batch_size : hp.batch_size;
-
+  TrainingRun run(encoder, hp, hooks);
+  RETURN_IF_ERROR(run.Prepare(tokenizer, data));
   return model::GuardTorch("train", [&]() -> absl::StatusOr<TrainingResult> {
-    std::unique_ptr<AdapterSet> set;
-    TrainerState state;
-    if (resume != nullptr) {
-      if (hp.trainable == TrainableParts::kFullFineTune) {
-        return absl::InvalidArgumentError("full fine-tuning (a baseline) does not resume from checkpoints");
-      }
-      state = *resume;
-      // A checkpoint written before adapter format 2 holds a format-1 file.
-      ASSIGN_OR_RETURN(set, model::DeserializeAdapterSet(state.adapter_bytes, encoder.config(), fingerprint, device,
-                                                         {.v1_fingerprint = encoder.weights_fingerprint(),
-                                                          .check_finite = false}));
-      if (set->config().labels != ac.labels || set->config().bottleneck_size != ac.bottleneck_size) {
-        return absl::InvalidArgumentError("checkpoint does not belong to this training run");
-      }
-    } else {
-      at::manual_seed(hp.seed);
-      ASSIGN_OR_RETURN(set, AdapterSet::CreateInitialized(encoder.config(), encoder.weights(), ac, hp.seed, device));
-      if (hp.trainable != TrainableParts::kAdapters) {
-        // Baselines: with U = 0 every adapter is the identity (tested in adapter_test).
-        for (const model::AdapterLayer& l : set->layers()) {
-          l.attention_adapter.up_weight.zero_();
-          l.ffn_adapter.up_weight.zero_();
-        }
-      }
-    }
-    std::vector<at::Tensor> decayed = Trainable(*set, hp.trainable, true);
-    std::vector<at::Tensor> undecayed = Trainable(*set, hp.trainable, false);
-    if (hp.trainable == TrainableParts::kFullFineTune) {
-      // Matrices and embeddings decay; biases do not, as in BERT's
-      // fine-tuning optimiser (the LayerNorm affines train in `set`).
-      for (const at::Tensor& t : FullFineTuneEncoderTensors(encoder.weights())) {
-        (t.dim() >= 2 ? decayed : undecayed).push_back(t);
-      }
-    }
-    for (at::Tensor& t : decayed) t.requires_grad_(true);
-    for (at::Tensor& t : undecayed) t.requires_grad_(true);
-    auto options = [&](double wd) {
-      return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(hp.learning_rate)
-                                                              .betas({hp.adam_beta1, hp.adam_beta2})
-                                                              .eps(hp.adam_epsilon)
-                                                              .weight_decay(wd));
-    };
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(decayed, options(hp.weight_decay));
-    groups.emplace_back(undecayed, options(0.0));
-    torch::optim::AdamW optimizer(groups, *options(hp.weight_decay));
-    std::vector<at::Tensor> params = decayed;
-    params.insert(params.end(), undecayed.begin(), undecayed.end());
-    if (resume != nullptr) {
-      std::istringstream in(state.optimizer_state);
-      torch::load(optimizer, in);
-      RETURN_IF_ERROR(RestoreCpuGeneratorState(state.rng_state));
-    }
-
-    auto checkpoint = [&]() -> absl::Status {
-      if (!hooks.on_checkpoint) return absl::OkStatus();
-      ASSIGN_OR_RETURN(state.adapter_bytes, model::SerializeAdapterSet(*set, fingerprint));
-      std::ostringstream out;
-      torch::save(optimizer, out);
-      state.optimizer_state = out.str();
-      state.rng_state = CaptureCpuGeneratorState();
-      return hooks.on_checkpoint(state);
-    };
-    auto run = [&](const std::function<absl::Status()>& fn) {
-      return hooks.run_on_device ? hooks.run_on_device(fn) : fn();
-    };
-
-    for (int epoch = state.epoch; epoch < hp.epochs; ++epoch) {
-      const std::vector<size_t> order = EpochOrder(n_train, hp.seed, epoch);
-      const auto epoch_start = std::chrono::steady_clock::now();
-      int64_t examples_this_run = 0;
-      for (int64_t b = state.step - static_cast<int64_t>(epoch) * steps_per_epoch; b < steps_per_epoch; ++b) {
-        const size_t begin = static_cast<size_t>(b) * static_cast<size_t>(hp.batch_size);
-        const size_t end = std::min(n_train, begin + static_cast<size_t>(hp.batch_size));
-        const double batch_rows = static_cast<double>(end - begin);
-        optimizer.zero_grad();
-        double batch_loss = 0;
-        for (size_t m = begin; m < end; m += static_cast<size_t>(micro)) {
-          if (hooks.cancelled && hooks.cancelled()) return absl::CancelledError("training cancelled");
-          std::vector<size_t> rows(order.begin() + static_cast<std::ptrdiff_t>(m),
-                                   order.begin() + static_cast<std::ptrdiff_t>(std::min(end, m + micro)));
-          RETURN_IF_ERROR(run([&]() -> absl::Status {
-            EncoderInput input = MakeBatch(train_set, rows, tok->pad_id(), device);
-            ASSIGN_OR_RETURN(model::EncoderOutput out, encoder.Forward(input, *set, {.train = true}));
-            at::Tensor loss = at::cross_entropy_loss(out.logits, LabelsOf(train_set, rows, device)) *
-                              (static_cast<double>(rows.size()) / batch_rows);
-            loss.backward();
-            batch_loss += loss.item<double>();
-            return absl::OkStatus();
-          }));
-        }
-        torch::nn::utils::clip_grad_norm_(params, hp.max_grad_norm);
-        const double lr = LinearWarmupDecay(state.step, total_steps, warmup_steps, hp.learning_rate);
-        for (auto& group : optimizer.param_groups()) {
-          static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-        }
-        optimizer.step();
-        ++state.step;
-        state.epoch_loss_sum += batch_loss * batch_rows;
-        state.epoch_examples += static_cast<int64_t>(batch_rows);
-        examples_this_run += static_cast<int64_t>(batch_rows);
-        if (hooks.on_step) hooks.on_step(state.step, total_steps, batch_loss);
-        const bool epoch_end = b + 1 == steps_per_epoch;
-        if (hp.checkpoint_every_steps > 0 && state.step % hp.checkpoint_every_steps == 0 && !epoch_end) {
-          RETURN_IF_ERROR(checkpoint());
-        }
-        if (!epoch_end && hooks.preempted && hooks.preempted()) {
-          RETURN_IF_ERROR(checkpoint());
-          return absl::AbortedError(absl::StrCat("training preempted at step ", state.step));
-        }
-      }
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
-      ASSIGN_OR_RETURN(Evaluation val, EvaluateEncoded(encoder, *set, val_set, tok->pad_id(), 64));
-      EpochReport report;
-      report.epoch = epoch + 1;
-      report.step = state.step;
-      report.train_loss = state.epoch_examples > 0 ? state.epoch_loss_sum / static_cast<double>(state.epoch_examples) : 0;
-      report.validation_loss = val.loss;
-      report.validation_accuracy = val.accuracy;
-      report.learning_rate = LinearWarmupDecay(state.step, total_steps, warmup_steps, hp.learning_rate);
-      report.examples_per_second = seconds > 0 ? static_cast<double>(examples_this_run) / seconds : 0;
-      const bool better = !state.best.has_value() || val.accuracy > state.best->validation_accuracy ||
-                          (val.accuracy == state.best->validation_accuracy &&
-                           val.loss < state.best->validation_loss);
-      if (better) {
-        state.best = report;
-        ASSIGN_OR_RETURN(state.best_adapter_bytes, model::SerializeAdapterSet(*set, fingerprint));
-      }
-      state.history.push_back(report);
-      state.epoch = epoch + 1;
-      state.epoch_loss_sum = 0;
-      state.epoch_examples = 0;
-      if (hooks.on_epoch) hooks.on_epoch(report);
-      RETURN_IF_ERROR(checkpoint());
-      if (epoch + 1 < hp.epochs && hooks.preempted && hooks.preempted()) {
-        return absl::AbortedError(absl::StrCat("training preempted at step ", state.step));
-      }
-    }
-
-    TrainingResult result;
-    // The caller decides what a non-finite result means (JobRunner fails
-    // the job as diverged).
-    ASSIGN_OR_RETURN(result.best, model::DeserializeAdapterSet(
-                                      state.best_adapter_bytes, encoder.config(), fingerprint, device,
-                                      {.v1_fingerprint = encoder.weights_fingerprint(), .check_finite = false}));
-    result.best_epoch = *state.best;
-    result.history = state.history;
-    result.steps = state.step;
-    return result;
+    RETURN_IF_ERROR(run.Restore(resume));
+    RETURN_IF_ERROR(run.RunEpochs());
+    return run.Result();
   });
 }
 

@@ -119,6 +119,35 @@ absl::StatusOr<ModelInfo> LoadModels(const ServerOptions& o, Server::Parts& p) {
   return info;
 }
 
+// --threads, the CPU kernels and the wait policy, logged.
+void ConfigureCompute(const ServerOptions& o) {
+  // --threads 0: what this process may use, which in a container is its CPU
+  // quota rather than the host's cores.
+  const CpuBudget cpus = CurrentCpuBudget();
+  const int threads = model::SetComputeThreads(o.threads > 0 ? o.threads : cpus.usable());
+  std::fprintf(stderr, "adapterd: intra-op threads: %d (%s)\n", threads,
+               o.threads > 0 ? "--threads" : absl::StrCat("--threads 0: ", cpus.Describe()).c_str());
+  std::fprintf(stderr, "adapterd: %s\n", model::DescribeCpuKernels().c_str());
+  const bool onednn = model::OneBlasThreadUnderOneDnn();
+  if (onednn) std::fprintf(stderr, "adapterd: OpenBLAS threads: 1 (matrix products run in oneDNN)\n");
+  if (threads > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
+    // libgomp reads its wait policy only at load, so it cannot be set here.
+    std::fprintf(stderr,
+                 "adapterd: note: neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set; scripts/run.sh and the "
+                 "image set %s (docs/PERFORMANCE.md, \"Wait policy\")\n",
+                 onednn ? "GOMP_SPINCOUNT=3000000" : "OMP_WAIT_POLICY=PASSIVE");
+  }
+
+}
+
+// The job defaults the flags set (the rest are Hyperparameters' own).
+training::Hyperparameters TrainingDefaults(const ServerOptions& o) {
+  training::Hyperparameters defaults;
+  defaults.max_seq_len = o.max_seq_len;
+  defaults.micro_batch_size = o.training_micro_batch;
+  return defaults;
+}
+
 }  // namespace
 
 Server::Server(ServerOptions options) : options_(std::move(options)), parts_(std::make_unique<Parts>()) {}
@@ -142,24 +171,29 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
 absl::Status Server::StartAll() {
   Parts& p = *parts_;
   const ServerOptions& o = options_;
-  // --threads 0: what this process may use, which in a container is its CPU
-  // quota rather than the host's cores.
-  const CpuBudget cpus = CurrentCpuBudget();
-  const int threads = model::SetComputeThreads(o.threads > 0 ? o.threads : cpus.usable());
-  std::fprintf(stderr, "adapterd: intra-op threads: %d (%s)\n", threads,
-               o.threads > 0 ? "--threads" : absl::StrCat("--threads 0: ", cpus.Describe()).c_str());
-  std::fprintf(stderr, "adapterd: %s\n", model::DescribeCpuKernels().c_str());
-  const bool onednn = model::OneBlasThreadUnderOneDnn();
-  if (onednn) std::fprintf(stderr, "adapterd: OpenBLAS threads: 1 (matrix products run in oneDNN)\n");
-  if (threads > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
-    // libgomp reads its wait policy only at load, so it cannot be set here.
-    std::fprintf(stderr,
-                 "adapterd: note: neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set; scripts/run.sh and the "
-                 "image set %s (docs/PERFORMANCE.md, \"Wait policy\")\n",
-                 onednn ? "GOMP_SPINCOUNT=3000000" : "OMP_WAIT_POLICY=PASSIVE");
-  }
+  ConfigureCompute(o);
+  RETURN_IF_ERROR(OpenStorage());
+  // gRPC answers health checks (NOT_SERVING) while the encoder loads.
+  RETURN_IF_ERROR(StartGrpc());
+  ASSIGN_OR_RETURN(const ModelInfo info, LoadModels(o, p));
+  p.metrics->SetModelInfo(info);
+  p.metrics->SetCacheBudgets(o.host_cache_bytes, o.device_cache_bytes);
+  RETURN_IF_ERROR(StartServingEngine());
+  RETURN_IF_ERROR(StartTraining());
+  RETURN_IF_ERROR(CreateBackend());
+  StartBackgroundWork();
+  p.runner->Start();
+  p.service->SetBackend(p.backend.get());
+  p.grpc_server->GetHealthCheckService()->SetServingStatus(true);
+  p.metrics->SetServing(true);
+  std::fprintf(stderr, "adapterd: SERVING on port %d (model %s, %s, %s)\n", p.grpc_port, o.model_dir.c_str(),
+               o.device.c_str(), info.dtype.c_str());
+  return absl::OkStatus();
+}
 
-  // 1. Storage, tenants, metrics.
+absl::Status Server::OpenStorage() {
+  Parts& p = *parts_;
+  const ServerOptions& o = options_;
   std::error_code ec;
   std::filesystem::create_directories(o.data_dir, ec);
   if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create --data_dir ", o.data_dir, ": ", ec.message()));
@@ -181,8 +215,12 @@ absl::Status Server::StartAll() {
   ASSIGN_OR_RETURN(p.metrics, MetricsBridge::Create(o.metrics_address));
   if (p.metrics->port() != 0) std::fprintf(stderr, "adapterd: /metrics on port %d\n", p.metrics->port());
   p.metrics->WatchDataDir(o.data_dir);
+  return absl::OkStatus();
+}
 
-  // 2. gRPC, answering health checks (NOT_SERVING) while the encoder loads.
+absl::Status Server::StartGrpc() {
+  Parts& p = *parts_;
+  const ServerOptions& o = options_;
   api::GrpcService::Options so;
   so.tenants = p.tenants.get();
   MetricsBridge* metrics = p.metrics.get();
@@ -251,13 +289,12 @@ absl::Status Server::StartAll() {
   std::fprintf(stderr, "adapterd: gRPC listening on port %d, %s (NOT_SERVING while the encoder loads)\n",
                p.grpc_port,
                !use_tls ? "plaintext" : tls.ca_certs.empty() ? "TLS" : "mutual TLS (client certificates required)");
+  return absl::OkStatus();
+}
 
-  // 3. Model, serving engine, training.
-  ASSIGN_OR_RETURN(const ModelInfo info, LoadModels(o, p));
-  const model::LoadedModel* train_model = p.training_model.encoder != nullptr ? &p.training_model : &p.model;
-  p.metrics->SetModelInfo(info);
-  p.metrics->SetCacheBudgets(o.host_cache_bytes, o.device_cache_bytes);
-
+absl::Status Server::StartServingEngine() {
+  Parts& p = *parts_;
+  const ServerOptions& o = options_;
   serving::InferenceEngine::Options eo;
   eo.encoder = p.model.encoder.get();
   eo.tokenizer = p.model.tokenizer.get();
@@ -274,10 +311,16 @@ absl::Status Server::StartAll() {
     const size_t slash = pin.find('/');
     p.engine->cache().Pin(pin.substr(0, slash), pin.substr(slash + 1));
   }
+  return absl::OkStatus();
+}
 
-  training::Hyperparameters defaults;
-  defaults.max_seq_len = o.max_seq_len;
-  defaults.micro_batch_size = o.training_micro_batch;
+absl::Status Server::StartTraining() {
+  Parts& p = *parts_;
+  const ServerOptions& o = options_;
+  MetricsBridge* metrics = p.metrics.get();
+  const model::LoadedModel* train_model = p.training_model.encoder != nullptr ? &p.training_model : &p.model;
+  serving::InferenceEngine* engine = p.engine.get();
+  const training::Hyperparameters defaults = TrainingDefaults(o);
   training::DatasetLimits limits;
   limits.max_examples = o.max_dataset_examples;
   training::JobQueue::Options qo;
@@ -294,14 +337,19 @@ absl::Status Server::StartAll() {
   ro.tokenizer = train_model->tokenizer.get();
   ro.defaults = defaults;
   ro.keep_versions = o.keep_versions;
-  serving::InferenceEngine* engine = p.engine.get();
   ro.run_on_device = [engine, metrics](const std::function<absl::Status()>& fn) {
     return engine->executor().RunTraining(fn);
   };
   ro.on_promoted = [engine](const storage::PromotionResult& r) { engine->cache().Invalidate(r.tenant, r.task_id); };
   ro.on_step = [metrics](int64_t examples) { metrics->OnTrainingStep(examples); };
   ASSIGN_OR_RETURN(p.runner, training::JobRunner::Create(std::move(ro)));
+  return absl::OkStatus();
+}
 
+absl::Status Server::CreateBackend() {
+  Parts& p = *parts_;
+  const ServerOptions& o = options_;
+  const training::Hyperparameters defaults = TrainingDefaults(o);
   api::Backend::Options bo;
   bo.db = p.db.get();
   bo.queue = p.queue.get();
@@ -312,7 +360,13 @@ absl::Status Server::StartAll() {
   bo.max_client_streams_per_tenant = o.max_client_streams_per_tenant;
   bo.max_import_bytes_in_flight = o.max_import_bytes_in_flight;
   ASSIGN_OR_RETURN(p.backend, api::Backend::Create(std::move(bo)));
+  return absl::OkStatus();
+}
 
+void Server::StartBackgroundWork() {
+  Parts& p = *parts_;
+  const ServerOptions& o = options_;
+  MetricsBridge* metrics = p.metrics.get();
   if (!o.backup_dir.empty()) {
     BackupScheduler::Options bso;
     bso.db = p.db.get();
@@ -337,13 +391,6 @@ absl::Status Server::StartAll() {
                  static_cast<long long>(o.heap_release_interval_seconds));
   }
 
-  p.runner->Start();
-  p.service->SetBackend(p.backend.get());
-  p.grpc_server->GetHealthCheckService()->SetServingStatus(true);
-  p.metrics->SetServing(true);
-  std::fprintf(stderr, "adapterd: SERVING on port %d (model %s, %s, %s)\n", p.grpc_port, o.model_dir.c_str(),
-               o.device.c_str(), info.dtype.c_str());
-  return absl::OkStatus();
 }
 
 void Server::Shutdown() {

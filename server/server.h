@@ -74,7 +74,14 @@ class Server {
 
  private:
   explicit Server(ServerOptions options);
+  // Start's steps, in order; each fills its parts (server.cc).
   absl::Status StartAll();
+  absl::Status OpenStorage();         // database, tenants, metrics endpoint
+  absl::Status StartGrpc();           // TLS, peers, the service, listening NOT_SERVING
+  absl::Status StartServingEngine();  // batcher, executor, adapter cache, pins
+  absl::Status StartTraining();       // job queue and runner (not started yet)
+  absl::Status CreateBackend();
+  void StartBackgroundWork();         // backups, heap release
 
   ServerOptions options_;
   std::unique_ptr<Parts> parts_;

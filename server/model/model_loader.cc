@@ -57,34 +57,31 @@ absl::Status ShapeError(const std::string& name, const TensorView& v, const std:
                                                  absl::StrJoin(want, ","), "]"));
 }
 
-}  // namespace
-
-absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& file, const BertConfig& config,
-                                                      c10::Device device, c10::ScalarType dtype) {
+// The checkpoint's tensors by canonical name (Canonical), with each one's
+// name in the file for messages.
+struct IndexedTensors {
   std::map<std::string, const TensorView*> by_name;
   std::map<std::string, std::string> original;
+};
+
+absl::StatusOr<IndexedTensors> IndexByCanonicalName(const SafetensorsFile& file) {
+  IndexedTensors out;
   for (const auto& [name, view] : file.tensors()) {
     std::string c = Canonical(name);
     if (c.empty()) continue;
-    if (auto [it, inserted] = by_name.emplace(c, &view); !inserted) {
-      return absl::InvalidArgumentError(absl::StrCat("checkpoint has both '", original[c], "' and '", name,
+    if (auto [it, inserted] = out.by_name.emplace(c, &view); !inserted) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint has both '", out.original[c], "' and '", name,
                                                      "' for tensor '", c, "'"));
     }
-    original[c] = name;
+    out.original[c] = name;
   }
-  // The config implies 5 + 16 per layer tensors; a config that describes far
-  // more layers than the checkpoint holds is refused before the list of
-  // expected tensors is built (num_hidden_layers: 1000000 once took 12 s and
-  // 3.4 GiB to refuse).
-  const int64_t held = static_cast<int64_t>(by_name.size());
-  if (config.num_hidden_layers > std::max<int64_t>(0, held - 5) / 16) {
-    return absl::InvalidArgumentError(absl::StrCat("config.json describes ", config.num_hidden_layers,
-                                                   " layers, but the checkpoint holds ", held,
-                                                   " encoder tensors: enough for at most ",
-                                                   std::max<int64_t>(0, held - 5) / 16));
-  }
+  return out;
+}
+
+// The (canonical name, shape) of every tensor `config` implies, in order.
+std::vector<std::pair<std::string, std::vector<int64_t>>> ExpectedTensors(const BertConfig& config,
+                                                                           bool has_pooler) {
   const int64_t d = config.hidden_size, ff = config.intermediate_size;
-  // The full list of (canonical name, shape) the config implies.
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
       {"embeddings.word_embeddings.weight", {config.vocab_size, d}},
       {"embeddings.position_embeddings.weight", {config.max_position_embeddings, d}},
@@ -109,11 +106,76 @@ absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& fil
     expected.push_back({p + "output.LayerNorm.weight", {d}});
     expected.push_back({p + "output.LayerNorm.bias", {d}});
   }
-  const bool has_pooler = by_name.count("pooler.dense.weight") || by_name.count("pooler.dense.bias");
   if (has_pooler) {
     expected.push_back({"pooler.dense.weight", {d, d}});
     expected.push_back({"pooler.dense.bias", {d}});
   }
+  return expected;
+}
+
+// The encoder's weights from the loaded tensors: the layers' q, k and v
+// fused into one projection (each per-projection copy dropped once fused).
+absl::StatusOr<EncoderWeights> AssembleWeights(const BertConfig& config, std::map<std::string, at::Tensor>& loaded,
+                                               bool has_pooler) {
+  EncoderWeights w;
+  w.word_embeddings = loaded["embeddings.word_embeddings.weight"];
+  w.position_embeddings = loaded["embeddings.position_embeddings.weight"];
+  w.token_type_embeddings = loaded["embeddings.token_type_embeddings.weight"];
+  w.emb_ln_weight = loaded["embeddings.LayerNorm.weight"];
+  w.emb_ln_bias = loaded["embeddings.LayerNorm.bias"];
+  RETURN_IF_ERROR(GuardTorch("assemble encoder", [&]() {
+    for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+      const std::string p = absl::StrCat("encoder.layer.", i, ".");
+      EncoderLayerWeights l;
+      auto get = [&](const std::string& suffix) { return loaded[p + suffix]; };
+      l.qkv_weight = at::cat({get("attention.self.query.weight"), get("attention.self.key.weight"),
+                              get("attention.self.value.weight")});
+      l.qkv_bias = at::cat({get("attention.self.query.bias"), get("attention.self.key.bias"),
+                            get("attention.self.value.bias")});
+      l.attn_out_weight = get("attention.output.dense.weight");
+      l.attn_out_bias = get("attention.output.dense.bias");
+      l.attn_ln_weight = get("attention.output.LayerNorm.weight");
+      l.attn_ln_bias = get("attention.output.LayerNorm.bias");
+      l.intermediate_weight = get("intermediate.dense.weight");
+      l.intermediate_bias = get("intermediate.dense.bias");
+      l.output_weight = get("output.dense.weight");
+      l.output_bias = get("output.dense.bias");
+      l.output_ln_weight = get("output.LayerNorm.weight");
+      l.output_ln_bias = get("output.LayerNorm.bias");
+      for (const char* qkv : {"query", "key", "value"}) {
+        loaded.erase(absl::StrCat(p, "attention.self.", qkv, ".weight"));
+        loaded.erase(absl::StrCat(p, "attention.self.", qkv, ".bias"));
+      }
+      w.layers.push_back(std::move(l));
+    }
+    if (has_pooler) {
+      w.pooler_weight = loaded["pooler.dense.weight"];
+      w.pooler_bias = loaded["pooler.dense.bias"];
+    }
+  }));
+  return w;
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& file, const BertConfig& config,
+                                                      c10::Device device, c10::ScalarType dtype) {
+  ASSIGN_OR_RETURN(IndexedTensors index, IndexByCanonicalName(file));
+  const auto& by_name = index.by_name;
+  auto& original = index.original;
+  // The config implies 5 + 16 per layer tensors; a config that describes far
+  // more layers than the checkpoint holds is refused before the list of
+  // expected tensors is built (a huge num_hidden_layers would otherwise cost
+  // seconds and gigabytes to refuse).
+  const int64_t held = static_cast<int64_t>(by_name.size());
+  if (config.num_hidden_layers > std::max<int64_t>(0, held - 5) / 16) {
+    return absl::InvalidArgumentError(absl::StrCat("config.json describes ", config.num_hidden_layers,
+                                                   " layers, but the checkpoint holds ", held,
+                                                   " encoder tensors: enough for at most ",
+                                                   std::max<int64_t>(0, held - 5) / 16));
+  }
+  const bool has_pooler = by_name.count("pooler.dense.weight") || by_name.count("pooler.dense.bias");
+  const auto expected = ExpectedTensors(config, has_pooler);
 
   // Everything else in the checkpoint must be accounted for: a tensor the
   // config does not describe means the two disagree.
@@ -147,43 +209,7 @@ absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& fil
 
   ResolvedWeights out;
   out.fingerprint = fingerprinter.Finish();
-  EncoderWeights& w = out.weights;
-  w.word_embeddings = loaded["embeddings.word_embeddings.weight"];
-  w.position_embeddings = loaded["embeddings.position_embeddings.weight"];
-  w.token_type_embeddings = loaded["embeddings.token_type_embeddings.weight"];
-  w.emb_ln_weight = loaded["embeddings.LayerNorm.weight"];
-  w.emb_ln_bias = loaded["embeddings.LayerNorm.bias"];
-  RETURN_IF_ERROR(GuardTorch("assemble encoder", [&]() {
-    for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-      const std::string p = absl::StrCat("encoder.layer.", i, ".");
-      EncoderLayerWeights l;
-      auto get = [&](const std::string& suffix) { return loaded[p + suffix]; };
-      l.qkv_weight = at::cat({get("attention.self.query.weight"), get("attention.self.key.weight"),
-                              get("attention.self.value.weight")});
-      l.qkv_bias = at::cat({get("attention.self.query.bias"), get("attention.self.key.bias"),
-                            get("attention.self.value.bias")});
-      l.attn_out_weight = get("attention.output.dense.weight");
-      l.attn_out_bias = get("attention.output.dense.bias");
-      l.attn_ln_weight = get("attention.output.LayerNorm.weight");
-      l.attn_ln_bias = get("attention.output.LayerNorm.bias");
-      l.intermediate_weight = get("intermediate.dense.weight");
-      l.intermediate_bias = get("intermediate.dense.bias");
-      l.output_weight = get("output.dense.weight");
-      l.output_bias = get("output.dense.bias");
-      l.output_ln_weight = get("output.LayerNorm.weight");
-      l.output_ln_bias = get("output.LayerNorm.bias");
-      // Drop the per-projection copies as soon as they are fused.
-      for (const char* qkv : {"query", "key", "value"}) {
-        loaded.erase(absl::StrCat(p, "attention.self.", qkv, ".weight"));
-        loaded.erase(absl::StrCat(p, "attention.self.", qkv, ".bias"));
-      }
-      w.layers.push_back(std::move(l));
-    }
-    if (has_pooler) {
-      w.pooler_weight = loaded["pooler.dense.weight"];
-      w.pooler_bias = loaded["pooler.dense.bias"];
-    }
-  }));
+  ASSIGN_OR_RETURN(out.weights, AssembleWeights(config, loaded, has_pooler));
   return out;
 }
 

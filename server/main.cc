@@ -1,4 +1,5 @@
-// adapterd: flags -> ServerOptions -> Server (DESIGN.md section 1).
+// adapterd: flags -> ServerOptions -> Server (docs/ARCHITECTURE.md, "server/api and
+// the process").
 //
 // SIGTERM and SIGINT start a graceful shutdown (server/server.h); a second
 // signal during shutdown is ignored, so the drain is never cut short by a

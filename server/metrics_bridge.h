@@ -12,7 +12,7 @@
 //     memory by owner (glibc's heap in use and free; RocksDB's memtables,
 //     table readers and block caches) and the free space of the file system
 //     holding --data_dir.
-// Nothing here is labelled by task, job or request id (DESIGN.md section 7).
+// Nothing here is labelled by task, job or request id (docs/METRICS.md).
 //
 // Thread safety: every method is thread-safe and cheap, except that the
 // scrape-time callback scans the jobs table (O(jobs), small records).

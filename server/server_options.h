@@ -94,9 +94,6 @@ struct ServerOptions {
   absl::Status Validate() const;
 };
 
-// Parses argv into options. Returns the exit code in `exit_code` and nullopt
-// when the process should exit at once (--help, --version, a bad flag: CLI11
-// has printed what to say).
 // The serving dtype `--dtype requested` means on `device`, and why (for the
 // start-up log). "auto" is bf16 on CUDA and on CPUs with native bf16 dot
 // products (`cpu_bf16_feature`: "amx_bf16" or "avx512_bf16", common/
@@ -130,6 +127,11 @@ ResidualStream ResolveResidualStream(const std::string& requested, const std::st
 // -> "ADAPTERD_METRICS_LISTEN".
 std::string EnvName(const std::string& name);
 
+// Parses argv, the --config file and the environment into options. An error
+// means the process should exit at once with `*exit_code`: CANCELLED when
+// CLI11 has already printed what to say (--help and --version with 0, a
+// malformed flag with its nonzero code), or the reason a parsed value is
+// invalid (exit code 2) for the caller to print.
 absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_code);
 
 }  // namespace adapterd

@@ -57,7 +57,7 @@ const char* ColumnFamilyName(ColumnFamily cf);
 // Default number of adapter versions a task keeps (the current one included).
 inline constexpr int kDefaultKeepVersions = 2;
 
-// One atomic promotion of a new adapter version (DESIGN.md section 3): the
+// One atomic promotion of a new adapter version (docs/ARCHITECTURE.md, "storage/"): the
 // adapter bytes of version N+1, the TaskRecord pointing at N+1, the job
 // SUCCEEDED with its event, the job's checkpoint deleted, and versions older
 // than the last `keep_versions` deleted, all in one WriteBatch.

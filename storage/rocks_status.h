@@ -1,4 +1,4 @@
-// The one place where rocksdb::Status becomes absl::Status (DESIGN.md section 8).
+// The one place where rocksdb::Status becomes absl::Status (docs/ARCHITECTURE.md, "Conventions in force").
 //
 // Thread safety: pure function.
 #ifndef ADAPTERD_STORAGE_ROCKS_STATUS_H_

@@ -5,7 +5,7 @@
         --peer build/bench/peers/adapterd-peer [--check_json check.json]
 
 Builds a torch.nn.Module with HF BertModel math (exact-erf GELU) plus adapterd's
-per-task parts (DESIGN.md section 2, docs/ADAPTER_FORMAT.md): an adapter after each
+per-task parts (docs/ARCHITECTURE.md, "The forward pass"; docs/ADAPTER_FORMAT.md): an adapter after each
 sub-layer's output projection, before the residual add and LayerNorm; the task's
 LayerNorm affines; the head on the pooler output (h[CLS] without a pooler).
 

@@ -1,4 +1,4 @@
-// The thin gRPC layer of adapterd.v1.Adapterd (DESIGN.md section 8): each
+// The thin gRPC layer of adapterd.v1.Adapterd (docs/ARCHITECTURE.md, "Conventions in force"): each
 // method authenticates the caller (TenantRegistry), makes one call into the
 // Backend, maps the Status (grpc_status.h) and reports the call to an
 // observer (metrics). No business logic lives here. On a task-sharded

@@ -1,4 +1,4 @@
-// Tenants, API keys and quotas (DESIGN.md section 6, "Tenancy").
+// Tenants, API keys and quotas (docs/API.md, "Tenants file").
 //
 // A tenants file (JSON) maps SHA-256 hashes of API keys to tenants, each with
 // quotas. The server never stores or logs a key, only its hash:

@@ -1,4 +1,4 @@
-// A small Prometheus metrics registry (DESIGN.md section 7).
+// A small Prometheus metrics registry (docs/METRICS.md).
 //
 // prometheus-cpp is not packaged for Debian bookworm, so adapterd keeps this
 // registry, whose shape mirrors prometheus-cpp's: a Registry holds Families of

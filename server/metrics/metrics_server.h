@@ -17,7 +17,7 @@
 //     closed too.
 //   - The destructor stops serving (in-flight scrapes finish first).
 //
-// Why not civetweb (DESIGN.md names it): Debian's libcivetweb creates its
+// Why not civetweb (the library the project prefers for HTTP): Debian's libcivetweb creates its
 // threads with a fixed 100 KiB stack, and in a process that also loads
 // LibTorch and OpenBLAS the static TLS alone is larger, so pthread_create
 // fails with EINVAL. libmicrohttpd threads use the default stack.

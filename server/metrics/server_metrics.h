@@ -1,4 +1,4 @@
-// ServerMetrics: every adapterd metric (DESIGN.md section 7), registered on
+// ServerMetrics: every adapterd metric (docs/METRICS.md), registered on
 // one Registry. docs/METRICS.md documents each: name, type, labels, meaning.
 //
 // Label rules: method, code, tenant, tier, reason, kind, state, device; never

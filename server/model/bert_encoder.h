@@ -1,5 +1,5 @@
 // The frozen BERT encoder with HF BertModel semantics, optionally adapted
-// per row by task-specific parameters (docs/ARCHITECTURE.md, "The model").
+// per row by task-specific parameters (docs/ARCHITECTURE.md, "The forward pass").
 //
 //   h0 = LN_emb(word[ids] + pos[0..L) + type[type_ids])
 //   per layer:  a = Adapter_attn(O(attention(h)))   h' = LN_attn(a + h)
@@ -55,7 +55,7 @@ struct EncoderInput {
   at::Tensor attention_mask;
 };
 
-// How a mixed-task batch applies per-task parameters (DESIGN.md section 2).
+// How a mixed-task batch applies per-task parameters (docs/ARCHITECTURE.md, "server/model").
 enum class MixedStrategy {
   kAuto,       // chosen per batch by the rule measured in docs/PERFORMANCE.md
   kGatherBmm,  // gather per-row weights from the stack, batched matmuls

@@ -1,5 +1,5 @@
 // AdapterCache: the task adapters, in two LRU tiers above RocksDB
-// (DESIGN.md section 5).
+// (docs/ARCHITECTURE.md, "server/serving").
 //
 //   device tier   std::shared_ptr<const LoadedAdapter>: the AdapterSet
 //                 deserialised and converted to the encoder's device and

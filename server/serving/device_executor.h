@@ -1,4 +1,4 @@
-// DeviceExecutor: the one thread that owns the device (DESIGN.md section 5).
+// DeviceExecutor: the one thread that owns the device (docs/ARCHITECTURE.md, "server/serving").
 // Inference batches and training micro-batches share it.
 //
 // Work:

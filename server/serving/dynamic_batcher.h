@@ -1,5 +1,5 @@
 // DynamicBatcher: queues rows (tokenized inputs of any task) and forms
-// batches for the device (DESIGN.md section 5; Triton's and TF Serving's
+// batches for the device (docs/ARCHITECTURE.md, "server/serving"; Triton's and TF Serving's
 // knobs).
 //
 // Batch formation. A batch is formed when fewer than max_inflight_batches

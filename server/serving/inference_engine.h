@@ -1,5 +1,5 @@
 // InferenceEngine: Predict for many tasks over one frozen encoder
-// (DESIGN.md section 5). It owns the adapter cache, the dynamic batcher and
+// (docs/ARCHITECTURE.md, "server/serving"). It owns the adapter cache, the dynamic batcher and
 // the device executor:
 //
 //   Predict -> validate -> tokenize -> AdapterCache::Get -> DynamicBatcher

@@ -1,4 +1,4 @@
-// Validates a training job's data before it is queued (DESIGN.md section 4).
+// Validates a training job's data before it is queued (docs/ARCHITECTURE.md, "server/training").
 //
 // Errors (INVALID_ARGUMENT, naming the offending example as "train example
 // 17" or "validation example 3", 0-based, and why):

@@ -2,7 +2,7 @@
 //
 // Only the task's parameters train: adapters, LayerNorm gains/biases and the
 // head (or, for baselines, a subset: see TrainableParts). The encoder is
-// never written. Defaults follow DESIGN.md section 4: AdamW (betas 0.9/0.999,
+// never written. Defaults (the paper's protocol): AdamW (betas 0.9/0.999,
 // eps 1e-6, weight decay 0.01 except LayerNorm and biases), global grad-norm
 // clip 1.0, linear warmup over the first 10% of steps then linear decay to 0,
 // batch 32, lr 3e-4, 3 epochs, m = 64, max_seq_len 128. Each epoch is

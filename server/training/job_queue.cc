@@ -209,6 +209,26 @@ absl::Status JobQueue::Transition(v1::JobRecord& job, JobState to, const std::st
   return absl::OkStatus();
 }
 
+absl::Status JobQueue::ReserveSlot(const JobRequest& request) {
+  absl::MutexLock l(&mu_);
+  if (shutdown_) return absl::UnavailableError("the job queue is shutting down");
+  const int64_t tenant_waiting =
+      static_cast<int64_t>(scheduler_.size(request.tenant)) + validating_[request.tenant];
+  if (tenant_waiting >= request.max_queued_for_tenant) {
+    return absl::ResourceExhaustedError(absl::StrCat("tenant '", request.tenant, "' already has ", tenant_waiting,
+                                                     " jobs waiting; its limit is ",
+                                                     request.max_queued_for_tenant));
+  }
+  int total_validating = 0;
+  for (const auto& [t, n] : validating_) total_validating += n;
+  if (static_cast<int>(scheduler_.size()) + total_validating >= options_.limits.max_queued_total) {
+    return absl::ResourceExhaustedError(absl::StrCat("the training queue is full (",
+                                                     options_.limits.max_queued_total, " jobs waiting)"));
+  }
+  ++validating_[request.tenant];  // reserve the slot while validating
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::JobRecord> JobQueue::Submit(const JobRequest& request) {
   if (request.max_queued_for_tenant < 1) {
     return absl::InvalidArgumentError("JobRequest.max_queued_for_tenant must be at least 1 (the tenant's quota)");
@@ -228,24 +248,7 @@ absl::StatusOr<v1::JobRecord> JobQueue::Submit(const JobRequest& request) {
     }
     if (!absl::IsNotFound(existing.status())) return existing.status();
   }
-  {
-    absl::MutexLock l(&mu_);
-    if (shutdown_) return absl::UnavailableError("the job queue is shutting down");
-    const int64_t tenant_waiting =
-        static_cast<int64_t>(scheduler_.size(request.tenant)) + validating_[request.tenant];
-    if (tenant_waiting >= request.max_queued_for_tenant) {
-      return absl::ResourceExhaustedError(absl::StrCat("tenant '", request.tenant, "' already has ", tenant_waiting,
-                                                       " jobs waiting; its limit is ",
-                                                       request.max_queued_for_tenant));
-    }
-    int total_validating = 0;
-    for (const auto& [t, n] : validating_) total_validating += n;
-    if (static_cast<int>(scheduler_.size()) + total_validating >= options_.limits.max_queued_total) {
-      return absl::ResourceExhaustedError(absl::StrCat("the training queue is full (",
-                                                       options_.limits.max_queued_total, " jobs waiting)"));
-    }
-    ++validating_[request.tenant];  // reserve the slot while validating
-  }
+  RETURN_IF_ERROR(ReserveSlot(request));
   // Validate before anything is stored: a rejected request leaves no record
   // and does not claim its request_id. The slot reserved above keeps
   // concurrent validations within the limits.

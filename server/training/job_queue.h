@@ -171,6 +171,11 @@ class JobQueue {
   int queued(const std::string& tenant) const;
 
  private:
+  // Checks the tenant's queue quota (its request's) and the server's total,
+  // counting jobs QUEUED and those still validating, and reserves a
+  // validating slot for `request`'s tenant; the caller gives it back.
+  // UNAVAILABLE after Shutdown, RESOURCE_EXHAUSTED over either limit.
+  absl::Status ReserveSlot(const JobRequest& request);
   explicit JobQueue(Options options) : options_(std::move(options)) {}
 
   absl::Status Recover();

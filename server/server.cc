@@ -413,10 +413,19 @@ void Server::Shutdown() {
   if (p.service && !p.service->WaitForIdle(plan.calls_deadline)) {
     std::fprintf(stderr, "adapterd: calls still in flight after the drain; cancelling them\n");
   }
+  // Refusals from here on are answered after gRPC has stopped (ShutdownPlan).
+  const absl::Time answer_at = absl::Now() + 2 * plan.hold;
+  if (p.service) p.service->HoldRefusalsUntil(answer_at);
+  absl::SleepFor(plan.hold);
   // Refuse more Predicts; one still in flight (only if the drain ran out)
   // finishes first, or the watchdog in main.cc ends the wait.
   if (p.engine) p.engine->Drain();
-  if (p.grpc_server) p.grpc_server->Shutdown(std::chrono::system_clock::now());
+  // gRPC stops taking calls at once, and lets the held refusals finish; a
+  // call admitted before the drain that is still running (the drain ran
+  // out) is cancelled at the calls deadline, already past.
+  if (p.grpc_server) {
+    p.grpc_server->Shutdown(absl::ToChronoTime(std::max(plan.calls_deadline, answer_at + plan.hold)));
+  }
   if (p.runner) p.runner->Stop();
   if (p.engine) p.engine->Shutdown();
   if (p.metrics) p.metrics->Stop();
@@ -441,6 +450,7 @@ ShutdownPlan PlanShutdown(absl::Time start, int drain_seconds) {
   plan.deadline = start + budget;
   plan.calls_deadline = plan.deadline - slice;
   plan.streams_deadline = plan.calls_deadline - slice;
+  plan.hold = std::min(absl::Milliseconds(100), slice / 4);
   return plan;
 }
 

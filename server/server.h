@@ -15,7 +15,7 @@
 // step (checkpointed and left RUNNING, so the next start resumes it); calls
 // in flight may finish until the calls deadline (client streams until the
 // earlier streams deadline, then UNAVAILABLE), after which gRPC cancels what
-// remains; the trainer is joined and RocksDB closes cleanly. A training step
+// remains; refusals are held back briefly while gRPC stops (ShutdownPlan); the trainer is joined and RocksDB closes cleanly. A training step
 // that outlasts the budget is the one wait Shutdown() cannot cut short;
 // main.cc then exits at the deadline anyway (the job resumes from its last
 // checkpoint, as after a crash).
@@ -41,10 +41,19 @@ namespace adapterd {
 //   calls_deadline    gRPC cancels calls still in flight;
 //   deadline          start + drain_seconds: the process has exited.
 // Each step gets min(1 s, drain_seconds / 4) before the next.
+//
+// `hold` (min(100 ms, that step / 4)) keeps clients from calling while gRPC
+// stops: gRPC 1.51 answers CANCELLED, which clients do not retry, to a call
+// that reaches it in that instant (grpc/grpc issue 41785). Once the calls
+// admitted before the drain are done, refusals are held back for 2 x hold
+// and gRPC stops after 1 x hold, so a client that waits for its answer is
+// waiting, not calling, while gRPC stops; its next call finds gRPC gone
+// (UNAVAILABLE).
 struct ShutdownPlan {
   absl::Time streams_deadline;
   absl::Time calls_deadline;
   absl::Time deadline;
+  absl::Duration hold;
 };
 ShutdownPlan PlanShutdown(absl::Time start, int drain_seconds);
 

@@ -42,6 +42,11 @@ void GrpcService::StartDraining(absl::Time streams_deadline) {
   draining_.store(true);
 }
 
+void GrpcService::HoldRefusalsUntil(absl::Time answer_at) {
+  absl::MutexLock lock(&mu_);
+  answer_refusals_at_ = answer_at;
+}
+
 bool GrpcService::WaitForIdle(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
@@ -80,15 +85,23 @@ absl::Status GrpcService::CheckCleanEnd(grpc::ServerContext* ctx, const char* wh
 grpc::Status GrpcService::Handle(const char* method, grpc::ServerContext* ctx,
                                  const std::function<absl::Status(const Tenant&)>& body, int64_t texts) {
   const absl::Time start = absl::Now();
+  // A call is admitted, and counted in flight, only before the drain starts:
+  // the drain waits for admitted calls alone, so calls refused during it
+  // cannot keep the server from going idle.
+  bool admitted = false;
+  absl::Time answer_at = absl::InfinitePast();
   {
     absl::MutexLock lock(&mu_);
-    ++in_flight_;
+    admitted = !draining_.load();
+    if (admitted) ++in_flight_;
+    answer_at = answer_refusals_at_;
   }
   RpcRecord record;
   record.method = method;
   record.texts = texts;
   absl::Status status;
-  if (draining_.load()) {
+  if (!admitted) {
+    absl::SleepFor(answer_at - absl::Now());  // no-op unless held (bounded)
     status = ShuttingDown();
   } else if (backend_.load() == nullptr) {
     status = absl::UnavailableError("adapterd is starting: the encoder is loading");
@@ -109,7 +122,7 @@ grpc::Status GrpcService::Handle(const char* method, grpc::ServerContext* ctx,
   record.code = status.code();
   record.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (options_.on_rpc) options_.on_rpc(record);
-  {
+  if (admitted) {
     absl::MutexLock lock(&mu_);
     --in_flight_;
   }

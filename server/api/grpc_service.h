@@ -20,7 +20,9 @@
 // Draining (shutdown): new calls are UNAVAILABLE at once; open watches end
 // with UNAVAILABLE; client streams in flight may finish until the streams
 // deadline, after which their next message ends them with UNAVAILABLE
-// (nothing stored); WaitForIdle() lets the server wait for calls in flight.
+// (nothing stored); WaitForIdle() lets the server wait for the calls admitted
+// before the drain (calls refused during it are not counted: they end at
+// once and must not keep the server from going idle).
 //
 // Thread safety: thread-safe (gRPC's sync server calls methods concurrently).
 // Ownership: the Backend and TenantRegistry are not owned and outlive the
@@ -71,8 +73,12 @@ class GrpcService final : public v1::Adapterd::Service {
   // Starts the drain (see above). Client streams in flight may go on until
   // `streams_deadline`. Idempotent: the first deadline holds.
   void StartDraining(absl::Time streams_deadline);
-  // Blocks until no call is in flight or `deadline` passes; true when idle.
+  // Blocks until no call admitted before the drain is in flight, or
+  // `deadline` passes; true when idle.
   bool WaitForIdle(absl::Time deadline);
+  // Calls refused from now on wait until `answer_at` before they answer
+  // UNAVAILABLE (Server::Shutdown holds clients back while gRPC stops).
+  void HoldRefusalsUntil(absl::Time answer_at);
 
   grpc::Status UploadDataset(grpc::ServerContext* ctx, grpc::ServerReader<v1::UploadDatasetRequest>* reader,
                              v1::Dataset* response) override;
@@ -130,9 +136,10 @@ class GrpcService final : public v1::Adapterd::Service {
   std::atomic<Backend*> backend_{nullptr};
   std::atomic<bool> draining_{false};
 
-  mutable absl::Mutex mu_;  // protects in_flight_ and streams_deadline_
+  mutable absl::Mutex mu_;  // protects in_flight_ and the deadlines
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time streams_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Time answer_refusals_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace adapterd::api

@@ -15,6 +15,7 @@
 //     its attempts.
 // The e2e suite (tests/e2e/lifecycle_e2e_test.cc) covers the ways a stream
 // ends that need real processes: a killed client and a server shutdown.
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -25,6 +26,7 @@
 #include <limits>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
@@ -461,6 +463,83 @@ TEST_F(ContractsTest, AFormatOneFileStillImportsOntoItsEncoder) {
   for (int i = 0; i < original.predictions_size(); ++i) {
     EXPECT_EQ(original.predictions(i).label(), copy.predictions(i).label());
     EXPECT_EQ(original.predictions(i).score(), copy.predictions(i).score());
+  }
+}
+
+// A shutdown answers every call UNAVAILABLE (the code clients retry on),
+// never CANCELLED: gRPC 1.51 cancels a call that reaches it while it stops
+// (grpc/grpc issue 41785), so the server holds its refusals back while gRPC
+// stops and clients that wait for their answers are not calling then
+// (ShutdownPlan::hold). Eight clients call back to back through the whole
+// shutdown, two on each of four methods.
+TEST(ShutdownContractTest, CallsDuringAShutdownGetUnavailableNeverCancelled) {
+  TempDir dir;
+  ASSERT_OK(WriteFixtureModel(dir.Sub("model")));
+  ServerOptions options = TestServerOptions(dir.Sub("data"), dir.Sub("model"));
+  options.drain_seconds = 3;
+  ASSERT_OK_AND_ASSIGN(auto server, Server::Start(options));
+  const int port = server->grpc_port();
+  struct Caller {
+    grpc::StatusCode before;  // what the call gets while the server serves
+    std::function<grpc::Status(v1::Adapterd::Stub&, grpc::ClientContext*)> call;
+  };
+  const std::vector<Caller> callers = {
+      {grpc::StatusCode::OK,
+       [](v1::Adapterd::Stub& s, grpc::ClientContext* c) {
+         v1::ListTasksResponse r;
+         return s.ListTasks(c, v1::ListTasksRequest(), &r);
+       }},
+      {grpc::StatusCode::OK,
+       [](v1::Adapterd::Stub& s, grpc::ClientContext* c) {
+         v1::ListDatasetsResponse r;
+         return s.ListDatasets(c, v1::ListDatasetsRequest(), &r);
+       }},
+      {grpc::StatusCode::OK,
+       [](v1::Adapterd::Stub& s, grpc::ClientContext* c) {
+         v1::ListTrainingJobsResponse r;
+         return s.ListTrainingJobs(c, v1::ListTrainingJobsRequest(), &r);
+       }},
+      {grpc::StatusCode::NOT_FOUND,
+       [](v1::Adapterd::Stub& s, grpc::ClientContext* c) {
+         v1::GetTaskRequest q;
+         q.set_task_id("no-such-task");
+         v1::Task r;
+         return s.GetTask(c, q, &r);
+       }},
+  };
+  const int n = 2 * static_cast<int>(callers.size());
+  std::atomic<bool> stopped{false};
+  std::atomic<int> warmed_up{0};
+  std::vector<std::map<int, int>> codes(n);  // per client: code -> calls
+  std::vector<std::thread> clients;
+  for (int c = 0; c < n; ++c) {
+    clients.emplace_back([&, c] {
+      auto stub = NewStub(port);
+      // Bounded: ends with the first call after the server has stopped, or
+      // after 200k calls.
+      for (int i = 0; i < 200000; ++i) {
+        const bool last = stopped.load();
+        auto ctx = Ctx();
+        ++codes[c][callers[c % callers.size()].call(*stub, ctx.get()).error_code()];
+        if (i == 10) ++warmed_up;
+        if (last) break;
+      }
+    });
+  }
+  for (int i = 0; i < 3000 && warmed_up.load() < n; ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(warmed_up.load(), n);
+  server->Shutdown();
+  stopped = true;
+  for (auto& t : clients) t.join();
+  for (int c = 0; c < n; ++c) {
+    const grpc::StatusCode before = callers[c % callers.size()].before;
+    EXPECT_GT(codes[c][before], 10) << "client " << c;
+    // The first call after the stop cannot connect: UNAVAILABLE too.
+    EXPECT_GE(codes[c][grpc::StatusCode::UNAVAILABLE], 1) << "client " << c;
+    for (const auto& [code, calls] : codes[c]) {
+      EXPECT_TRUE(code == before || code == grpc::StatusCode::UNAVAILABLE)
+          << "client " << c << ": " << calls << " calls got code " << code;
+    }
   }
 }
 

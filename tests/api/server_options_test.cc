@@ -11,6 +11,7 @@
 
 #include "common/testing/status_matchers.h"
 #include "common/testing/temp_dir.h"
+#include "server/server.h"
 
 namespace adapterd {
 namespace {
@@ -184,4 +185,24 @@ TEST(ServerOptions, ModelDirIsStillRequired) {
 }
 
 }  // namespace
+
+// --drain_seconds bounds the whole shutdown: the streams, calls and final
+// deadlines come in that order inside it, and the refusals held while gRPC
+// stops (2 x hold after the calls are done) fit in the last step.
+TEST(ShutdownPlan, TheStepsAndTheHoldFitInTheDrain) {
+  const absl::Time start = absl::FromUnixSeconds(1000);
+  for (int drain : {0, 1, 3, 10, 600}) {
+    const ShutdownPlan plan = PlanShutdown(start, drain);
+    EXPECT_EQ(plan.deadline, start + absl::Seconds(drain)) << drain;
+    EXPECT_LE(start, plan.streams_deadline) << drain;
+    EXPECT_LE(plan.streams_deadline, plan.calls_deadline) << drain;
+    EXPECT_LE(plan.calls_deadline, plan.deadline) << drain;
+    EXPECT_LE(plan.calls_deadline + 3 * plan.hold, plan.deadline) << drain;
+    EXPECT_LE(plan.hold, absl::Milliseconds(100)) << drain;
+  }
+  EXPECT_EQ(PlanShutdown(start, 0).hold, absl::ZeroDuration());
+  EXPECT_EQ(PlanShutdown(start, 10).hold, absl::Milliseconds(100));
+  EXPECT_EQ(PlanShutdown(start, 10).calls_deadline, start + absl::Seconds(9));
+  EXPECT_EQ(PlanShutdown(start, 2).streams_deadline, start + absl::Seconds(1));
+}
 }  // namespace adapterd

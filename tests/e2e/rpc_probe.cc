@@ -137,9 +137,8 @@ int PredictLoop(Adapterd::Stub& stub, const std::string& task_id, int seconds) {
     }
     SayStatus(s);
     // Back off as the server asks ("retry the call") and as a real client
-    // does: a call in flight at the instant gRPC itself shuts down, after the
-    // drain, is CANCELLED by gRPC (docs/API.md, "Shutdown"), and a client
-    // spinning on UNAVAILABLE would keep one in flight at every instant.
+    // does. (Back-to-back calls through a shutdown are the in-process
+    // contract test's: tests/api/contracts_test.cc, ShutdownContractTest.)
     if (s.error_code() == grpc::StatusCode::UNAVAILABLE) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   Say(absl::StrCat("ok ", ok));

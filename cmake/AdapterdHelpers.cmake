@@ -204,7 +204,7 @@ function(adapterd_apply_precompiled_headers)
           [["absl/strings/str_cat.h"]] [["absl/strings/str_split.h"]] [["absl/synchronization/mutex.h"]]
           [["absl/time/clock.h"]] [["absl/time/time.h"]]
           <filesystem> <fstream> <map> <memory> <set> <sstream> <string> <thread> <vector>
-        LIBS GTest::gtest GTest::gmock adapterd::proto gRPC::grpc++ nlohmann_json::nlohmann_json
+        LIBS GTest::gtest GTest::gmock adapterd::proto_grpc nlohmann_json::nlohmann_json
           absl::status absl::statusor absl::strings absl::synchronization absl::time
         OPTIONS ${ADAPTERD_TEST_OPTIMIZATION})
     endif()

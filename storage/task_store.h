@@ -12,14 +12,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/adapterd/v1/records.pb.h"
+#include "storage/paging.h"
 
 namespace adapterd::storage {
 
 class Database;
-
-// Default and largest page sizes of the List methods of every store.
-inline constexpr int kDefaultPageSize = 100;
-inline constexpr int kMaxPageSize = 1000;
 
 class TaskStore {
  public:

@@ -5,7 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
-#include "storage/task_store.h"
+#include "storage/paging.h"
 
 namespace adapterd::api {
 namespace {

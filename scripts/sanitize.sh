@@ -13,6 +13,10 @@
 # TSan (scripts/tsan-abseil.sh: absl::Mutex must be visible). Reports stop the test
 # that caused them (halt_on_error, UBSan without recovery). Suppressions are
 # in tests/sanitizers/, for third-party frames only, each with its reason.
+# Under ASan, LibTorch's tensors of 128 KiB and more come from a pool that
+# keeps ASan's checks by poisoning (server/model/asan_tensor_pool.cc: ASan's
+# own allocator maps and unmaps each one; asan_tensor_pool_test shows the
+# checks still fire).
 #
 # What runs:
 #   address: every test except those that exercise no adapterd C++ built

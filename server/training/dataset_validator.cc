@@ -28,14 +28,9 @@ absl::Status CheckExample(const Example& e, const char* which, size_t i, const D
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<DatasetReport> ValidateDataset(const std::vector<Example>& train,
-                                              const std::vector<Example>& validation,
-                                              const model::BertTokenizer& tokenizer, int max_seq_len,
-                                              const DatasetLimits& limits,
-                                              const std::vector<std::string>* existing_labels) {
-  DatasetReport report;
+// Refusals that need only sizes: too many examples, or too many bytes.
+absl::Status CheckSizes(const std::vector<Example>& train, const std::vector<Example>& validation,
+                        const DatasetLimits& limits, DatasetReport& report) {
   report.num_train = static_cast<int64_t>(train.size());
   report.num_validation = static_cast<int64_t>(validation.size());
   const int64_t total = report.num_train + report.num_validation;
@@ -52,6 +47,14 @@ absl::StatusOr<DatasetReport> ValidateDataset(const std::vector<Example>& train,
     return absl::InvalidArgumentError(absl::StrCat("dataset holds ", report.total_bytes,
                                                    " bytes of text; the limit is ", limits.max_bytes));
   }
+  return absl::OkStatus();
+}
+
+// Each example on its own, counting the training labels; then the label set
+// those make: enough examples, at least 2 labels, at most the limit, and
+// validation labels among the training ones.
+absl::Status CheckExamplesAndLabels(const std::vector<Example>& train, const std::vector<Example>& validation,
+                                    const DatasetLimits& limits, DatasetReport& report) {
   for (size_t i = 0; i < train.size(); ++i) {
     RETURN_IF_ERROR(CheckExample(train[i], "train", i, limits));
     ++report.label_counts[train[i].label];
@@ -76,28 +79,40 @@ absl::StatusOr<DatasetReport> ValidateDataset(const std::vector<Example>& train,
     return absl::InvalidArgumentError(absl::StrCat("dataset has ", report.label_counts.size(),
                                                    " distinct labels; the limit is ", limits.max_labels));
   }
+  return absl::OkStatus();
+}
 
-  if (existing_labels != nullptr) {
-    const std::set<std::string> known(existing_labels->begin(), existing_labels->end());
-    for (size_t i = 0; i < train.size(); ++i) {
-      if (!known.contains(train[i].label)) {
-        return Bad("train", i, absl::StrCat("label '", train[i].label, "' conflicts with the task's labels [",
-                                            absl::StrJoin(*existing_labels, ", "), "]"));
-      }
-    }
-    report.labels = *existing_labels;
-    std::vector<std::string> absent;
-    for (const std::string& l : *existing_labels) {
-      if (!report.label_counts.contains(l)) absent.push_back(l);
-    }
-    if (!absent.empty()) {
-      report.warnings.push_back(absl::StrCat("no training examples for the task's labels: ", absl::StrJoin(absent, ", ")));
-    }
-  } else {
+// The task's labels: an existing task's, which every training label must be
+// one of (a label without examples is a warning), or the training labels.
+absl::Status ResolveLabels(const std::vector<Example>& train, const std::vector<std::string>* existing_labels,
+                           DatasetReport& report) {
+  if (existing_labels == nullptr) {
     for (const auto& [label, count] : report.label_counts) report.labels.push_back(label);
+    return absl::OkStatus();
   }
+  const std::set<std::string> known(existing_labels->begin(), existing_labels->end());
+  for (size_t i = 0; i < train.size(); ++i) {
+    if (!known.contains(train[i].label)) {
+      return Bad("train", i, absl::StrCat("label '", train[i].label, "' conflicts with the task's labels [",
+                                          absl::StrJoin(*existing_labels, ", "), "]"));
+    }
+  }
+  report.labels = *existing_labels;
+  std::vector<std::string> absent;
+  for (const std::string& l : *existing_labels) {
+    if (!report.label_counts.contains(l)) absent.push_back(l);
+  }
+  if (!absent.empty()) {
+    report.warnings.push_back(absl::StrCat("no training examples for the task's labels: ", absl::StrJoin(absent, ", ")));
+  }
+  return absl::OkStatus();
+}
 
-  // Warnings.
+// What trains but may disappoint: truncated examples, imbalanced labels,
+// validation examples that are also training examples.
+absl::Status AddWarnings(const std::vector<Example>& train, const std::vector<Example>& validation,
+                         const model::BertTokenizer& tokenizer, int max_seq_len, const DatasetLimits& limits,
+                         DatasetReport& report) {
   model::TokenizerOptions topts = tokenizer.options();
   topts.max_seq_len = max_seq_len;
   ASSIGN_OR_RETURN(auto tok, model::BertTokenizer::FromTokens(tokenizer.tokens(), topts));
@@ -108,7 +123,8 @@ absl::StatusOr<DatasetReport> ValidateDataset(const std::vector<Example>& train,
     }
   }
   if (report.truncated_examples > 0) {
-    report.warnings.push_back(absl::StrCat(report.truncated_examples, " of ", total,
+    report.warnings.push_back(absl::StrCat(report.truncated_examples, " of ",
+                                           report.num_train + report.num_validation,
                                            " examples are longer than max_seq_len ", max_seq_len,
                                            " tokens and will be truncated"));
   }
@@ -131,6 +147,21 @@ absl::StatusOr<DatasetReport> ValidateDataset(const std::vector<Example>& train,
                                              " validation examples also appear in the training data"));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DatasetReport> ValidateDataset(const std::vector<Example>& train,
+                                              const std::vector<Example>& validation,
+                                              const model::BertTokenizer& tokenizer, int max_seq_len,
+                                              const DatasetLimits& limits,
+                                              const std::vector<std::string>* existing_labels) {
+  DatasetReport report;
+  RETURN_IF_ERROR(CheckSizes(train, validation, limits, report));
+  RETURN_IF_ERROR(CheckExamplesAndLabels(train, validation, limits, report));
+  RETURN_IF_ERROR(ResolveLabels(train, existing_labels, report));
+  RETURN_IF_ERROR(AddWarnings(train, validation, tokenizer, max_seq_len, limits, report));
   return report;
 }
 

@@ -37,6 +37,7 @@
 #include "CLI/CLI.hpp"
 #include "bench/bench_main.h"
 #include "common/malloc_tuning.h"
+#include "common/status_macros.h"
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/str_cat.h"
@@ -212,8 +213,8 @@ std::vector<std::string> MakeTexts(const model::BertTokenizer& tok, const Flags&
   return texts;
 }
 
-int Main(int argc, char** argv) {
-  Flags f;
+// The flags, on the command line and as the run's Flags.
+int ParseFlags(int argc, char** argv, Flags& f) {
   CLI::App app{"adapterd-loadgen: closed-loop Predict load; in-process engine vs gRPC server, 1 vs K tasks"};
   app.add_option("--model_dir", f.model_dir, "HuggingFace BERT directory (the server's model)")->required();
   app.add_option("--server", f.server, "adapterd host:port for the gRPC phase (empty: in-process only)");
@@ -250,169 +251,200 @@ int Main(int argc, char** argv) {
   app.add_option("--training_share", f.training_share, "executor share kept by training")->capture_default_str();
   app.add_option("--micro_batch", f.micro_batch, "training micro-batch rows")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  // Line by line even into a file, so a crash leaves every finished line.
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::printf("%s\n", adapterd::KeepLargeBuffersOnTheHeap().c_str());
-  model::SetComputeThreads(f.threads);
-  model::OneBlasThreadUnderOneDnn();  // as adapterd does
+  return -1;
+}
 
-  model::LoadOptions lo;
-  lo.max_seq_len = f.max_seq_len;
-  lo.dtype = f.dtype == "bf16" ? c10::kBFloat16 : c10::kFloat;
-  absl::StatusOr<c10::Device> device = model::ParseDevice(f.device);
-  if (!device.ok()) return std::fprintf(stderr, "%s\n", device.status().ToString().c_str()), 2;
-  lo.device = *device;
-  absl::StatusOr<model::LoadedModel> m = model::LoadBertModel(f.model_dir, lo);
-  if (!m.ok()) {
-    std::fprintf(stderr, "loading %s: %s\n", f.model_dir.c_str(), m.status().ToString().c_str());
+// One run: the model, a database of K tasks, the in-process engine over it
+// and the texts, shared by the phases, each its own step. Members are
+// destroyed engine first (it reads the model and the database).
+class LoadGen {
+ public:
+  explicit LoadGen(Flags f) : f_(std::move(f)) {}
+
+  // Every phase in order; the process's exit code.
+  int Run() {
+    if (absl::Status s = Setup(); !s.ok()) return Fail(s);
+    RunInProcessPhases();
+    if (!f_.server.empty()) {
+      if (absl::Status s = RunServerPhase(); !s.ok()) return Fail(s);
+    }
+    if (f_.with_training) RunTrainingPhase();
+    MeasureColdLoads();
+    Teardown();
+    return 0;
+  }
+
+ private:
+  static int Fail(const absl::Status& s) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
   }
-  std::printf("model %s: %lld layers, hidden %lld; %d tasks (%s), m=%d, concurrency %d, %d text(s)/request\n",
-              f.model_dir.c_str(), static_cast<long long>(m->config.num_hidden_layers),
-              static_cast<long long>(m->config.hidden_size), f.tasks, f.popularity.c_str(), f.bottleneck,
-              f.concurrency, f.texts_per_request);
+
+  // The model, the K tasks stored as adapter versions, the engine, the texts.
+  absl::Status Setup() {
+    // Line by line even into a file, so a crash leaves every finished line.
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    std::printf("%s\n", adapterd::KeepLargeBuffersOnTheHeap().c_str());
+    model::SetComputeThreads(f_.threads);
+    model::OneBlasThreadUnderOneDnn();  // as adapterd does
+
+    model::LoadOptions lo;
+    lo.max_seq_len = f_.max_seq_len;
+    lo.dtype = f_.dtype == "bf16" ? c10::kBFloat16 : c10::kFloat;
+    ASSIGN_OR_RETURN(lo.device, model::ParseDevice(f_.device));
+    absl::StatusOr<model::LoadedModel> m = model::LoadBertModel(f_.model_dir, lo);
+    if (!m.ok()) return absl::Status(m.status().code(), absl::StrCat("loading ", f_.model_dir, ": ", m.status().message()));
+    m_ = std::make_unique<model::LoadedModel>(*std::move(m));
+    std::printf("model %s: %lld layers, hidden %lld; %d tasks (%s), m=%d, concurrency %d, %d text(s)/request\n",
+                f_.model_dir.c_str(), static_cast<long long>(m_->config.num_hidden_layers),
+                static_cast<long long>(m_->config.hidden_size), f_.tasks, f_.popularity.c_str(), f_.bottleneck,
+                f_.concurrency, f_.texts_per_request);
+    RETURN_IF_ERROR(StoreTasks());
+    RETURN_IF_ERROR(CreateEngine());
+    std::mt19937_64 text_rng(42);
+    for (int i = 0; i < 64; ++i) corpus_.push_back(MakeTexts(*m_->tokenizer, f_, text_rng));
+    picker_ = std::make_unique<TaskPicker>(f_.tasks, f_.popularity == "zipf", f_.zipf_s);
+    return absl::OkStatus();
+  }
 
   // Task i's adapter file, made again on each call (deterministic: seed
   // 7 + i) rather than held: 1,000 BERT-base sets would be 9.7 GB.
-  auto adapter_file = [&](int i) -> absl::StatusOr<std::string> {
+  absl::StatusOr<std::string> AdapterFile(int i) const {
     model::AdapterConfig ac;
-    ac.bottleneck_size = f.bottleneck;
+    ac.bottleneck_size = f_.bottleneck;
     ac.labels = {"negative", "positive"};
-    auto set = model::AdapterSet::CreateInitialized(m->config, m->encoder->weights(), ac, 7 + i,
-                                                    c10::Device(c10::kCPU));
-    if (!set.ok()) return set.status();
-    return model::SerializeAdapterSet(**set, m->fingerprint);
-  };
-
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / absl::StrCat("adapterd-loadgen-", ::getpid());
-  storage::Database::Options dbo;
-  dbo.path = dir.string();
-  auto db = storage::Database::Open(dbo);
-  if (!db.ok()) return std::fprintf(stderr, "%s\n", db.status().ToString().c_str()), 1;
-  for (int i = 0; i < f.tasks; ++i) {
-    storage::Promotion p;
-    p.task.set_tenant("default");
-    p.task.set_task_id(absl::StrCat("loadgen-", i));
-    p.task.add_labels("negative");
-    p.task.add_labels("positive");
-    p.task.mutable_adapter_config()->set_bottleneck_size(f.bottleneck);
-    auto bytes = adapter_file(i);
-    if (!bytes.ok()) return std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str()), 1;
-    p.adapter_bytes = *std::move(bytes);
-    if (auto r = (*db)->PromoteAdapterVersion(std::move(p)); !r.ok()) {
-      return std::fprintf(stderr, "%s\n", r.status().ToString().c_str()), 1;
-    }
+    ASSIGN_OR_RETURN(auto set, model::AdapterSet::CreateInitialized(m_->config, m_->encoder->weights(), ac, 7 + i,
+                                                                    c10::Device(c10::kCPU)));
+    return model::SerializeAdapterSet(*set, m_->fingerprint);
   }
-  serving::InferenceEngine::Options eo;
-  eo.encoder = m->encoder.get();
-  eo.tokenizer = m->tokenizer.get();
-  eo.db = db->get();
-  eo.max_seq_len = f.max_seq_len;
-  eo.max_batch_size = f.max_batch_size;
-  eo.max_queue_delay_us = f.max_queue_delay_us;
-  eo.min_training_share = f.training_share;
-  BatchShapes shapes;
-  eo.observer = &shapes;
-  eo.host_cache_bytes = f.host_cache_bytes;
-  eo.device_cache_bytes = f.device_cache_bytes;
-  eo.strategy = f.strategy == "gather"     ? model::MixedStrategy::kGatherBmm
-                : f.strategy == "segments" ? model::MixedStrategy::kSegments
-                                           : model::MixedStrategy::kAuto;
-  auto engine = serving::InferenceEngine::Create(std::move(eo));
-  if (!engine.ok()) return std::fprintf(stderr, "%s\n", engine.status().ToString().c_str()), 1;
 
-  std::mt19937_64 text_rng(42);
-  const std::vector<std::vector<std::string>> corpus = [&] {
-    std::vector<std::vector<std::string>> c;
-    for (int i = 0; i < 64; ++i) c.push_back(MakeTexts(*m->tokenizer, f, text_rng));
-    return c;
-  }();
-  const TaskPicker picker(f.tasks, f.popularity == "zipf", f.zipf_s);
-  auto in_process = [&](bool many) {
-    return [&, many](std::mt19937_64& rng) {
+  absl::Status StoreTasks() {
+    dir_ = std::filesystem::temp_directory_path() / absl::StrCat("adapterd-loadgen-", ::getpid());
+    storage::Database::Options dbo;
+    dbo.path = dir_.string();
+    ASSIGN_OR_RETURN(db_, storage::Database::Open(dbo));
+    for (int i = 0; i < f_.tasks; ++i) {
+      storage::Promotion p;
+      p.task.set_tenant("default");
+      p.task.set_task_id(absl::StrCat("loadgen-", i));
+      p.task.add_labels("negative");
+      p.task.add_labels("positive");
+      p.task.mutable_adapter_config()->set_bottleneck_size(f_.bottleneck);
+      ASSIGN_OR_RETURN(p.adapter_bytes, AdapterFile(i));
+      RETURN_IF_ERROR(db_->PromoteAdapterVersion(std::move(p)).status());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CreateEngine() {
+    serving::InferenceEngine::Options eo;
+    eo.encoder = m_->encoder.get();
+    eo.tokenizer = m_->tokenizer.get();
+    eo.db = db_.get();
+    eo.max_seq_len = f_.max_seq_len;
+    eo.max_batch_size = f_.max_batch_size;
+    eo.max_queue_delay_us = f_.max_queue_delay_us;
+    eo.min_training_share = f_.training_share;
+    eo.observer = &shapes_;
+    eo.host_cache_bytes = f_.host_cache_bytes;
+    eo.device_cache_bytes = f_.device_cache_bytes;
+    eo.strategy = f_.strategy == "gather"     ? model::MixedStrategy::kGatherBmm
+                  : f_.strategy == "segments" ? model::MixedStrategy::kSegments
+                                              : model::MixedStrategy::kAuto;
+    ASSIGN_OR_RETURN(engine_, serving::InferenceEngine::Create(std::move(eo)));
+    return absl::OkStatus();
+  }
+
+  // A closed-loop client's call to the in-process engine: task 0, or a task
+  // the picker draws.
+  std::function<absl::Status(std::mt19937_64&)> InProcess(bool many) {
+    return [this, many](std::mt19937_64& rng) {
       serving::PredictRequest r;
       r.tenant = "default";
-      r.task_id = absl::StrCat("loadgen-", many ? picker.Pick(rng) : 0);
-      r.texts = corpus[rng() % corpus.size()];
-      return (*engine)->Predict(r).status();
+      r.task_id = absl::StrCat("loadgen-", many ? picker_->Pick(rng) : 0);
+      r.texts = corpus_[rng() % corpus_.size()];
+      return engine_->Predict(r).status();
     };
-  };
-  // Warm every task into the device tier first (the targets are for resident tasks).
-  for (int i = 0; i < f.tasks; ++i) (void)(*engine)->cache().Get("default", absl::StrCat("loadgen-", i));
-  // Then the process itself: the first batches of each shape pay one-time
-  // costs (on CUDA, cuDNN's attention plans: the first phase's p99 was 1.3 s
-  // on the H100, issue 33), which would otherwise all fall on the 1-task phase.
-  {
-    Flags warm = f;
-    warm.seconds = std::max(1.0, f.seconds / 4);
-    RunClosedLoop("in-process warm-up", warm, in_process(true));
   }
 
-  (void)shapes.Take();
-  const PhaseResult one = RunClosedLoop("in-process, 1 task", f, in_process(false));
-  std::printf("  %s\n", shapes.Take().c_str());
-  const PhaseResult many = RunClosedLoop(absl::StrCat("in-process, ", f.tasks, " tasks"), f, in_process(true));
-  std::printf("  %s\n", shapes.Take().c_str());
-  std::printf("ratio  %d tasks / 1 task (in-process):  %.3f\n", f.tasks, many.rps() / one.rps());
+  // Warm-up, then 1 task against K tasks.
+  void RunInProcessPhases() {
+    // Warm every task into the device tier first (the targets are for resident tasks).
+    for (int i = 0; i < f_.tasks; ++i) (void)engine_->cache().Get("default", absl::StrCat("loadgen-", i));
+    // Then the process itself: the first batches of each shape pay one-time
+    // costs (on CUDA, cuDNN's attention plans: the first phase's p99 was 1.3 s
+    // on the H100, issue 33), which would otherwise all fall on the 1-task phase.
+    {
+      Flags warm = f_;
+      warm.seconds = std::max(1.0, f_.seconds / 4);
+      RunClosedLoop("in-process warm-up", warm, InProcess(true));
+    }
+    (void)shapes_.Take();
+    const PhaseResult one = RunClosedLoop("in-process, 1 task", f_, InProcess(false));
+    std::printf("  %s\n", shapes_.Take().c_str());
+    many_ = RunClosedLoop(absl::StrCat("in-process, ", f_.tasks, " tasks"), f_, InProcess(true));
+    std::printf("  %s\n", shapes_.Take().c_str());
+    std::printf("ratio  %d tasks / 1 task (in-process):  %.3f\n", f_.tasks, many_.rps() / one.rps());
+  }
 
-  if (!f.server.empty()) {
+  // The same K tasks imported into the server at --server, and its rate
+  // against the in-process engine's.
+  absl::Status RunServerPhase() {
     client::AdapterdClient::Options co;
-    co.server = f.server;
+    co.server = f_.server;
     co.wait_for_ready = true;
-    auto c = client::AdapterdClient::Create(co);
-    if (!c.ok()) return std::fprintf(stderr, "%s\n", c.status().ToString().c_str()), 1;
-    for (int i = 0; i < f.tasks; ++i) {
-      auto bytes = adapter_file(i);
-      if (!bytes.ok()) return std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str()), 1;
-      auto t = (*c)->ImportAdapter(absl::StrCat("loadgen-", i), *bytes);
+    ASSIGN_OR_RETURN(std::unique_ptr<client::AdapterdClient> c, client::AdapterdClient::Create(co));
+    for (int i = 0; i < f_.tasks; ++i) {
+      ASSIGN_OR_RETURN(std::string bytes, AdapterFile(i));
+      auto t = c->ImportAdapter(absl::StrCat("loadgen-", i), bytes);
       if (!t.ok() && !absl::IsAlreadyExists(t.status())) {
-        return std::fprintf(stderr, "import: %s\n", t.status().ToString().c_str()), 1;
+        return absl::Status(t.status().code(), absl::StrCat("import: ", t.status().ToString()));
       }
     }
     auto grpc_call = [&](std::mt19937_64& rng) {
       v1::PredictRequest r;
-      r.set_task_id(absl::StrCat("loadgen-", picker.Pick(rng)));
-      for (const std::string& t : corpus[rng() % corpus.size()]) r.add_texts(t);
-      return (*c)->Predict(r).status();
+      r.set_task_id(absl::StrCat("loadgen-", picker_->Pick(rng)));
+      for (const std::string& t : corpus_[rng() % corpus_.size()]) r.add_texts(t);
+      return c->Predict(r).status();
     };
     // One warm-up pass so the server's device tier holds every task too.
-    f.seconds = std::max(1.0, f.seconds / 4);
-    RunClosedLoop("gRPC warm-up", f, grpc_call);
-    f.seconds *= 4;
-    const PhaseResult server = RunClosedLoop(absl::StrCat("gRPC, ", f.tasks, " tasks"), f, grpc_call);
-    std::printf("ratio  gRPC server / in-process (%d tasks):  %.3f\n", f.tasks, server.rps() / many.rps());
+    Flags warm = f_;
+    warm.seconds = std::max(1.0, f_.seconds / 4);
+    RunClosedLoop("gRPC warm-up", warm, grpc_call);
+    const PhaseResult server = RunClosedLoop(absl::StrCat("gRPC, ", f_.tasks, " tasks"), f_, grpc_call);
+    std::printf("ratio  gRPC server / in-process (%d tasks):  %.3f\n", f_.tasks, server.rps() / many_.rps());
+    return absl::OkStatus();
   }
 
-  if (f.with_training) {
-    // Moderate load, without and then with a training job sharing the executor.
-    Flags moderate = f;
-    moderate.concurrency = f.training_concurrency > 0 ? f.training_concurrency : std::max(1, f.concurrency / 4);
+  // Moderate load, without and then with a training job sharing the executor.
+  void RunTrainingPhase() {
+    Flags moderate = f_;
+    moderate.concurrency = f_.training_concurrency > 0 ? f_.training_concurrency : std::max(1, f_.concurrency / 4);
     const PhaseResult quiet = RunClosedLoop(absl::StrCat("moderate (", moderate.concurrency, " clients)"), moderate,
-                                            in_process(true));
+                                            InProcess(true));
     training::TrainingData data;
     data.labels = {"negative", "positive"};
     std::mt19937_64 trng(9);
     for (int i = 0; i < 2048; ++i) {
-      data.train.push_back({MakeTexts(*m->tokenizer, f, trng)[0], "", data.labels[static_cast<size_t>(i % 2)]});
+      data.train.push_back({MakeTexts(*m_->tokenizer, f_, trng)[0], "", data.labels[static_cast<size_t>(i % 2)]});
     }
     training::Hyperparameters hp;
     hp.epochs = 1000;  // runs until cancelled
-    hp.max_seq_len = f.max_seq_len;
-    hp.micro_batch_size = f.micro_batch;
-    hp.bottleneck_size = f.bottleneck;
+    hp.max_seq_len = f_.max_seq_len;
+    hp.micro_batch_size = f_.micro_batch;
+    hp.bottleneck_size = f_.bottleneck;
     std::atomic<bool> stop{false};
     std::atomic<int64_t> steps{0};
     training::TrainerHooks hooks;
     hooks.cancelled = [&] { return stop.load(); };
     hooks.on_step = [&](int64_t, int64_t, double) { ++steps; };
-    hooks.run_on_device = [&](const std::function<absl::Status()>& fn) { return (*engine)->executor().RunTraining(fn); };
-    std::thread trainer([&] { (void)training::Train(*m->encoder, *m->tokenizer, data, hp, hooks); });
+    hooks.run_on_device = [&](const std::function<absl::Status()>& fn) { return engine_->executor().RunTraining(fn); };
+    std::thread trainer([&] { (void)training::Train(*m_->encoder, *m_->tokenizer, data, hp, hooks); });
     // Let the trainer reach its first micro-batch before measuring.
-    while ((*engine)->executor().stats().training_runs == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const serving::DeviceExecutor::Stats before = (*engine)->executor().stats();
-    const PhaseResult busy = RunClosedLoop(absl::StrCat("moderate + training"), moderate, in_process(true));
-    const serving::DeviceExecutor::Stats after = (*engine)->executor().stats();
+    while (engine_->executor().stats().training_runs == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const serving::DeviceExecutor::Stats before = engine_->executor().stats();
+    const PhaseResult busy = RunClosedLoop(absl::StrCat("moderate + training"), moderate, InProcess(true));
+    const serving::DeviceExecutor::Stats after = engine_->executor().stats();
     stop = true;
     trainer.join();
     const double train_s = after.training_busy_seconds - before.training_busy_seconds;
@@ -421,32 +453,34 @@ int Main(int argc, char** argv) {
     const double micro_ms = runs > 0 ? 1000 * train_s / runs : 0;
     std::printf("training during the phase: %lld steps, micro-batch %.1f ms, share of busy time %.2f (target >= %.2f)\n",
                 static_cast<long long>(steps.load()), micro_ms, train_s / std::max(1e-9, train_s + infer_s),
-                f.training_share);
+                f_.training_share);
     std::printf("p99 with training %.2f ms vs without %.2f ms + one micro-batch %.2f ms = %.2f ms\n", busy.p99_ms,
                 quiet.p99_ms, micro_ms, quiet.p99_ms + micro_ms);
   }
 
-  // Cold loads: RocksDB -> device-ready adapter, timed through the cache.
+  // Cold loads: RocksDB -> device-ready adapter, timed through the cache,
+  // then its two parts alone.
+  void MeasureColdLoads() {
   std::vector<double> cold;
-  for (int i = 0; i < f.cold_loads; ++i) {
-    const std::string task = absl::StrCat("loadgen-", i % f.tasks);
-    (*engine)->cache().Invalidate("default", task);
+  for (int i = 0; i < f_.cold_loads; ++i) {
+    const std::string task = absl::StrCat("loadgen-", i % f_.tasks);
+    engine_->cache().Invalidate("default", task);
     const absl::Time a = absl::Now();
-    if ((*engine)->cache().Get("default", task).ok()) cold.push_back(absl::ToDoubleMilliseconds(absl::Now() - a));
+    if (engine_->cache().Get("default", task).ok()) cold.push_back(absl::ToDoubleMilliseconds(absl::Now() - a));
   }
-  std::printf("cold adapter load (m=%d)      p50 %8.2f ms  p99 %8.2f ms  (%zu loads)\n", f.bottleneck,
+  std::printf("cold adapter load (m=%d)      p50 %8.2f ms  p99 %8.2f ms  (%zu loads)\n", f_.bottleneck,
               Percentile(cold, 0.5), Percentile(cold, 0.99), cold.size());
   // Where a cold load's time goes: the RocksDB read, then the parse into the
   // serving dtype, each timed alone on the same tasks.
   std::vector<double> read_ms, parse_ms;
-  for (int i = 0; i < f.cold_loads; ++i) {
+  for (int i = 0; i < f_.cold_loads; ++i) {
     const absl::Time a = absl::Now();
-    auto current = (*db)->adapters().GetCurrent("default", absl::StrCat("loadgen-", i % f.tasks));
+    auto current = db_->adapters().GetCurrent("default", absl::StrCat("loadgen-", i % f_.tasks));
     const absl::Time b = absl::Now();
     if (!current.ok()) continue;
-    auto set = model::DeserializeAdapterSet(current->bytes, m->config, m->encoder->fingerprint(),
-                                            m->encoder->device(),
-                                            {.check_finite = false, .dtype = m->encoder->dtype()});
+    auto set = model::DeserializeAdapterSet(current->bytes, m_->config, m_->encoder->fingerprint(),
+                                            m_->encoder->device(),
+                                            {.check_finite = false, .dtype = m_->encoder->dtype()});
     const absl::Time c = absl::Now();
     if (!set.ok()) continue;
     read_ms.push_back(absl::ToDoubleMilliseconds(b - a));
@@ -456,18 +490,39 @@ int Main(int argc, char** argv) {
               Percentile(read_ms, 0.99));
   std::printf("  of which parse + convert      p50 %8.2f ms  p99 %8.2f ms\n", Percentile(parse_ms, 0.5),
               Percentile(parse_ms, 0.99));
+  }
+
+  // Each step named on stderr.
+  void Teardown() {
   // Each teardown step is named: on the H100 the process crashed after its
   // last figure (issue 33), and these lines say in which step.
   std::fflush(stdout);
   std::fprintf(stderr, "loadgen: teardown: engine\n");
-  engine->reset();
+  engine_.reset();
   std::fprintf(stderr, "loadgen: teardown: database\n");
-  (void)(*db)->Close();
+  (void)db_->Close();
   std::fprintf(stderr, "loadgen: teardown: directory\n");
   std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
+  std::filesystem::remove_all(dir_, ec);
   std::fprintf(stderr, "loadgen: teardown: model and locals\n");
-  return 0;
+
+  }
+
+  Flags f_;
+  std::unique_ptr<model::LoadedModel> m_;
+  std::filesystem::path dir_;
+  std::unique_ptr<storage::Database> db_;
+  BatchShapes shapes_;
+  std::unique_ptr<serving::InferenceEngine> engine_;  // reads m_, db_ and shapes_
+  std::vector<std::vector<std::string>> corpus_;
+  std::unique_ptr<TaskPicker> picker_;
+  PhaseResult many_;  // the in-process K-task phase, which the server phase is compared with
+};
+
+int Main(int argc, char** argv) {
+  Flags f;
+  if (const int code = ParseFlags(argc, argv, f); code >= 0) return code;
+  return LoadGen(std::move(f)).Run();
 }
 
 }  // namespace

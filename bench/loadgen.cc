@@ -398,7 +398,7 @@ class LoadGen {
       ASSIGN_OR_RETURN(std::string bytes, AdapterFile(i));
       auto t = c->ImportAdapter(absl::StrCat("loadgen-", i), bytes);
       if (!t.ok() && !absl::IsAlreadyExists(t.status())) {
-        return absl::Status(t.status().code(), absl::StrCat("import: ", t.status().ToString()));
+        return absl::Status(t.status().code(), absl::StrCat("import: ", t.status().message()));
       }
     }
     auto grpc_call = [&](std::mt19937_64& rng) {

@@ -422,7 +422,7 @@ void Server::Shutdown() {
   if (p.engine) p.engine->Drain();
   // gRPC stops taking calls at once, and lets the held refusals finish; a
   // call admitted before the drain that is still running (the drain ran
-  // out) is cancelled at the calls deadline, already past.
+  // out) is cancelled once they are answered, within the last step.
   if (p.grpc_server) {
     p.grpc_server->Shutdown(absl::ToChronoTime(std::max(plan.calls_deadline, answer_at + plan.hold)));
   }

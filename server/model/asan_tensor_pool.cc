@@ -25,7 +25,8 @@
 // back to ASan. Smaller tensors go to LibTorch's default allocator, as in
 // every other build.
 //
-// Thread safety: thread-safe (one mutex around the free lists).
+// Thread safety: thread-safe (one mutex around the live blocks' table and
+// the free lists).
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <sanitizer/asan_interface.h>

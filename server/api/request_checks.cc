@@ -61,19 +61,14 @@ absl::Status CheckUploadMetadata(const v1::UploadDatasetRequest::Metadata& metad
 }
 
 absl::Status CheckExample(const v1::Example& e, int64_t index) {
-  auto bad = [&](const std::string& what) {
+  auto bad = [&](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("example ", index, ": ", what));
   };
-  if (e.text().empty()) return bad("text is empty");
-  if (!IsValidUtf8(e.text())) return bad("text is not valid UTF-8");
-  if (!IsValidUtf8(e.text_pair())) return bad("text_pair is not valid UTF-8");
-  if (e.label().empty()) return bad("label is missing");
-  if (!IsValidUtf8(e.label())) return bad("label is not valid UTF-8");
+  if (absl::Status fields = training::CheckExampleFields(e.text(), e.text_pair(), e.label()); !fields.ok()) {
+    return bad(fields.message());
+  }
   if (e.text().size() > kMaxTextBytes || e.text_pair().size() > kMaxTextBytes) {
     return bad(absl::StrCat("text or text_pair over the limit of ", kMaxTextBytes, " bytes"));
-  }
-  if (e.label().size() > kMaxLabelBytes) {
-    return bad(absl::StrCat("label has ", e.label().size(), " bytes; the limit is ", kMaxLabelBytes));
   }
   return absl::OkStatus();
 }

@@ -7,7 +7,7 @@
 //   ids                 kMaxIdBytes (128); job and dataset ids kMaxMintedIdBytes (160)
 //   Predict text, pair  kMaxTextBytes each
 //   example text, pair  kMaxTextBytes each (UploadDataset)
-//   label               kMaxLabelBytes
+//   label               training::kMaxLabelBytes (the validator's own check)
 //   display_name        kMaxDisplayNameBytes
 //   dataset_ids         kMaxDatasetsPerJob entries
 //   page_token          kMaxPageTokenBytes; page_size capped at the store's 1000
@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "proto/adapterd/v1/adapterd_service.pb.h"
+#include "server/training/example.h"
 
 namespace adapterd::api {
 
@@ -32,7 +33,6 @@ namespace adapterd::api {
 // truncated to --max_seq_len tokens anyway, so 64 KiB bounds the tokenizer's
 // work per text without refusing any text a model could read whole.
 inline constexpr size_t kMaxTextBytes = 64 << 10;
-inline constexpr size_t kMaxLabelBytes = 128;
 inline constexpr size_t kMaxDisplayNameBytes = 1024;
 inline constexpr int kMaxDatasetsPerJob = 64;
 inline constexpr size_t kMaxPageTokenBytes = 1024;

@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "common/utf8.h"
 
 namespace adapterd::training {
 namespace {
@@ -16,16 +15,9 @@ absl::Status Bad(const char* which, size_t i, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(which, " example ", i, ": ", why));
 }
 
-absl::Status CheckExample(const Example& e, const char* which, size_t i, const DatasetLimits& limits) {
-  if (e.text.empty()) return Bad(which, i, "text is empty");
-  if (!IsValidUtf8(e.text)) return Bad(which, i, "text is not valid UTF-8");
-  if (!IsValidUtf8(e.text_pair)) return Bad(which, i, "text_pair is not valid UTF-8");
-  if (e.label.empty()) return Bad(which, i, "label is missing");
-  if (!IsValidUtf8(e.label)) return Bad(which, i, "label is not valid UTF-8");
-  if (static_cast<int64_t>(e.label.size()) > limits.max_label_bytes) {
-    return Bad(which, i, absl::StrCat("label is longer than ", limits.max_label_bytes, " bytes"));
-  }
-  return absl::OkStatus();
+absl::Status CheckExample(const Example& e, const char* which, size_t i) {
+  absl::Status fields = CheckExampleFields(e.text, e.text_pair, e.label);
+  return fields.ok() ? fields : Bad(which, i, std::string(fields.message()));
 }
 
 // Refusals that need only sizes: too many examples, or too many bytes.
@@ -56,11 +48,11 @@ absl::Status CheckSizes(const std::vector<Example>& train, const std::vector<Exa
 absl::Status CheckExamplesAndLabels(const std::vector<Example>& train, const std::vector<Example>& validation,
                                     const DatasetLimits& limits, DatasetReport& report) {
   for (size_t i = 0; i < train.size(); ++i) {
-    RETURN_IF_ERROR(CheckExample(train[i], "train", i, limits));
+    RETURN_IF_ERROR(CheckExample(train[i], "train", i));
     ++report.label_counts[train[i].label];
   }
   for (size_t i = 0; i < validation.size(); ++i) {
-    RETURN_IF_ERROR(CheckExample(validation[i], "validation", i, limits));
+    RETURN_IF_ERROR(CheckExample(validation[i], "validation", i));
     if (!report.label_counts.contains(validation[i].label)) {
       return Bad("validation", i, absl::StrCat("label '", validation[i].label, "' does not occur in the training data"));
     }

@@ -2,9 +2,10 @@
 //
 // Errors (INVALID_ARGUMENT, naming the offending example as "train example
 // 17" or "validation example 3", 0-based, and why):
-//   empty text, invalid UTF-8 in text or text_pair, missing label, a label
-//   over limits.max_label_bytes, fewer than 2 distinct labels, fewer than
-//   limits.min_examples examples, more than limits.max_examples or
+//   an example's own fields (CheckExampleFields, example.h: empty text,
+//   invalid UTF-8, a missing label or one over kMaxLabelBytes), fewer than
+//   2 distinct labels, fewer than limits.min_examples examples, more than
+//   limits.max_examples or
 //   limits.max_bytes in total, a validation label absent from the training
 //   data, and (when retraining) labels outside the existing task's set.
 // Warnings (returned, not errors): examples truncated to max_seq_len, label
@@ -33,7 +34,6 @@ struct DatasetLimits {
   int64_t min_examples = 8;
   int64_t max_examples = 1'000'000;
   int64_t max_bytes = 256ll << 20;  // text + text_pair + label, all examples
-  int64_t max_label_bytes = 128;
   int64_t max_labels = 1000;
   // Majority/minority count ratio above which imbalance is reported.
   double imbalance_warning_ratio = 10.0;

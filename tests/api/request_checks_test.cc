@@ -45,7 +45,7 @@ TEST(RequestChecks, ExamplesAreBoundedAndValidUtf8) {
   e.set_label("pos");
   EXPECT_OK(CheckExample(e, 0));
   v1::Example long_label = e;
-  long_label.set_label(std::string(kMaxLabelBytes + 1, 'l'));
+  long_label.set_label(std::string(training::kMaxLabelBytes + 1, 'l'));
   EXPECT_THAT(CheckExample(long_label, 7), StatusIs(kInvalid, HasSubstr("example 7: label has 129 bytes")));
   v1::Example long_pair = e;
   long_pair.set_text_pair(std::string(kMaxTextBytes + 1, 'p'));

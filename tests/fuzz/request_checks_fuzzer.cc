@@ -65,7 +65,7 @@ void FuzzExample(std::string_view bytes) {
   CheckError(s);
   if (!s.ok()) return;
   FUZZ_CHECK(!e.text().empty() && e.text().size() <= kMaxTextBytes && IsValidUtf8(e.text()));
-  FUZZ_CHECK(!e.label().empty() && e.label().size() <= kMaxLabelBytes && IsValidUtf8(e.label()));
+  FUZZ_CHECK(!e.label().empty() && e.label().size() <= adapterd::training::kMaxLabelBytes && IsValidUtf8(e.label()));
   FUZZ_CHECK(e.text_pair().size() <= kMaxTextBytes && IsValidUtf8(e.text_pair()));
 }
 

@@ -52,7 +52,7 @@ TEST(DatasetValidator, EachRejectionRuleNamesTheExample) {
        "train example 5: text_pair is not valid UTF-8"},
       {"missing label", [](auto& t, auto&, auto&) { t[6].label = ""; }, "train example 6: label is missing"},
       {"long label", [](auto& t, auto&, auto&) { t[7].label = std::string(200, 'x'); },
-       "train example 7: label is longer than 128 bytes"},
+       "train example 7: label has 200 bytes; the limit is 128"},
       {"one label",
        [](auto& t, auto& v, auto&) {
          for (auto& e : t) e.label = "pos";

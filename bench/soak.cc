@@ -45,7 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/adapterd_client.h"
-#include "tests/e2e/e2e_util.h"
+#include "server/metrics/scrape.h"
 
 namespace adapterd::bench {
 namespace {
@@ -131,10 +131,10 @@ struct MemSample {
 MemSample ReadMetrics(int port) {
   MemSample m;
   if (port == 0) return m;
-  absl::StatusOr<e2e::HttpResponse> r = e2e::HttpGet(port, "/metrics", absl::Seconds(10));
+  absl::StatusOr<metrics::HttpResponse> r = metrics::HttpGet(port, "/metrics", absl::Seconds(10));
   if (!r.ok() || r->status != 200) return m;
   for (size_t i = 0; i < kMemOwners.size(); ++i) {
-    if (std::optional<double> v = e2e::SampleValue(r->body, kMemOwners[i].series)) m.mib[i] = *v / (1 << 20);
+    if (std::optional<double> v = metrics::SampleValue(r->body, kMemOwners[i].series)) m.mib[i] = *v / (1 << 20);
   }
   return m;
 }

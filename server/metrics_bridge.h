@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/api/grpc_service.h"
+#include "server/api/rpc_record.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_server.h"
 #include "server/metrics/server_metrics.h"

@@ -18,7 +18,7 @@
 #include "server/api/page_token.h"
 #include "server/model/adapter_format.h"
 #include "server/model/safetensors.h"
-#include "server/training/job_runner.h"
+#include "server/training/hyperparameters.h"
 #include "storage/adapter_store.h"
 #include "storage/dataset_store.h"
 #include "storage/job_store.h"

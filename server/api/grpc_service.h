@@ -41,19 +41,11 @@
 #include "absl/time/time.h"
 #include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
 #include "server/api/backend.h"
+#include "server/api/rpc_record.h"
 #include "server/api/shard_fanout.h"
 #include "server/api/tenants.h"
 
 namespace adapterd::api {
-
-// What one finished RPC reports (for metrics and logs).
-struct RpcRecord {
-  const char* method = "";
-  std::string tenant;  // "" when authentication failed
-  absl::StatusCode code = absl::StatusCode::kOk;
-  double seconds = 0;
-  int64_t texts = 0;  // Predict only
-};
 
 class GrpcService final : public v1::Adapterd::Service {
  public:

@@ -69,42 +69,6 @@ TrainerState FromCheckpoint(const v1::CheckpointRecord& c) {
 
 }  // namespace
 
-absl::StatusOr<Hyperparameters> ResolveHyperparameters(const v1::Hyperparameters& r, const Hyperparameters& d) {
-  Hyperparameters hp = d;
-  if (r.has_learning_rate()) hp.learning_rate = r.learning_rate();
-  if (r.has_epochs()) hp.epochs = r.epochs();
-  if (r.has_batch_size()) hp.batch_size = r.batch_size();
-  if (r.has_bottleneck_size()) hp.bottleneck_size = r.bottleneck_size();
-  if (r.has_activation()) hp.activation = r.activation();
-  if (r.has_max_seq_len()) hp.max_seq_len = r.max_seq_len();
-  if (r.has_seed()) hp.seed = r.seed();
-  if (r.has_validation_fraction()) hp.validation_fraction = r.validation_fraction();
-  if (r.has_warmup_fraction()) hp.warmup_fraction = r.warmup_fraction();
-  if (r.has_weight_decay()) hp.weight_decay = r.weight_decay();
-  if (r.has_max_grad_norm()) hp.max_grad_norm = r.max_grad_norm();
-  if (r.has_checkpoint_every_steps()) hp.checkpoint_every_steps = r.checkpoint_every_steps();
-  if (hp.micro_batch_size > hp.batch_size) hp.micro_batch_size = hp.batch_size;
-  RETURN_IF_ERROR(hp.Validate());
-  return hp;
-}
-
-v1::Hyperparameters ToProto(const Hyperparameters& hp) {
-  v1::Hyperparameters r;
-  r.set_learning_rate(hp.learning_rate);
-  r.set_epochs(hp.epochs);
-  r.set_batch_size(hp.batch_size);
-  r.set_bottleneck_size(static_cast<int32_t>(hp.bottleneck_size));
-  r.set_activation(hp.activation);
-  r.set_max_seq_len(hp.max_seq_len);
-  r.set_seed(hp.seed);
-  r.set_validation_fraction(hp.validation_fraction);
-  r.set_warmup_fraction(hp.warmup_fraction);
-  r.set_weight_decay(hp.weight_decay);
-  r.set_max_grad_norm(hp.max_grad_norm);
-  r.set_checkpoint_every_steps(hp.checkpoint_every_steps);
-  return r;
-}
-
 absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const std::string& tenant,
                                                   const std::vector<std::string>& dataset_ids) {
   std::vector<Example> out;

@@ -37,16 +37,6 @@
 
 namespace adapterd::training {
 
-// Server-wide defaults overlaid by a job's explicit hyperparameters; the
-// result is validated (INVALID_ARGUMENT naming the field).
-absl::StatusOr<Hyperparameters> ResolveHyperparameters(const v1::Hyperparameters& requested,
-                                                       const Hyperparameters& defaults);
-
-// Every field of `hp` that the API exposes, set (a job's resolved
-// hyperparameters). ResolveHyperparameters(ToProto(hp), d) gives back `hp`'s
-// API fields whatever `d` is.
-v1::Hyperparameters ToProto(const Hyperparameters& hp);
-
 // Reads the examples of datasets (in order) from storage.
 absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const std::string& tenant,
                                                   const std::vector<std::string>& dataset_ids);

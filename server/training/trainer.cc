@@ -1,7 +1,6 @@
 #include "server/training/trainer.h"
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/types.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
@@ -12,7 +11,6 @@
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <random>
 #include <sstream>
 
@@ -20,6 +18,7 @@
 #include "common/status_macros.h"
 #include "server/model/adapter_format.h"
 #include "server/model/tensor_io.h"
+#include "server/model/training_support.h"
 
 namespace adapterd::training {
 namespace {
@@ -29,11 +28,6 @@ using model::BertEncoder;
 using model::BertTokenizer;
 using model::EncoderInput;
 using model::Encoding;
-
-absl::Status Range(bool ok, const char* field, const std::string& what) {
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("hyperparameter ", field, " ", what));
-}
 
 // Tokenised examples with label indices.
 struct EncodedSet {
@@ -137,52 +131,6 @@ int64_t TrainableParameterCount(const AdapterSet& set, TrainableParts parts, con
     for (const at::Tensor& t : FullFineTuneEncoderTensors(encoder.weights())) n += t.numel();
   }
   return n;
-}
-
-absl::Status Hyperparameters::Validate() const {
-  RETURN_IF_ERROR(Range(learning_rate > 0 && learning_rate <= 1, "learning_rate", "must be in (0, 1]"));
-  RETURN_IF_ERROR(Range(epochs >= 1 && epochs <= 1000, "epochs", "must be in [1, 1000]"));
-  RETURN_IF_ERROR(Range(batch_size >= 1 && batch_size <= 4096, "batch_size", "must be in [1, 4096]"));
-  RETURN_IF_ERROR(Range(micro_batch_size >= 0 && micro_batch_size <= batch_size, "micro_batch_size",
-                        "must be in [0, batch_size]"));
-  RETURN_IF_ERROR(Range(bottleneck_size >= 1 && bottleneck_size <= 4096, "bottleneck_size", "must be in [1, 4096]"));
-  RETURN_IF_ERROR(model::ParseActivation(activation).status());
-  RETURN_IF_ERROR(Range(init_std >= 0 && init_std <= 1, "init_std", "must be in [0, 1]"));
-  RETURN_IF_ERROR(Range(max_seq_len >= 8 && max_seq_len <= 4096, "max_seq_len", "must be in [8, 4096]"));
-  RETURN_IF_ERROR(Range(validation_fraction > 0 && validation_fraction < 1, "validation_fraction",
-                        "must be in (0, 1)"));
-  RETURN_IF_ERROR(Range(warmup_fraction >= 0 && warmup_fraction < 1, "warmup_fraction", "must be in [0, 1)"));
-  RETURN_IF_ERROR(Range(weight_decay >= 0 && weight_decay <= 1, "weight_decay", "must be in [0, 1]"));
-  RETURN_IF_ERROR(Range(max_grad_norm > 0, "max_grad_norm", "must be > 0"));
-  RETURN_IF_ERROR(Range(adam_beta1 >= 0 && adam_beta1 < 1, "adam_beta1", "must be in [0, 1)"));
-  RETURN_IF_ERROR(Range(adam_beta2 >= 0 && adam_beta2 < 1, "adam_beta2", "must be in [0, 1)"));
-  RETURN_IF_ERROR(Range(adam_epsilon > 0 && adam_epsilon < 1, "adam_epsilon", "must be in (0, 1)"));
-  RETURN_IF_ERROR(Range(checkpoint_every_steps >= 0, "checkpoint_every_steps", "must be >= 0"));
-  return absl::OkStatus();
-}
-
-std::string CaptureCpuGeneratorState() {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  at::Tensor s = gen.get_state();
-  return std::string(static_cast<const char*>(s.data_ptr()), static_cast<size_t>(s.numel()));
-}
-
-absl::Status RestoreCpuGeneratorState(const std::string& bytes) {
-  return model::GuardTorch("restore RNG state", [&]() {
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    at::Tensor s = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-    std::memcpy(s.data_ptr(), bytes.data(), bytes.size());
-    gen.set_state(s);
-  });
-}
-
-double LinearWarmupDecay(int64_t step, int64_t total_steps, int64_t warmup_steps, double base_lr) {
-  if (step < warmup_steps) return base_lr * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup_steps));
-  const double rest = static_cast<double>(total_steps - step) /
-                      static_cast<double>(std::max<int64_t>(1, total_steps - warmup_steps));
-  return base_lr * std::max(0.0, rest);
 }
 
 std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::vector<Example>& examples,
@@ -375,7 +323,7 @@ absl::Status TrainingRun::Restore(const TrainerState* resume) {
   if (resume != nullptr) {
     std::istringstream in(state_.optimizer_state);
     torch::load(*optimizer_, in);
-    RETURN_IF_ERROR(RestoreCpuGeneratorState(state_.rng_state));
+    RETURN_IF_ERROR(model::RestoreCpuGeneratorState(state_.rng_state));
   }
   return absl::OkStatus();
 }
@@ -386,7 +334,7 @@ absl::Status TrainingRun::Checkpoint() {
   std::ostringstream out;
   torch::save(*optimizer_, out);
   state_.optimizer_state = out.str();
-  state_.rng_state = CaptureCpuGeneratorState();
+  state_.rng_state = model::CaptureCpuGeneratorState();
   return hooks_.on_checkpoint(state_);
 }
 
@@ -418,7 +366,7 @@ absl::Status TrainingRun::Step(const std::vector<size_t>& order, int64_t b) {
     RETURN_IF_ERROR(hooks_.run_on_device ? hooks_.run_on_device(micro_batch) : micro_batch());
   }
   torch::nn::utils::clip_grad_norm_(params_, hp_.max_grad_norm);
-  SetLearningRate(LinearWarmupDecay(state_.step, total_steps_, warmup_steps_, hp_.learning_rate));
+  SetLearningRate(model::LinearWarmupDecay(state_.step, total_steps_, warmup_steps_, hp_.learning_rate));
   optimizer_->step();
   ++state_.step;
   state_.epoch_loss_sum += batch_loss * batch_rows;
@@ -436,7 +384,7 @@ absl::Status TrainingRun::EndEpoch(int epoch, double seconds, int64_t examples_t
       state_.epoch_examples > 0 ? state_.epoch_loss_sum / static_cast<double>(state_.epoch_examples) : 0;
   report.validation_loss = val.loss;
   report.validation_accuracy = val.accuracy;
-  report.learning_rate = LinearWarmupDecay(state_.step, total_steps_, warmup_steps_, hp_.learning_rate);
+  report.learning_rate = model::LinearWarmupDecay(state_.step, total_steps_, warmup_steps_, hp_.learning_rate);
   report.examples_per_second = seconds > 0 ? static_cast<double>(examples_this_run) / seconds : 0;
   const bool better = !state_.best.has_value() || val.accuracy > state_.best->validation_accuracy ||
                       (val.accuracy == state_.best->validation_accuracy && val.loss < state_.best->validation_loss);

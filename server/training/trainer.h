@@ -33,46 +33,9 @@
 #include "server/model/bert_encoder.h"
 #include "server/model/tokenizer.h"
 #include "server/training/example.h"
+#include "server/training/hyperparameters.h"
 
 namespace adapterd::training {
-
-enum class TrainableParts {
-  kAdapters,           // adapters + every LayerNorm affine + head (the paper's method)
-  kHeadAndLayerNorm,   // baseline: adapters disabled (U = 0), LayerNorms + head train
-  kHeadOnly,           // baseline: adapters disabled, only the head trains
-  // Baseline for benchmarks and quality comparisons: adapters disabled, the
-  // whole encoder trains (needs an encoder created with Options::trainable;
-  // its weights change in place).
-  kFullFineTune,
-};
-
-struct Hyperparameters {
-  double learning_rate = 3e-4;
-  int epochs = 3;
-  int batch_size = 32;
-  // Rows per forward/backward; gradients accumulate up to batch_size.
-  // 0 means batch_size (no accumulation).
-  int micro_batch_size = 0;
-  int64_t bottleneck_size = 64;
-  std::string activation = "gelu";
-  double init_std = 1e-2;
-  int max_seq_len = 128;
-  uint64_t seed = 42;
-  // Stratified split of the training data when no validation set is given.
-  double validation_fraction = 0.1;
-  double warmup_fraction = 0.1;
-  double weight_decay = 0.01;
-  double max_grad_norm = 1.0;
-  double adam_beta1 = 0.9;
-  double adam_beta2 = 0.999;
-  double adam_epsilon = 1e-6;
-  // Checkpoint every N optimiser steps (0: only at epoch ends).
-  int checkpoint_every_steps = 0;
-  TrainableParts trainable = TrainableParts::kAdapters;
-
-  // INVALID_ARGUMENT naming the first field out of range.
-  absl::Status Validate() const;
-};
 
 struct EpochReport {
   int epoch = 0;  // 1-based
@@ -143,16 +106,6 @@ absl::StatusOr<TrainingResult> Train(const model::BertEncoder& encoder, const mo
 // seeded shuffle. Returns {train indices, validation indices}, each sorted.
 std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::vector<Example>& examples,
                                                                     double fraction, uint64_t seed);
-
-// HF get_linear_schedule_with_warmup: step/warmup during warmup, then
-// (total - step) / (total - warmup), floored at 0; times base_lr.
-double LinearWarmupDecay(int64_t step, int64_t total_steps, int64_t warmup_steps, double base_lr);
-
-// The state of LibTorch's default CPU generator (dropout draws from it), as
-// opaque bytes for checkpoints, and its restoration. Restoring bytes that
-// did not come from CaptureCpuGeneratorState is INVALID_ARGUMENT/INTERNAL.
-std::string CaptureCpuGeneratorState();
-absl::Status RestoreCpuGeneratorState(const std::string& bytes);
 
 // Parameters that train per task under `parts`: the elements of `set`'s
 // trainable tensors, plus for kFullFineTune every encoder weight but the

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/metrics/scrape.h"
 
 namespace adapterd::e2e {
 
@@ -58,19 +59,10 @@ struct CommandResult {
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, absl::Duration timeout,
                                          const std::string& stdin_text = "");
 
-// GET http://127.0.0.1:<port><path>; the status code and body.
-struct HttpResponse {
-  int status = 0;
-  std::string content_type;
-  std::string body;
-};
-absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, absl::Duration timeout);
-
-// The value of one series in a Prometheus text exposition: `series` is the
-// name with its labels exactly as written (`adapterd_serving`,
-// `adapterd_process_heap_bytes{state="in_use"}`). nullopt when absent or not
-// a number.
-std::optional<double> SampleValue(const std::string& exposition, const std::string& series);
+// Reading /metrics back: server/metrics/scrape.h.
+using ::adapterd::metrics::HttpGet;
+using ::adapterd::metrics::HttpResponse;
+using ::adapterd::metrics::SampleValue;
 
 // Calls `done` every `interval` until it returns true or `timeout` passes.
 bool PollUntil(const std::function<bool()>& done, absl::Duration timeout,

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "server/model/adapter_format.h"
+#include "server/model/training_support.h"
 #include "tests/model/model_test_util.h"
 #include "tests/training/training_fixture.h"
 
@@ -220,12 +221,12 @@ TEST_F(TrainerTest, FullFineTuningBaselineNeedsATrainableEncoderAndUpdatesIt) {
 }
 
 TEST(TrainerSchedule, LinearWarmupThenDecayToZero) {
-  EXPECT_DOUBLE_EQ(LinearWarmupDecay(0, 100, 10, 1.0), 0.0);
-  EXPECT_DOUBLE_EQ(LinearWarmupDecay(5, 100, 10, 1.0), 0.5);
-  EXPECT_DOUBLE_EQ(LinearWarmupDecay(10, 100, 10, 1.0), 1.0);
-  EXPECT_DOUBLE_EQ(LinearWarmupDecay(55, 100, 10, 1.0), 0.5);
-  EXPECT_DOUBLE_EQ(LinearWarmupDecay(100, 100, 10, 1.0), 0.0);
-  EXPECT_DOUBLE_EQ(LinearWarmupDecay(3, 10, 0, 2.0), 1.4);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecay(0, 100, 10, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecay(5, 100, 10, 1.0), 0.5);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecay(10, 100, 10, 1.0), 1.0);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecay(55, 100, 10, 1.0), 0.5);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecay(100, 100, 10, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecay(3, 10, 0, 2.0), 1.4);
 }
 
 TEST(TrainerSplit, StratifiedSplitKeepsLabelProportions) {

@@ -27,7 +27,7 @@
 #include "server/model/checkpoint_writer.h"
 #include "server/model/model_loader.h"
 #include "server/model/tensor_io.h"
-#include "server/training/trainer.h"
+#include "server/model/training_support.h"
 
 namespace adapterd::pretrain {
 namespace {
@@ -416,7 +416,7 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
     RETURN_IF_ERROR(GuardTorch("load the optimiser state",
                                [&]() { torch::load(*s->optimizer, (ckpt / "optimizer.pt").string()); }));
     ASSIGN_OR_RETURN(const std::string rng, ReadFileToString((ckpt / "rng.bin").string()));
-    RETURN_IF_ERROR(training::RestoreCpuGeneratorState(rng));
+    RETURN_IF_ERROR(model::RestoreCpuGeneratorState(rng));
   } else {
     at::manual_seed(s->options.seed);
   }
@@ -436,7 +436,7 @@ absl::Status Pretrainer::SaveCheckpoint() const {
   RETURN_IF_ERROR(model::WriteHfCheckpoint(tmp.string(), s.config, s.encoder->weights(), s.vocab, write));
   RETURN_IF_ERROR(GuardTorch("save the optimiser state",
                              [&]() { torch::save(*s.optimizer, (tmp / "optimizer.pt").string()); }));
-  RETURN_IF_ERROR(WriteFileAtomically((tmp / "rng.bin").string(), training::CaptureCpuGeneratorState()));
+  RETURN_IF_ERROR(WriteFileAtomically((tmp / "rng.bin").string(), model::CaptureCpuGeneratorState()));
   const nlohmann::json state = {{"step", s.step},
                                 {"total_steps", s.total_steps},
                                 {"train_seconds", s.train_seconds},
@@ -497,7 +497,7 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
     // Time budget only: time a few forward/backward passes, then fix the
     // schedule's length. No update is applied and the RNG is restored, so
     // the run is the same as one given that many steps outright.
-    const std::string rng = training::CaptureCpuGeneratorState();
+    const std::string rng = model::CaptureCpuGeneratorState();
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < o.timing_steps; ++i) {
       ASSIGN_OR_RETURN(LossAndAccuracy ignored, forward_backward(i));
@@ -510,7 +510,7 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
     // Clipping, the optimiser and reporting cost a little on top.
     s.total_steps = s.cycle_start_step +
                     std::max<int64_t>(1, static_cast<int64_t>(o.max_minutes * 60.0 / (per_step * 1.05)));
-    RETURN_IF_ERROR(training::RestoreCpuGeneratorState(rng));
+    RETURN_IF_ERROR(model::RestoreCpuGeneratorState(rng));
   }
   const int64_t cycle_steps = s.total_steps - s.cycle_start_step;
   const int64_t warmup = static_cast<int64_t>(o.warmup_fraction * static_cast<double>(cycle_steps));
@@ -528,7 +528,7 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
     s.optimizer->zero_grad();
     ASSIGN_OR_RETURN(LossAndAccuracy r, forward_backward(s.step));
     const double lr =
-        training::LinearWarmupDecay(s.step - s.cycle_start_step, cycle_steps, warmup, o.learning_rate);
+        model::LinearWarmupDecay(s.step - s.cycle_start_step, cycle_steps, warmup, o.learning_rate);
     RETURN_IF_ERROR(GuardTorch("optimiser step", [&]() {
       torch::nn::utils::clip_grad_norm_(params, o.max_grad_norm);
       for (auto& group : s.optimizer->param_groups()) {

@@ -18,9 +18,7 @@ absl::Status WriteFixtureModel(const std::string& dir) {
   model::BertConfig config = training::testing::FixtureConfig();
   ASSIGN_OR_RETURN(model::EncoderWeights w,
                    model::RandomEncoderWeights(config, 3, training::testing::kFixtureInitRange));
-  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-  for (int i = 0; i < training::testing::kWords; ++i) vocab.push_back(absl::StrCat("w", i));
-  return model::WriteHfCheckpoint(dir, config, w, vocab);
+  return model::WriteHfCheckpoint(dir, config, w, model::testing::WordVocab(training::testing::kWords));
 }
 
 ServerOptions TestServerOptions(const std::string& data_dir, const std::string& model_dir) {

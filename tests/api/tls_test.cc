@@ -84,7 +84,7 @@ void ExpectServing(const absl::StatusOr<ServingStatus>& status) {
 int Adapterctl(const std::vector<std::string>& flags, const TempDir& dir) {
   std::vector<std::string> argv = {client::testing::AdapterctlPath()};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  absl::StatusOr<client::testing::RunResult> r = client::testing::RunProgram(argv, {}, 60, dir.path());
+  absl::StatusOr<client::testing::RunResult> r = client::testing::RunProgram(argv, {}, 60);
   EXPECT_OK(r.status());
   return r.ok() ? r->exit_code : -1;
 }

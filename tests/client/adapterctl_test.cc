@@ -33,7 +33,7 @@ class AdapterctlTest : public ::testing::Test {
  protected:
   RunResult Run(std::vector<std::string> args, const std::map<std::string, std::string>& env = {}) {
     args.insert(args.begin(), testing::AdapterctlPath());
-    absl::StatusOr<RunResult> result = RunProgram(args, env, kRunTimeoutSeconds, dir_.path());
+    absl::StatusOr<RunResult> result = RunProgram(args, env, kRunTimeoutSeconds);
     EXPECT_TRUE(result.ok()) << result.status();
     return result.ok() ? *result : RunResult{};
   }

@@ -1,5 +1,6 @@
 // Helpers of the client tests: temp dirs and files, a free-but-closed
-// loopback port, and running the built adapterctl binary with a time bound.
+// loopback port, and running the built adapterctl binary with a time bound
+// and a clean environment.
 //
 // Thread safety: none needed (used from the test thread).
 #ifndef ADAPTERD_TESTS_CLIENT_CLIENT_TEST_UTIL_H_
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/testing/subprocess.h"
 #include "common/testing/temp_dir.h"
 
 namespace adapterd::client::testing {
@@ -31,19 +33,13 @@ class ClosedPort {
   int port_ = 0;
 };
 
-struct RunResult {
-  int exit_code = -1;  // the exit status, or 128 + signal
-  std::string out;
-  std::string err;
-};
+using ::adapterd::testing::RunResult;
 
-// Runs `argv` (argv[0] = the program path) with stdin from /dev/null, the
-// test's environment minus ADAPTERD_* and proxy variables, plus `env`.
-// The child gets SIGALRM (exit code 142) after `timeout_seconds`, so this
-// never blocks longer than that.
+// Runs `argv` (argv[0] = the program path; common/testing/subprocess.h) with
+// an empty stdin, the test's environment minus ADAPTERD_* and proxy
+// variables, plus `env`; killed after `timeout_seconds` (exit code 137).
 absl::StatusOr<RunResult> RunProgram(const std::vector<std::string>& argv,
-                                     const std::map<std::string, std::string>& env,
-                                     int timeout_seconds, const std::string& scratch_dir);
+                                     const std::map<std::string, std::string>& env, int timeout_seconds);
 
 // The built adapterctl: $ADAPTERD_BINARY_DIR/client/adapterctl (ctest sets
 // ADAPTERD_BINARY_DIR), else the path CMake compiled in.

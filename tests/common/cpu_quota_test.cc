@@ -1,4 +1,5 @@
 #include "common/cpu_quota.h"
+#include "common/testing/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -12,18 +13,13 @@ namespace {
 
 class CgroupTree : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "/adapterd_cgroup_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
   void Write(const std::string& rel, const std::string& text) {
     const std::filesystem::path p = std::filesystem::path(root_) / rel;
     std::filesystem::create_directories(p.parent_path());
     std::ofstream(p) << text;
   }
-  std::string root_;
+  ::adapterd::testing::TempDir tmp_{"cgroup"};
+  std::string root_ = tmp_.path();
 };
 
 TEST_F(CgroupTree, V2NamespacedContainerReadsTheRootCpuMax) {

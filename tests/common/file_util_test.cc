@@ -10,6 +10,7 @@
 
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 
 namespace adapterd {
 namespace {
@@ -17,15 +18,9 @@ namespace {
 using ::adapterd::testing::StatusIs;
 using ::testing::HasSubstr;
 
-std::string MakeTempDir() {
-  std::string tmpl = ::testing::TempDir() + "/adapterd_file_util_XXXXXX";
-  char* dir = ::mkdtemp(tmpl.data());
-  EXPECT_NE(dir, nullptr);
-  return tmpl;
-}
-
 TEST(FileUtil, WriteAtomicallyThenReadRoundTrips) {
-  std::string dir = MakeTempDir();
+  const ::adapterd::testing::TempDir tmp("file_util");
+  std::string dir = tmp.path();
   std::string path = dir + "/f.bin";
   std::string payload("a\0b\xff" "end", 7);
   ASSERT_OK(WriteFileAtomically(path, payload));
@@ -38,7 +33,6 @@ TEST(FileUtil, WriteAtomicallyThenReadRoundTrips) {
   int files = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++files;
   EXPECT_EQ(files, 1);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(FileUtil, MissingFileIsNotFoundNamingThePath) {
@@ -54,7 +48,8 @@ TEST(FileUtil, WriteIntoMissingDirectoryFails) {
 }
 
 TEST(FileUtil, MappedFileSeesTheBytesAndEmptyFileIsEmpty) {
-  std::string dir = MakeTempDir();
+  const ::adapterd::testing::TempDir tmp("file_util");
+  std::string dir = tmp.path();
   ASSERT_OK(WriteFileAtomically(dir + "/a", "hello"));
   ASSERT_OK(WriteFileAtomically(dir + "/empty", ""));
   ASSERT_OK_AND_ASSIGN(auto m, MappedFile::Open(dir + "/a"));
@@ -63,7 +58,6 @@ TEST(FileUtil, MappedFileSeesTheBytesAndEmptyFileIsEmpty) {
   ASSERT_OK_AND_ASSIGN(auto e, MappedFile::Open(dir + "/empty"));
   EXPECT_TRUE(e->bytes().empty());
   EXPECT_THAT(MappedFile::Open(dir), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a regular file")));
-  std::filesystem::remove_all(dir);
 }
 
 TEST(FileUtil, Sha256MatchesKnownVectors) {
@@ -73,7 +67,8 @@ TEST(FileUtil, Sha256MatchesKnownVectors) {
 }
 
 TEST(FileUtil, PathIsWithinSeesThroughDotsAndLinks) {
-  const std::string dir = MakeTempDir();
+  const ::adapterd::testing::TempDir tmp("file_util");
+  const std::string dir = tmp.path();
   ASSERT_TRUE(std::filesystem::create_directories(dir + "/data/db"));
   EXPECT_TRUE(PathIsWithin(dir + "/data/db", dir + "/data"));
   EXPECT_TRUE(PathIsWithin(dir + "/data", dir + "/data/"));
@@ -82,11 +77,11 @@ TEST(FileUtil, PathIsWithinSeesThroughDotsAndLinks) {
   EXPECT_FALSE(PathIsWithin(dir + "/backups", dir + "/data"));
   std::filesystem::create_directory_symlink(dir + "/data/db", dir + "/link");
   EXPECT_TRUE(PathIsWithin(dir + "/link/x", dir + "/data"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST(FileUtil, ASecretFileOthersCouldReplaceIsRefused) {
-  const std::string dir = std::filesystem::weakly_canonical(MakeTempDir()).string();
+  const ::adapterd::testing::TempDir tmp("file_util");
+  const std::string dir = std::filesystem::weakly_canonical(tmp.path()).string();
   const std::string sub = dir + "/conf";
   ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0);
   const std::string file = sub + "/secret";
@@ -109,7 +104,6 @@ TEST(FileUtil, ASecretFileOthersCouldReplaceIsRefused) {
   ASSERT_EQ(::chmod(sub.c_str(), 01757), 0);  // sticky, as /tmp
   EXPECT_OK(CheckSecretFileAccess(file, "secret", nullptr));
   EXPECT_OK(CheckSecretFileAccess(sub + "/missing", "secret", nullptr));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

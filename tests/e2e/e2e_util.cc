@@ -123,48 +123,7 @@ std::string Process::Log() const { return ReadAll(log_path_); }
 
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, absl::Duration timeout,
                                          const std::string& stdin_text) {
-  char out_path[] = "/tmp/adapterd_e2e_out_XXXXXX";
-  char err_path[] = "/tmp/adapterd_e2e_err_XXXXXX";
-  char in_path[] = "/tmp/adapterd_e2e_in_XXXXXX";
-  const int out_fd = ::mkstemp(out_path);
-  const int err_fd = ::mkstemp(err_path);
-  const int in_fd = ::mkstemp(in_path);
-  if (out_fd < 0 || err_fd < 0 || in_fd < 0) return absl::InternalError("mkstemp failed");
-  if (!stdin_text.empty() &&
-      ::write(in_fd, stdin_text.data(), stdin_text.size()) != static_cast<ssize_t>(stdin_text.size())) {
-    return absl::InternalError("writing stdin failed");
-  }
-  ::lseek(in_fd, 0, SEEK_SET);
-  absl::StatusOr<pid_t> pid = Spawn(argv, in_fd, out_fd, err_fd);
-  ::close(out_fd);
-  ::close(err_fd);
-  ::close(in_fd);
-  CommandResult result;
-  if (pid.ok()) {
-    const absl::Time end = absl::Now() + timeout;
-    int status = 0;
-    while (true) {
-      const pid_t r = ::waitpid(*pid, &status, WNOHANG);
-      if (r == *pid) {
-        result.exit_code = DecodeWaitStatus(status);
-        break;
-      }
-      if (absl::Now() >= end) {
-        ::kill(*pid, SIGKILL);
-        ::waitpid(*pid, &status, 0);
-        result.exit_code = 137;
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    result.out = ReadAll(out_path);
-    result.err = ReadAll(err_path);
-  }
-  ::unlink(out_path);
-  ::unlink(err_path);
-  ::unlink(in_path);
-  if (!pid.ok()) return pid.status();
-  return result;
+  return ::adapterd::testing::RunProgram(argv, {.timeout = timeout, .stdin_text = stdin_text});
 }
 
 bool PollUntil(const std::function<bool()>& done, absl::Duration timeout, absl::Duration interval) {

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/testing/subprocess.h"
 #include "server/metrics/scrape.h"
 
 namespace adapterd::e2e {
@@ -49,13 +50,9 @@ class Process {
   std::optional<int> exit_code_;
 };
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-// Runs argv to completion (SIGKILL after `timeout`, then exit_code = 137),
-// feeding it `stdin_text`.
+using CommandResult = ::adapterd::testing::RunResult;
+// Runs argv to completion (common/testing/subprocess.h: SIGKILL after
+// `timeout`, then exit_code = 137), feeding it `stdin_text`.
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, absl::Duration timeout,
                                          const std::string& stdin_text = "");
 

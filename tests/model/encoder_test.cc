@@ -13,6 +13,7 @@
 
 #include "common/file_util.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 #include "server/model/bert_encoder.h"
 #include "server/model/checkpoint_writer.h"
 #include "server/model/model_loader.h"
@@ -68,7 +69,8 @@ TEST(ModelLoader, BothNamingVariantsGiveIdenticalOutputs) {
   BertConfig config = TinyConfig();
   ASSERT_OK_AND_ASSIGN(EncoderWeights w, RandomEncoderWeights(config, 7));
   std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"};
-  const std::string dir = MakeTempDir("naming");
+  const ::adapterd::testing::TempDir tmp("naming");
+  const std::string dir = tmp.path();
   HfWriteOptions plain;
   HfWriteOptions legacy;
   legacy.bert_prefix = true;
@@ -93,7 +95,6 @@ TEST(ModelLoader, BothNamingVariantsGiveIdenticalOutputs) {
   EXPECT_EQ(a.weights_fingerprint, b.weights_fingerprint);
   ASSERT_OK_AND_ASSIGN(std::string fp, ComputeEncoderFingerprint(config, w));
   EXPECT_EQ(a.weights_fingerprint, fp);
-  std::filesystem::remove_all(dir);
 }
 
 // Rewrites a checkpoint's model.safetensors through `edit`.
@@ -113,14 +114,13 @@ void EditCheckpoint(const std::string& dir,
 class ModelLoaderErrors : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = MakeTempDir("loader");
     config_ = TinyConfig();
     auto w = RandomEncoderWeights(config_, 3);
     ASSERT_TRUE(w.ok());
     ASSERT_OK(WriteHfCheckpoint(dir_, config_, *w, {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}));
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string dir_;
+  ::adapterd::testing::TempDir tmp_{"loader"};
+  std::string dir_ = tmp_.path();
   BertConfig config_;
 };
 
@@ -274,7 +274,8 @@ TEST_F(ModelLoaderErrors, TokenizerConfigControlsLowerCasing) {
 }
 
 TEST(ModelLoader, LoadsToBf16WithCloseOutputs) {
-  const std::string dir = MakeTempDir("bf16");
+  const ::adapterd::testing::TempDir tmp("bf16");
+  const std::string dir = tmp.path();
   BertConfig config = TinyConfig();
   ASSERT_OK_AND_ASSIGN(EncoderWeights w, RandomEncoderWeights(config, 5));
   ASSERT_OK(WriteHfCheckpoint(dir, config, w, {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}));
@@ -288,7 +289,6 @@ TEST(ModelLoader, LoadsToBf16WithCloseOutputs) {
   ASSERT_OK_AND_ASSIGN(EncoderOutput oa, a.encoder->Forward(input));
   ASSERT_OK_AND_ASSIGN(EncoderOutput ob, b.encoder->Forward(input));
   EXPECT_LT(MaxAbsDiff(oa.last_hidden_state, ob.last_hidden_state), 0.15);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(BertEncoder, EncoderWeightsAreFrozen) {

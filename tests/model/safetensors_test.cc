@@ -15,6 +15,7 @@
 
 #include "common/file_util.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 
 namespace adapterd::model {
 namespace {
@@ -56,26 +57,6 @@ std::string MakeFile(std::string_view header, std::string_view data = "") {
 absl::StatusOr<SafetensorsFile> ParseString(std::string bytes, SafetensorsLimits limits = {}) {
   return SafetensorsFile::FromString(std::move(bytes), limits);
 }
-
-// A unique directory under the test temp dir, removed on destruction.
-class ScopedTempDir {
- public:
-  ScopedTempDir() {
-    std::string tmpl = ::testing::TempDir() + "safetensors_test.XXXXXX";
-    char* made = ::mkdtemp(tmpl.data());
-    if (made != nullptr) path_ = made;
-  }
-  ~ScopedTempDir() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(path_, ec);
-    }
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 struct Sample {
   std::string f32 = std::string(
@@ -144,8 +125,7 @@ TEST(Safetensors, RoundTripInMemoryPreservesTensorsAndMetadata) {
 
 TEST(Safetensors, RoundTripThroughWriteFileAndOpen) {
   Sample s;
-  ScopedTempDir dir;
-  ASSERT_FALSE(dir.path().empty());
+  const ::adapterd::testing::TempDir dir("safetensors");
   const std::string path = dir.path() + "/model.safetensors";
   ASSERT_OK(SampleWriter(s).WriteFile(path));
   ASSERT_OK_AND_ASSIGN(SafetensorsFile file, SafetensorsFile::Open(path));
@@ -527,8 +507,7 @@ TEST(Safetensors, RejectsMetadataWithNonStringValue) {
 }
 
 TEST(Safetensors, OpenReportsMissingFileAndNamesPathOnBadContent) {
-  ScopedTempDir dir;
-  ASSERT_FALSE(dir.path().empty());
+  const ::adapterd::testing::TempDir dir("safetensors");
   EXPECT_THAT(SafetensorsFile::Open(dir.path() + "/absent.safetensors"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("absent.safetensors")));
 

@@ -28,6 +28,7 @@
 #include "server/model/tokenizer.h"
 #include "server/serving/serving_observer.h"
 #include "storage/database.h"
+#include "tests/model/tiny_bert.h"
 
 namespace adapterd::serving::testing {
 
@@ -35,36 +36,18 @@ inline constexpr int kWords = 40;
 
 using ::adapterd::testing::TempDir;
 
-inline model::BertConfig FixtureConfig() {
-  model::BertConfig c;
-  c.vocab_size = 5 + kWords;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 64;
-  c.max_position_embeddings = 64;
-  return c;
-}
+inline model::BertConfig FixtureConfig() { return model::testing::TinyBertConfig(kWords, 32); }
 
 // Same seed, same weights and fingerprint. std 0.2 so rows differ visibly.
 inline std::unique_ptr<model::BertEncoder> FixtureEncoder(uint64_t seed = 3) {
-  model::BertConfig config = FixtureConfig();
-  auto w = model::RandomEncoderWeights(config, seed, 0.2);
-  if (!w.ok()) return nullptr;
-  auto fp = model::ComputeEncoderFingerprint(config, *w);
-  if (!fp.ok()) return nullptr;
-  model::BertEncoder::Options opts;
-  opts.fingerprint = *fp;
-  auto enc = model::BertEncoder::Create(config, *std::move(w), opts);
+  auto enc = model::testing::TinyBertEncoder(FixtureConfig(), seed, 0.2);
   return enc.ok() ? *std::move(enc) : nullptr;
 }
 
 inline std::unique_ptr<model::BertTokenizer> FixtureTokenizer(int max_seq_len = 32) {
-  std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-  for (int i = 0; i < kWords; ++i) tokens.push_back(absl::StrCat("w", i));
   model::TokenizerOptions o;
   o.max_seq_len = max_seq_len;
-  auto tok = model::BertTokenizer::FromTokens(tokens, o);
+  auto tok = model::testing::WordTokenizer(kWords, o);
   return tok.ok() ? *std::move(tok) : nullptr;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 #include "server/model/adapter_format.h"
 #include "server/training/job_queue.h"
 #include "server/training/job_runner.h"
@@ -21,9 +22,6 @@ using namespace ::adapterd::training::testing;  // NOLINT
 class ContinualTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "/adapterd_continual_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
     encoder_ = FixtureEncoder();
     tokenizer_ = FixtureTokenizer();
     ASSERT_NE(encoder_, nullptr);
@@ -47,7 +45,6 @@ class ContinualTest : public ::testing::Test {
     runner_.reset();
     queue_.reset();
     db_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   // Uploads a dataset keyed on word `key`, trains `task` on it and waits
@@ -79,7 +76,8 @@ class ContinualTest : public ::testing::Test {
     return at::softmax(out->logits, -1);
   }
 
-  std::string dir_;
+  ::adapterd::testing::TempDir tmp_{"continual"};
+  std::string dir_ = tmp_.path();
   std::unique_ptr<model::BertEncoder> encoder_;
   std::unique_ptr<model::BertTokenizer> tokenizer_;
   std::unique_ptr<storage::Database> db_;

@@ -15,6 +15,7 @@
 #include "common/testing/status_matchers.h"
 #include <ATen/ATen.h>
 
+#include "common/testing/temp_dir.h"
 #include "server/model/adapter_format.h"
 #include "server/training/job_queue.h"
 #include "server/training/job_runner.h"
@@ -32,9 +33,8 @@ TEST(CrashRecovery, KilledMidEpochResumesFromCheckpointToSucceeded) {
   const char* bin = std::getenv("ADAPTERD_BINARY_DIR");
   ASSERT_NE(bin, nullptr) << "run through ctest (ADAPTERD_BINARY_DIR)";
   const std::string child = std::string(bin) + "/tests/training/training_crash_child";
-  std::string tmpl = ::testing::TempDir() + "/adapterd_crash_XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-  const std::string dir = tmpl, db_dir = dir + "/db", marker = dir + "/checkpointed";
+  const ::adapterd::testing::TempDir tmp("crash");
+  const std::string dir = tmp.path(), db_dir = dir + "/db", marker = dir + "/checkpointed";
 
   // 400 examples, batch 32: 13 steps per epoch; checkpoints every 2 steps.
   // The 4th checkpoint is step 8, inside epoch 1.
@@ -131,7 +131,6 @@ TEST(CrashRecovery, KilledMidEpochResumesFromCheckpointToSucceeded) {
   runner.reset();
   queue.reset();
   db->reset();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The job queue over a real RocksDB: state machine, fairness, idempotency,
 // limits, cancellation in every state, events, and restart recovery.
+#include "common/testing/temp_dir.h"
 #include "server/training/job_queue.h"
 
 #include <gtest/gtest.h>
@@ -16,12 +17,6 @@ namespace {
 
 using ::adapterd::testing::StatusIs;
 using ::testing::HasSubstr;
-
-std::string TempDir() {
-  std::string tmpl = ::testing::TempDir() + "/adapterd_queue_XXXXXX";
-  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
 
 // Accepts any dataset except ones named "bad*", which it rejects as the real
 // validator would (naming an example).
@@ -43,13 +38,11 @@ absl::StatusOr<ValidationOutcome> FakeValidator(const v1::JobRecord& job) {
 class JobQueueTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TempDir();
     Reopen();
   }
   void TearDown() override {
     queue_.reset();
     db_.reset();
-    std::filesystem::remove_all(dir_);
   }
   void Reopen(QueueLimits limits = {}) {
     queue_.reset();
@@ -80,7 +73,8 @@ class JobQueueTest : public ::testing::Test {
     return out;
   }
 
-  std::string dir_;
+  ::adapterd::testing::TempDir tmp_{"queue"};
+  std::string dir_ = tmp_.path();
   std::unique_ptr<storage::Database> db_;
   std::unique_ptr<JobQueue> queue_;
 };

@@ -16,21 +16,13 @@
 #include "server/model/tokenizer.h"
 #include "storage/database.h"
 #include "storage/dataset_store.h"
+#include "tests/model/tiny_bert.h"
 
 namespace adapterd::training::testing {
 
 inline constexpr int kWords = 60;
 
-inline model::BertConfig FixtureConfig() {
-  model::BertConfig c;
-  c.vocab_size = 5 + kWords;
-  c.hidden_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 128;
-  c.max_position_embeddings = 64;
-  return c;
-}
+inline model::BertConfig FixtureConfig() { return model::testing::TinyBertConfig(kWords, 64); }
 
 // Random weights at std 0.2 rather than HF's 0.02: at 0.02 a frozen random
 // encoder barely mixes tokens (attention is uniform and each sub-layer adds
@@ -40,21 +32,12 @@ inline constexpr double kFixtureInitRange = 0.2;
 
 // Same seed, same weights, same fingerprint: in any process.
 inline std::unique_ptr<model::BertEncoder> FixtureEncoder() {
-  model::BertConfig config = FixtureConfig();
-  auto w = model::RandomEncoderWeights(config, 3, kFixtureInitRange);
-  if (!w.ok()) return nullptr;
-  auto fp = model::ComputeEncoderFingerprint(config, *w);
-  if (!fp.ok()) return nullptr;
-  model::BertEncoder::Options opts;
-  opts.fingerprint = *fp;
-  auto enc = model::BertEncoder::Create(config, *std::move(w), opts);
+  auto enc = model::testing::TinyBertEncoder(FixtureConfig(), 3, kFixtureInitRange);
   return enc.ok() ? *std::move(enc) : nullptr;
 }
 
 inline std::unique_ptr<model::BertTokenizer> FixtureTokenizer() {
-  std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-  for (int i = 0; i < kWords; ++i) tokens.push_back(absl::StrCat("w", i));
-  auto tok = model::BertTokenizer::FromTokens(tokens, {});
+  auto tok = model::testing::WordTokenizer(kWords);
   return tok.ok() ? *std::move(tok) : nullptr;
 }
 

@@ -189,28 +189,21 @@ absl::StatusOr<std::shared_ptr<const AdapterSet>> RandomSetOn(const model::BertC
 // Random rows: [CLS] w... [SEP] with lengths `lengths` padded to the longest.
 EncoderInput RandomInput(const model::BertTokenizer& tok, const std::vector<int64_t>& lengths, bool pair_types,
                          std::mt19937_64& rng) {
-  const int64_t b = static_cast<int64_t>(lengths.size());
-  const int64_t l = *std::max_element(lengths.begin(), lengths.end());
-  std::vector<int64_t> ids(static_cast<size_t>(b * l), tok.pad_id()), types(ids.size(), 0), mask(ids.size(), 0);
   const int64_t first_word = 5;  // after the specials
-  for (int64_t r = 0; r < b; ++r) {
-    const int64_t n = lengths[static_cast<size_t>(r)];
+  std::vector<std::vector<int64_t>> ids(lengths.size()), types(lengths.size());
+  for (size_t r = 0; r < lengths.size(); ++r) {
+    const int64_t n = lengths[r];
     for (int64_t i = 0; i < n; ++i) {
-      const size_t at = static_cast<size_t>(r * l + i);
-      ids[at] = i == 0       ? tok.cls_id()
-                : i == n - 1 ? tok.sep_id()
-                             : first_word + static_cast<int64_t>(rng() % static_cast<uint64_t>(tok.vocab_size() - first_word));
-      types[at] = pair_types && i >= n / 2 ? 1 : 0;
-      mask[at] = 1;
+      ids[r].push_back(i == 0       ? tok.cls_id()
+                       : i == n - 1 ? tok.sep_id()
+                                    : first_word + static_cast<int64_t>(
+                                                       rng() % static_cast<uint64_t>(tok.vocab_size() - first_word)));
+      types[r].push_back(pair_types && i >= n / 2 ? 1 : 0);
     }
   }
-  auto t = [&](std::vector<int64_t>& v) { return at::tensor(v, at::kLong).view({b, l}); };
-  return {t(ids), t(types), t(mask)};
-}
-
-EncoderInput FromBatch(model::EncodedBatch& e) {
-  auto t = [&](std::vector<int64_t>& v) { return at::tensor(v, at::kLong).view({e.batch, e.seq_len}); };
-  return {t(e.input_ids), t(e.token_type_ids), t(e.attention_mask)};
+  return model::ToEncoderInput(model::PadRows(
+      lengths.size(), tok.pad_id(), [&](size_t r) -> const std::vector<int64_t>& { return ids[r]; },
+      [&](size_t r) -> const std::vector<int64_t>& { return types[r]; }));
 }
 
 // Largest |a - b| (in fp64 on the CPU); `mask` [B, L] limits [B, L, d]
@@ -425,7 +418,7 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> TaskForC2(const Flags& f, Models& m,
       std::vector<std::string> texts;
       for (int i = 0; i < 250; ++i) texts.push_back(task.Draw(rng).first);
       model::EncodedBatch e = m.dev32.tokenizer->EncodeBatch(texts);
-      ASSIGN_OR_RETURN(EncoderOutput out, m.dev32.encoder->Forward(FromBatch(e), *init));
+      ASSIGN_OR_RETURN(EncoderOutput out, m.dev32.encoder->Forward(model::ToEncoderInput(e), *init));
       pooled.push_back(out.pooled.to(at::kDouble));
     }
     const at::Tensor p = at::cat(pooled);
@@ -477,7 +470,7 @@ void CheckC2(const Flags& f, Models& m, c10::Device device) {
       truth.push_back(inputs.texts[i].second);
     }
     model::EncodedBatch e = m.dev32.tokenizer->EncodeBatch(texts);
-    const EncoderInput input = FromBatch(e);
+    const EncoderInput input = model::ToEncoderInput(e);
     auto a = m.dev32.encoder->Forward(input, **fp32_set);
     auto b = m.dev_serving.encoder->Forward(input, **low_set);
     if (!a.ok() || !b.ok()) return Fail("c2 forward", a.ok() ? b.status() : a.status());

@@ -313,6 +313,13 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoder::Create(const BertConfi
   return std::unique_ptr<BertEncoder>(new BertEncoder(config, std::move(w), std::move(options)));
 }
 
+EncoderInput ToEncoderInput(const EncodedBatch& batch, c10::Device device) {
+  auto tensor = [&](const std::vector<int64_t>& v) {
+    return at::tensor(v, at::kLong).view({batch.batch, batch.seq_len}).to(device);
+  };
+  return {tensor(batch.input_ids), tensor(batch.token_type_ids), tensor(batch.attention_mask)};
+}
+
 int64_t BertEncoder::NumParameters() const {
   int64_t n = 0;
   for (const auto& [name, t] : weights_.Named()) n += t.numel();

@@ -43,6 +43,7 @@
 #include "server/model/adapter_set.h"
 #include "server/model/bert_config.h"
 #include "server/model/encoder_weights.h"
+#include "server/model/tokenizer.h"
 
 namespace adapterd::model {
 
@@ -54,6 +55,10 @@ struct EncoderInput {
   at::Tensor token_type_ids;
   at::Tensor attention_mask;
 };
+
+// A padded batch (PadRows, tokenizer.h) as int64 [batch, seq_len] tensors
+// on `device`.
+EncoderInput ToEncoderInput(const EncodedBatch& batch, c10::Device device = c10::kCPU);
 
 // How a mixed-task batch applies per-task parameters (docs/ARCHITECTURE.md, "server/model").
 enum class MixedStrategy {

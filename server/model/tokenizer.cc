@@ -498,34 +498,17 @@ EncodedBatch BertTokenizer::EncodeBatch(std::span<const std::string> texts,
                                         std::span<const std::string> text_pairs) const {
   std::vector<Encoding> rows;
   rows.reserve(texts.size());
-  size_t seq_len = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
     // Rows past the end of a (mis-sized) text_pairs are encoded as singles.
     std::optional<std::string_view> pair;
     if (i < text_pairs.size()) pair = text_pairs[i];
     rows.push_back(Encode(texts[i], pair));
-    seq_len = std::max(seq_len, rows.back().input_ids.size());
   }
-  EncodedBatch batch;
-  batch.batch = static_cast<int64_t>(rows.size());
-  batch.seq_len = static_cast<int64_t>(seq_len);
-  const size_t cells = rows.size() * seq_len;
-  batch.input_ids.assign(cells, pad_id_);
-  batch.token_type_ids.assign(cells, 0);
-  batch.attention_mask.assign(cells, 0);
-  batch.lengths.reserve(rows.size());
+  EncodedBatch batch = PadRows(
+      rows.size(), pad_id_, [&](size_t r) -> const std::vector<int32_t>& { return rows[r].input_ids; },
+      [&](size_t r) -> const std::vector<int32_t>& { return rows[r].token_type_ids; });
   batch.num_truncated.reserve(rows.size());
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const Encoding& row = rows[r];
-    const size_t base = r * seq_len;
-    for (size_t t = 0; t < row.input_ids.size(); ++t) {
-      batch.input_ids[base + t] = row.input_ids[t];
-      batch.token_type_ids[base + t] = row.token_type_ids[t];
-      batch.attention_mask[base + t] = 1;
-    }
-    batch.lengths.push_back(static_cast<int64_t>(row.input_ids.size()));
-    batch.num_truncated.push_back(row.num_truncated);
-  }
+  for (const Encoding& row : rows) batch.num_truncated.push_back(row.num_truncated);
   return batch;
 }
 

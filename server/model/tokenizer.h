@@ -28,7 +28,10 @@
 #ifndef ADAPTERD_SERVER_MODEL_TOKENIZER_H_
 #define ADAPTERD_SERVER_MODEL_TOKENIZER_H_
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -66,9 +69,36 @@ struct EncodedBatch {
   std::vector<int64_t> attention_mask;
   // Real (unpadded) length of each row.
   std::vector<int64_t> lengths;
-  // Pieces removed by truncation, per row.
+  // Pieces removed by truncation, per row (EncodeBatch only).
   std::vector<int> num_truncated;
 };
+
+// Pads `rows` rows of token ids into one EncodedBatch: the one padding every
+// batch in the project goes through (the tokenizer's EncodeBatch, the
+// trainer's batches, the serving batcher's, pretraining's). `ids_of(i)` and
+// `types_of(i)` return row i's token ids and token types as ranges of
+// integers (int32 or int64); an empty types range means all 0.
+template <typename IdsOf, typename TypesOf>
+EncodedBatch PadRows(size_t rows, int64_t pad_id, IdsOf&& ids_of, TypesOf&& types_of) {
+  EncodedBatch batch;
+  batch.batch = static_cast<int64_t>(rows);
+  for (size_t r = 0; r < rows; ++r) batch.seq_len = std::max<int64_t>(batch.seq_len, std::ssize(ids_of(r)));
+  const size_t width = static_cast<size_t>(batch.seq_len), cells = rows * width;
+  batch.input_ids.assign(cells, pad_id);
+  batch.token_type_ids.assign(cells, 0);
+  batch.attention_mask.assign(cells, 0);
+  batch.lengths.reserve(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    const auto& ids = ids_of(r);
+    const auto& types = types_of(r);
+    const auto at = static_cast<std::ptrdiff_t>(r * width);
+    std::copy(ids.begin(), ids.end(), batch.input_ids.begin() + at);
+    std::copy(types.begin(), types.end(), batch.token_type_ids.begin() + at);
+    std::fill_n(batch.attention_mask.begin() + at, std::ssize(ids), 1);
+    batch.lengths.push_back(std::ssize(ids));
+  }
+  return batch;
+}
 
 // Steps 1-5 of the pipeline (HF BasicTokenizer): the words WordPiece would
 // see, in order, as UTF-8. Used by the vocabulary builder, so that a built

@@ -228,16 +228,9 @@ void InferenceEngine::RunBatch(std::vector<BatchRow>& batch) {
     if (inserted) sets.push_back(row->adapter->set);
     slots.push_back(it->second);
   }
-  std::vector<int64_t> ids(static_cast<size_t>(b * len), tokenizer_->pad_id());
-  std::vector<int64_t> types(static_cast<size_t>(b * len), 0);
-  std::vector<int64_t> mask(static_cast<size_t>(b * len), 0);
-  for (int64_t i = 0; i < b; ++i) {
-    const BatchRow& row = *rows[static_cast<size_t>(i)];
-    const auto at = static_cast<std::ptrdiff_t>(i * len);
-    std::copy(row.input_ids.begin(), row.input_ids.end(), ids.begin() + at);
-    std::copy(row.token_type_ids.begin(), row.token_type_ids.end(), types.begin() + at);
-    std::fill_n(mask.begin() + at, row.length(), 1);
-  }
+  const model::EncodedBatch padded = model::PadRows(
+      rows.size(), tokenizer_->pad_id(), [&](size_t i) -> const std::vector<int64_t>& { return rows[i]->input_ids; },
+      [&](size_t i) -> const std::vector<int64_t>& { return rows[i]->token_type_ids; });
   if (options_.observer != nullptr) {
     BatchStats stats;
     stats.rows = b;
@@ -248,11 +241,7 @@ void InferenceEngine::RunBatch(std::vector<BatchRow>& batch) {
   }
 
   absl::StatusOr<at::Tensor> probs = model::GuardTorch("predict batch", [&]() -> absl::StatusOr<at::Tensor> {
-    model::EncoderInput input;
-    input.input_ids = at::tensor(ids, at::kLong).view({b, len});
-    input.token_type_ids = at::tensor(types, at::kLong).view({b, len});
-    input.attention_mask = at::tensor(mask, at::kLong).view({b, len});
-    return ForwardProbabilities(*options_.encoder, input, sets, slots, options_.strategy);
+    return ForwardProbabilities(*options_.encoder, model::ToEncoderInput(padded), sets, slots, options_.strategy);
   });
   if (!probs.ok()) {
     for (BatchRow* row : rows) row->request->Fail(row->index, probs.status());

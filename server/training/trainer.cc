@@ -55,21 +55,11 @@ absl::StatusOr<EncodedSet> EncodeAll(const BertTokenizer& tok, const std::vector
 // Pads the chosen rows into a batch on `device`.
 EncoderInput MakeBatch(const EncodedSet& set, const std::vector<size_t>& rows, int32_t pad_id,
                        c10::Device device) {
-  int64_t len = 0;
-  for (size_t r : rows) len = std::max<int64_t>(len, static_cast<int64_t>(set.encodings[r].input_ids.size()));
-  const int64_t b = static_cast<int64_t>(rows.size());
-  std::vector<int64_t> ids(static_cast<size_t>(b * len), pad_id), types(ids.size(), 0), mask(ids.size(), 0);
-  for (int64_t i = 0; i < b; ++i) {
-    const Encoding& e = set.encodings[rows[static_cast<size_t>(i)]];
-    for (size_t j = 0; j < e.input_ids.size(); ++j) {
-      const size_t k = static_cast<size_t>(i * len) + j;
-      ids[k] = e.input_ids[j];
-      types[k] = e.token_type_ids[j];
-      mask[k] = 1;
-    }
-  }
-  auto make = [&](std::vector<int64_t>& v) { return at::tensor(v, at::kLong).view({b, len}).to(device); };
-  return {make(ids), make(types), make(mask)};
+  const auto row = [&](size_t i) -> const Encoding& { return set.encodings[rows[i]]; };
+  return model::ToEncoderInput(
+      model::PadRows(rows.size(), pad_id, [&](size_t i) -> const std::vector<int32_t>& { return row(i).input_ids; },
+                     [&](size_t i) -> const std::vector<int32_t>& { return row(i).token_type_ids; }),
+      device);
 }
 
 at::Tensor LabelsOf(const EncodedSet& set, const std::vector<size_t>& rows, c10::Device device) {

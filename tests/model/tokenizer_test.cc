@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -322,6 +323,29 @@ TEST(BertTokenizer, EncodeBatchWithPairsSetsTypesAndTruncates) {
                                                 1, 1, 1, 1, 1, 1, 1));
   EXPECT_THAT(batch.lengths, ElementsAre(5, 7));
   EXPECT_THAT(batch.num_truncated, ElementsAre(0, 2));
+}
+
+// The serving batcher's rows are int64 and pretraining's carry no types:
+// the same padding serves both.
+TEST(PadRows, PadsInt64RowsWithAnyPadIdAndRowsWithoutTypes) {
+  const std::vector<std::vector<int64_t>> ids = {{7, 8}, {9}, {1, 2, 3}};
+  const std::vector<std::vector<int64_t>> types = {{0, 1}, {1}, {0, 0, 1}};
+  EncodedBatch typed = PadRows(
+      ids.size(), 42, [&](size_t r) -> const std::vector<int64_t>& { return ids[r]; },
+      [&](size_t r) -> const std::vector<int64_t>& { return types[r]; });
+  EXPECT_EQ(typed.batch, 3);
+  EXPECT_EQ(typed.seq_len, 3);
+  EXPECT_THAT(typed.input_ids, ElementsAre(7, 8, 42, 9, 42, 42, 1, 2, 3));
+  EXPECT_THAT(typed.token_type_ids, ElementsAre(0, 1, 0, 1, 0, 0, 0, 0, 1));
+  EXPECT_THAT(typed.attention_mask, ElementsAre(1, 1, 0, 1, 0, 0, 1, 1, 1));
+  EXPECT_THAT(typed.lengths, ElementsAre(2, 1, 3));
+
+  EncodedBatch untyped = PadRows(
+      ids.size(), 0, [&](size_t r) -> const std::vector<int64_t>& { return ids[r]; },
+      [](size_t) { return std::span<const int64_t>(); });
+  EXPECT_THAT(untyped.input_ids, ElementsAre(7, 8, 0, 9, 0, 0, 1, 2, 3));
+  EXPECT_EQ(untyped.token_type_ids, std::vector<int64_t>(9, 0));
+  EXPECT_EQ(untyped.attention_mask, typed.attention_mask);
 }
 
 TEST(BertTokenizer, EncodeBatchOfNothingIsEmpty) {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -110,22 +111,11 @@ std::vector<size_t> Shuffled(size_t n, uint64_t seed, int64_t epoch) {
 }
 
 // Input ids and attention mask [rows, longest] for the given sequences.
-std::pair<at::Tensor, at::Tensor> Pad(const std::vector<const std::vector<int32_t>*>& rows,
-                                      int64_t pad_id) {
-  size_t longest = 0;
-  for (const auto* r : rows) longest = std::max(longest, r->size());
-  at::Tensor ids = at::full({static_cast<int64_t>(rows.size()), static_cast<int64_t>(longest)}, pad_id,
-                            at::kLong);
-  at::Tensor mask = at::zeros_like(ids);
-  int64_t* id = ids.data_ptr<int64_t>();
-  int64_t* m = mask.data_ptr<int64_t>();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    for (size_t j = 0; j < rows[i]->size(); ++j) {
-      id[i * longest + j] = (*rows[i])[j];
-      m[i * longest + j] = 1;
-    }
-  }
-  return {ids, mask};
+std::pair<at::Tensor, at::Tensor> Pad(const std::vector<const std::vector<int32_t>*>& rows, int64_t pad_id) {
+  const model::EncoderInput input = model::ToEncoderInput(model::PadRows(
+      rows.size(), pad_id, [&](size_t i) -> const std::vector<int32_t>& { return *rows[i]; },
+      [](size_t) { return std::span<const int32_t>(); }));
+  return {input.input_ids, input.attention_mask};
 }
 
 // The seed of the masks of batch `index` (a training step or an evaluation

@@ -251,38 +251,15 @@ class BertEncoder::GatherOps final : public TaskOps {
 absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoder::Create(const BertConfig& config,
                                                                  EncoderWeights w, Options options) {
   RETURN_IF_ERROR(config.Validate());
-  const int64_t d = config.hidden_size, ff = config.intermediate_size;
   if (static_cast<int64_t>(w.layers.size()) != config.num_hidden_layers) {
     return absl::InvalidArgumentError(absl::StrCat("encoder has ", w.layers.size(), " layers, config says ",
                                                    config.num_hidden_layers));
   }
-  RETURN_IF_ERROR(ExpectShape(w.word_embeddings, {config.vocab_size, d}, "embeddings.word_embeddings.weight"));
-  RETURN_IF_ERROR(ExpectShape(w.position_embeddings, {config.max_position_embeddings, d},
-                              "embeddings.position_embeddings.weight"));
-  RETURN_IF_ERROR(ExpectShape(w.token_type_embeddings, {config.type_vocab_size, d},
-                              "embeddings.token_type_embeddings.weight"));
-  RETURN_IF_ERROR(ExpectShape(w.emb_ln_weight, {d}, "embeddings.LayerNorm.weight"));
-  RETURN_IF_ERROR(ExpectShape(w.emb_ln_bias, {d}, "embeddings.LayerNorm.bias"));
-  for (size_t i = 0; i < w.layers.size(); ++i) {
-    const EncoderLayerWeights& l = w.layers[i];
-    const std::string p = absl::StrCat("encoder.layer.", i, ".");
-    RETURN_IF_ERROR(ExpectShape(l.qkv_weight, {3 * d, d}, p + "attention.self.{query,key,value}.weight"));
-    RETURN_IF_ERROR(ExpectShape(l.qkv_bias, {3 * d}, p + "attention.self.{query,key,value}.bias"));
-    RETURN_IF_ERROR(ExpectShape(l.attn_out_weight, {d, d}, p + "attention.output.dense.weight"));
-    RETURN_IF_ERROR(ExpectShape(l.attn_out_bias, {d}, p + "attention.output.dense.bias"));
-    RETURN_IF_ERROR(ExpectShape(l.attn_ln_weight, {d}, p + "attention.output.LayerNorm.weight"));
-    RETURN_IF_ERROR(ExpectShape(l.attn_ln_bias, {d}, p + "attention.output.LayerNorm.bias"));
-    RETURN_IF_ERROR(ExpectShape(l.intermediate_weight, {ff, d}, p + "intermediate.dense.weight"));
-    RETURN_IF_ERROR(ExpectShape(l.intermediate_bias, {ff}, p + "intermediate.dense.bias"));
-    RETURN_IF_ERROR(ExpectShape(l.output_weight, {d, ff}, p + "output.dense.weight"));
-    RETURN_IF_ERROR(ExpectShape(l.output_bias, {d}, p + "output.dense.bias"));
-    RETURN_IF_ERROR(ExpectShape(l.output_ln_weight, {d}, p + "output.LayerNorm.weight"));
-    RETURN_IF_ERROR(ExpectShape(l.output_ln_bias, {d}, p + "output.LayerNorm.bias"));
-  }
-  if (w.has_pooler()) {
-    RETURN_IF_ERROR(ExpectShape(w.pooler_weight, {d, d}, "pooler.dense.weight"));
-    RETURN_IF_ERROR(ExpectShape(w.pooler_bias, {d}, "pooler.dense.bias"));
-  }
+  absl::Status shapes;
+  ForEachEncoderTensor(config.num_hidden_layers, w.has_pooler(), [&](const EncoderTensorSpec& spec, int64_t layer) {
+    if (shapes.ok()) shapes = ExpectShape(TensorOf(w, spec, layer), spec.Shape(config), CheckpointName(spec, layer));
+  });
+  RETURN_IF_ERROR(shapes);
   if (!at::isFloatingType(options.dtype)) return absl::InvalidArgumentError("encoder dtype must be floating point");
   RETURN_IF_ERROR(GuardTorch("place encoder weights", [&]() {
     auto place = [&](at::Tensor& t) {
@@ -291,21 +268,7 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoder::Create(const BertConfi
       if (options.trainable) t = t.clone();  // never train mapped checkpoint bytes
       t.requires_grad_(options.trainable);
     };
-    place(w.word_embeddings);
-    place(w.position_embeddings);
-    place(w.token_type_embeddings);
-    place(w.emb_ln_weight);
-    place(w.emb_ln_bias);
-    for (EncoderLayerWeights& l : w.layers) {
-      for (at::Tensor* t : {&l.qkv_weight, &l.qkv_bias, &l.attn_out_weight, &l.attn_out_bias,
-                            &l.attn_ln_weight, &l.attn_ln_bias, &l.intermediate_weight,
-                            &l.intermediate_bias, &l.output_weight, &l.output_bias,
-                            &l.output_ln_weight, &l.output_ln_bias}) {
-        place(*t);
-      }
-    }
-    place(w.pooler_weight);
-    place(w.pooler_bias);
+    for (at::Tensor* t : w.MutableTensors()) place(*t);
     // Where the tensors are: a device named without an index ("cuda") is
     // the current one, and adapters are compared with the encoder's device.
     options.device = w.word_embeddings.device();

@@ -22,32 +22,16 @@ absl::StatusOr<EncoderWeights> RandomEncoderWeights(const BertConfig& config, ui
     auto normal = [&](std::vector<int64_t> shape, double std) {
       return at::empty(shape, at::kFloat).normal_(0.0, std, gen);
     };
-    auto gain = [&](int64_t n) { return normal({n}, 0.1).add_(1.0); };
-    const int64_t d = config.hidden_size, ff = config.intermediate_size;
     EncoderWeights w;
-    w.word_embeddings = normal({config.vocab_size, d}, init_range);
-    w.position_embeddings = normal({config.max_position_embeddings, d}, init_range);
-    w.token_type_embeddings = normal({config.type_vocab_size, d}, init_range);
-    w.emb_ln_weight = gain(d);
-    w.emb_ln_bias = normal({d}, init_range);
-    for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-      EncoderLayerWeights l;
-      l.qkv_weight = normal({3 * d, d}, init_range);
-      l.qkv_bias = normal({3 * d}, init_range);
-      l.attn_out_weight = normal({d, d}, init_range);
-      l.attn_out_bias = normal({d}, init_range);
-      l.attn_ln_weight = gain(d);
-      l.attn_ln_bias = normal({d}, init_range);
-      l.intermediate_weight = normal({ff, d}, init_range);
-      l.intermediate_bias = normal({ff}, init_range);
-      l.output_weight = normal({d, ff}, init_range);
-      l.output_bias = normal({d}, init_range);
-      l.output_ln_weight = gain(d);
-      l.output_ln_bias = normal({d}, init_range);
-      w.layers.push_back(std::move(l));
-    }
-    w.pooler_weight = normal({d, d}, init_range);
-    w.pooler_bias = normal({d}, init_range);
+    w.layers.resize(static_cast<size_t>(config.num_hidden_layers));
+    // Drawn in table order, so a seed gives the same weights whatever reads them.
+    ForEachEncoderTensor(config.num_hidden_layers, /*has_pooler=*/true,
+                         [&](const EncoderTensorSpec& spec, int64_t layer) {
+                           const std::vector<int64_t> shape = spec.Shape(config);
+                           TensorOf(w, spec, layer) = spec.role == EncoderTensorRole::kLayerNormGain
+                                                          ? normal(shape, 0.1).add_(1.0)
+                                                          : normal(shape, init_range);
+                         });
     return w;
   });
 }

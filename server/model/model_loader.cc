@@ -81,35 +81,11 @@ absl::StatusOr<IndexedTensors> IndexByCanonicalName(const SafetensorsFile& file)
 // The (canonical name, shape) of every tensor `config` implies, in order.
 std::vector<std::pair<std::string, std::vector<int64_t>>> ExpectedTensors(const BertConfig& config,
                                                                            bool has_pooler) {
-  const int64_t d = config.hidden_size, ff = config.intermediate_size;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
-      {"embeddings.word_embeddings.weight", {config.vocab_size, d}},
-      {"embeddings.position_embeddings.weight", {config.max_position_embeddings, d}},
-      {"embeddings.token_type_embeddings.weight", {config.type_vocab_size, d}},
-      {"embeddings.LayerNorm.weight", {d}},
-      {"embeddings.LayerNorm.bias", {d}},
-  };
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    const std::string p = absl::StrCat("encoder.layer.", i, ".");
-    for (const char* qkv : {"query", "key", "value"}) {
-      expected.push_back({absl::StrCat(p, "attention.self.", qkv, ".weight"), {d, d}});
-      expected.push_back({absl::StrCat(p, "attention.self.", qkv, ".bias"), {d}});
-    }
-    expected.push_back({p + "attention.output.dense.weight", {d, d}});
-    expected.push_back({p + "attention.output.dense.bias", {d}});
-    expected.push_back({p + "attention.output.LayerNorm.weight", {d}});
-    expected.push_back({p + "attention.output.LayerNorm.bias", {d}});
-    expected.push_back({p + "intermediate.dense.weight", {ff, d}});
-    expected.push_back({p + "intermediate.dense.bias", {ff}});
-    expected.push_back({p + "output.dense.weight", {d, ff}});
-    expected.push_back({p + "output.dense.bias", {d}});
-    expected.push_back({p + "output.LayerNorm.weight", {d}});
-    expected.push_back({p + "output.LayerNorm.bias", {d}});
-  }
-  if (has_pooler) {
-    expected.push_back({"pooler.dense.weight", {d, d}});
-    expected.push_back({"pooler.dense.bias", {d}});
-  }
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
+  ForEachCheckpointTensor(config.num_hidden_layers, has_pooler,
+                          [&](const std::string& name, const EncoderTensorSpec& spec, int64_t, int part) {
+                            expected.emplace_back(name, spec.Shape(config, /*one_of_qkv=*/part >= 0));
+                          });
   return expected;
 }
 
@@ -118,40 +94,19 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> ExpectedTensors(const 
 absl::StatusOr<EncoderWeights> AssembleWeights(const BertConfig& config, std::map<std::string, at::Tensor>& loaded,
                                                bool has_pooler) {
   EncoderWeights w;
-  w.word_embeddings = loaded["embeddings.word_embeddings.weight"];
-  w.position_embeddings = loaded["embeddings.position_embeddings.weight"];
-  w.token_type_embeddings = loaded["embeddings.token_type_embeddings.weight"];
-  w.emb_ln_weight = loaded["embeddings.LayerNorm.weight"];
-  w.emb_ln_bias = loaded["embeddings.LayerNorm.bias"];
+  w.layers.resize(static_cast<size_t>(config.num_hidden_layers));
   RETURN_IF_ERROR(GuardTorch("assemble encoder", [&]() {
-    for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-      const std::string p = absl::StrCat("encoder.layer.", i, ".");
-      EncoderLayerWeights l;
-      auto get = [&](const std::string& suffix) { return loaded[p + suffix]; };
-      l.qkv_weight = at::cat({get("attention.self.query.weight"), get("attention.self.key.weight"),
-                              get("attention.self.value.weight")});
-      l.qkv_bias = at::cat({get("attention.self.query.bias"), get("attention.self.key.bias"),
-                            get("attention.self.value.bias")});
-      l.attn_out_weight = get("attention.output.dense.weight");
-      l.attn_out_bias = get("attention.output.dense.bias");
-      l.attn_ln_weight = get("attention.output.LayerNorm.weight");
-      l.attn_ln_bias = get("attention.output.LayerNorm.bias");
-      l.intermediate_weight = get("intermediate.dense.weight");
-      l.intermediate_bias = get("intermediate.dense.bias");
-      l.output_weight = get("output.dense.weight");
-      l.output_bias = get("output.dense.bias");
-      l.output_ln_weight = get("output.LayerNorm.weight");
-      l.output_ln_bias = get("output.LayerNorm.bias");
-      for (const char* qkv : {"query", "key", "value"}) {
-        loaded.erase(absl::StrCat(p, "attention.self.", qkv, ".weight"));
-        loaded.erase(absl::StrCat(p, "attention.self.", qkv, ".bias"));
+    ForEachEncoderTensor(config.num_hidden_layers, has_pooler, [&](const EncoderTensorSpec& spec, int64_t layer) {
+      at::Tensor& t = TensorOf(w, spec, layer);
+      if (!spec.fused_qkv) {
+        t = loaded[CheckpointName(spec, layer)];
+        return;
       }
-      w.layers.push_back(std::move(l));
-    }
-    if (has_pooler) {
-      w.pooler_weight = loaded["pooler.dense.weight"];
-      w.pooler_bias = loaded["pooler.dense.bias"];
-    }
+      std::vector<at::Tensor> parts;
+      for (int part = 0; part < 3; ++part) parts.push_back(loaded[CheckpointName(spec, layer, part)]);
+      t = at::cat(parts);
+      for (int part = 0; part < 3; ++part) loaded.erase(CheckpointName(spec, layer, part));
+    });
   }));
   return w;
 }
@@ -163,16 +118,20 @@ absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& fil
   ASSIGN_OR_RETURN(IndexedTensors index, IndexByCanonicalName(file));
   const auto& by_name = index.by_name;
   auto& original = index.original;
-  // The config implies 5 + 16 per layer tensors; a config that describes far
-  // more layers than the checkpoint holds is refused before the list of
-  // expected tensors is built (a huge num_hidden_layers would otherwise cost
-  // seconds and gigabytes to refuse).
+  // The config implies `fixed` + `per_layer` x layers tensors; a config that
+  // describes far more layers than the checkpoint holds is refused before
+  // the list of expected tensors is built (a huge num_hidden_layers would
+  // otherwise cost seconds and gigabytes to refuse).
+  int64_t fixed = 0, one_layer = 0;
+  ForEachCheckpointTensor(0, false, [&](const std::string&, const EncoderTensorSpec&, int64_t, int) { ++fixed; });
+  ForEachCheckpointTensor(1, false, [&](const std::string&, const EncoderTensorSpec&, int64_t, int) { ++one_layer; });
+  const int64_t per_layer = one_layer - fixed;
   const int64_t held = static_cast<int64_t>(by_name.size());
-  if (config.num_hidden_layers > std::max<int64_t>(0, held - 5) / 16) {
+  if (config.num_hidden_layers > std::max<int64_t>(0, held - fixed) / per_layer) {
     return absl::InvalidArgumentError(absl::StrCat("config.json describes ", config.num_hidden_layers,
                                                    " layers, but the checkpoint holds ", held,
                                                    " encoder tensors: enough for at most ",
-                                                   std::max<int64_t>(0, held - 5) / 16));
+                                                   std::max<int64_t>(0, held - fixed) / per_layer));
   }
   const bool has_pooler = by_name.count("pooler.dense.weight") || by_name.count("pooler.dense.bias");
   const auto expected = ExpectedTensors(config, has_pooler);

@@ -99,14 +99,14 @@ std::vector<at::Tensor> Trainable(const AdapterSet& set, TrainableParts parts, b
 // The adapter set's per-task copies replace those in the forward pass, and
 // train as part of the set.
 std::vector<at::Tensor> FullFineTuneEncoderTensors(const model::EncoderWeights& w) {
-  std::vector<at::Tensor> ln = {w.emb_ln_weight, w.emb_ln_bias};
-  for (const model::EncoderLayerWeights& l : w.layers) {
-    ln.insert(ln.end(), {l.attn_ln_weight, l.attn_ln_bias, l.output_ln_weight, l.output_ln_bias});
-  }
   std::vector<at::Tensor> out;
-  for (const at::Tensor& t : w.Tensors()) {
-    if (std::none_of(ln.begin(), ln.end(), [&](const at::Tensor& x) { return x.is_same(t); })) out.push_back(t);
-  }
+  model::ForEachEncoderTensor(static_cast<int64_t>(w.layers.size()), w.has_pooler(),
+                              [&](const model::EncoderTensorSpec& spec, int64_t layer) {
+                                if (spec.role != model::EncoderTensorRole::kLayerNormGain &&
+                                    spec.role != model::EncoderTensorRole::kLayerNormBias) {
+                                  out.push_back(model::TensorOf(w, spec, layer));
+                                }
+                              });
   return out;
 }
 

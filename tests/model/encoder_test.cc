@@ -335,6 +335,40 @@ TEST(BertEncoder, CreateRejectsWeightsThatDoNotFitTheConfig) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("encoder.layer.1.output.dense.weight")));
 }
 
+// The canonical order is what the fingerprint hashes (EncoderFingerprinter):
+// a change to it would orphan every stored adapter. Pinned here for one
+// layer, with the tensor table (encoder_weights.h) behind every list.
+TEST(EncoderTensorTable, NamedListsTheHfTensorsInTheFingerprintsOrder) {
+  BertConfig config = TinyConfig();
+  config.num_hidden_layers = 1;
+  ASSERT_OK_AND_ASSIGN(EncoderWeights w, RandomEncoderWeights(config, 1));
+  std::vector<std::string> names;
+  for (const auto& [name, t] : w.Named()) names.push_back(name);
+  const std::string l = "encoder.layer.0.";
+  EXPECT_THAT(names,
+              ::testing::ElementsAre(
+                  "embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+                  "embeddings.token_type_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias",
+                  l + "attention.self.query.weight", l + "attention.self.query.bias", l + "attention.self.key.weight",
+                  l + "attention.self.key.bias", l + "attention.self.value.weight", l + "attention.self.value.bias",
+                  l + "attention.output.dense.weight", l + "attention.output.dense.bias",
+                  l + "attention.output.LayerNorm.weight", l + "attention.output.LayerNorm.bias",
+                  l + "intermediate.dense.weight", l + "intermediate.dense.bias", l + "output.dense.weight",
+                  l + "output.dense.bias", l + "output.LayerNorm.weight", l + "output.LayerNorm.bias",
+                  "pooler.dense.weight", "pooler.dense.bias"));
+  // Q, K and V are views of the fused projection, in that order.
+  const at::Tensor& qkv = w.layers[0].qkv_weight;
+  const int64_t d = config.hidden_size;
+  EXPECT_TRUE(at::equal(w.Named()[7].second, qkv.narrow(0, d, d)));  // key.weight
+  // Tensors() holds the fused tensors once each: 5 + 12 + 2.
+  EXPECT_EQ(w.Tensors().size(), 19u);
+  // Every spec's shape is what RandomEncoderWeights made and Create accepts.
+  ForEachEncoderTensor(1, true, [&](const EncoderTensorSpec& spec, int64_t layer) {
+    EXPECT_EQ(TensorOf(w, spec, layer).sizes(), at::IntArrayRef(spec.Shape(config))) << spec.name;
+  });
+  EXPECT_OK(BertEncoder::Create(config, w, {}).status());
+}
+
 // --threads N means N compute threads in all: LibTorch's pool and, where
 // LibTorch's BLAS is OpenBLAS (Debian's), OpenBLAS's own pool too.
 // CheckFinite sums first (one reduction); the sum of finite values can still

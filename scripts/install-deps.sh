@@ -31,8 +31,8 @@ BUILD_PACKAGES=(
   # toolchain (lld: CMakeLists.txt links with it when installed, ~8x faster
   # than GNU ld on the LibTorch-linked binaries)
   build-essential cmake ninja-build pkg-config git ca-certificates lld
-  # common / conventions
-  libabsl-dev libssl-dev
+  # common / conventions; the process log (glog, which LibTorch logs through too)
+  libabsl-dev libssl-dev libgoogle-glog-dev
   # API and storage
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev

@@ -2,7 +2,9 @@
 
 #include <cstdio>
 
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/logging.h"
 
 namespace adapterd {
 
@@ -19,12 +21,11 @@ void BackupScheduler::TakeBackup() {
       storage::Backups::Create(*options_.db, options_.backup_dir, options_.keep);
   const absl::Duration took = absl::Now() - start;
   if (info.ok()) {
-    std::fprintf(stderr, "adapterd: backup %u done in %.2f s (%llu bytes, %u files) in %s\n", info->id,
-                 absl::ToDoubleSeconds(took), static_cast<unsigned long long>(info->size_bytes), info->num_files,
-                 options_.backup_dir.c_str());
+    LOG(INFO) << "backup " << info->id << " done in " << absl::StrFormat("%.2f", absl::ToDoubleSeconds(took))
+              << " s (" << info->size_bytes << " bytes, " << info->num_files << " files) in " << options_.backup_dir;
   } else {
-    std::fprintf(stderr, "adapterd: backup failed after %.2f s: %s\n", absl::ToDoubleSeconds(took),
-                 info.status().ToString().c_str());
+    LOG(ERROR) << "backup failed after " << absl::StrFormat("%.2f", absl::ToDoubleSeconds(took))
+               << " s: " << info.status();
   }
   if (options_.on_backup) options_.on_backup(info, took);
 }

@@ -12,6 +12,7 @@
 // SIGHUP re-reads --tenants_file (keys and quotas; server.h ReloadTenants):
 // a revoked key fails from the next call. A file that does not load leaves
 // the old table in force, and the error is logged. SIGUSR1 starts a backup.
+#include <grpc/support/log.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -21,10 +22,21 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 
+#include "common/logging.h"
 #include "common/malloc_tuning.h"
 #include "server/backup_tool.h"
 #include "server/server.h"
 #include "server/server_options.h"
+
+namespace {
+
+// gRPC's own messages (gpr_log) join the process log, in its format.
+void LogGrpcMessage(gpr_log_func_args* args) {
+  const google::LogSeverity severity = args->severity == GPR_LOG_SEVERITY_ERROR ? google::GLOG_ERROR : google::GLOG_INFO;
+  google::LogMessage(args->file, args->line, severity).stream() << "grpc: " << args->message;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (adapterd::IsBackupCommand(argc, argv)) return adapterd::RunBackupCommand(argc, argv);
@@ -47,41 +59,42 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  std::fprintf(stderr, "adapterd: %s\n", malloc_settings.c_str());
+  adapterd::InitLogging(argv[0], *adapterd::ParseLogFormat(options->log_format));
+  gpr_set_log_function(LogGrpcMessage);
+  LOG(INFO) << malloc_settings;
   const int drain_seconds = options->drain_seconds;
   absl::StatusOr<std::unique_ptr<adapterd::Server>> server = adapterd::Server::Start(*std::move(options));
   if (!server.ok()) {
-    std::fprintf(stderr, "adapterd: failed to start: %s\n", server.status().ToString().c_str());
+    LOG(ERROR) << "failed to start: " << server.status();
     return 1;
   }
   int sig = 0;
   while (sigwait(&signals, &sig) == 0 && (sig == SIGUSR1 || sig == SIGHUP)) {
     if (sig == SIGUSR1) {
-      if (!(*server)->TriggerBackup()) std::fprintf(stderr, "adapterd: SIGUSR1 ignored: no --backup_dir\n");
+      if (!(*server)->TriggerBackup()) LOG(WARNING) << "SIGUSR1 ignored: no --backup_dir";
       continue;
     }
     if (absl::Status s = (*server)->ReloadTenants(); s.ok()) {
-      std::fprintf(stderr, "adapterd: SIGHUP: tenants file reloaded\n");
+      LOG(INFO) << "SIGHUP: tenants file reloaded";
     } else {
-      std::fprintf(stderr, "adapterd: SIGHUP: tenants file NOT reloaded, the previous one stays in force: %s\n",
-                   std::string(s.message()).c_str());
+      LOG(ERROR) << "SIGHUP: tenants file NOT reloaded, the previous one stays in force: " << s.message();
     }
   }
-  std::fprintf(stderr, "adapterd: %s received, shutting down (at most %d s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-               drain_seconds);
+  LOG(INFO) << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << " received, shutting down (at most " << drain_seconds
+            << " s)";
   const absl::Time deadline = adapterd::PlanShutdown(absl::Now(), drain_seconds).deadline;
   absl::Notification stopped;
   std::thread watchdog([&stopped, deadline] {
     if (stopped.WaitForNotificationWithDeadline(deadline)) return;
-    std::fprintf(stderr,
-                 "adapterd: --drain_seconds passed before shutdown finished; exiting now (a running training "
-                 "job resumes from its last checkpoint)\n");
+    LOG(WARNING) << "--drain_seconds passed before shutdown finished; exiting now (a running training job resumes "
+                    "from its last checkpoint)";
+    google::FlushLogFiles(google::GLOG_INFO);
     std::fflush(stderr);
     _exit(0);
   });
   (*server)->Shutdown();
   stopped.Notify();
   watchdog.join();
-  std::fprintf(stderr, "adapterd: stopped cleanly\n");
+  LOG(INFO) << "stopped cleanly";
   return 0;
 }

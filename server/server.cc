@@ -19,6 +19,7 @@
 #include "common/cpu_features.h"
 #include "common/cpu_quota.h"
 #include "common/file_util.h"
+#include "common/logging.h"
 #include "common/malloc_tuning.h"
 #include "common/periodic_thread.h"
 #include "common/status_macros.h"
@@ -73,7 +74,7 @@ absl::StatusOr<c10::ScalarType> ParseDtype(const std::string& s) {
 absl::StatusOr<std::string> ReadPeerSecret(const std::string& file) {
   std::vector<std::string> warnings;
   RETURN_IF_ERROR(CheckSecretFileAccess(file, "--peer_secret_file", &warnings));
-  for (const std::string& w : warnings) std::fprintf(stderr, "adapterd: warning: %s\n", w.c_str());
+  for (const std::string& w : warnings) LOG(WARNING) << w;
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
   const std::string secret(absl::StripAsciiWhitespace(text));
   if (secret.size() < 16) {
@@ -89,14 +90,12 @@ absl::StatusOr<std::string> ReadPeerSecret(const std::string& file) {
 // reports.
 absl::StatusOr<ModelInfo> LoadModels(const ServerOptions& o, Server::Parts& p) {
   const ServingDtype serving_dtype = ResolveServingDtype(o.dtype, o.device, CurrentFastBf16Feature());
-  std::fprintf(stderr, "adapterd: serving dtype %s (%s)\n", serving_dtype.dtype.c_str(),
-               serving_dtype.reason.c_str());
+  LOG(INFO) << "serving dtype " << serving_dtype.dtype << " (" << serving_dtype.reason << ")";
   ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(serving_dtype.dtype));
   // "cuda" is cuda:0 (c10::Device("cuda") has no index: issue 33).
   ASSIGN_OR_RETURN(c10::Device device, model::ParseDevice(o.device));
   const ResidualStream stream = ResolveResidualStream(o.residual_stream, o.device, serving_dtype.dtype);
-  std::fprintf(stderr, "adapterd: residual stream %s (%s)\n", stream.reduced ? serving_dtype.dtype.c_str() : "fp32",
-               stream.reason.c_str());
+  LOG(INFO) << "residual stream " << (stream.reduced ? serving_dtype.dtype : "fp32") << " (" << stream.reason << ")";
   model::LoadOptions lo;
   lo.device = device;
   lo.dtype = dtype;
@@ -125,17 +124,16 @@ void ConfigureCompute(const ServerOptions& o) {
   // quota rather than the host's cores.
   const CpuBudget cpus = CurrentCpuBudget();
   const int threads = model::SetComputeThreads(o.threads > 0 ? o.threads : cpus.usable());
-  std::fprintf(stderr, "adapterd: intra-op threads: %d (%s)\n", threads,
-               o.threads > 0 ? "--threads" : absl::StrCat("--threads 0: ", cpus.Describe()).c_str());
-  std::fprintf(stderr, "adapterd: %s\n", model::DescribeCpuKernels().c_str());
+  LOG(INFO) << "intra-op threads: " << threads << " ("
+            << (o.threads > 0 ? std::string("--threads") : absl::StrCat("--threads 0: ", cpus.Describe())) << ")";
+  LOG(INFO) << model::DescribeCpuKernels();
   const bool onednn = model::OneBlasThreadUnderOneDnn();
-  if (onednn) std::fprintf(stderr, "adapterd: OpenBLAS threads: 1 (matrix products run in oneDNN)\n");
+  if (onednn) LOG(INFO) << "OpenBLAS threads: 1 (matrix products run in oneDNN)";
   if (threads > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
     // libgomp reads its wait policy only at load, so it cannot be set here.
-    std::fprintf(stderr,
-                 "adapterd: note: neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set; scripts/run.sh and the "
-                 "image set %s (docs/PERFORMANCE.md, \"Wait policy\")\n",
-                 onednn ? "GOMP_SPINCOUNT=3000000" : "OMP_WAIT_POLICY=PASSIVE");
+    LOG(INFO) << "note: neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set; scripts/run.sh and the image set "
+              << (onednn ? "GOMP_SPINCOUNT=3000000" : "OMP_WAIT_POLICY=PASSIVE")
+              << " (docs/PERFORMANCE.md, \"Wait policy\")";
   }
 
 }
@@ -186,8 +184,8 @@ absl::Status Server::StartAll() {
   p.service->SetBackend(p.backend.get());
   p.grpc_server->GetHealthCheckService()->SetServingStatus(true);
   p.metrics->SetServing(true);
-  std::fprintf(stderr, "adapterd: SERVING on port %d (model %s, %s, %s)\n", p.grpc_port, o.model_dir.c_str(),
-               o.device.c_str(), info.dtype.c_str());
+  LOG(INFO) << "SERVING on port " << p.grpc_port << " (model " << o.model_dir << ", " << o.device << ", "
+            << info.dtype << ")";
   return absl::OkStatus();
 }
 
@@ -213,7 +211,7 @@ absl::Status Server::OpenStorage() {
   ASSIGN_OR_RETURN(p.tenants, api::TenantRegistry::Create(to));
 
   ASSIGN_OR_RETURN(p.metrics, MetricsBridge::Create(o.metrics_address));
-  if (p.metrics->port() != 0) std::fprintf(stderr, "adapterd: /metrics on port %d\n", p.metrics->port());
+  if (p.metrics->port() != 0) LOG(INFO) << "/metrics on port " << p.metrics->port();
   p.metrics->WatchDataDir(o.data_dir);
   return absl::OkStatus();
 }
@@ -237,7 +235,7 @@ absl::Status Server::StartGrpc() {
   const bool use_tls = !tls.cert_chain.empty();
   if (use_tls) {
     for (const std::string& w : TlsValidityWarnings(tls, o.tls_cert_file, absl::Now())) {
-      std::fprintf(stderr, "adapterd: warning: %s\n", w.c_str());
+      LOG(WARNING) << w;
     }
     p.metrics->SetTlsCertificate(tls.not_before_seconds, tls.not_after_seconds);
   }
@@ -269,8 +267,7 @@ absl::Status Server::StartGrpc() {
     }
     p.fanout = std::make_unique<api::ShardFanout>(std::move(fo));
     so.fanout = p.fanout.get();
-    std::fprintf(stderr, "adapterd: one of %zu task-sharded replicas: list calls answer for all of them\n",
-                 o.peers.size());
+    LOG(INFO) << "one of " << o.peers.size() << " task-sharded replicas: list calls answer for all of them";
   }
   p.service = std::make_unique<api::GrpcService>(std::move(so));
   grpc::EnableDefaultHealthCheckService(true);
@@ -286,9 +283,11 @@ absl::Status Server::StartGrpc() {
                                                " (address in use, or not a valid host:port?)"));
   }
   p.grpc_server->GetHealthCheckService()->SetServingStatus(false);
-  std::fprintf(stderr, "adapterd: gRPC listening on port %d, %s (NOT_SERVING while the encoder loads)\n",
-               p.grpc_port,
-               !use_tls ? "plaintext" : tls.ca_certs.empty() ? "TLS" : "mutual TLS (client certificates required)");
+  LOG(INFO) << "gRPC listening on port " << p.grpc_port << ", "
+            << (!use_tls                ? "plaintext"
+                : tls.ca_certs.empty() ? "TLS"
+                                       : "mutual TLS (client certificates required)")
+            << " (NOT_SERVING while the encoder loads)";
   return absl::OkStatus();
 }
 
@@ -387,8 +386,7 @@ void Server::StartBackgroundWork() {
       const int64_t bytes = ReleaseFreeHeap();
       metrics->OnHeapRelease(bytes, absl::Now() - start);
     });
-    std::fprintf(stderr, "adapterd: freed heap memory goes back to the kernel every %lld s\n",
-                 static_cast<long long>(o.heap_release_interval_seconds));
+    LOG(INFO) << "freed heap memory goes back to the kernel every " << o.heap_release_interval_seconds << " s";
   }
 
 }
@@ -411,7 +409,7 @@ void Server::Shutdown() {
   // checkpointed and left RUNNING, so the next start resumes it.
   if (p.runner) p.runner->RequestStop();
   if (p.service && !p.service->WaitForIdle(plan.calls_deadline)) {
-    std::fprintf(stderr, "adapterd: calls still in flight after the drain; cancelling them\n");
+    LOG(WARNING) << "calls still in flight after the drain; cancelling them";
   }
   // Refusals from here on are answered after gRPC has stopped (ShutdownPlan).
   const absl::Time answer_at = absl::Now() + 2 * plan.hold;
@@ -438,7 +436,7 @@ void Server::Shutdown() {
   p.engine.reset();
   if (p.db) {
     absl::Status s = p.db->Close();
-    if (!s.ok()) std::fprintf(stderr, "adapterd: closing the database: %s\n", s.ToString().c_str());
+    if (!s.ok()) LOG(ERROR) << "closing the database: " << s;
   }
   stopped_.Notify();
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/logging.h"
 
 namespace adapterd {
 
@@ -63,6 +64,7 @@ absl::Status ServerOptions::Validate() const {
     return bad("--tls_client_ca_file and --tls_peer_ca_file need --tls_cert_file and --tls_key_file");
   }
   if (backup_interval_seconds < 1) return bad("--backup_interval_seconds must be >= 1");
+  if (!ParseLogFormat(log_format).ok()) return bad(absl::StrCat("--log_format must be text or json, not '", log_format, "'"));
   if (heap_release_interval_seconds < 0) return bad("--heap_release_interval_seconds must be >= 0");
   if (backups_to_keep < 1) return bad("--backups_to_keep must be >= 1");
   if (!backup_dir.empty() && (PathIsWithin(backup_dir, data_dir) || PathIsWithin(data_dir, backup_dir))) {
@@ -180,6 +182,8 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   app.add_option("--drain_seconds", o.drain_seconds,
                  "Bound on the whole shutdown after SIGTERM/SIGINT: calls in flight may finish within it")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--log_format", o.log_format,
+                 "text (glog's lines on stderr) or json (one JSON object per line, for log collectors)");
   app.set_version_flag("--version", "adapterd 0.1.0");
   // Every option also reads ADAPTERD_<NAME> from the environment.
   for (CLI::Option* opt : app.get_options()) {

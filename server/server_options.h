@@ -90,6 +90,8 @@ struct ServerOptions {
   int64_t heap_release_interval_seconds = 30;
   // --- shutdown ---
   int drain_seconds = 10;                   // bound on the whole shutdown (server.h)
+  // --- the process log (common/logging.h) ---
+  std::string log_format = "text";          // "text" (glog's lines) or "json" (one object per line)
 
   absl::Status Validate() const;
 };

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
@@ -178,11 +179,9 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options)
   // range before it writes anyway (DatasetStore::ClearChunks).
   absl::StatusOr<int64_t> swept = db->datasets_->RemoveUncommittedChunks();
   if (!swept.ok()) {
-    std::fprintf(stderr, "storage: could not remove the chunks of unfinished dataset uploads: %s\n",
-                 swept.status().ToString().c_str());
+    LOG(WARNING) << "storage: could not remove the chunks of unfinished dataset uploads: " << swept.status();
   } else if (*swept > 0) {
-    std::fprintf(stderr, "storage: removed the chunks of %lld dataset uploads that never finished\n",
-                 static_cast<long long>(*swept));
+    LOG(INFO) << "storage: removed the chunks of " << *swept << " dataset uploads that never finished";
   }
   return db;
 }
@@ -411,9 +410,8 @@ absl::Status Database::Write(rocksdb::WriteBatch* batch) {
     if (const std::optional<int64_t> free_bytes = FreeBytes(); free_bytes.has_value()) {
       const int64_t need = min_free_bytes_ + static_cast<int64_t>(batch->GetDataSize());
       if (*free_bytes < need) {
-        std::fprintf(stderr, "adapterd: storage: write of %zu bytes refused: %lld bytes free on %s, %lld reserved\n",
-                     batch->GetDataSize(), static_cast<long long>(*free_bytes), path_.c_str(),
-                     static_cast<long long>(min_free_bytes_));
+        LOG(ERROR) << "storage: write of " << batch->GetDataSize() << " bytes refused: " << *free_bytes
+                   << " bytes free on " << path_ << ", " << min_free_bytes_ << " reserved";
         return DiskFullError();
       }
     }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 
 namespace adapterd::storage {
 
@@ -30,7 +31,7 @@ absl::Status FromRocks(const rocksdb::Status& s, std::string_view context) {
   if (s.IsNoSpace()) {
     // The caller learns what happened and what to do; the paths (the
     // database's, RocksDB's file) go to the server's log only.
-    std::fprintf(stderr, "adapterd: storage: %s\n", msg.c_str());
+    LOG(ERROR) << "storage: " << msg;
     return DiskFullError();
   }
   if (IsLockError(s)) {

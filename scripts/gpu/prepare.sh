@@ -51,7 +51,7 @@ log() { echo "prepare.sh: $*" >&2; }
 # What the GPU build needs (scripts/install-deps.sh's BUILD_PACKAGES and the
 # test/bench frameworks, without the toolchain and LibTorch).
 ROOTS=(
-  libabsl-dev libssl-dev
+  libabsl-dev libssl-dev libgoogle-glog-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev
   libutf8proc-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev

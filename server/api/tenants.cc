@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/api/ids.h"
@@ -88,7 +89,7 @@ bool IsHexSha256(const std::string& s) {
 
 absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Create(Options options) {
   if (!options.warn) {
-    options.warn = [](const std::string& m) { std::fprintf(stderr, "adapterd: warning: %s\n", m.c_str()); };
+    options.warn = [](const std::string& m) { LOG(WARNING) << m; };
   }
   std::unique_ptr<TenantRegistry> r(new TenantRegistry(std::move(options)));
   if (r->options_.tenants_file.empty()) {

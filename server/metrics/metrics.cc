@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <set>
 
+#include "common/logging.h"
+
 namespace adapterd::metrics {
 namespace {
 
 [[noreturn]] void Die(const std::string& message) {
-  std::fprintf(stderr, "adapterd metrics: %s\n", message.c_str());
-  std::abort();
+  LOG(FATAL) << "metrics: " << message;
+  std::abort();  // not reached: LOG(FATAL) aborts
 }
 
 bool ValidMetricName(const std::string& n) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/model/adapter_format.h"
 
@@ -156,8 +157,8 @@ absl::Status JobRunner::FailDurably(const v1::JobRecord& job, const absl::Status
       options_.queue->Release(job.job_id());  // stays RUNNING; resumes after restart
       return s;
     }
-    std::fprintf(stderr, "adapterd: job %s: cannot record its failure yet (%s); retrying in %.1f s\n",
-                 job.job_id().c_str(), std::string(s.message()).c_str(), absl::ToDoubleSeconds(backoff));
+    LOG(WARNING) << "job " << job.job_id() << ": cannot record its failure yet (" << s.message() << "); retrying in "
+                 << absl::FormatDuration(backoff);
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(5));
   }

@@ -43,6 +43,8 @@ namespace adapterd::e2e {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::AnyOf;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -254,6 +256,56 @@ TEST_F(LifecycleTest, SighupReloadsTheTenantsFileAndKeysNeverReachTheLog) {
   EXPECT_EQ(StopServer(), 0);
   const std::string log = server_->Log();
   EXPECT_THAT(log, AllOf(Not(HasSubstr(old_key)), Not(HasSubstr(new_key))));
+}
+
+// --log_format json: every line the real binary writes to stderr, from start
+// to a clean stop, is one JSON object with a timestamp, a level, a source and
+// a message; and what the tenants sent (their key, the texts and labels they
+// trained on, the texts they predicted) appears nowhere in it, whether the
+// calls succeeded or failed.
+TEST_F(LifecycleTest, JsonLogIsOneObjectPerLineAndCarriesNoKeysTextsOrLabels) {
+  const std::string key = "zq-key-8c1d5e0b7a42";
+  const std::string tenants = dir_.Sub("tenants.json");
+  std::ofstream(tenants) << R"({"tenants":[{"id":"acme","api_key_sha256":")" << Sha256Hex(key) << R"("}]})";
+  std::filesystem::permissions(tenants, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::ostringstream csv;
+  csv << "text,label\n";
+  for (int i = 0; i < 24; ++i) {
+    csv << "zq-text-" << i << (i % 2 ? " great fast" : " broken slow") << "," << (i % 2 ? "zq-label-up" : "zq-label-down")
+        << "\n";
+  }
+  const std::string data = dir_.Write("secret.csv", csv.str());
+  extra_args_ = {"--tenants_file", tenants, "--log_format", "json"};
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+
+  EXPECT_EQ(Ctl({"--api-key", key, "train", "--task", "zq-task", "--data", data, "--epochs", "1"}).exit_code, 0);
+  EXPECT_EQ(Ctl({"--api-key", key, "predict", "--task", "zq-task", "zq-predict-me please"}).exit_code, 0);
+  EXPECT_NE(Ctl({"--api-key", key, "predict", "--task", "zq-missing-task", "zq-predict-me too"}).exit_code, 0);
+  EXPECT_NE(Ctl({"--api-key", key + "-wrong", "tasks", "list"}).exit_code, 0);
+  EXPECT_NE(Ctl({"--api-key", key, "datasets", "upload", "--id", "zq-bad", dir_.Write("bad.csv", "text,label\n,zq-label-x\n")})
+                .exit_code,
+            0);
+  EXPECT_EQ(StopServer(), 0);
+
+  const std::string log = server_->Log();
+  int lines = 0;
+  std::vector<std::string> messages;
+  const std::regex ts("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}Z$");
+  for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
+    ++lines;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << "not a JSON object: " << line;
+    ASSERT_TRUE(j.contains("ts") && j["ts"].is_string() && std::regex_match(j["ts"].get<std::string>(), ts)) << line;
+    EXPECT_THAT(j.value("level", ""), AnyOf("INFO", "WARNING", "ERROR")) << line;
+    EXPECT_TRUE(j.contains("source") && j.contains("thread") && j["msg"].is_string()) << line;
+    messages.push_back(j.value("msg", ""));
+  }
+  EXPECT_GE(lines, 5);
+  EXPECT_THAT(messages, Contains(HasSubstr("SERVING on port")));
+  EXPECT_THAT(messages, Contains("stopped cleanly"));
+  for (const std::string& secret : {key, std::string("zq-text"), std::string("zq-label"), std::string("zq-predict")}) {
+    EXPECT_THAT(log, Not(HasSubstr(secret)));
+  }
 }
 
 TEST_F(LifecycleTest, AShutdownThatOutrunsTheDrainExitsAtTheDeadlineLosingNothing) {

@@ -210,7 +210,7 @@ EXIT=$(podman inspect --format '{{.State.ExitCode}}' "adapterd-it-a-$TAG")
 podman logs "adapterd-it-a-$TAG" >"$WORK/a.log" 2>&1 || true
 check "SIGTERM: exit code 0 (got $EXIT)" test "$EXIT" = 0
 check "SIGTERM: the log says SIGTERM received" grep -q "SIGTERM received" "$WORK/a.log"
-check "SIGTERM: 'adapterd: stopped cleanly'" grep -q "adapterd: stopped cleanly" "$WORK/a.log"
+check "SIGTERM: 'stopped cleanly'" grep -q "stopped cleanly" "$WORK/a.log"
 
 run_server "adapterd-it-b-$TAG" || die "podman run (restart) failed"
 wait_serving "adapterd-it-b-$TAG" 180 || die "the restarted container did not start serving"

@@ -59,10 +59,10 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  adapterd::InitLogging(argv[0], *adapterd::ParseLogFormat(options->log_format));
+  adapterd::InitLogging(argv[0], *adapterd::ParseLogFormat(options->process.log_format));
   gpr_set_log_function(LogGrpcMessage);
   LOG(INFO) << malloc_settings;
-  const int drain_seconds = options->drain_seconds;
+  const int drain_seconds = options->process.drain_seconds;
   absl::StatusOr<std::unique_ptr<adapterd::Server>> server = adapterd::Server::Start(*std::move(options));
   if (!server.ok()) {
     LOG(ERROR) << "failed to start: " << server.status();

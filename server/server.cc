@@ -1,11 +1,5 @@
 #include "server/server.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/security/server_credentials.h>
-#include <grpcpp/server.h>
-#include <grpcpp/server_builder.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,7 +7,6 @@
 #include <filesystem>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/cpu_features.h"
@@ -23,12 +16,11 @@
 #include "common/malloc_tuning.h"
 #include "common/periodic_thread.h"
 #include "common/status_macros.h"
-#include "common/tls.h"
 #include "server/api/backend.h"
+#include "server/api/grpc_frontend.h"
 #include "server/api/grpc_service.h"
-#include "server/api/shard_fanout.h"
-#include "server/backup_scheduler.h"
 #include "server/api/tenants.h"
+#include "server/backup_scheduler.h"
 #include "server/metrics_bridge.h"
 #include "server/model/cpu_kernels.h"
 #include "server/model/model_loader.h"
@@ -52,11 +44,8 @@ struct Server::Parts {
   std::unique_ptr<training::JobQueue> queue;
   std::unique_ptr<training::JobRunner> runner;
   std::unique_ptr<api::Backend> backend;
-  std::unique_ptr<api::ShardFanout> fanout;
-  std::unique_ptr<api::GrpcService> service;
+  std::unique_ptr<api::GrpcFrontend> grpc;
   std::unique_ptr<BackupScheduler> backups;
-  std::unique_ptr<grpc::Server> grpc_server;
-  int grpc_port = 0;
   std::unique_ptr<PeriodicThread> heap_releaser;  // last: stops before the metrics it reports to
 };
 
@@ -69,42 +58,27 @@ absl::StatusOr<c10::ScalarType> ParseDtype(const std::string& s) {
   return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", s, "'"));
 }
 
-// The replicas' shared secret (--peer_secret_file): private like the tenants
-// file, at least 16 bytes once surrounding whitespace is trimmed.
-absl::StatusOr<std::string> ReadPeerSecret(const std::string& file) {
-  std::vector<std::string> warnings;
-  RETURN_IF_ERROR(CheckSecretFileAccess(file, "--peer_secret_file", &warnings));
-  for (const std::string& w : warnings) LOG(WARNING) << w;
-  ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
-  const std::string secret(absl::StripAsciiWhitespace(text));
-  if (secret.size() < 16) {
-    return absl::InvalidArgumentError(absl::StrCat("--peer_secret_file ", file, " holds ", secret.size(),
-                                                   " bytes; the replicas' shared secret needs at least 16"));
-  }
-  return secret;
-}
-
 // Loads the serving encoder at the resolved --dtype and --residual_stream
 // (both logged with their reason) and, when it is not fp32, the fp32 copy
 // training needs into p.training_model. Returns what the model-info metric
 // reports.
 absl::StatusOr<ModelInfo> LoadModels(const ServerOptions& o, Server::Parts& p) {
-  const ServingDtype serving_dtype = ResolveServingDtype(o.dtype, o.device, CurrentFastBf16Feature());
+  const ServingDtype serving_dtype = ResolveServingDtype(o.model.dtype, o.model.device, CurrentFastBf16Feature());
   LOG(INFO) << "serving dtype " << serving_dtype.dtype << " (" << serving_dtype.reason << ")";
   ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(serving_dtype.dtype));
   // "cuda" is cuda:0 (c10::Device("cuda") has no index: issue 33).
-  ASSIGN_OR_RETURN(c10::Device device, model::ParseDevice(o.device));
-  const ResidualStream stream = ResolveResidualStream(o.residual_stream, o.device, serving_dtype.dtype);
+  ASSIGN_OR_RETURN(c10::Device device, model::ParseDevice(o.model.device));
+  const ResidualStream stream = ResolveResidualStream(o.model.residual_stream, o.model.device, serving_dtype.dtype);
   LOG(INFO) << "residual stream " << (stream.reduced ? serving_dtype.dtype : "fp32") << " (" << stream.reason << ")";
   model::LoadOptions lo;
   lo.device = device;
   lo.dtype = dtype;
-  lo.max_seq_len = o.max_seq_len;
+  lo.max_seq_len = o.model.max_seq_len;
   lo.reduced_residual_stream = stream.reduced;
-  ASSIGN_OR_RETURN(p.model, model::LoadBertModel(o.model_dir, lo));
+  ASSIGN_OR_RETURN(p.model, model::LoadBertModel(o.model.model_dir, lo));
   ModelInfo info;
   info.fingerprint = p.model.fingerprint;
-  info.device = o.device;
+  info.device = o.model.device;
   info.dtype = serving_dtype.dtype;
   info.layers = p.model.config.num_hidden_layers;
   info.hidden = p.model.config.hidden_size;
@@ -112,7 +86,7 @@ absl::StatusOr<ModelInfo> LoadModels(const ServerOptions& o, Server::Parts& p) {
   if (dtype != c10::kFloat) {
     lo.dtype = c10::kFloat;
     lo.reduced_residual_stream = false;
-    ASSIGN_OR_RETURN(p.training_model, model::LoadBertModel(o.model_dir, lo));
+    ASSIGN_OR_RETURN(p.training_model, model::LoadBertModel(o.model.model_dir, lo));
     info.encoder_bytes += p.training_model.encoder->NumParameters() * 4;
   }
   return info;
@@ -123,9 +97,9 @@ void ConfigureCompute(const ServerOptions& o) {
   // --threads 0: what this process may use, which in a container is its CPU
   // quota rather than the host's cores.
   const CpuBudget cpus = CurrentCpuBudget();
-  const int threads = model::SetComputeThreads(o.threads > 0 ? o.threads : cpus.usable());
+  const int threads = model::SetComputeThreads(o.model.threads > 0 ? o.model.threads : cpus.usable());
   LOG(INFO) << "intra-op threads: " << threads << " ("
-            << (o.threads > 0 ? std::string("--threads") : absl::StrCat("--threads 0: ", cpus.Describe())) << ")";
+            << (o.model.threads > 0 ? std::string("--threads") : absl::StrCat("--threads 0: ", cpus.Describe())) << ")";
   LOG(INFO) << model::DescribeCpuKernels();
   const bool onednn = model::OneBlasThreadUnderOneDnn();
   if (onednn) LOG(INFO) << "OpenBLAS threads: 1 (matrix products run in oneDNN)";
@@ -141,8 +115,8 @@ void ConfigureCompute(const ServerOptions& o) {
 // The job defaults the flags set (the rest are Hyperparameters' own).
 training::Hyperparameters TrainingDefaults(const ServerOptions& o) {
   training::Hyperparameters defaults;
-  defaults.max_seq_len = o.max_seq_len;
-  defaults.micro_batch_size = o.training_micro_batch;
+  defaults.max_seq_len = o.model.max_seq_len;
+  defaults.micro_batch_size = o.training.micro_batch;
   return defaults;
 }
 
@@ -152,7 +126,7 @@ Server::Server(ServerOptions options) : options_(std::move(options)), parts_(std
 
 Server::~Server() { Shutdown(); }
 
-int Server::grpc_port() const { return parts_->grpc_port; }
+int Server::grpc_port() const { return parts_->grpc ? parts_->grpc->port() : 0; }
 int Server::metrics_port() const { return parts_->metrics ? parts_->metrics->port() : 0; }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
@@ -175,16 +149,16 @@ absl::Status Server::StartAll() {
   RETURN_IF_ERROR(StartGrpc());
   ASSIGN_OR_RETURN(const ModelInfo info, LoadModels(o, p));
   p.metrics->SetModelInfo(info);
-  p.metrics->SetCacheBudgets(o.host_cache_bytes, o.device_cache_bytes);
+  p.metrics->SetCacheBudgets(o.serving.host_cache_bytes, o.serving.device_cache_bytes);
   RETURN_IF_ERROR(StartServingEngine());
   RETURN_IF_ERROR(StartTraining());
   RETURN_IF_ERROR(CreateBackend());
   StartBackgroundWork();
   p.runner->Start();
-  p.service->SetBackend(p.backend.get());
-  p.grpc_server->GetHealthCheckService()->SetServingStatus(true);
+  p.grpc->SetBackend(p.backend.get());
+  p.grpc->SetServing(true);
   p.metrics->SetServing(true);
-  LOG(INFO) << "SERVING on port " << p.grpc_port << " (model " << o.model_dir << ", " << o.device << ", "
+  LOG(INFO) << "SERVING on port " << p.grpc->port() << " (model " << o.model.model_dir << ", " << o.model.device << ", "
             << info.dtype << ")";
   return absl::OkStatus();
 }
@@ -193,101 +167,34 @@ absl::Status Server::OpenStorage() {
   Parts& p = *parts_;
   const ServerOptions& o = options_;
   std::error_code ec;
-  std::filesystem::create_directories(o.data_dir, ec);
-  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create --data_dir ", o.data_dir, ": ", ec.message()));
+  std::filesystem::create_directories(o.storage.data_dir, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create --data_dir ", o.storage.data_dir, ": ", ec.message()));
   storage::Database::Options dbo;
-  dbo.path = (std::filesystem::path(o.data_dir) / "db").string();
-  dbo.min_free_bytes = o.min_free_disk_bytes;
+  dbo.path = (std::filesystem::path(o.storage.data_dir) / "db").string();
+  dbo.min_free_bytes = o.storage.min_free_disk_bytes;
   ASSIGN_OR_RETURN(p.db, storage::Database::Open(dbo));
 
   api::TenantRegistry::Options to;
-  to.tenants_file = o.tenants_file;
-  to.defaults.max_tasks = o.max_tasks;
-  to.defaults.max_queued_jobs = o.max_queued_jobs;
-  to.defaults.max_texts_per_predict = o.max_texts_per_predict;
-  to.defaults.max_dataset_bytes = o.max_dataset_bytes;
-  to.defaults.predict_rate_per_second = o.predict_rate;
-  to.defaults.predict_burst = o.predict_burst;
+  to.tenants_file = o.tenancy.tenants_file;
+  to.defaults = o.tenancy.defaults;
   ASSIGN_OR_RETURN(p.tenants, api::TenantRegistry::Create(to));
 
-  ASSIGN_OR_RETURN(p.metrics, MetricsBridge::Create(o.metrics_address));
+  ASSIGN_OR_RETURN(p.metrics, MetricsBridge::Create(o.process.metrics_address));
   if (p.metrics->port() != 0) LOG(INFO) << "/metrics on port " << p.metrics->port();
-  p.metrics->WatchDataDir(o.data_dir);
+  p.metrics->WatchDataDir(o.storage.data_dir);
   return absl::OkStatus();
 }
 
 absl::Status Server::StartGrpc() {
   Parts& p = *parts_;
-  const ServerOptions& o = options_;
-  api::GrpcService::Options so;
-  so.tenants = p.tenants.get();
   MetricsBridge* metrics = p.metrics.get();
-  so.on_rpc = [metrics](const api::RpcRecord& r) { metrics->OnRpc(r); };
-  // TLS files are checked before anything listens (common/tls.h).
-  TlsFiles tls_files;
-  tls_files.cert_file = o.tls_cert_file;
-  tls_files.key_file = o.tls_key_file;
-  tls_files.ca_file = o.tls_client_ca_file;
-  tls_files.cert_flag = "--tls_cert_file";
-  tls_files.key_flag = "--tls_key_file";
-  tls_files.ca_flag = "--tls_client_ca_file";
-  ASSIGN_OR_RETURN(const TlsPem tls, LoadTlsPem(tls_files));
-  const bool use_tls = !tls.cert_chain.empty();
-  if (use_tls) {
-    for (const std::string& w : TlsValidityWarnings(tls, o.tls_cert_file, absl::Now())) {
-      LOG(WARNING) << w;
-    }
-    p.metrics->SetTlsCertificate(tls.not_before_seconds, tls.not_after_seconds);
-  }
-  std::shared_ptr<grpc::ServerCredentials> server_credentials = grpc::InsecureServerCredentials();
-  if (use_tls) {
-    grpc::SslServerCredentialsOptions ssl(tls.ca_certs.empty()
-                                              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    ssl.pem_root_certs = tls.ca_certs;
-    ssl.pem_key_cert_pairs.push_back({tls.private_key, tls.cert_chain});
-    server_credentials = grpc::SslServerCredentials(ssl);
-  }
-  if (!o.peers.empty()) {
-    api::ShardFanout::Options fo;
-    fo.peers = o.peers;
-    ASSIGN_OR_RETURN(fo.secret, ReadPeerSecret(o.peer_secret_file));
-    if (use_tls) {
-      // Replicas call each other as clients: this certificate identifies
-      // this replica to peers that require client certificates.
-      TlsFiles peer_files;
-      peer_files.ca_file = o.tls_peer_ca_file;
-      peer_files.ca_flag = "--tls_peer_ca_file";
-      ASSIGN_OR_RETURN(const TlsPem peer_ca, LoadTlsPem(peer_files));
-      grpc::SslCredentialsOptions ssl;
-      ssl.pem_root_certs = peer_ca.ca_certs;  // "" = gRPC's default roots
-      ssl.pem_private_key = tls.private_key;
-      ssl.pem_cert_chain = tls.cert_chain;
-      fo.credentials = grpc::SslCredentials(ssl);
-    }
-    p.fanout = std::make_unique<api::ShardFanout>(std::move(fo));
-    so.fanout = p.fanout.get();
-    LOG(INFO) << "one of " << o.peers.size() << " task-sharded replicas: list calls answer for all of them";
-  }
-  p.service = std::make_unique<api::GrpcService>(std::move(so));
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(o.listen_address, server_credentials, &p.grpc_port);
-  builder.RegisterService(p.service.get());
-  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
-  p.grpc_server = builder.BuildAndStart();
-  if (p.grpc_server == nullptr || p.grpc_port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen_address,
-                                               " (address in use, or not a valid host:port?)"));
-  }
-  p.grpc_server->GetHealthCheckService()->SetServingStatus(false);
-  LOG(INFO) << "gRPC listening on port " << p.grpc_port << ", "
-            << (!use_tls                ? "plaintext"
-                : tls.ca_certs.empty() ? "TLS"
-                                       : "mutual TLS (client certificates required)")
-            << " (NOT_SERVING while the encoder loads)";
+  api::GrpcFrontend::Hooks hooks;
+  hooks.tenants = p.tenants.get();
+  hooks.on_rpc = [metrics](const api::RpcRecord& r) { metrics->OnRpc(r); };
+  hooks.on_certificate = [metrics](int64_t not_before, int64_t not_after) {
+    metrics->SetTlsCertificate(not_before, not_after);
+  };
+  ASSIGN_OR_RETURN(p.grpc, api::GrpcFrontend::Start(options_.grpc, std::move(hooks)));
   return absl::OkStatus();
 }
 
@@ -298,15 +205,15 @@ absl::Status Server::StartServingEngine() {
   eo.encoder = p.model.encoder.get();
   eo.tokenizer = p.model.tokenizer.get();
   eo.db = p.db.get();
-  eo.device_cache_bytes = o.device_cache_bytes;
-  eo.host_cache_bytes = o.host_cache_bytes;
-  eo.max_batch_size = o.max_batch_size;
-  eo.max_queue_delay_us = o.max_queue_delay_us;
-  eo.max_seq_len = o.max_seq_len;
-  eo.min_training_share = o.training_share;
+  eo.device_cache_bytes = o.serving.device_cache_bytes;
+  eo.host_cache_bytes = o.serving.host_cache_bytes;
+  eo.max_batch_size = o.serving.max_batch_size;
+  eo.max_queue_delay_us = o.serving.max_queue_delay_us;
+  eo.max_seq_len = o.model.max_seq_len;
+  eo.min_training_share = o.serving.training_share;
   eo.observer = p.metrics->serving_observer();
   ASSIGN_OR_RETURN(p.engine, serving::InferenceEngine::Create(std::move(eo)));
-  for (const std::string& pin : o.pinned_tasks) {
+  for (const std::string& pin : o.serving.pinned_tasks) {
     const size_t slash = pin.find('/');
     p.engine->cache().Pin(pin.substr(0, slash), pin.substr(slash + 1));
   }
@@ -321,10 +228,10 @@ absl::Status Server::StartTraining() {
   serving::InferenceEngine* engine = p.engine.get();
   const training::Hyperparameters defaults = TrainingDefaults(o);
   training::DatasetLimits limits;
-  limits.max_examples = o.max_dataset_examples;
+  limits.max_examples = o.training.max_dataset_examples;
   training::JobQueue::Options qo;
   qo.db = p.db.get();
-  qo.limits.max_queued_total = o.max_queued_jobs_total;
+  qo.limits.max_queued_total = o.training.max_queued_jobs_total;
   qo.validator = training::MakeJobValidator(p.db.get(), train_model->tokenizer.get(), limits, defaults);
   ASSIGN_OR_RETURN(p.queue, training::JobQueue::Create(std::move(qo)));
   p.metrics->WatchJobs(p.db.get(), p.tenants->TenantIds());
@@ -335,7 +242,7 @@ absl::Status Server::StartTraining() {
   ro.encoder = train_model->encoder.get();
   ro.tokenizer = train_model->tokenizer.get();
   ro.defaults = defaults;
-  ro.keep_versions = o.keep_versions;
+  ro.keep_versions = o.storage.keep_versions;
   ro.run_on_device = [engine, metrics](const std::function<absl::Status()>& fn) {
     return engine->executor().RunTraining(fn);
   };
@@ -355,9 +262,9 @@ absl::Status Server::CreateBackend() {
   bo.engine = p.engine.get();
   bo.encoder = p.model.encoder.get();
   bo.training_defaults = defaults;
-  bo.max_client_streams = o.max_client_streams;
-  bo.max_client_streams_per_tenant = o.max_client_streams_per_tenant;
-  bo.max_import_bytes_in_flight = o.max_import_bytes_in_flight;
+  bo.max_client_streams = o.tenancy.max_client_streams;
+  bo.max_client_streams_per_tenant = o.tenancy.max_client_streams_per_tenant;
+  bo.max_import_bytes_in_flight = o.tenancy.max_import_bytes_in_flight;
   ASSIGN_OR_RETURN(p.backend, api::Backend::Create(std::move(bo)));
   return absl::OkStatus();
 }
@@ -366,27 +273,27 @@ void Server::StartBackgroundWork() {
   Parts& p = *parts_;
   const ServerOptions& o = options_;
   MetricsBridge* metrics = p.metrics.get();
-  if (!o.backup_dir.empty()) {
+  if (!o.backups.dir.empty()) {
     BackupScheduler::Options bso;
     bso.db = p.db.get();
-    bso.backup_dir = o.backup_dir;
-    bso.interval = absl::Seconds(o.backup_interval_seconds);
-    bso.keep = o.backups_to_keep;
+    bso.backup_dir = o.backups.dir;
+    bso.interval = absl::Seconds(o.backups.interval_seconds);
+    bso.keep = o.backups.keep;
     bso.on_backup = [metrics](const absl::StatusOr<storage::BackupInfo>& info, absl::Duration took) {
       metrics->OnBackup(info.ok(), absl::ToDoubleSeconds(took), absl::ToUnixMicros(absl::Now()) / 1e6);
     };
     p.backups = std::make_unique<BackupScheduler>(std::move(bso));
   }
 
-  if (o.heap_release_interval_seconds > 0) {
+  if (o.process.heap_release_interval_seconds > 0) {
     // Freed memory that each malloc arena keeps would otherwise add up
     // (ReleaseFreeHeap, common/malloc_tuning.h, says how much).
-    p.heap_releaser = std::make_unique<PeriodicThread>(absl::Seconds(o.heap_release_interval_seconds), [metrics] {
+    p.heap_releaser = std::make_unique<PeriodicThread>(absl::Seconds(o.process.heap_release_interval_seconds), [metrics] {
       const absl::Time start = absl::Now();
       const int64_t bytes = ReleaseFreeHeap();
       metrics->OnHeapRelease(bytes, absl::Now() - start);
     });
-    LOG(INFO) << "freed heap memory goes back to the kernel every " << o.heap_release_interval_seconds << " s";
+    LOG(INFO) << "freed heap memory goes back to the kernel every " << o.process.heap_release_interval_seconds << " s";
   }
 
 }
@@ -401,19 +308,20 @@ void Server::Shutdown() {
   // stop taking messages a little earlier, so they can still answer
   // UNAVAILABLE before gRPC cancels what remains. main.cc enforces the bound
   // with a watchdog in case a training step outlasts it.
-  const ShutdownPlan plan = PlanShutdown(absl::Now(), options_.drain_seconds);
-  if (p.grpc_server) p.grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  const ShutdownPlan plan = PlanShutdown(absl::Now(), options_.process.drain_seconds);
+  if (p.grpc) p.grpc->SetServing(false);
   if (p.metrics) p.metrics->SetServing(false);
-  if (p.service) p.service->StartDraining(plan.streams_deadline);
+  api::GrpcService* service = p.grpc ? &p.grpc->service() : nullptr;
+  if (service) service->StartDraining(plan.streams_deadline);
   // Preempt the running job at its next step while calls drain; it is
   // checkpointed and left RUNNING, so the next start resumes it.
   if (p.runner) p.runner->RequestStop();
-  if (p.service && !p.service->WaitForIdle(plan.calls_deadline)) {
+  if (service && !service->WaitForIdle(plan.calls_deadline)) {
     LOG(WARNING) << "calls still in flight after the drain; cancelling them";
   }
   // Refusals from here on are answered after gRPC has stopped (ShutdownPlan).
   const absl::Time answer_at = absl::Now() + 2 * plan.hold;
-  if (p.service) p.service->HoldRefusalsUntil(answer_at);
+  if (service) service->HoldRefusalsUntil(answer_at);
   absl::SleepFor(plan.hold);
   // Refuse more Predicts; one still in flight (only if the drain ran out)
   // finishes first, or the watchdog in main.cc ends the wait.
@@ -421,13 +329,11 @@ void Server::Shutdown() {
   // gRPC stops taking calls at once, and lets the held refusals finish; a
   // call admitted before the drain that is still running (the drain ran
   // out) is cancelled once they are answered, within the last step.
-  if (p.grpc_server) {
-    p.grpc_server->Shutdown(absl::ToChronoTime(std::max(plan.calls_deadline, answer_at + plan.hold)));
-  }
+  if (p.grpc) p.grpc->Shutdown(std::max(plan.calls_deadline, answer_at + plan.hold));
   if (p.runner) p.runner->Stop();
   if (p.engine) p.engine->Shutdown();
   if (p.metrics) p.metrics->Stop();
-  if (p.grpc_server) p.grpc_server->Wait();
+  if (p.grpc) p.grpc->Wait();
   p.backups.reset();  // waits for a backup in progress
   p.heap_releaser.reset();
   p.backend.reset();

@@ -13,64 +13,64 @@ namespace adapterd {
 
 absl::Status ServerOptions::Validate() const {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
-  if (model_dir.empty()) return bad("--model_dir is required");
-  if (listen_address.empty()) return bad("--listen must not be empty");
-  if (data_dir.empty()) return bad("--data_dir must not be empty");
-  if (device != "cpu" && device != "cuda" && !absl::StartsWith(device, "cuda:")) {
-    return bad(absl::StrCat("--device must be cpu, cuda or cuda:N, not '", device, "'"));
+  if (model.model_dir.empty()) return bad("--model_dir is required");
+  if (grpc.listen_address.empty()) return bad("--listen must not be empty");
+  if (storage.data_dir.empty()) return bad("--data_dir must not be empty");
+  if (model.device != "cpu" && model.device != "cuda" && !absl::StartsWith(model.device, "cuda:")) {
+    return bad(absl::StrCat("--device must be cpu, cuda or cuda:N, not '", model.device, "'"));
   }
-  if (dtype != "auto" && dtype != "fp32" && dtype != "bf16" && dtype != "fp16") {
-    return bad(absl::StrCat("--dtype must be auto, fp32, bf16 or fp16, not '", dtype, "'"));
+  if (model.dtype != "auto" && model.dtype != "fp32" && model.dtype != "bf16" && model.dtype != "fp16") {
+    return bad(absl::StrCat("--dtype must be auto, fp32, bf16 or fp16, not '", model.dtype, "'"));
   }
-  if (residual_stream != "auto" && residual_stream != "fp32" && residual_stream != "serving") {
-    return bad(absl::StrCat("--residual_stream must be auto, fp32 or serving, not '", residual_stream, "'"));
+  if (model.residual_stream != "auto" && model.residual_stream != "fp32" && model.residual_stream != "serving") {
+    return bad(absl::StrCat("--residual_stream must be auto, fp32 or serving, not '", model.residual_stream, "'"));
   }
-  if (max_seq_len < 8 || max_seq_len > 4096) return bad("--max_seq_len must be in [8, 4096]");
-  if (max_batch_size < 1 || max_batch_size > 4096) return bad("--max_batch_size must be in [1, 4096]");
-  if (max_queue_delay_us < 0) return bad("--max_queue_delay_us must be >= 0");
-  if (training_share < 0 || training_share > 1) return bad("--training_share must be in [0, 1]");
-  if (training_micro_batch < 1) return bad("--training_micro_batch must be >= 1");
-  for (const std::string& p : pinned_tasks) {
+  if (model.max_seq_len < 8 || model.max_seq_len > 4096) return bad("--max_seq_len must be in [8, 4096]");
+  if (serving.max_batch_size < 1 || serving.max_batch_size > 4096) return bad("--max_batch_size must be in [1, 4096]");
+  if (serving.max_queue_delay_us < 0) return bad("--max_queue_delay_us must be >= 0");
+  if (serving.training_share < 0 || serving.training_share > 1) return bad("--training_share must be in [0, 1]");
+  if (training.micro_batch < 1) return bad("--training_micro_batch must be >= 1");
+  for (const std::string& p : serving.pinned_tasks) {
     const size_t slash = p.find('/');
     if (slash == std::string::npos || slash == 0 || slash + 1 == p.size() || p.find('/', slash + 1) != std::string::npos) {
       return bad(absl::StrCat("--pin takes tenant/task_id, not '", p, "'"));
     }
   }
-  if (keep_versions < 1) return bad("--keep_versions must be >= 1");
-  if (min_free_disk_bytes < 0) return bad("--min_free_disk_bytes must be >= 0");
-  if (max_message_bytes < (1 << 16)) return bad("--max_message_bytes must be at least 65536");
-  if (device_cache_bytes < 0 || host_cache_bytes < 0) return bad("cache budgets must be >= 0");
-  if (max_tasks < 1 || max_queued_jobs < 1 || max_texts_per_predict < 1 || max_dataset_bytes < 1) {
+  if (storage.keep_versions < 1) return bad("--keep_versions must be >= 1");
+  if (storage.min_free_disk_bytes < 0) return bad("--min_free_disk_bytes must be >= 0");
+  if (grpc.max_message_bytes < (1 << 16)) return bad("--max_message_bytes must be at least 65536");
+  if (serving.device_cache_bytes < 0 || serving.host_cache_bytes < 0) return bad("cache budgets must be >= 0");
+  if (tenancy.defaults.max_tasks < 1 || tenancy.defaults.max_queued_jobs < 1 || tenancy.defaults.max_texts_per_predict < 1 || tenancy.defaults.max_dataset_bytes < 1) {
     return bad("tenant limits must be >= 1");
   }
-  if (predict_rate < 0 || predict_burst < 0) return bad("--predict_rate and --predict_burst must be >= 0");
-  if (max_client_streams < 1 || max_client_streams_per_tenant < 1 || max_import_bytes_in_flight < 1) {
+  if (tenancy.defaults.predict_rate_per_second < 0 || tenancy.defaults.predict_burst < 0) return bad("--predict_rate and --predict_burst must be >= 0");
+  if (tenancy.max_client_streams < 1 || tenancy.max_client_streams_per_tenant < 1 || tenancy.max_import_bytes_in_flight < 1) {
     return bad("--max_client_streams, --max_client_streams_per_tenant and --max_import_bytes_in_flight must be >= 1");
   }
-  if (!peers.empty() && peer_secret_file.empty()) {
+  if (!grpc.peers.empty() && grpc.peer_secret_file.empty()) {
     return bad("--peers needs --peer_secret_file: the replicas mark their own fan-out calls with that shared secret");
   }
-  if (threads < 0) return bad("--threads must be >= 0");
-  for (const std::string& peer : peers) {
+  if (model.threads < 0) return bad("--threads must be >= 0");
+  for (const std::string& peer : grpc.peers) {
     const size_t colon = peer.rfind(':');
     if (peer.empty() || colon == std::string::npos || colon == 0 || colon + 1 == peer.size()) {
       return bad(absl::StrCat("--peers takes host:port entries, not '", peer, "'"));
     }
   }
-  if (tls_cert_file.empty() != tls_key_file.empty()) {
+  if (grpc.tls_cert_file.empty() != grpc.tls_key_file.empty()) {
     return bad("--tls_cert_file and --tls_key_file go together: give both or neither");
   }
-  if (tls_cert_file.empty() && (!tls_client_ca_file.empty() || !tls_peer_ca_file.empty())) {
+  if (grpc.tls_cert_file.empty() && (!grpc.tls_client_ca_file.empty() || !grpc.tls_peer_ca_file.empty())) {
     return bad("--tls_client_ca_file and --tls_peer_ca_file need --tls_cert_file and --tls_key_file");
   }
-  if (backup_interval_seconds < 1) return bad("--backup_interval_seconds must be >= 1");
-  if (!ParseLogFormat(log_format).ok()) return bad(absl::StrCat("--log_format must be text or json, not '", log_format, "'"));
-  if (heap_release_interval_seconds < 0) return bad("--heap_release_interval_seconds must be >= 0");
-  if (backups_to_keep < 1) return bad("--backups_to_keep must be >= 1");
-  if (!backup_dir.empty() && (PathIsWithin(backup_dir, data_dir) || PathIsWithin(data_dir, backup_dir))) {
+  if (backups.interval_seconds < 1) return bad("--backup_interval_seconds must be >= 1");
+  if (!ParseLogFormat(process.log_format).ok()) return bad(absl::StrCat("--log_format must be text or json, not '", process.log_format, "'"));
+  if (process.heap_release_interval_seconds < 0) return bad("--heap_release_interval_seconds must be >= 0");
+  if (backups.keep < 1) return bad("--backups_to_keep must be >= 1");
+  if (!backups.dir.empty() && (PathIsWithin(backups.dir, storage.data_dir) || PathIsWithin(storage.data_dir, backups.dir))) {
     // A backup on the data directory's volume is lost with it, and RocksDB's
-    // files under <data_dir>/db belong to the live database.
-    return bad(absl::StrCat("--backup_dir '", backup_dir, "' must be outside --data_dir '", data_dir,
+    // files under <storage.data_dir>/db belong to the live database.
+    return bad(absl::StrCat("--backup_dir '", backups.dir, "' must be outside --data_dir '", storage.data_dir,
                             "' (and not contain it): put backups on another volume"));
   }
   return absl::OkStatus();
@@ -110,79 +110,79 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
       "Serves the adapterd.v1.Adapterd gRPC API, trains submitted jobs, and exposes Prometheus metrics."};
   app.set_config("--config", "", "Read options from an INI/TOML file (key = value, flag names without dashes)");
   app.option_defaults()->always_capture_default();
-  app.add_option("--listen", o.listen_address, "gRPC listen address host:port (port 0 picks a free port)");
-  app.add_option("--metrics_listen", o.metrics_address, "Prometheus /metrics address host:port; empty disables it");
-  app.add_option("--max_message_bytes", o.max_message_bytes, "Largest gRPC message accepted or sent");
-  app.add_option("--tls_cert_file", o.tls_cert_file,
+  app.add_option("--listen", o.grpc.listen_address, "gRPC listen address host:port (port 0 picks a free port)");
+  app.add_option("--metrics_listen", o.process.metrics_address, "Prometheus /metrics address host:port; empty disables it");
+  app.add_option("--max_message_bytes", o.grpc.max_message_bytes, "Largest gRPC message accepted or sent");
+  app.add_option("--tls_cert_file", o.grpc.tls_cert_file,
                  "PEM certificate chain (leaf first) for gRPC over TLS; with --tls_key_file. Empty = plaintext");
-  app.add_option("--tls_key_file", o.tls_key_file, "PEM private key of --tls_cert_file");
-  app.add_option("--tls_client_ca_file", o.tls_client_ca_file,
+  app.add_option("--tls_key_file", o.grpc.tls_key_file, "PEM private key of --tls_cert_file");
+  app.add_option("--tls_client_ca_file", o.grpc.tls_client_ca_file,
                  "PEM CA certificate(s): callers must present a certificate signed by one (mutual TLS)");
-  app.add_option("--tls_peer_ca_file", o.tls_peer_ca_file,
+  app.add_option("--tls_peer_ca_file", o.grpc.tls_peer_ca_file,
                  "PEM CA certificate(s) that sign the --peers replicas' certificates (default: system roots)");
-  app.add_option("--data_dir", o.data_dir, "Directory for durable state (RocksDB in <data_dir>/db)");
-  app.add_option("--keep_versions", o.keep_versions, "Adapter versions kept per task (the newest N)");
-  app.add_option("--min_free_disk_bytes", o.min_free_disk_bytes,
+  app.add_option("--data_dir", o.storage.data_dir, "Directory for durable state (RocksDB in <data_dir>/db)");
+  app.add_option("--keep_versions", o.storage.keep_versions, "Adapter versions kept per task (the newest N)");
+  app.add_option("--min_free_disk_bytes", o.storage.min_free_disk_bytes,
                  "Writes fail RESOURCE_EXHAUSTED (disk full) while --data_dir's file system has less free; "
                  "0 = no reserve");
-  app.add_option("--model_dir", o.model_dir,
+  app.add_option("--model_dir", o.model.model_dir,
                  "HuggingFace BERT directory: config.json, model.safetensors, vocab.txt [, tokenizer_config.json]")
       ->required();
-  app.add_option("--device", o.device, "cpu, cuda or cuda:N");
-  app.add_option("--dtype", o.dtype,
+  app.add_option("--device", o.model.device, "cpu, cuda or cuda:N");
+  app.add_option("--dtype", o.model.dtype,
                  "Serving dtype: auto (bf16 on CUDA and on CPUs with AMX or AVX512-BF16, fp32 elsewhere), fp32, "
                  "bf16 or fp16; training always runs in fp32");
-  app.add_option("--residual_stream", o.residual_stream,
+  app.add_option("--residual_stream", o.model.residual_stream,
                  "Where a bf16/fp16 encoder sums its residuals: auto (the serving dtype on CUDA, fp32 on CPUs), "
                  "fp32, or serving");
-  app.add_option("--max_seq_len", o.max_seq_len, "Tokens per input; longer inputs are truncated");
-  app.add_option("--threads", o.threads,
+  app.add_option("--max_seq_len", o.model.max_seq_len, "Tokens per input; longer inputs are truncated");
+  app.add_option("--threads", o.model.threads,
                  "Intra-op CPU threads for LibTorch; 0 = the CPUs this process may use (affinity and cgroup quota)");
-  app.add_option("--device_cache_bytes", o.device_cache_bytes, "Byte budget of the device adapter tier");
-  app.add_option("--host_cache_bytes", o.host_cache_bytes, "Byte budget of the host adapter tier");
-  app.add_option("--pin", o.pinned_tasks,
+  app.add_option("--device_cache_bytes", o.serving.device_cache_bytes, "Byte budget of the device adapter tier");
+  app.add_option("--host_cache_bytes", o.serving.host_cache_bytes, "Byte budget of the host adapter tier");
+  app.add_option("--pin", o.serving.pinned_tasks,
                  "tenant/task_id whose device-tier adapter is never evicted (repeat or comma-separate)")
       ->delimiter(',');
-  app.add_option("--max_batch_size", o.max_batch_size, "Most rows in one forward pass (across tasks)");
-  app.add_option("--max_queue_delay_us", o.max_queue_delay_us, "Longest a row waits for its batch to fill");
-  app.add_option("--training_share", o.training_share,
+  app.add_option("--max_batch_size", o.serving.max_batch_size, "Most rows in one forward pass (across tasks)");
+  app.add_option("--max_queue_delay_us", o.serving.max_queue_delay_us, "Longest a row waits for its batch to fill");
+  app.add_option("--training_share", o.serving.training_share,
                  "Minimum fraction of device time training gets while jobs are pending (0..1)");
-  app.add_option("--training_micro_batch", o.training_micro_batch,
+  app.add_option("--training_micro_batch", o.training.micro_batch,
                  "Rows per training micro-batch: Predict batches run between micro-batches");
-  app.add_option("--max_queued_jobs_total", o.max_queued_jobs_total, "Jobs waiting across all tenants");
-  app.add_option("--max_dataset_examples", o.max_dataset_examples, "Most examples a training job may use");
-  app.add_option("--tenants_file", o.tenants_file,
+  app.add_option("--max_queued_jobs_total", o.training.max_queued_jobs_total, "Jobs waiting across all tenants");
+  app.add_option("--max_dataset_examples", o.training.max_dataset_examples, "Most examples a training job may use");
+  app.add_option("--tenants_file", o.tenancy.tenants_file,
                  "JSON tenants file (API key SHA-256 hashes and quotas); empty = single tenant, no key");
-  app.add_option("--max_tasks", o.max_tasks, "Tasks per tenant (default quota)");
-  app.add_option("--max_queued_jobs", o.max_queued_jobs, "Jobs waiting per tenant (default quota)");
-  app.add_option("--max_texts_per_predict", o.max_texts_per_predict, "Texts in one Predict (default quota)");
-  app.add_option("--max_dataset_bytes", o.max_dataset_bytes,
+  app.add_option("--max_tasks", o.tenancy.defaults.max_tasks, "Tasks per tenant (default quota)");
+  app.add_option("--max_queued_jobs", o.tenancy.defaults.max_queued_jobs, "Jobs waiting per tenant (default quota)");
+  app.add_option("--max_texts_per_predict", o.tenancy.defaults.max_texts_per_predict, "Texts in one Predict (default quota)");
+  app.add_option("--max_dataset_bytes", o.tenancy.defaults.max_dataset_bytes,
                  "Bytes of text in all of a tenant's datasets, stored and being uploaded (default quota)");
-  app.add_option("--predict_rate", o.predict_rate, "Predict requests/s per tenant; 0 = unlimited (default quota)");
-  app.add_option("--predict_burst", o.predict_burst, "Token-bucket size for --predict_rate; 0 = max(1, rate)");
-  app.add_option("--max_client_streams", o.max_client_streams,
+  app.add_option("--predict_rate", o.tenancy.defaults.predict_rate_per_second, "Predict requests/s per tenant; 0 = unlimited (default quota)");
+  app.add_option("--predict_burst", o.tenancy.defaults.predict_burst, "Token-bucket size for --predict_rate; 0 = max(1, rate)");
+  app.add_option("--max_client_streams", o.tenancy.max_client_streams,
                  "UploadDataset and ImportAdapter streams open at once, all tenants together");
-  app.add_option("--max_client_streams_per_tenant", o.max_client_streams_per_tenant,
+  app.add_option("--max_client_streams_per_tenant", o.tenancy.max_client_streams_per_tenant,
                  "UploadDataset and ImportAdapter streams one tenant may have open at once");
-  app.add_option("--max_import_bytes_in_flight", o.max_import_bytes_in_flight,
+  app.add_option("--max_import_bytes_in_flight", o.tenancy.max_import_bytes_in_flight,
                  "Adapter file bytes all ImportAdapter calls in progress may hold in memory at once");
-  app.add_option("--peers", o.peers,
+  app.add_option("--peers", o.grpc.peers,
                  "Every replica's gRPC host:port, this one's included (comma-separated): list calls then answer "
                  "for all replicas, and calls about a task must carry it in x-task-id (docs/DEPLOYMENT.md)")
       ->delimiter(',');
-  app.add_option("--peer_secret_file", o.peer_secret_file,
+  app.add_option("--peer_secret_file", o.grpc.peer_secret_file,
                  "File with the secret all --peers replicas share (>= 16 bytes): marks their fan-out calls");
-  app.add_option("--backup_dir", o.backup_dir,
+  app.add_option("--backup_dir", o.backups.dir,
                  "Directory for online RocksDB backups (BackupEngine); empty = none. Restore with `adapterd restore`");
-  app.add_option("--backup_interval_seconds", o.backup_interval_seconds,
+  app.add_option("--backup_interval_seconds", o.backups.interval_seconds,
                  "Seconds between scheduled backups (with --backup_dir); SIGUSR1 takes one at once");
-  app.add_option("--backups_to_keep", o.backups_to_keep, "Backups kept in --backup_dir; older ones are purged");
-  app.add_option("--heap_release_interval_seconds", o.heap_release_interval_seconds,
+  app.add_option("--backups_to_keep", o.backups.keep, "Backups kept in --backup_dir; older ones are purged");
+  app.add_option("--heap_release_interval_seconds", o.process.heap_release_interval_seconds,
                  "Seconds between returns of the C heap's freed memory to the kernel (malloc_trim); 0 = never");
-  app.add_option("--drain_seconds", o.drain_seconds,
+  app.add_option("--drain_seconds", o.process.drain_seconds,
                  "Bound on the whole shutdown after SIGTERM/SIGINT: calls in flight may finish within it")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--log_format", o.log_format,
+  app.add_option("--log_format", o.process.log_format,
                  "text (glog's lines on stderr) or json (one JSON object per line, for log collectors)");
   app.set_version_flag("--version", "adapterd 0.1.0");
   // Every option also reads ADAPTERD_<NAME> from the environment.
@@ -198,7 +198,7 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   }
   *exit_code = 0;
   // An empty list variable (ADAPTERD_PEERS="") means none.
-  std::erase(o.peers, std::string());
+  std::erase(o.grpc.peers, std::string());
   if (absl::Status s = o.Validate(); !s.ok()) {
     *exit_code = 2;
     return s;

@@ -13,85 +13,81 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/api/grpc_frontend.h"
+#include "server/api/tenants.h"
 
 namespace adapterd {
 
+// The flags, grouped by the part of the process they configure; a group is
+// handed to its part whole (Server::StartAll copies no field one by one
+// where a part takes a group).
 struct ServerOptions {
-  // --- network ---
-  std::string listen_address = "127.0.0.1:8500";  // gRPC; host:port (port 0 = any free)
-  std::string metrics_address = "127.0.0.1:9500";  // Prometheus /metrics; "" = off
-  int64_t max_message_bytes = 16 << 20;            // largest gRPC message either way
-  // TLS for gRPC (common/tls.h checks the files at start-up). Both empty =
-  // plaintext. With tls_client_ca_file, every caller must present a
-  // certificate that CA signed (mutual TLS). Replicas (--peers) call each
-  // other over TLS too, presenting this certificate and trusting
-  // tls_peer_ca_file (default: the system's roots).
-  std::string tls_cert_file;       // PEM chain, leaf first
-  std::string tls_key_file;        // PEM private key of the leaf
-  std::string tls_client_ca_file;  // PEM CA(s) that sign client certificates
-  std::string tls_peer_ca_file;    // PEM CA(s) that sign the replicas' certificates
-  // --- storage ---
-  std::string data_dir = "./data";  // RocksDB lives in <data_dir>/db
-  int keep_versions = 2;            // adapter versions kept per task
-  // Writes fail RESOURCE_EXHAUSTED ("disk full") while the data directory's
-  // file system has less free (storage/database.h, min_free_bytes).
-  int64_t min_free_disk_bytes = 256ll << 20;
-  // --- model ---
-  std::string model_dir;            // HuggingFace BERT directory (required)
-  std::string device = "cpu";       // cpu | cuda | cuda:N
-  std::string dtype = "auto";       // auto | fp32 | bf16 | fp16 (serving; training is fp32)
-  std::string residual_stream = "auto";  // auto | fp32 | serving (a bf16/fp16 encoder's residual stream)
-  int max_seq_len = 128;            // tokens per input, truncation beyond
-  int threads = 0;                  // intra-op threads; 0 = the CPUs this process may use
-                                    // (affinity and cgroup quota, common/cpu_quota.h)
-  // --- serving ---
-  int64_t device_cache_bytes = 1ll << 30;  // device-tier adapter budget
-  int64_t host_cache_bytes = 4ll << 30;    // host-tier adapter budget
-  int max_batch_size = 32;                  // rows per forward pass
-  int64_t max_queue_delay_us = 2000;        // longest wait to fill a batch
-  double training_share = 0.2;              // minimum device share of training while jobs wait
-  // --- training ---
-  int training_micro_batch = 8;             // rows per training micro-batch (latency bound for Predict)
-  int max_queued_jobs_total = 1024;
-  int64_t max_dataset_examples = 1000000;
-  // Tasks whose device-tier adapters are never evicted, as "tenant/task_id"
-  // ("default/<task>" on a single-tenant server). Pinned bytes count against
-  // --device_cache_bytes.
-  std::vector<std::string> pinned_tasks;
-  // --- tenancy and limits ---
-  std::string tenants_file;                 // "" = single tenant, no API key
-  int64_t max_tasks = 1000;                 // per tenant (defaults for the tenants file)
-  int64_t max_queued_jobs = 16;
-  int64_t max_texts_per_predict = 256;
-  int64_t max_dataset_bytes = 256ll << 20;  // text in all of a tenant's datasets
-  double predict_rate = 0;                  // Predict requests/s per tenant; 0 = unlimited
-  double predict_burst = 0;
-  // Client streams (UploadDataset, ImportAdapter) open at once, in total and
-  // per tenant, and the adapter bytes imports may hold in memory at once.
-  int64_t max_client_streams = 64;
-  int64_t max_client_streams_per_tenant = 8;
-  int64_t max_import_bytes_in_flight = 1ll << 30;
-  // --- scale-out (docs/DEPLOYMENT.md) ---
-  // Every replica's gRPC address, this one's included. When set, list calls
-  // answer for all replicas (api/shard_fanout.h), and calls about a task
-  // must carry it in x-task-id.
-  std::vector<std::string> peers;
-  // A file holding the secret every replica shares (at least 16 bytes;
-  // surrounding whitespace ignored): it marks the replicas' own fan-out
-  // calls. Required with --peers.
-  std::string peer_secret_file;
-  // --- backups (storage/backup.h) ---
-  std::string backup_dir;                   // "" = no scheduled backups
-  int64_t backup_interval_seconds = 3600;   // between scheduled backups (SIGUSR1: one now)
-  int backups_to_keep = 7;                  // older backups are purged
-  // --- memory ---
-  // Seconds between returns of the C heap's freed pages to the kernel
-  // (ReleaseFreeHeap, common/malloc_tuning.h); 0 = never.
-  int64_t heap_release_interval_seconds = 30;
-  // --- shutdown ---
-  int drain_seconds = 10;                   // bound on the whole shutdown (server.h)
-  // --- the process log (common/logging.h) ---
-  std::string log_format = "text";          // "text" (glog's lines) or "json" (one object per line)
+  // --- gRPC: --listen, --max_message_bytes, TLS, scale-out (docs/DEPLOYMENT.md) ---
+  api::GrpcFrontendOptions grpc;
+
+  struct Storage {
+    std::string data_dir = "./data";  // RocksDB lives in <data_dir>/db
+    int keep_versions = 2;            // adapter versions kept per task
+    // Writes fail RESOURCE_EXHAUSTED ("disk full") while the data directory's
+    // file system has less free (storage/database.h, min_free_bytes).
+    int64_t min_free_disk_bytes = 256ll << 20;
+  } storage;
+
+  struct Model {
+    std::string model_dir;                 // HuggingFace BERT directory (required)
+    std::string device = "cpu";            // cpu | cuda | cuda:N
+    std::string dtype = "auto";            // auto | fp32 | bf16 | fp16 (serving; training is fp32)
+    std::string residual_stream = "auto";  // auto | fp32 | serving (a bf16/fp16 encoder's residual stream)
+    int max_seq_len = 128;                 // tokens per input, truncation beyond
+    // Intra-op threads; 0 = the CPUs this process may use (affinity and
+    // cgroup quota, common/cpu_quota.h).
+    int threads = 0;
+  } model;
+
+  struct Serving {
+    int64_t device_cache_bytes = 1ll << 30;  // device-tier adapter budget
+    int64_t host_cache_bytes = 4ll << 30;    // host-tier adapter budget
+    int max_batch_size = 32;                  // rows per forward pass
+    int64_t max_queue_delay_us = 2000;        // longest wait to fill a batch
+    double training_share = 0.2;              // minimum device share of training while jobs wait
+    // Tasks whose device-tier adapters are never evicted, as
+    // "tenant/task_id" ("default/<task>" on a single-tenant server). Pinned
+    // bytes count against --device_cache_bytes.
+    std::vector<std::string> pinned_tasks;
+  } serving;
+
+  struct Training {
+    int micro_batch = 8;  // rows per training micro-batch (latency bound for Predict)
+    int max_queued_jobs_total = 1024;
+    int64_t max_dataset_examples = 1000000;
+  } training;
+
+  struct Tenancy {
+    std::string tenants_file;  // "" = single tenant, no API key
+    // The single tenant's quotas, and the defaults of the tenants file.
+    api::TenantQuotas defaults;
+    // Client streams (UploadDataset, ImportAdapter) open at once, in total
+    // and per tenant, and the adapter bytes imports may hold in memory at
+    // once.
+    int64_t max_client_streams = 64;
+    int64_t max_client_streams_per_tenant = 8;
+    int64_t max_import_bytes_in_flight = 1ll << 30;
+  } tenancy;
+
+  struct Backups {               // storage/backup.h
+    std::string dir;             // "" = no scheduled backups
+    int64_t interval_seconds = 3600;  // between scheduled backups (SIGUSR1: one now)
+    int keep = 7;                // older backups are purged
+  } backups;
+
+  struct Process {
+    std::string metrics_address = "127.0.0.1:9500";  // Prometheus /metrics; "" = off
+    // Seconds between returns of the C heap's freed pages to the kernel
+    // (ReleaseFreeHeap, common/malloc_tuning.h); 0 = never.
+    int64_t heap_release_interval_seconds = 30;
+    int drain_seconds = 10;          // bound on the whole shutdown (server.h)
+    std::string log_format = "text";  // "text" (glog's lines) or "json" (common/logging.h)
+  } process;
 
   absl::Status Validate() const;
 };

@@ -23,17 +23,17 @@ absl::Status WriteFixtureModel(const std::string& dir) {
 
 ServerOptions TestServerOptions(const std::string& data_dir, const std::string& model_dir) {
   ServerOptions o;
-  o.listen_address = "127.0.0.1:0";
-  o.metrics_address = "127.0.0.1:0";
-  o.data_dir = data_dir;
-  o.model_dir = model_dir;
-  o.max_seq_len = 32;
-  o.max_batch_size = 16;
-  o.max_queue_delay_us = 500;
-  o.training_micro_batch = 8;
-  o.device_cache_bytes = 64 << 20;
-  o.host_cache_bytes = 64 << 20;
-  o.drain_seconds = 5;
+  o.grpc.listen_address = "127.0.0.1:0";
+  o.process.metrics_address = "127.0.0.1:0";
+  o.storage.data_dir = data_dir;
+  o.model.model_dir = model_dir;
+  o.model.max_seq_len = 32;
+  o.serving.max_batch_size = 16;
+  o.serving.max_queue_delay_us = 500;
+  o.training.micro_batch = 8;
+  o.serving.device_cache_bytes = 64 << 20;
+  o.serving.host_cache_bytes = 64 << 20;
+  o.process.drain_seconds = 5;
   return o;
 }
 

@@ -476,7 +476,7 @@ TEST(ShutdownContractTest, CallsDuringAShutdownGetUnavailableNeverCancelled) {
   TempDir dir;
   ASSERT_OK(WriteFixtureModel(dir.Sub("model")));
   ServerOptions options = TestServerOptions(dir.Sub("data"), dir.Sub("model"));
-  options.drain_seconds = 3;
+  options.process.drain_seconds = 3;
   ASSERT_OK_AND_ASSIGN(auto server, Server::Start(options));
   const int port = server->grpc_port();
   struct Caller {

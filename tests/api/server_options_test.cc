@@ -63,16 +63,16 @@ TEST(ServerOptions, TheEnvironmentConfiguresAServerWithNoArguments) {
   int code = -1;
   ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({}, &code));
   EXPECT_EQ(code, 0);
-  EXPECT_EQ(o.model_dir, "/opt/adapterd/models/m");
-  EXPECT_EQ(o.listen_address, "0.0.0.0:8500");
-  EXPECT_EQ(o.metrics_address, "0.0.0.0:9500");
-  EXPECT_EQ(o.data_dir, "/data");
-  EXPECT_EQ(o.threads, 3);
-  EXPECT_THAT(o.peers, ElementsAre("a-0.a:8500", "a-1.a:8500"));
-  EXPECT_THAT(o.pinned_tasks, ElementsAre("t1/x", "t2/y"));
-  EXPECT_EQ(o.peer_secret_file, "/etc/adapterd/peer-secret");
-  EXPECT_EQ(o.backup_dir, "/backups");
-  EXPECT_EQ(o.max_tasks, 77);
+  EXPECT_EQ(o.model.model_dir, "/opt/adapterd/models/m");
+  EXPECT_EQ(o.grpc.listen_address, "0.0.0.0:8500");
+  EXPECT_EQ(o.process.metrics_address, "0.0.0.0:9500");
+  EXPECT_EQ(o.storage.data_dir, "/data");
+  EXPECT_EQ(o.model.threads, 3);
+  EXPECT_THAT(o.grpc.peers, ElementsAre("a-0.a:8500", "a-1.a:8500"));
+  EXPECT_THAT(o.serving.pinned_tasks, ElementsAre("t1/x", "t2/y"));
+  EXPECT_EQ(o.grpc.peer_secret_file, "/etc/adapterd/peer-secret");
+  EXPECT_EQ(o.backups.dir, "/backups");
+  EXPECT_EQ(o.tenancy.defaults.max_tasks, 77);
 }
 
 TEST(ServerOptions, TheCommandLineWinsOverTheConfigFileWhichWinsOverTheEnvironment) {
@@ -84,9 +84,9 @@ TEST(ServerOptions, TheCommandLineWinsOverTheConfigFileWhichWinsOverTheEnvironme
   const std::string config = dir.Write("adapterd.ini", "listen = 127.0.0.1:2\n");
   int code = -1;
   ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({"--config", config, "--data_dir", "/flag/data"}, &code));
-  EXPECT_EQ(o.model_dir, "/env/model");
-  EXPECT_EQ(o.listen_address, "127.0.0.1:2");
-  EXPECT_EQ(o.data_dir, "/flag/data");
+  EXPECT_EQ(o.model.model_dir, "/env/model");
+  EXPECT_EQ(o.grpc.listen_address, "127.0.0.1:2");
+  EXPECT_EQ(o.storage.data_dir, "/flag/data");
 }
 
 TEST(ServerOptions, BadValuesFromTheEnvironmentAreRefusedNamingTheFlag) {
@@ -128,7 +128,7 @@ TEST(ServerOptions, BackupsLiveOutsideTheDataDirAndReplicasNeedTheirSharedSecret
 TEST(ServerOptions, DtypeAutoIsBf16WhereTheHardwareHasItAndFp32Elsewhere) {
   int code = -1;
   ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({"--model_dir", "/m"}, &code));
-  EXPECT_EQ(o.dtype, "auto");  // the default
+  EXPECT_EQ(o.model.dtype, "auto");  // the default
   EXPECT_EQ(ResolveServingDtype("auto", "cpu", "avx512_bf16").dtype, "bf16");
   EXPECT_THAT(ResolveServingDtype("auto", "cpu", "avx512_bf16").reason, HasSubstr("avx512_bf16"));
   EXPECT_EQ(ResolveServingDtype("auto", "cpu", "amx_bf16").dtype, "bf16");
@@ -144,7 +144,7 @@ TEST(ServerOptions, DtypeAutoIsBf16WhereTheHardwareHasItAndFp32Elsewhere) {
 TEST(ServerOptions, ResidualStreamAutoIsTheServingDtypeOnCudaAndFp32OnCpus) {
   int code = -1;
   ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({"--model_dir", "/m"}, &code));
-  EXPECT_EQ(o.residual_stream, "auto");  // the default
+  EXPECT_EQ(o.model.residual_stream, "auto");  // the default
   EXPECT_TRUE(ResolveResidualStream("auto", "cuda", "bf16").reduced);
   EXPECT_TRUE(ResolveResidualStream("auto", "cuda:1", "fp16").reduced);
   EXPECT_FALSE(ResolveResidualStream("auto", "cpu", "bf16").reduced);
@@ -162,19 +162,19 @@ TEST(ServerOptions, PortsBindToLoopbackByDefaultAndTlsFlagsComeTogether) {
   int code = 0;
   auto o = Parse({"--model_dir", "/m"}, &code);
   ASSERT_OK(o.status());
-  EXPECT_TRUE(o->listen_address.starts_with("127.0.0.1:")) << o->listen_address;
-  EXPECT_TRUE(o->metrics_address.starts_with("127.0.0.1:")) << o->metrics_address;
-  EXPECT_TRUE(o->tls_cert_file.empty());
+  EXPECT_TRUE(o->grpc.listen_address.starts_with("127.0.0.1:")) << o->grpc.listen_address;
+  EXPECT_TRUE(o->process.metrics_address.starts_with("127.0.0.1:")) << o->process.metrics_address;
+  EXPECT_TRUE(o->grpc.tls_cert_file.empty());
   ServerOptions bad = *o;
-  bad.tls_cert_file = "/c.pem";
+  bad.grpc.tls_cert_file = "/c.pem";
   EXPECT_THAT(bad.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls_key_file")));
   bad = *o;
-  bad.tls_client_ca_file = "/ca.pem";
+  bad.grpc.tls_client_ca_file = "/ca.pem";
   EXPECT_THAT(bad.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("need --tls_cert_file")));
   ServerOptions good = *o;
-  good.tls_cert_file = "/c.pem";
-  good.tls_key_file = "/k.pem";
-  good.tls_client_ca_file = "/ca.pem";
+  good.grpc.tls_cert_file = "/c.pem";
+  good.grpc.tls_key_file = "/k.pem";
+  good.grpc.tls_client_ca_file = "/ca.pem";
   EXPECT_OK(good.Validate());
 }
 

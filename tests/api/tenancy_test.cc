@@ -42,7 +42,7 @@ class TenancyTest : public ::testing::Test {
           {"id": "datasets", "api_key_sha256": ")", Sha256Hex(kKeyDatasets), R"(", "max_dataset_bytes": 1500}
         ]})");
     ServerOptions o = TestServerOptions(dir_->Sub("data"), dir_->Sub("model"));
-    o.tenants_file = dir_->Sub("tenants.json");
+    o.tenancy.tenants_file = dir_->Sub("tenants.json");
     auto server = Server::Start(o);
     ASSERT_OK(server.status());
     server_ = server->release();
@@ -339,13 +339,13 @@ class QuotaVsServerDefaultTest : public ::testing::Test {
     }
     std::ofstream(dir_->Sub("tenants.json")) << tenants << "]}";
     ServerOptions o = TestServerOptions(dir_->Sub("data"), dir_->Sub("model"));
-    o.tenants_file = dir_->Sub("tenants.json");
-    o.max_tasks = 2;
-    o.max_queued_jobs = 2;
-    o.max_texts_per_predict = 2;
-    o.max_dataset_bytes = 3000;
-    o.predict_rate = 0.001;
-    o.predict_burst = 2;
+    o.tenancy.tenants_file = dir_->Sub("tenants.json");
+    o.tenancy.defaults.max_tasks = 2;
+    o.tenancy.defaults.max_queued_jobs = 2;
+    o.tenancy.defaults.max_texts_per_predict = 2;
+    o.tenancy.defaults.max_dataset_bytes = 3000;
+    o.tenancy.defaults.predict_rate_per_second = 0.001;
+    o.tenancy.defaults.predict_burst = 2;
     auto server = Server::Start(o);
     ASSERT_OK(server.status());
     server_ = server->release();

@@ -96,14 +96,14 @@ class TlsTest : public ::testing::Test {
     pki_ = new Pki(*dir_);
     ASSERT_OK(WriteFixtureModel(dir_->Sub("model")));
     ServerOptions tls = TestServerOptions(dir_->Sub("data-tls"), dir_->Sub("model"));
-    tls.tls_cert_file = pki_->server_cert_file;
-    tls.tls_key_file = pki_->server_key_file;
+    tls.grpc.tls_cert_file = pki_->server_cert_file;
+    tls.grpc.tls_key_file = pki_->server_key_file;
     auto server = Server::Start(tls);
     ASSERT_OK(server.status());
     tls_server_ = server->release();
     ServerOptions mtls = tls;
-    mtls.data_dir = dir_->Sub("data-mtls");
-    mtls.tls_client_ca_file = pki_->client_ca_file;
+    mtls.storage.data_dir = dir_->Sub("data-mtls");
+    mtls.grpc.tls_client_ca_file = pki_->client_ca_file;
     server = Server::Start(mtls);
     ASSERT_OK(server.status());
     mtls_server_ = server->release();
@@ -172,9 +172,9 @@ TEST_F(TlsTest, AdapterctlSpeaksTlsAndMutualTls) {
 TEST_F(TlsTest, BadTlsFilesStopTheServerAtStartWithTheFlagNamed) {
   auto start = [&](const std::string& cert, const std::string& key, const std::string& ca) {
     ServerOptions o = TestServerOptions(dir_->Sub("data-bad"), dir_->Sub("model"));
-    o.tls_cert_file = cert;
-    o.tls_key_file = key;
-    o.tls_client_ca_file = ca;
+    o.grpc.tls_cert_file = cert;
+    o.grpc.tls_key_file = key;
+    o.grpc.tls_client_ca_file = ca;
     return Server::Start(o).status();
   };
   EXPECT_THAT(start(pki_->server_cert_file, pki_->client_key_file, ""),

@@ -233,6 +233,10 @@ absl::Status Server::StartTraining() {
   qo.db = p.db.get();
   qo.limits.max_queued_total = o.training.max_queued_jobs_total;
   qo.validator = training::MakeJobValidator(p.db.get(), train_model->tokenizer.get(), limits, defaults);
+  // Serving drops a task's cached adapters whenever storage's change.
+  qo.on_task_changed = [engine](const std::string& tenant, const std::string& task_id) {
+    engine->cache().Invalidate(tenant, task_id);
+  };
   ASSIGN_OR_RETURN(p.queue, training::JobQueue::Create(std::move(qo)));
   p.metrics->WatchJobs(p.db.get(), p.tenants->TenantIds());
 
@@ -246,7 +250,6 @@ absl::Status Server::StartTraining() {
   ro.run_on_device = [engine, metrics](const std::function<absl::Status()>& fn) {
     return engine->executor().RunTraining(fn);
   };
-  ro.on_promoted = [engine](const storage::PromotionResult& r) { engine->cache().Invalidate(r.tenant, r.task_id); };
   ro.on_step = [metrics](int64_t examples) { metrics->OnTrainingStep(examples); };
   ASSIGN_OR_RETURN(p.runner, training::JobRunner::Create(std::move(ro)));
   return absl::OkStatus();

@@ -472,10 +472,9 @@ absl::StatusOr<v1::ListTasksResponse> Backend::ListTasks(const Tenant& tenant, c
 
 absl::Status Backend::DeleteTask(const Tenant& tenant, const v1::DeleteTaskRequest& request) {
   RETURN_IF_ERROR(CheckDeleteTaskRequest(request));
-  // The queue cancels the task's jobs first, so none brings it back.
-  absl::Status deleted = options_.queue->DeleteTask(tenant.id(), request.task_id());
-  options_.engine->cache().Invalidate(tenant.id(), request.task_id());
-  return deleted;
+  // The queue cancels the task's jobs first, so none brings it back, and
+  // tells serving (JobQueue::Options::on_task_changed).
+  return options_.queue->DeleteTask(tenant.id(), request.task_id());
 }
 
 absl::Status Backend::ExportAdapter(const Tenant& tenant, const v1::ExportAdapterRequest& request,
@@ -536,27 +535,13 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
   if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
   if (!absl::IsNotFound(existing.status())) return existing.status();
   RETURN_IF_ERROR(CheckTaskQuota(tenant, task_id));
-  storage::Promotion p;
-  p.task.set_tenant(tenant.id());
-  p.task.set_task_id(task_id);
-  for (const std::string& l : info.config.labels) p.task.add_labels(l);
-  p.task.mutable_adapter_config()->set_bottleneck_size(static_cast<int32_t>(info.config.bottleneck_size));
-  p.task.mutable_adapter_config()->set_activation(std::string(model::ActivationName(info.config.activation)));
-  p.task.set_encoder_fingerprint(info.encoder_fingerprint);
-  const int64_t now = NowMicros();
-  p.task.set_created_at_micros(now);
-  p.task.set_updated_at_micros(now);
-  p.adapter_bytes = std::move(bytes);
-  p.expected_version = 1;
-  absl::StatusOr<storage::PromotionResult> done = options_.db->PromoteAdapterVersion(std::move(p));
-  if (!done.ok()) {
-    // A concurrent import of the same id got there first.
-    if (absl::IsFailedPrecondition(done.status())) {
-      return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
-    }
-    return done.status();
-  }
-  options_.engine->cache().Invalidate(tenant.id(), task_id);
+  RETURN_IF_ERROR(options_.queue
+                      ->ImportVersion(training::TaskRecordFor(tenant.id(), task_id, info.config.labels,
+                                                              info.config.bottleneck_size,
+                                                              std::string(model::ActivationName(info.config.activation)),
+                                                              info.encoder_fingerprint),
+                                      std::move(bytes))
+                      .status());
   ASSIGN_OR_RETURN(v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), task_id));
   return TaskView(t, /*with_size=*/true);
 }

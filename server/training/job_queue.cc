@@ -67,6 +67,19 @@ absl::Status AppendWarnings(storage::Batch& batch, const std::string& job_id, co
 
 }  // namespace
 
+v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::string& task_id,
+                             const std::vector<std::string>& labels, int64_t bottleneck_size,
+                             const std::string& activation, const std::string& encoder_fingerprint) {
+  v1::TaskRecord task;
+  task.set_tenant(tenant);
+  task.set_task_id(task_id);
+  for (const std::string& l : labels) task.add_labels(l);
+  task.mutable_adapter_config()->set_bottleneck_size(static_cast<int32_t>(bottleneck_size));
+  task.mutable_adapter_config()->set_activation(activation);
+  task.set_encoder_fingerprint(encoder_fingerprint);
+  return task;
+}
+
 absl::Status CheckTransition(JobState from, JobState to) {
   bool ok = false;
   switch (from) {
@@ -104,6 +117,10 @@ int64_t JobQueue::Now() const {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+void JobQueue::TaskChanged(const std::string& tenant, const std::string& task_id) const {
+  if (options_.on_task_changed) options_.on_task_changed(tenant, task_id);
 }
 
 void JobQueue::NotifyEvents() const {
@@ -429,9 +446,27 @@ absl::Status JobQueue::DeleteTask(const std::string& tenant, const std::string& 
     }
   }
   absl::Status deleted = options_.db->tasks().Delete(tenant, task_id);
+  TaskChanged(tenant, task_id);
   // A task whose first training was under way has no record yet.
   if (absl::IsNotFound(deleted) && cancelled > 0) return absl::OkStatus();
   return deleted;
+}
+
+absl::StatusOr<storage::PromotionResult> JobQueue::ImportVersion(v1::TaskRecord task, std::string adapter_bytes) {
+  const std::string tenant = task.tenant(), task_id = task.task_id();
+  const int64_t now = Now();
+  task.set_created_at_micros(now);
+  task.set_updated_at_micros(now);
+  storage::Promotion p;
+  p.task = std::move(task);
+  p.adapter_bytes = std::move(adapter_bytes);
+  p.expected_version = 1;  // a new task: a concurrent import or training of it loses
+  absl::StatusOr<storage::PromotionResult> done = options_.db->PromoteAdapterVersion(std::move(p));
+  if (absl::IsFailedPrecondition(done.status())) {
+    return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
+  }
+  if (done.ok()) TaskChanged(tenant, task_id);
+  return done;
 }
 
 absl::StatusOr<v1::DatasetRecord> JobQueue::DeleteDataset(const std::string& tenant, const std::string& dataset_id) {
@@ -598,6 +633,7 @@ absl::StatusOr<storage::PromotionResult> JobQueue::Complete(v1::JobRecord job, v
     running_job_.clear();
   }
   NotifyEvents();
+  TaskChanged(result->tenant, result->task_id);
   return result;
 }
 

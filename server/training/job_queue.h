@@ -47,6 +47,13 @@ namespace adapterd::training {
 // JobStateName: common/api_util.h.)
 absl::Status CheckTransition(v1::JobState from, v1::JobState to);
 
+// The stored record of a task whose adapter set has `labels` and the given
+// adapter config, for the encoder with `encoder_fingerprint`: what a
+// training job's promotion and an import both store.
+v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::string& task_id,
+                             const std::vector<std::string>& labels, int64_t bottleneck_size,
+                             const std::string& activation, const std::string& encoder_fingerprint);
+
 struct QueueLimits {
   // Jobs waiting (VALIDATING or QUEUED) in total, all tenants.
   int max_queued_total = 1024;
@@ -92,6 +99,11 @@ class JobQueue {
     Validator validator;
     // Current time in unix microseconds (tests inject a fake clock).
     std::function<int64_t()> now_micros;
+    // The one "task changed" notification: called after a task's servable
+    // adapters changed in storage, by a promotion (Complete, ImportVersion)
+    // or a delete (DeleteTask, whatever it returns). Serving subscribes to
+    // drop its cached copies. Called without the queue's locks held.
+    std::function<void(const std::string& tenant, const std::string& task_id)> on_task_changed;
   };
 
   // Restores state from storage: RUNNING jobs are scheduled first (to resume),
@@ -128,6 +140,11 @@ class JobQueue {
   // between. A job submitted after the delete trains a new task of that
   // name. NOT_FOUND when there was neither a task nor a job to cancel.
   absl::Status DeleteTask(const std::string& tenant, const std::string& task_id);
+  // Stores an imported adapter file as version 1 of a new task `task` (its
+  // record, as TaskRecordFor builds it) through the same promotion as a
+  // trained version. ALREADY_EXISTS when the task exists, or another import
+  // of it got there first.
+  absl::StatusOr<storage::PromotionResult> ImportVersion(v1::TaskRecord task, std::string adapter_bytes);
   // Deletes a dataset (storage::DatasetStore::Delete) unless an unfinished
   // job uses it, as training or validation data: FAILED_PRECONDITION naming
   // the job. Submissions wait while a delete runs, so no job can be queued
@@ -203,6 +220,7 @@ class JobQueue {
   absl::StatusOr<std::vector<v1::JobRecord>> UnfinishedJobs(const std::string& tenant) const;
   int64_t Now() const;
   void NotifyEvents() const;
+  void TaskChanged(const std::string& tenant, const std::string& task_id) const;
 
   Options options_;
 

@@ -170,10 +170,7 @@ absl::Status JobRunner::Run(v1::JobRecord job) {
 }
 
 absl::Status JobRunner::Finish(const v1::JobRecord& job, const absl::StatusOr<storage::PromotionResult>& promoted) {
-  if (promoted.ok()) {
-    if (options_.on_promoted) options_.on_promoted(*promoted);
-    return absl::OkStatus();
-  }
+  if (promoted.ok()) return absl::OkStatus();  // the queue told serving (on_task_changed)
   const absl::Status& s = promoted.status();
   if (absl::IsAborted(s) && stopping_.load()) {
     options_.queue->Release(job.job_id());  // stays RUNNING; resumes after restart
@@ -271,13 +268,8 @@ absl::StatusOr<storage::PromotionResult> JobRunner::Promote(v1::JobRecord& job, 
     return absl::FailedPreconditionError(
         absl::StrCat("training diverged: ", finite.message(), "; try a lower learning_rate"));
   }
-  v1::TaskRecord task;
-  task.set_tenant(job.tenant());
-  task.set_task_id(job.task_id());
-  for (const std::string& l : data.labels) task.add_labels(l);
-  task.mutable_adapter_config()->set_bottleneck_size(static_cast<int32_t>(hp.bottleneck_size));
-  task.mutable_adapter_config()->set_activation(hp.activation);
-  task.set_encoder_fingerprint(options_.encoder->fingerprint());
+  v1::TaskRecord task = TaskRecordFor(job.tenant(), job.task_id(), data.labels, hp.bottleneck_size, hp.activation,
+                                      options_.encoder->fingerprint());
   ASSIGN_OR_RETURN(std::string bytes,
                    model::SerializeAdapterSet(*result.best, options_.encoder->fingerprint(),
                                               {{"task_id", job.task_id()}, {"job_id", job.job_id()}}));

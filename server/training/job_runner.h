@@ -57,9 +57,6 @@ class JobRunner {
     int keep_versions = 2;
     // Runs one micro-batch of device work (see TrainerHooks::run_on_device).
     std::function<absl::Status(const std::function<absl::Status()>&)> run_on_device;
-    // After a job's version was promoted (committed): the server invalidates
-    // the task's cached adapters here so that Predict sees the new version.
-    std::function<void(const storage::PromotionResult&)> on_promoted;
     // After each optimiser step, with the examples it used (metrics).
     std::function<void(int64_t examples)> on_step;
     // Test hook, after each checkpoint is durably written.

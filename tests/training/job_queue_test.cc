@@ -50,7 +50,12 @@ class JobQueueTest : public ::testing::Test {
     auto db = storage::Database::Open({.path = dir_ + "/db"});
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = *std::move(db);
-    auto q = JobQueue::Create({.db = db_.get(), .limits = limits, .validator = FakeValidator});
+    auto q = JobQueue::Create({.db = db_.get(),
+                               .limits = limits,
+                               .validator = FakeValidator,
+                               .on_task_changed = [this](const std::string& tenant, const std::string& task) {
+                                 changed_.push_back(tenant + "/" + task);
+                               }});
     ASSERT_TRUE(q.ok()) << q.status();
     queue_ = *std::move(q);
   }
@@ -77,6 +82,8 @@ class JobQueueTest : public ::testing::Test {
   std::string dir_ = tmp_.path();
   std::unique_ptr<storage::Database> db_;
   std::unique_ptr<JobQueue> queue_;
+  // "tenant/task" of every on_task_changed call, in order.
+  std::vector<std::string> changed_;
 };
 
 TEST(JobStateMachine, LegalAndIllegalTransitions) {
@@ -272,6 +279,34 @@ TEST_F(JobQueueTest, CompletePromotesAtomically) {
   ASSERT_OK_AND_ASSIGN(std::string bytes, db_->adapters().Get("acme", "sent", 1));
   EXPECT_EQ(bytes, "adapter-v1");
   EXPECT_THAT(queue_->Fail(done, absl::InternalError("late")), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+// Serving's one subscription: a promotion, an import and a delete each tell
+// it once which task changed; a refused import or training tells it nothing.
+TEST_F(JobQueueTest, EveryChangeOfATasksAdaptersIsAnnouncedOnce) {
+  ASSERT_OK(queue_->Submit(Request("acme", "trained")).status());
+  auto running = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(running.has_value());
+  const v1::TaskRecord trained = TaskRecordFor("acme", "trained", {"neg", "pos"}, 16, "gelu", "sha256:e");
+  ASSERT_OK(queue_->Complete(*running, trained, "adapter-v1", 2).status());
+  EXPECT_THAT(changed_, ::testing::ElementsAre("acme/trained"));
+
+  const v1::TaskRecord imported = TaskRecordFor("acme", "imported", {"a", "b", "c"}, 8, "relu", "sha256:e");
+  ASSERT_OK_AND_ASSIGN(storage::PromotionResult r, queue_->ImportVersion(imported, "adapter-file"));
+  EXPECT_EQ(r.version, 1);
+  ASSERT_OK_AND_ASSIGN(v1::TaskRecord stored, db_->tasks().Get("acme", "imported"));
+  EXPECT_THAT(stored.labels(), ::testing::ElementsAre("a", "b", "c"));
+  EXPECT_EQ(stored.adapter_config().bottleneck_size(), 8);
+  EXPECT_GT(stored.created_at_micros(), 0);
+  // Importing onto an existing task, trained or imported, is refused.
+  EXPECT_THAT(queue_->ImportVersion(imported, "again"), StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(queue_->ImportVersion(trained, "again"), StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(changed_, ::testing::ElementsAre("acme/trained", "acme/imported"));
+
+  ASSERT_OK(queue_->DeleteTask("acme", "imported"));
+  EXPECT_THAT(changed_, ::testing::ElementsAre("acme/trained", "acme/imported", "acme/imported"));
+  ASSERT_OK_AND_ASSIGN(std::string bytes, db_->adapters().Get("acme", "trained", 1));
+  EXPECT_EQ(bytes, "adapter-v1");
 }
 
 v1::TaskRecord TaskOf(const std::string& tenant, const std::string& task_id) {

@@ -86,7 +86,7 @@ if [ "$KIND" = address ]; then
     cmake --build "$BUILD_DIR" -j "$JOBS" --target adapterd adapterctl adapterd-make-model "${TARGETS[@]}" >&2
   fi
 else
-  TSAN_TESTS=(tsan_canary_test common_test serving_test job_queue_test fair_scheduler_test api_server_test
+  TSAN_TESTS=(tsan_canary_test common_test serving_test job_manager_test job_queue_test api_server_test
               api_tenancy_test api_contracts_test)
   [ "$STEPS" = test ] || cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TSAN_TESTS[@]}" >&2
   SELECT=(-R "^($(IFS='|'; echo "${TSAN_TESTS[*]}"))\$")

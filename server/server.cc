@@ -26,7 +26,7 @@
 #include "server/model/model_loader.h"
 #include "server/model/tensor_io.h"
 #include "server/serving/inference_engine.h"
-#include "server/training/job_queue.h"
+#include "server/training/job_manager.h"
 #include "server/training/job_runner.h"
 #include "storage/database.h"
 
@@ -41,7 +41,7 @@ struct Server::Parts {
   model::LoadedModel model;          // serving encoder (the resolved --dtype)
   model::LoadedModel training_model; // fp32 copy when serving is not fp32
   std::unique_ptr<serving::InferenceEngine> engine;
-  std::unique_ptr<training::JobQueue> queue;
+  std::unique_ptr<training::JobManager> jobs;
   std::unique_ptr<training::JobRunner> runner;
   std::unique_ptr<api::Backend> backend;
   std::unique_ptr<api::GrpcFrontend> grpc;
@@ -229,7 +229,7 @@ absl::Status Server::StartTraining() {
   const training::Hyperparameters defaults = TrainingDefaults(o);
   training::DatasetLimits limits;
   limits.max_examples = o.training.max_dataset_examples;
-  training::JobQueue::Options qo;
+  training::JobManager::Options qo;
   qo.db = p.db.get();
   qo.limits.max_queued_total = o.training.max_queued_jobs_total;
   qo.validator = training::MakeJobValidator(p.db.get(), train_model->tokenizer.get(), limits, defaults);
@@ -237,11 +237,11 @@ absl::Status Server::StartTraining() {
   qo.on_task_changed = [engine](const std::string& tenant, const std::string& task_id) {
     engine->cache().Invalidate(tenant, task_id);
   };
-  ASSIGN_OR_RETURN(p.queue, training::JobQueue::Create(std::move(qo)));
+  ASSIGN_OR_RETURN(p.jobs, training::JobManager::Create(std::move(qo)));
   p.metrics->WatchJobs(p.db.get(), p.tenants->TenantIds());
 
   training::JobRunner::Options ro;
-  ro.queue = p.queue.get();
+  ro.jobs = p.jobs.get();
   ro.db = p.db.get();
   ro.encoder = train_model->encoder.get();
   ro.tokenizer = train_model->tokenizer.get();
@@ -261,7 +261,7 @@ absl::Status Server::CreateBackend() {
   const training::Hyperparameters defaults = TrainingDefaults(o);
   api::Backend::Options bo;
   bo.db = p.db.get();
-  bo.queue = p.queue.get();
+  bo.jobs = p.jobs.get();
   bo.engine = p.engine.get();
   bo.encoder = p.model.encoder.get();
   bo.training_defaults = defaults;
@@ -341,7 +341,7 @@ void Server::Shutdown() {
   p.heap_releaser.reset();
   p.backend.reset();
   p.runner.reset();
-  p.queue.reset();
+  p.jobs.reset();
   p.engine.reset();
   if (p.db) {
     absl::Status s = p.db->Close();

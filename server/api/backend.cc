@@ -236,9 +236,9 @@ absl::StatusOr<v1::Task> AdapterImport::Finish() {
 // --- Backend ---------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<Backend>> Backend::Create(Options options) {
-  if (options.db == nullptr || options.queue == nullptr || options.engine == nullptr ||
+  if (options.db == nullptr || options.jobs == nullptr || options.engine == nullptr ||
       options.encoder == nullptr) {
-    return absl::InvalidArgumentError("Backend needs db, queue, engine and encoder");
+    return absl::InvalidArgumentError("Backend needs db, jobs, engine and encoder");
   }
   return std::unique_ptr<Backend>(new Backend(std::move(options)));
 }
@@ -302,7 +302,7 @@ absl::StatusOr<v1::ListDatasetsResponse> Backend::ListDatasets(const Tenant& ten
 absl::Status Backend::DeleteDataset(const Tenant& tenant, const v1::DeleteDatasetRequest& request) {
   RETURN_IF_ERROR(CheckDeleteDatasetRequest(request));
   // A dataset being uploaded has no record yet: NOT_FOUND, as the proto says.
-  ASSIGN_OR_RETURN(v1::DatasetRecord gone, options_.queue->DeleteDataset(tenant.id(), request.dataset_id()));
+  ASSIGN_OR_RETURN(v1::DatasetRecord gone, options_.jobs->DeleteDataset(tenant.id(), request.dataset_id()));
   dataset_bytes_.Subtract(tenant.id(), gone.num_bytes());
   return absl::OkStatus();
 }
@@ -358,14 +358,14 @@ absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
   job.validation_dataset_id = request.validation_dataset_id();
   job.hyperparameters = request.hyperparameters();
   job.max_queued_for_tenant = tenant.quotas().max_queued_jobs;
-  ASSIGN_OR_RETURN(v1::JobRecord record, options_.queue->Submit(job));
+  ASSIGN_OR_RETURN(v1::JobRecord record, options_.jobs->Submit(job));
   return ToApi(record);
 }
 
 absl::StatusOr<v1::TrainingJob> Backend::GetTrainingJob(const Tenant& tenant,
                                                         const v1::GetTrainingJobRequest& request) {
   RETURN_IF_ERROR(CheckGetTrainingJobRequest(request));
-  ASSIGN_OR_RETURN(v1::JobRecord job, options_.queue->Get(tenant.id(), request.job_id()));
+  ASSIGN_OR_RETURN(v1::JobRecord job, options_.jobs->Get(tenant.id(), request.job_id()));
   return ToApi(job);
 }
 
@@ -382,7 +382,7 @@ absl::StatusOr<v1::ListTrainingJobsResponse> Backend::ListTrainingJobs(const Ten
   // or the listing ends, so clients see full pages.
   do {
     opts.page_size = want - out.jobs_size();
-    ASSIGN_OR_RETURN(storage::JobStore::Page page, options_.queue->List(opts));
+    ASSIGN_OR_RETURN(storage::JobStore::Page page, options_.jobs->List(opts));
     for (const v1::JobRecord& j : page.jobs) {
       if (!request.task_id().empty() && j.task_id() != request.task_id()) continue;
       *out.add_jobs() = ToApi(j);
@@ -396,7 +396,7 @@ absl::StatusOr<v1::ListTrainingJobsResponse> Backend::ListTrainingJobs(const Ten
 absl::StatusOr<v1::TrainingJob> Backend::CancelTrainingJob(const Tenant& tenant,
                                                            const v1::CancelTrainingJobRequest& request) {
   RETURN_IF_ERROR(CheckCancelTrainingJobRequest(request));
-  ASSIGN_OR_RETURN(v1::JobRecord job, options_.queue->Cancel(tenant.id(), request.job_id()));
+  ASSIGN_OR_RETURN(v1::JobRecord job, options_.jobs->Cancel(tenant.id(), request.job_id()));
   return ToApi(job);
 }
 
@@ -408,11 +408,11 @@ absl::Status Backend::WatchTrainingJob(const Tenant& tenant, const v1::WatchTrai
   bool first = true;
   while (true) {
     RETURN_IF_ERROR(stop());
-    if (options_.queue->shutting_down()) return absl::UnavailableError("adapterd is shutting down; watch again");
+    if (options_.jobs->shutting_down()) return absl::UnavailableError("adapterd is shutting down; watch again");
     ASSIGN_OR_RETURN(std::vector<v1::JobEvent> events,
-                     options_.queue->WaitForEvents(tenant.id(), request.job_id(), after,
+                     options_.jobs->WaitForEvents(tenant.id(), request.job_id(), after,
                                                    first ? absl::ZeroDuration() : options_.watch_poll));
-    ASSIGN_OR_RETURN(v1::JobRecord job, options_.queue->Get(tenant.id(), request.job_id()));
+    ASSIGN_OR_RETURN(v1::JobRecord job, options_.jobs->Get(tenant.id(), request.job_id()));
     if (first || !events.empty()) {
       v1::WatchTrainingJobResponse msg;
       *msg.mutable_job() = ToApi(job);
@@ -473,8 +473,8 @@ absl::StatusOr<v1::ListTasksResponse> Backend::ListTasks(const Tenant& tenant, c
 absl::Status Backend::DeleteTask(const Tenant& tenant, const v1::DeleteTaskRequest& request) {
   RETURN_IF_ERROR(CheckDeleteTaskRequest(request));
   // The queue cancels the task's jobs first, so none brings it back, and
-  // tells serving (JobQueue::Options::on_task_changed).
-  return options_.queue->DeleteTask(tenant.id(), request.task_id());
+  // tells serving (JobManager::Options::on_task_changed).
+  return options_.jobs->DeleteTask(tenant.id(), request.task_id());
 }
 
 absl::Status Backend::ExportAdapter(const Tenant& tenant, const v1::ExportAdapterRequest& request,
@@ -535,7 +535,7 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
   if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
   if (!absl::IsNotFound(existing.status())) return existing.status();
   RETURN_IF_ERROR(CheckTaskQuota(tenant, task_id));
-  RETURN_IF_ERROR(options_.queue
+  RETURN_IF_ERROR(options_.jobs
                       ->ImportVersion(training::TaskRecordFor(tenant.id(), task_id, info.config.labels,
                                                               info.config.bottleneck_size,
                                                               std::string(model::ActivationName(info.config.activation)),

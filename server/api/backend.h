@@ -33,7 +33,7 @@
 #include "server/api/usage_ledger.h"
 #include "server/model/bert_encoder.h"
 #include "server/serving/inference_engine.h"
-#include "server/training/job_queue.h"
+#include "server/training/job_manager.h"
 #include "server/training/trainer.h"
 #include "storage/database.h"
 
@@ -108,7 +108,7 @@ class Backend {
  public:
   struct Options {
     storage::Database* db = nullptr;                  // not owned
-    training::JobQueue* queue = nullptr;              // not owned
+    training::JobManager* jobs = nullptr;  // not owned
     serving::InferenceEngine* engine = nullptr;       // not owned
     const model::BertEncoder* encoder = nullptr;      // not owned
     training::Hyperparameters training_defaults;

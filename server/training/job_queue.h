@@ -1,254 +1,50 @@
-// The durable training-job queue: the job state machine, fair scheduling
-// across tenants, idempotent creation, limits, cancellation, the per-job
-// event log and its subscription, and restart recovery (docs/ARCHITECTURE.md, "server/training").
+// JobQueue: the order queued training jobs run in. Round-robin between
+// tenants with pending jobs, FIFO within a tenant, so a tenant with 100
+// queued jobs cannot starve one with a single job. JobManager (which owns
+// the jobs' states) keeps one in memory, rebuilt from storage at start-up.
 //
-// States:
-//   VALIDATING -> QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLING -> CANCELLED
-//   VALIDATING -> FAILED | CANCELLED;  QUEUED -> CANCELLED;  CANCELLING -> FAILED
-// SUCCEEDED, FAILED and CANCELLED are terminal. Any other transition is
-// FAILED_PRECONDITION. Every transition is committed to storage (record +
-// state-change event, and queue entry changes, in one synced batch) before
-// anything in memory changes or any watcher hears of it.
+// Rotation: tenants take turns in the order they (re)joined; Pop() serves the
+// tenant at the front, which moves to the back if it still has jobs. A tenant
+// with no pending jobs leaves the rotation and rejoins at the back.
 //
-// Scheduling: RUNNING jobs found at start-up (a crash or shutdown interrupted
-// them) run first, resuming from their checkpoints; then QUEUED jobs,
-// round-robin between tenants and FIFO within a tenant (FairScheduler), in
-// their durable arrival order.
-//
-// Thread safety: thread-safe. One worker (JobRunner) calls NextJob/Complete/
-// Fail/Cancelled; any number of API threads call the rest.
+// Thread safety: not thread-safe; JobManager guards it with its mutex.
 #ifndef ADAPTERD_SERVER_TRAINING_JOB_QUEUE_H_
 #define ADAPTERD_SERVER_TRAINING_JOB_QUEUE_H_
 
-#include <cstdint>
+#include <cstddef>
 #include <deque>
-#include <functional>
 #include <map>
-#include <memory>
 #include <optional>
-#include <set>
 #include <string>
-#include <vector>
-
-#include "absl/base/thread_annotations.h"
-#include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
-#include "proto/adapterd/v1/records.pb.h"
-#include "server/training/fair_scheduler.h"
-#include "storage/batch.h"
-#include "common/api_util.h"
-#include "storage/database.h"
-#include "storage/job_store.h"
 
 namespace adapterd::training {
 
-// Checks a transition against the state machine above. (IsTerminal and
-// JobStateName: common/api_util.h.)
-absl::Status CheckTransition(v1::JobState from, v1::JobState to);
-
-// The stored record of a task whose adapter set has `labels` and the given
-// adapter config, for the encoder with `encoder_fingerprint`: what a
-// training job's promotion and an import both store.
-v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::string& task_id,
-                             const std::vector<std::string>& labels, int64_t bottleneck_size,
-                             const std::string& activation, const std::string& encoder_fingerprint);
-
-struct QueueLimits {
-  // Jobs waiting (VALIDATING or QUEUED) in total, all tenants.
-  int max_queued_total = 1024;
-};
-
-// A client's request, as the API layer hands it over. The tenant comes from
-// authentication, never from the request.
-struct JobRequest {
-  std::string tenant;
-  std::string task_id;
-  // Idempotency key; empty = not idempotent.
-  std::string request_id;
-  std::vector<std::string> dataset_ids;
-  std::string validation_dataset_id;
-  v1::Hyperparameters hyperparameters;
-  // The tenant's quota of jobs waiting (VALIDATING or QUEUED): its
-  // max_queued_jobs (api::TenantQuotas, from the tenants file or the
-  // server's default). Submit checks it atomically with taking the slot, and
-  // refuses a request without one (< 1) as a caller's mistake.
-  int64_t max_queued_for_tenant = 0;
-};
-
-// What validation of a job's data concluded.
-struct ValidationOutcome {
-  std::vector<std::string> labels;  // logit order
-  int64_t num_train_examples = 0;
-  int64_t num_validation_examples = 0;
-  std::vector<std::string> warnings;
-  // The hyperparameters the job will train with, every field set (stored in
-  // place of the requested ones); nullopt keeps the request's.
-  std::optional<v1::Hyperparameters> hyperparameters;
-};
-
 class JobQueue {
  public:
-  // Validates a job's data before it is queued. INVALID_ARGUMENT (naming the
-  // example) rejects the job; other errors fail it too.
-  using Validator = std::function<absl::StatusOr<ValidationOutcome>(const v1::JobRecord& job)>;
-
-  struct Options {
-    storage::Database* db = nullptr;  // not owned; outlives the queue
-    QueueLimits limits;
-    Validator validator;
-    // Current time in unix microseconds (tests inject a fake clock).
-    std::function<int64_t()> now_micros;
-    // The one "task changed" notification: called after a task's servable
-    // adapters changed in storage, by a promotion (Complete, ImportVersion)
-    // or a delete (DeleteTask, whatever it returns). Serving subscribes to
-    // drop its cached copies. Called without the queue's locks held.
-    std::function<void(const std::string& tenant, const std::string& task_id)> on_task_changed;
+  struct Entry {
+    std::string tenant;
+    std::string job_id;
   };
 
-  // Restores state from storage: RUNNING jobs are scheduled first (to resume),
-  // CANCELLING ones become CANCELLED, VALIDATING ones (stored only by
-  // versions before Submit validated first) are validated again, QUEUED ones
-  // keep their arrival order.
-  static absl::StatusOr<std::unique_ptr<JobQueue>> Create(Options options);
+  // Appends `job_id` to `tenant`'s FIFO.
+  void Push(const std::string& tenant, const std::string& job_id);
+  // Puts `job_id` back at the head of `tenant`'s FIFO and `tenant` at the
+  // front of the rotation: undoes the Pop() that returned it (a job that
+  // could not be started yet).
+  void PushFront(const std::string& tenant, const std::string& job_id);
+  // The next job in round-robin order, or nullopt when empty.
+  std::optional<Entry> Pop();
+  // Removes a pending job (e.g. cancelled while queued). False if absent.
+  bool Remove(const std::string& tenant, const std::string& job_id);
 
-  // Creates a job: validates its data first, then persists it QUEUED (with
-  // its "created" and "validated" state events) in one write. A request that
-  // fails validation is answered with the validator's error and stores
-  // nothing: no record, no event, and its request_id stays free. With a
-  // request_id already used by this tenant: the same request returns the
-  // existing job; a different one is INVALID_ARGUMENT. RESOURCE_EXHAUSTED
-  // past a limit (validations in progress count as waiting jobs).
-  absl::StatusOr<v1::JobRecord> Submit(const JobRequest& request);
-
-  absl::StatusOr<v1::JobRecord> Get(const std::string& tenant, const std::string& job_id) const;
-  absl::StatusOr<storage::JobStore::Page> List(const storage::JobStore::ListOptions& options) const;
-
-  // QUEUED/VALIDATING -> CANCELLED at once; RUNNING -> CANCELLING (the worker
-  // stops within one training step and finishes the cancellation);
-  // CANCELLING stays as is. A terminal job is FAILED_PRECONDITION. `reason`,
-  // when given, is the job's error_message and the reason of its state
-  // changes ("task deleted"); "" = a client's cancel.
-  absl::StatusOr<v1::JobRecord> Cancel(const std::string& tenant, const std::string& job_id,
-                                       const std::string& reason = "");
-
-  // Deletes task `task_id` and every adapter version of it, after cancelling
-  // every unfinished job of the task with the reason "task deleted" (QUEUED
-  // ones end CANCELLED at once; a RUNNING one stops within a step and ends
-  // CANCELLED). A promotion needs its job RUNNING, so no job can bring the
-  // task back; submissions wait while a delete runs, so none slips in
-  // between. A job submitted after the delete trains a new task of that
-  // name. NOT_FOUND when there was neither a task nor a job to cancel.
-  absl::Status DeleteTask(const std::string& tenant, const std::string& task_id);
-  // Stores an imported adapter file as version 1 of a new task `task` (its
-  // record, as TaskRecordFor builds it) through the same promotion as a
-  // trained version. ALREADY_EXISTS when the task exists, or another import
-  // of it got there first.
-  absl::StatusOr<storage::PromotionResult> ImportVersion(v1::TaskRecord task, std::string adapter_bytes);
-  // Deletes a dataset (storage::DatasetStore::Delete) unless an unfinished
-  // job uses it, as training or validation data: FAILED_PRECONDITION naming
-  // the job. Submissions wait while a delete runs, so no job can be queued
-  // on a dataset being deleted. Returns the deleted record.
-  absl::StatusOr<v1::DatasetRecord> DeleteDataset(const std::string& tenant, const std::string& dataset_id);
-
-  // Events of a job with seq > after_seq. If there are none yet and the job
-  // is not terminal, waits up to `timeout` for more. The subscription of the
-  // streaming RPC: read the snapshot (after_seq = 0), then call again with
-  // the last seq seen until the job is terminal.
-  absl::StatusOr<std::vector<v1::JobEvent>> WaitForEvents(const std::string& tenant, const std::string& job_id,
-                                                          int64_t after_seq, absl::Duration timeout) const;
-
-  // --- worker side -----------------------------------------------------------
-  // Blocks until a job can run, moves it to RUNNING (unless it is resuming)
-  // and returns it. nullopt after Shutdown() or when `timeout` passes.
-  std::optional<v1::JobRecord> NextJob(absl::Duration timeout);
-  // True once the running job was asked to cancel (or the queue shuts down).
-  bool CancelRequested(const std::string& job_id) const;
-  // Appends an event (epoch metrics, warning, progress) and updates the job's
-  // progress fields, in one batch.
-  absl::Status RecordEvent(v1::JobRecord& job, const v1::JobEvent& event);
-  // RUNNING -> SUCCEEDED with the new adapter version, atomically
-  // (storage::Promotion). `task` carries labels, adapter config, fingerprint.
-  absl::StatusOr<storage::PromotionResult> Complete(v1::JobRecord job, v1::TaskRecord task,
-                                                    std::string adapter_bytes, int keep_versions);
-  // RUNNING/CANCELLING -> FAILED with `error`.
-  absl::Status Fail(v1::JobRecord job, const absl::Status& error);
-  // CANCELLING (or RUNNING) -> CANCELLED.
-  absl::Status FinishCancelled(v1::JobRecord job);
-  // Leaves the running job RUNNING (to resume after a restart) and lets the
-  // worker take the next one; used at shutdown.
-  void Release(const std::string& job_id);
-
-  // Wakes NextJob and WaitForEvents callers; NextJob returns nullopt after.
-  void Shutdown();
-  bool shutting_down() const;
-
-  // Jobs waiting (VALIDATING + QUEUED), total and for one tenant.
-  int queued() const;
-  int queued(const std::string& tenant) const;
+  size_t size() const { return size_; }
+  size_t size(const std::string& tenant) const;
+  bool empty() const { return size_ == 0; }
 
  private:
-  // Checks the tenant's queue quota (its request's) and the server's total,
-  // counting jobs QUEUED and those still validating, and reserves a
-  // validating slot for `request`'s tenant; the caller gives it back.
-  // UNAVAILABLE after Shutdown, RESOURCE_EXHAUSTED over either limit.
-  absl::Status ReserveSlot(const JobRequest& request);
-  explicit JobQueue(Options options) : options_(std::move(options)) {}
-
-  absl::Status Recover();
-  // Recovery: validates a stored VALIDATING job's data and moves it to
-  // QUEUED (or FAILED).
-  absl::StatusOr<v1::JobRecord> ValidateAndEnqueue(v1::JobRecord job);
-  // Commits `job` moving to `to` with its state-change event and whatever
-  // `extra` adds, then updates memory and wakes watchers.
-  // Compare-and-set on the stored state: FAILED_PRECONDITION if the stored
-  // job is no longer in job.state(). `enqueued_seq` receives the seq of a
-  // queue entry `extra` added.
-  absl::Status Transition(v1::JobRecord& job, v1::JobState to, const std::string& reason,
-                          const std::function<absl::Status(storage::Batch&)>& extra = nullptr,
-                          int64_t* enqueued_seq = nullptr);
-  // A restart interrupted `job` (RUNNING): counts the new attempt in the
-  // stored record and in `job`.
-  absl::Status CountResumedAttempt(v1::JobRecord& job);
-  // The worker ends its job FAILED or CANCELLED, from the state stored now
-  // (a cancel may have moved it to CANCELLING meanwhile); deletes its
-  // checkpoint and forgets it as the running job.
-  absl::Status EndRunningJob(v1::JobRecord job, v1::JobState to, const std::string& reason);
-  // Copies the stored state into `job` (the worker's copy may predate a cancel).
-  absl::Status RefreshState(v1::JobRecord& job) const;
-  // The tenant's unfinished jobs (VALIDATING, QUEUED, RUNNING, CANCELLING).
-  absl::StatusOr<std::vector<v1::JobRecord>> UnfinishedJobs(const std::string& tenant) const;
-  int64_t Now() const;
-  void NotifyEvents() const;
-  void TaskChanged(const std::string& tenant, const std::string& task_id) const;
-
-  Options options_;
-
-  // Submissions hold it shared from validation to commit; DeleteTask and
-  // DeleteDataset hold it exclusively, so that what they check (the jobs of
-  // a task or of a dataset) cannot change under them.
-  absl::Mutex deletes_mu_;
-
-  // Serialises read-check-write of job records (transitions, progress), so a
-  // concurrent cancel and a worker update cannot overwrite each other.
-  absl::Mutex transition_mu_;
-
-  mutable absl::Mutex mu_;  // protects the scheduling state below
-  FairScheduler scheduler_ ABSL_GUARDED_BY(mu_);
-  // Durable queue seq of every QUEUED job.
-  std::map<std::string, int64_t> queue_seq_ ABSL_GUARDED_BY(mu_);
-  // Jobs waiting in VALIDATING, per tenant (counted against limits).
-  std::map<std::string, int> validating_ ABSL_GUARDED_BY(mu_);
-  // RUNNING jobs found at start-up, to resume first.
-  std::deque<v1::JobRecord> resume_ ABSL_GUARDED_BY(mu_);
-  // Running jobs asked to cancel, with the reason ("" = the client's).
-  std::map<std::string, std::string> cancel_requested_ ABSL_GUARDED_BY(mu_);
-  std::string running_job_ ABSL_GUARDED_BY(mu_);
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-
-  mutable absl::Mutex events_mu_;  // protects event_generation_
-  // Bumped after every committed event; watchers wait for it to change.
-  mutable int64_t event_generation_ ABSL_GUARDED_BY(events_mu_) = 0;
+  std::map<std::string, std::deque<std::string>> pending_;
+  std::deque<std::string> rotation_;  // tenants with pending jobs, next first
+  size_t size_ = 0;
 };
 
 }  // namespace adapterd::training

@@ -82,7 +82,7 @@ absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const s
   return out;
 }
 
-JobQueue::Validator MakeJobValidator(storage::Database* db, const model::BertTokenizer* tokenizer,
+JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertTokenizer* tokenizer,
                                      DatasetLimits limits, Hyperparameters defaults) {
   return [=](const v1::JobRecord& job) -> absl::StatusOr<ValidationOutcome> {
     ASSIGN_OR_RETURN(Hyperparameters hp, ResolveHyperparameters(job.hyperparameters(), defaults));
@@ -113,9 +113,9 @@ JobQueue::Validator MakeJobValidator(storage::Database* db, const model::BertTok
 }
 
 absl::StatusOr<std::unique_ptr<JobRunner>> JobRunner::Create(Options options) {
-  if (options.queue == nullptr || options.db == nullptr || options.encoder == nullptr ||
+  if (options.jobs == nullptr || options.db == nullptr || options.encoder == nullptr ||
       options.tokenizer == nullptr) {
-    return absl::InvalidArgumentError("JobRunner needs a queue, a database, an encoder and a tokenizer");
+    return absl::InvalidArgumentError("JobRunner needs a job manager, a database, an encoder and a tokenizer");
   }
   if (options.keep_versions < 1) return absl::InvalidArgumentError("keep_versions must be >= 1");
   return std::unique_ptr<JobRunner>(new JobRunner(std::move(options)));
@@ -134,7 +134,7 @@ void JobRunner::Start() {
 
 void JobRunner::RequestStop() {
   stopping_.store(true);
-  options_.queue->Shutdown();
+  options_.jobs->Shutdown();
 }
 
 void JobRunner::Stop() {
@@ -143,7 +143,7 @@ void JobRunner::Stop() {
 }
 
 absl::Status JobRunner::RunNext(absl::Duration timeout) {
-  std::optional<v1::JobRecord> job = options_.queue->NextJob(timeout);
+  std::optional<v1::JobRecord> job = options_.jobs->NextJob(timeout);
   if (!job.has_value()) return absl::NotFoundError("no job to run");
   return Run(*std::move(job));
 }
@@ -151,10 +151,10 @@ absl::Status JobRunner::RunNext(absl::Duration timeout) {
 absl::Status JobRunner::FailDurably(const v1::JobRecord& job, const absl::Status& error) {
   absl::Duration backoff = absl::Milliseconds(200);
   while (true) {
-    absl::Status s = options_.queue->Fail(job, error);
+    absl::Status s = options_.jobs->Fail(job, error);
     if (s.ok() || !(absl::IsResourceExhausted(s) || absl::IsUnavailable(s))) return s;
     if (stopping_.load()) {
-      options_.queue->Release(job.job_id());  // stays RUNNING; resumes after restart
+      options_.jobs->Release(job.job_id());  // stays RUNNING; resumes after restart
       return s;
     }
     LOG(WARNING) << "job " << job.job_id() << ": cannot record its failure yet (" << s.message() << "); retrying in "
@@ -173,11 +173,11 @@ absl::Status JobRunner::Finish(const v1::JobRecord& job, const absl::StatusOr<st
   if (promoted.ok()) return absl::OkStatus();  // the queue told serving (on_task_changed)
   const absl::Status& s = promoted.status();
   if (absl::IsAborted(s) && stopping_.load()) {
-    options_.queue->Release(job.job_id());  // stays RUNNING; resumes after restart
+    options_.jobs->Release(job.job_id());  // stays RUNNING; resumes after restart
     return s;
   }
   if (absl::IsCancelled(s)) {
-    RETURN_IF_ERROR(options_.queue->FinishCancelled(job));
+    RETURN_IF_ERROR(options_.jobs->FinishCancelled(job));
     return s;
   }
   RETURN_IF_ERROR(FailDurably(job, s));
@@ -221,14 +221,14 @@ absl::StatusOr<std::optional<TrainerState>> JobRunner::ResumePoint(v1::JobRecord
   e.mutable_warning()->set_kind("resumed");
   e.mutable_warning()->set_message(absl::StrCat("resumed from the checkpoint at step ", resume.step, " (",
                                                 resume.epoch, " epochs completed) after a restart"));
-  (void)options_.queue->RecordEvent(job, e);  // informational, best effort
+  (void)options_.jobs->RecordEvent(job, e);  // informational, best effort
   return resume;
 }
 
 TrainerHooks JobRunner::MakeHooks(v1::JobRecord& job, const Hyperparameters& hp, int64_t* last_progress) {
   const std::string job_id = job.job_id();
   TrainerHooks hooks;
-  hooks.cancelled = [this, job_id] { return options_.queue->CancelRequested(job_id) && !stopping_.load(); };
+  hooks.cancelled = [this, job_id] { return options_.jobs->CancelRequested(job_id) && !stopping_.load(); };
   hooks.preempted = [this] { return stopping_.load(); };
   hooks.run_on_device = options_.run_on_device;
   hooks.on_checkpoint = [this, job_id](const TrainerState& state) -> absl::Status {
@@ -240,7 +240,7 @@ TrainerHooks JobRunner::MakeHooks(v1::JobRecord& job, const Hyperparameters& hp,
   hooks.on_epoch = [this, &job](const EpochReport& report) {
     v1::JobEvent e;
     *e.mutable_epoch_metrics() = ToProto(report);
-    (void)options_.queue->RecordEvent(job, e);  // metrics are best effort; state is not
+    (void)options_.jobs->RecordEvent(job, e);  // metrics are best effort; state is not
   };
   hooks.on_step = [this, &job, batch_size = hp.batch_size, epochs = hp.epochs, last_progress](int64_t step,
                                                                                              int64_t total, double) {
@@ -255,7 +255,7 @@ TrainerHooks JobRunner::MakeHooks(v1::JobRecord& job, const Hyperparameters& hp,
     // The epoch in progress, 1-based (the last one once all steps are done).
     e.mutable_progress()->set_epoch(
         static_cast<int32_t>(std::min<int64_t>(epochs, step * epochs / std::max<int64_t>(1, total) + 1)));
-    (void)options_.queue->RecordEvent(job, e);
+    (void)options_.jobs->RecordEvent(job, e);
   };
   return hooks;
 }
@@ -275,11 +275,11 @@ absl::StatusOr<storage::PromotionResult> JobRunner::Promote(v1::JobRecord& job, 
                                               {{"task_id", job.task_id()}, {"job_id", job.job_id()}}));
   *job.mutable_best_metrics() = ToProto(result.best_epoch);
   absl::StatusOr<storage::PromotionResult> promoted =
-      options_.queue->Complete(job, task, std::move(bytes), options_.keep_versions);
+      options_.jobs->Complete(job, task, std::move(bytes), options_.keep_versions);
   if (!promoted.ok()) {
     // A cancel that arrived during the last step wins over the promotion:
     // Finish ends the job (as stored now) CANCELLED.
-    absl::StatusOr<v1::JobRecord> now = options_.queue->Get(job.tenant(), job.job_id());
+    absl::StatusOr<v1::JobRecord> now = options_.jobs->Get(job.tenant(), job.job_id());
     if (now.ok() && now->state() == v1::JOB_STATE_CANCELLING) {
       job = *std::move(now);
       return absl::CancelledError("cancelled while its adapters were being promoted");

@@ -1,7 +1,7 @@
-// Runs training jobs from a JobQueue, one at a time: loads the job's
+// Runs training jobs from a JobManager, one at a time: loads the job's
 // datasets from storage, trains (resuming from the job's checkpoint when one
 // exists), writes checkpoints durably, and promotes the best parameters as
-// the task's next version in one atomic write (JobQueue::Complete).
+// the task's next version in one atomic write (JobManager::Complete).
 //
 // Failure handling: a training error marks the job FAILED with the message;
 // a cancel finishes it CANCELLED; Stop() preempts the running job after a
@@ -31,7 +31,7 @@
 #include "server/model/bert_encoder.h"
 #include "server/model/tokenizer.h"
 #include "server/training/dataset_validator.h"
-#include "server/training/job_queue.h"
+#include "server/training/job_manager.h"
 #include "server/training/trainer.h"
 #include "storage/database.h"
 
@@ -41,15 +41,15 @@ namespace adapterd::training {
 absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const std::string& tenant,
                                                   const std::vector<std::string>& dataset_ids);
 
-// The JobQueue validator: resolves hyperparameters, loads the datasets and
+// The JobManager validator: resolves hyperparameters, loads the datasets and
 // runs ValidateDataset (against the task's labels when it exists).
-JobQueue::Validator MakeJobValidator(storage::Database* db, const model::BertTokenizer* tokenizer,
+JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertTokenizer* tokenizer,
                                      DatasetLimits limits, Hyperparameters defaults);
 
 class JobRunner {
  public:
   struct Options {
-    JobQueue* queue = nullptr;                  // not owned
+    JobManager* jobs = nullptr;  // not owned
     storage::Database* db = nullptr;            // not owned
     const model::BertEncoder* encoder = nullptr;  // not owned, fp32
     const model::BertTokenizer* tokenizer = nullptr;

@@ -10,7 +10,7 @@
 #include "common/testing/status_matchers.h"
 #include "common/testing/temp_dir.h"
 #include "server/model/adapter_format.h"
-#include "server/training/job_queue.h"
+#include "server/training/job_manager.h"
 #include "server/training/job_runner.h"
 #include "tests/training/training_fixture.h"
 
@@ -32,11 +32,11 @@ class ContinualTest : public ::testing::Test {
     defaults_.learning_rate = 3e-3;
     defaults_.bottleneck_size = 16;
     defaults_.max_seq_len = 32;
-    auto q = JobQueue::Create({.db = db_.get(),
+    auto q = JobManager::Create({.db = db_.get(),
                                .validator = MakeJobValidator(db_.get(), tokenizer_.get(), {}, defaults_)});
     ASSERT_TRUE(q.ok()) << q.status();
     queue_ = *std::move(q);
-    auto r = JobRunner::Create({.queue = queue_.get(), .db = db_.get(), .encoder = encoder_.get(),
+    auto r = JobRunner::Create({.jobs = queue_.get(), .db = db_.get(), .encoder = encoder_.get(),
                                 .tokenizer = tokenizer_.get(), .defaults = defaults_});
     ASSERT_TRUE(r.ok()) << r.status();
     runner_ = *std::move(r);
@@ -82,7 +82,7 @@ class ContinualTest : public ::testing::Test {
   std::unique_ptr<model::BertTokenizer> tokenizer_;
   std::unique_ptr<storage::Database> db_;
   Hyperparameters defaults_;
-  std::unique_ptr<JobQueue> queue_;
+  std::unique_ptr<JobManager> queue_;
   std::unique_ptr<JobRunner> runner_;
 };
 

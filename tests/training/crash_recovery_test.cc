@@ -17,7 +17,7 @@
 
 #include "common/testing/temp_dir.h"
 #include "server/model/adapter_format.h"
-#include "server/training/job_queue.h"
+#include "server/training/job_manager.h"
 #include "server/training/job_runner.h"
 #include "tests/training/training_fixture.h"
 
@@ -78,12 +78,12 @@ TEST(CrashRecovery, KilledMidEpochResumesFromCheckpointToSucceeded) {
   defaults.max_seq_len = 32;
   defaults.learning_rate = 3e-3;
   defaults.checkpoint_every_steps = 2;
-  ASSERT_OK_AND_ASSIGN(auto queue, JobQueue::Create({.db = db->get(),
+  ASSERT_OK_AND_ASSIGN(auto queue, JobManager::Create({.db = db->get(),
                                                       .validator = MakeJobValidator(db->get(), tokenizer.get(), {},
                                                                                     defaults)}));
   int64_t first_step_after_resume = -1;
   ASSERT_OK_AND_ASSIGN(auto runner,
-                       JobRunner::Create({.queue = queue.get(), .db = db->get(), .encoder = encoder.get(),
+                       JobRunner::Create({.jobs = queue.get(), .db = db->get(), .encoder = encoder.get(),
                                           .tokenizer = tokenizer.get(), .defaults = defaults,
                                           .after_checkpoint = [&](const v1::CheckpointRecord& c) {
                                             if (first_step_after_resume < 0) first_step_after_resume = c.step();
@@ -106,7 +106,7 @@ TEST(CrashRecovery, KilledMidEpochResumesFromCheckpointToSucceeded) {
     ASSERT_TRUE(clean_db.ok()) << clean_db.status();
     ASSERT_OK(PutPresenceDataset(**clean_db, "acme", "ds", 400, 1, 21));
     ASSERT_OK_AND_ASSIGN(auto clean_queue,
-                         JobQueue::Create({.db = clean_db->get(),
+                         JobManager::Create({.db = clean_db->get(),
                                            .validator = MakeJobValidator(clean_db->get(), tokenizer.get(), {},
                                                                          defaults)}));
     JobRequest req;
@@ -116,7 +116,7 @@ TEST(CrashRecovery, KilledMidEpochResumesFromCheckpointToSucceeded) {
     req.max_queued_for_tenant = 1;
     ASSERT_OK(clean_queue->Submit(req).status());
     ASSERT_OK_AND_ASSIGN(auto clean_runner,
-                         JobRunner::Create({.queue = clean_queue.get(), .db = clean_db->get(),
+                         JobRunner::Create({.jobs = clean_queue.get(), .db = clean_db->get(),
                                             .encoder = encoder.get(), .tokenizer = tokenizer.get(),
                                             .defaults = defaults}));
     ASSERT_OK(clean_runner->RunNext(absl::Seconds(1)));

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/training/job_queue.h"
+#include "server/training/job_manager.h"
 #include "server/training/job_runner.h"
 #include "tests/training/training_fixture.h"
 
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   defaults.max_seq_len = 32;
   defaults.learning_rate = 3e-3;
   defaults.checkpoint_every_steps = 2;
-  auto queue = training::JobQueue::Create(
+  auto queue = training::JobManager::Create(
       {.db = db->get(), .validator = training::MakeJobValidator(db->get(), tokenizer.get(), {}, defaults)});
   if (!queue.ok()) return 1;
   auto existing = (*db)->jobs().List({});
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   }
   int checkpoints = 0;
   auto runner = training::JobRunner::Create(
-      {.queue = queue->get(), .db = db->get(), .encoder = encoder.get(), .tokenizer = tokenizer.get(),
+      {.jobs = queue->get(), .db = db->get(), .encoder = encoder.get(), .tokenizer = tokenizer.get(),
        .defaults = defaults, .after_checkpoint = [&](const v1::CheckpointRecord&) {
          if (++checkpoints == marker_after) ::close(::open(marker.c_str(), O_CREAT | O_WRONLY, 0644));
        }});

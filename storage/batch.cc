@@ -184,17 +184,6 @@ absl::Status Batch::Promote(Promotion p) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected_version must be >= 0, got ", p.expected_version));
   }
-  if (p.job.has_value()) {
-    RETURN_IF_ERROR(ValidateId("job_id", p.job->job_id()));
-    if (p.job->tenant() != p.task.tenant() || p.job->task_id() != p.task.task_id()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job '", p.job->job_id(), "' trains task '", p.job->tenant(), "/",
-                       p.job->task_id(), "', not '", p.task.tenant(), "/", p.task.task_id(), "'"));
-    }
-  } else if (p.event.has_value() || p.expected_job_state.has_value()) {
-    return absl::InvalidArgumentError(
-        "a promotion event or expected job state needs the promotion's job");
-  }
   AddResolved(PromoteOp{std::move(p)});
   return absl::OkStatus();
 }

@@ -57,15 +57,18 @@ const char* ColumnFamilyName(ColumnFamily cf);
 // Default number of adapter versions a task keeps (the current one included).
 inline constexpr int kDefaultKeepVersions = 2;
 
-// One atomic promotion of a new adapter version (docs/ARCHITECTURE.md, "storage/"): the
-// adapter bytes of version N+1, the TaskRecord pointing at N+1, the job
-// SUCCEEDED with its event, the job's checkpoint deleted, and versions older
-// than the last `keep_versions` deleted, all in one WriteBatch.
+// One atomic promotion of a new adapter version (docs/ARCHITECTURE.md,
+// "storage/"): the adapter bytes of version N+1, the TaskRecord pointing at
+// N+1, and versions older than the last `keep_versions` deleted. Storage
+// knows nothing of the job that produced it: a caller that records one
+// (training::JobManager::Complete) adds the job's update, its event and its
+// checkpoint's removal to the same Batch, so all commit together or not at
+// all.
 struct Promotion {
   // The task's metadata for the new version: tenant, task_id, labels,
-  // adapter_config, encoder_fingerprint, timestamps. Its version fields and
-  // state are ignored and computed; created_at_micros of an existing task is
-  // kept. The task is created if it does not exist.
+  // adapter_config, encoder_fingerprint, current_job_id, timestamps. Its
+  // version fields and state are ignored and computed; created_at_micros of
+  // an existing task is kept. The task is created if it does not exist.
   adapterd::v1::TaskRecord task;
   // The adapter set's bytes (safetensors layout); must be non-empty.
   std::string adapter_bytes;
@@ -73,16 +76,6 @@ struct Promotion {
   // expects to create (e.g. written into the bytes' metadata); if the task's
   // next version differs, FAILED_PRECONDITION and nothing is written.
   int64_t expected_version = 0;
-  // The job that trained the version, if any (an import has none). Stored with
-  // state SUCCEEDED and result_version = the new version; must belong to the
-  // same tenant and task. Its checkpoint is deleted.
-  std::optional<adapterd::v1::JobRecord> job;
-  // Appended to the job's event log (requires `job`); its seq is assigned.
-  std::optional<adapterd::v1::JobEvent> event;
-  // If set (requires `job`), the promotion happens only if the stored job is
-  // in this state (e.g. RUNNING, so a job cancelled meanwhile is not marked
-  // SUCCEEDED): otherwise FAILED_PRECONDITION and nothing is written.
-  std::optional<adapterd::v1::JobState> expected_job_state;
   // How many versions to keep, the new one included (>= 1).
   int keep_versions = kDefaultKeepVersions;
 };
@@ -95,8 +88,6 @@ struct PromotionResult {
   int64_t version = 0;
   // Versions whose bytes retention deleted, ascending.
   std::vector<int64_t> removed_versions;
-  // Seq of the job event, 0 when none was given.
-  int64_t event_seq = 0;
 };
 
 // A job event as committed, with its seq assigned.

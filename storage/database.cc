@@ -537,8 +537,8 @@ absl::Status Database::Resolve(Batch& batch, CommitState& st, rocksdb::WriteBatc
   for (Batch::Op& any : batch.ops_) {
     ASSIGN_OR_RETURN(bool raw, AddRawOp(any, wb));
     if (raw) {
-      // A blind PutJob earlier in this batch is what a later UpdateJob or
-      // expected_job_state compares against.
+      // A blind PutJob earlier in this batch is what a later UpdateJob
+      // compares against.
       if (const auto* put = std::get_if<Batch::RawPut>(&any); put && put->cf == ColumnFamily::kJobs) {
         JobRecord job;
         RETURN_IF_ERROR(ParseRecord(ColumnFamily::kJobs, put->key, put->value, &job));
@@ -662,9 +662,6 @@ absl::Status Database::ResolvePromote(Batch::PromoteOp& op, CommitState& st, roc
   const std::string task_id = p.task.task_id();
   const std::string key = keys::Task(tenant, task_id);
   ASSIGN_OR_RETURN(std::optional<TaskRecord> stored, LoadTaskLocked(st, key));
-  if (p.expected_job_state.has_value()) {
-    RETURN_IF_ERROR(CheckJobStateLocked(st, keys::Job(p.job->tenant(), p.job->job_id()), *p.expected_job_state));
-  }
   const int64_t version = (stored.has_value() ? stored->latest_version() : 0) + 1;
   if (p.expected_version != 0 && p.expected_version != version) {
     return absl::FailedPreconditionError(absl::StrCat("cannot promote version ", p.expected_version, " of task '",
@@ -690,7 +687,6 @@ absl::Status Database::ResolvePromote(Batch::PromoteOp& op, CommitState& st, roc
   rec.clear_versions();
   for (int64_t v : kept) rec.add_versions(v);
   rec.set_state(adapterd::v1::TASK_STATE_READY);
-  rec.set_current_job_id(p.job.has_value() ? p.job->job_id() : std::string());
 
   RETURN_IF_ERROR(
       AddToBatch(wb.Put(handle(ColumnFamily::kAdapters), keys::Adapter(tenant, task_id, version), p.adapter_bytes)));
@@ -700,17 +696,6 @@ absl::Status Database::ResolvePromote(Batch::PromoteOp& op, CommitState& st, roc
   std::string value;
   RETURN_IF_ERROR(SerializeRecord(rec, &value));
   RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kTasks), key, value)));
-  if (p.job.has_value()) {
-    // The job that trained it ends SUCCEEDED with its checkpoint gone.
-    JobRecord job = *p.job;
-    job.set_state(adapterd::v1::JOB_STATE_SUCCEEDED);
-    job.set_result_version(version);
-    RETURN_IF_ERROR(PutJobLocked(job, st, wb));
-    RETURN_IF_ERROR(AddToBatch(wb.Delete(handle(ColumnFamily::kCheckpoints), keys::Checkpoint(job.job_id()))));
-    if (p.event.has_value()) {
-      ASSIGN_OR_RETURN(result.event_seq, AppendEventLocked(job.job_id(), *p.event, st, wb));
-    }
-  }
   st.tasks[key] = std::move(rec);
   st.promotions.push_back(std::move(result));
   return absl::OkStatus();

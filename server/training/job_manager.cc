@@ -606,25 +606,43 @@ absl::Status JobManager::RecordEvent(v1::JobRecord& job, const v1::JobEvent& eve
 }
 
 absl::StatusOr<storage::PromotionResult> JobManager::Complete(v1::JobRecord job, v1::TaskRecord task,
-                                                            std::string adapter_bytes, int keep_versions) {
+                                                              std::string adapter_bytes, int keep_versions) {
+  task.set_current_job_id(job.job_id());
   absl::StatusOr<storage::PromotionResult> result;
-  {
+  // The version is the task's next; an import of the same new task that
+  // lands between the read and the commit moves it on: read again.
+  for (int attempt = 0; attempt < 3; ++attempt) {
     absl::MutexLock t(&transition_mu_);
     ASSIGN_OR_RETURN(v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
     // A cancel that landed during the last step wins: CANCELLING -> SUCCEEDED is illegal.
     RETURN_IF_ERROR(CheckTransition(stored.state(), v1::JOB_STATE_SUCCEEDED));
+    absl::StatusOr<v1::TaskRecord> current = options_.db->tasks().Get(job.tenant(), job.task_id());
+    if (!current.ok() && !absl::IsNotFound(current.status())) return current.status();
+    const int64_t version = (current.ok() ? current->latest_version() : 0) + 1;
     const int64_t now = Now();
-    storage::Promotion p;
-    p.task = std::move(task);
-    p.adapter_bytes = std::move(adapter_bytes);
-    p.keep_versions = keep_versions;
-    p.event = StateEvent(stored.state(), v1::JOB_STATE_SUCCEEDED, "trained", now);
-    stored.set_state(v1::JOB_STATE_SUCCEEDED);
-    stored.set_updated_at_micros(now);
-    stored.set_finished_at_micros(now);
-    if (job.has_best_metrics()) *stored.mutable_best_metrics() = job.best_metrics();
-    p.job = stored;
-    result = options_.db->PromoteAdapterVersion(std::move(p));
+    v1::JobRecord done = stored;
+    done.set_state(v1::JOB_STATE_SUCCEEDED);
+    done.set_result_version(version);
+    done.set_updated_at_micros(now);
+    done.set_finished_at_micros(now);
+    if (job.has_best_metrics()) *done.mutable_best_metrics() = job.best_metrics();
+    // One batch: the version, the job SUCCEEDED (if still in the state read),
+    // its event, and its checkpoint gone.
+    storage::Batch b;
+    RETURN_IF_ERROR(b.Promote({.task = task, .adapter_bytes = adapter_bytes, .expected_version = version,
+                               .keep_versions = keep_versions}));
+    RETURN_IF_ERROR(b.UpdateJob(done, stored.state()));
+    RETURN_IF_ERROR(b.AppendEvent(job.job_id(), StateEvent(stored.state(), v1::JOB_STATE_SUCCEEDED, "trained", now)));
+    RETURN_IF_ERROR(b.DeleteCheckpoint(job.job_id()));
+    absl::Status committed = options_.db->Commit(b);
+    if (committed.ok()) {
+      result = b.committed_promotions().front();
+      break;
+    }
+    result = committed;
+    absl::StatusOr<v1::TaskRecord> now_current = options_.db->tasks().Get(job.tenant(), job.task_id());
+    const int64_t now_next = (now_current.ok() ? now_current->latest_version() : 0) + 1;
+    if (!absl::IsFailedPrecondition(committed) || now_next == version) break;
   }
   if (!result.ok()) return result.status();
   {

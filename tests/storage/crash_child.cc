@@ -71,18 +71,22 @@ int Promote(const std::string& path, int num_tasks, int keep) {
     const std::string job_id = absl::StrCat("job-", task_id, "-", version);
 
     // A previous child may have been killed after creating this job. Only
-    // every fourth job goes through create + checkpoint first, so that most
-    // of the child's time (and so most kills) falls inside promotions.
+    // every fourth job goes through create + event + checkpoint first, so
+    // that most of the child's time (and so most kills) falls inside
+    // promotions.
     const bool full_path = i % 4 == 0;
     auto existing = db.jobs().Get("t", job_id);
     JobRecord job;
     if (existing.ok()) {
       job = *existing;
     } else if (!full_path && absl::IsNotFound(existing.status())) {
+      // The promotion's compare-and-set needs the job stored, as it always
+      // is when the job manager promotes.
       job.set_job_id(job_id);
       job.set_tenant("t");
       job.set_task_id(task_id);
       job.set_state(adapterd::v1::JOB_STATE_RUNNING);
+      Check(db.jobs().Create(job), "create job");
     } else if (absl::IsNotFound(existing.status())) {
       job.set_job_id(job_id);
       job.set_tenant("t");
@@ -115,10 +119,9 @@ int Promote(const std::string& path, int num_tasks, int keep) {
     // 1 KiB .. 40 KiB: some values inline, most in blob files.
     p.adapter_bytes = testing::MakeAdapterBytes(task_id, version, 1024 + (i * 7919) % (39 * 1024));
     p.expected_version = version;
-    p.job = job;
-    p.event = StateEvent(adapterd::v1::JOB_STATE_RUNNING, adapterd::v1::JOB_STATE_SUCCEEDED);
     p.keep_versions = keep;
-    auto result = db.PromoteAdapterVersion(std::move(p));
+    auto result = testing::PromoteJobVersion(
+        db, std::move(p), job, StateEvent(adapterd::v1::JOB_STATE_RUNNING, adapterd::v1::JOB_STATE_SUCCEEDED));
     if (!result.ok()) Die(result.status(), "promote");
   }
 }

@@ -22,6 +22,7 @@ namespace {
 using ::adapterd::storage::testing::CheckAdapterBytes;
 using ::adapterd::storage::testing::Child;
 using ::adapterd::storage::testing::MakeAdapterBytes;
+using ::adapterd::storage::testing::PromoteJobVersion;
 using ::adapterd::storage::testing::TempDir;
 using ::adapterd::testing::StatusIs;
 using adapterd::v1::CheckpointRecord;
@@ -62,8 +63,6 @@ Promotion MakePromotion(const std::string& task, int64_t version, int keep = 2) 
   p.task.mutable_adapter_config()->set_bottleneck_size(64);
   p.adapter_bytes = MakeAdapterBytes(task, version, 8192);
   p.expected_version = version;
-  p.job = RunningJob(absl::StrCat("job-", task, "-", version), task);
-  p.event = Succeeded();
   p.keep_versions = keep;
   return p;
 }
@@ -80,10 +79,11 @@ TEST(PromoteAdapterVersion, WritesVersionTaskJobAndEventTogether) {
     c.set_job_id("job-x-1");
     ASSERT_OK(db->checkpoints().Put(c));
 
-    ASSERT_OK_AND_ASSIGN(PromotionResult r, db->PromoteAdapterVersion(MakePromotion("x", 1)));
+    int64_t event_seq = 0;
+    ASSERT_OK_AND_ASSIGN(PromotionResult r, PromoteJobVersion(*db, MakePromotion("x", 1), job, Succeeded(), &event_seq));
     EXPECT_EQ(r.version, 1);
     EXPECT_TRUE(r.removed_versions.empty());
-    EXPECT_EQ(r.event_seq, 2);
+    EXPECT_EQ(event_seq, 2);
   }
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
   ASSERT_OK_AND_ASSIGN(TaskRecord t, db->tasks().Get("acme", "x"));
@@ -105,23 +105,23 @@ TEST(PromoteAdapterVersion, WritesVersionTaskJobAndEventTogether) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("job-x-1")));
 }
 
+// The compare-and-set the job manager relies on: a promotion whose job is no
+// longer in the state it was read in (a cancel won the race) writes nothing.
 TEST(PromoteAdapterVersion, JobNoLongerInExpectedStateWritesNothing) {
   TempDir dir;
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
-  JobRecord job = RunningJob("job-x-1", "x");
-  job.set_state(adapterd::v1::JOB_STATE_CANCELLING);  // a cancel won the race
-  ASSERT_OK(db->jobs().Create(job));
-  Promotion p = MakePromotion("x", 1);
-  p.expected_job_state = adapterd::v1::JOB_STATE_RUNNING;
-  EXPECT_THAT(db->PromoteAdapterVersion(p),
+  ASSERT_OK(db->jobs().Create(RunningJob("job-x-1", "x")));
+  JobRecord cancelling = RunningJob("job-x-1", "x");
+  cancelling.set_state(adapterd::v1::JOB_STATE_CANCELLING);
+  ASSERT_OK(db->jobs().Put(cancelling));  // a cancel won the race
+  EXPECT_THAT(PromoteJobVersion(*db, MakePromotion("x", 1), RunningJob("job-x-1", "x"), Succeeded()),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("JOB_STATE_CANCELLING")));
   EXPECT_THAT(db->tasks().Get("acme", "x"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/x")));
   EXPECT_THAT(db->adapters().Get("acme", "x", 1),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("version 1")));
   EXPECT_EQ(db->jobs().LastEventSeq("job-x-1").value_or(-1), 0);
-  p.expected_job_state = adapterd::v1::JOB_STATE_CANCELLING;
-  ASSERT_OK_AND_ASSIGN(PromotionResult r, db->PromoteAdapterVersion(p));
+  ASSERT_OK_AND_ASSIGN(PromotionResult r, PromoteJobVersion(*db, MakePromotion("x", 1), cancelling, Succeeded()));
   EXPECT_EQ(r.version, 1);
 }
 
@@ -182,7 +182,7 @@ TEST(PromoteAdapterVersion, UnexpectedVersionWritesNothing) {
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
   ASSERT_OK(db->PromoteAdapterVersion(MakePromotion("x", 1)).status());
   ASSERT_OK(db->jobs().Create(RunningJob("job-x-3", "x")));
-  EXPECT_THAT(db->PromoteAdapterVersion(MakePromotion("x", 3)),
+  EXPECT_THAT(PromoteJobVersion(*db, MakePromotion("x", 3), RunningJob("job-x-3", "x"), Succeeded()),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("next version is 2")));
   ASSERT_OK_AND_ASSIGN(TaskRecord t, db->tasks().Get("acme", "x"));
   EXPECT_EQ(t.current_version(), 1);
@@ -192,8 +192,6 @@ TEST(PromoteAdapterVersion, UnexpectedVersionWritesNothing) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("version 3")));
   // expected_version 0 takes whatever is next; no job is needed (an import).
   Promotion import = MakePromotion("x", 0);
-  import.job.reset();
-  import.event.reset();
   ASSERT_OK_AND_ASSIGN(PromotionResult r, db->PromoteAdapterVersion(std::move(import)));
   EXPECT_EQ(r.version, 2);
   ASSERT_OK_AND_ASSIGN(t, db->tasks().Get("acme", "x"));
@@ -237,8 +235,6 @@ TEST(PromoteAdapterVersion, ConcurrentPromotionsOfOneTaskGetDistinctVersions) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
         Promotion p = MakePromotion("x", 0, /*keep=*/kThreads * kEach);
-        p.job.reset();
-        p.event.reset();
         p.adapter_bytes = absl::StrCat("thread ", t, " item ", i);
         auto r = db->PromoteAdapterVersion(std::move(p));
         if (r.ok()) got[t].push_back(r->version);

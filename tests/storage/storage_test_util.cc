@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
+#include "storage/database.h"
 #include "storage/rocks_status.h"
 
 extern char** environ;
@@ -207,6 +208,22 @@ std::string Child::Stderr() const {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+absl::StatusOr<PromotionResult> PromoteJobVersion(Database& db, Promotion p, adapterd::v1::JobRecord job,
+                                                  const adapterd::v1::JobEvent& event, int64_t* event_seq) {
+  const adapterd::v1::JobState before = job.state();
+  p.task.set_current_job_id(job.job_id());
+  job.set_state(adapterd::v1::JOB_STATE_SUCCEEDED);
+  job.set_result_version(p.expected_version);
+  Batch b;
+  RETURN_IF_ERROR(b.Promote(std::move(p)));
+  RETURN_IF_ERROR(b.UpdateJob(job, before));
+  RETURN_IF_ERROR(b.AppendEvent(job.job_id(), event));
+  RETURN_IF_ERROR(b.DeleteCheckpoint(job.job_id()));
+  RETURN_IF_ERROR(db.Commit(b));
+  if (event_seq != nullptr) *event_seq = b.committed_events().front().event.seq();
+  return b.committed_promotions().front();
 }
 
 }  // namespace adapterd::storage::testing

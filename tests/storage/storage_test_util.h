@@ -10,6 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/testing/temp_dir.h"
+#include "proto/adapterd/v1/records.pb.h"
+#include "storage/batch.h"
+#include "storage/database.h"
 
 namespace adapterd::storage::testing {
 
@@ -30,6 +33,14 @@ std::string MakeAdapterBytes(const std::string& task_id, int64_t version, size_t
 // OK iff `bytes` is exactly what MakeAdapterBytes(task_id, version, ...) made.
 absl::Status CheckAdapterBytes(const std::string& bytes, const std::string& task_id,
                                int64_t version);
+
+// The batch training::JobManager::Complete commits, for storage's tests of
+// its atomicity: promotion `p` (its expected_version set), `job` updated to
+// SUCCEEDED with result_version = that version if it is still in the state
+// `job` has (compare-and-set), `event` appended to its log (its seq into
+// `*event_seq` when given), and its checkpoint deleted. All or nothing.
+absl::StatusOr<PromotionResult> PromoteJobVersion(Database& db, Promotion p, adapterd::v1::JobRecord job,
+                                                  const adapterd::v1::JobEvent& event, int64_t* event_seq = nullptr);
 
 // A child process running tests/storage/crash_child.cc, its stdout on a pipe
 // and its stderr in a file.

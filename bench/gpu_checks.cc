@@ -67,11 +67,11 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "bench/bench_main.h"
-#include "client/dataset_file.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bench/bench_main.h"
+#include "client/dataset_file.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/model/adapter_format.h"
@@ -163,9 +163,8 @@ double FlopsPerSequence(const model::BertConfig& c, int64_t s, int64_t m) {
 // BERT-large sets are 12.6 GB in bf16: drawing them on the CPU and copying
 // would take minutes). Adapters ~ N(0, 0.02), LayerNorm gains 1 + N(0, 0.1),
 // biases N(0, 0.1): far from identity, so a wrong slot shows.
-absl::StatusOr<std::shared_ptr<const AdapterSet>> RandomSetOn(const model::BertConfig& config, int64_t m,
-                                                              int labels, c10::Device device,
-                                                              c10::ScalarType dtype) {
+absl::StatusOr<std::shared_ptr<const AdapterSet>> RandomSetOn(const model::BertConfig& config, int64_t m, int labels,
+                                                              c10::Device device, c10::ScalarType dtype) {
   return model::GuardTorch("random adapter set", [&]() -> absl::StatusOr<std::shared_ptr<const AdapterSet>> {
     const auto o = at::TensorOptions().device(device).dtype(dtype);
     const int64_t d = config.hidden_size;
@@ -179,9 +178,9 @@ absl::StatusOr<std::shared_ptr<const AdapterSet>> RandomSetOn(const model::BertC
     model::AdapterConfig ac;
     ac.bottleneck_size = m;
     for (int i = 0; i < labels; ++i) ac.labels.push_back(absl::StrCat("label", i));
-    ASSIGN_OR_RETURN(std::unique_ptr<AdapterSet> set,
-                     AdapterSet::FromParts(config, ac, ln(), std::move(layers), normal({labels, d}, 0.05),
-                                           normal({labels}, 0.1)));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<AdapterSet> set,
+        AdapterSet::FromParts(config, ac, ln(), std::move(layers), normal({labels, d}, 0.05), normal({labels}, 0.1)));
     return std::shared_ptr<const AdapterSet>(std::move(set));
   });
 }
@@ -237,12 +236,15 @@ void CheckC1(const Flags& f, Models& m, c10::Device device) {
   }
   auto cpu_stack = AdapterStack::Create(cpu_sets, config, c10::kCPU, at::kFloat, true);
   auto dev_stack = AdapterStack::Create(dev_sets, config, device, at::kFloat, true);
-  if (!cpu_stack.ok() || !dev_stack.ok()) return Fail("c1 stacks", cpu_stack.ok() ? dev_stack.status() : cpu_stack.status());
+  if (!cpu_stack.ok() || !dev_stack.ok())
+    return Fail("c1 stacks", cpu_stack.ok() ? dev_stack.status() : cpu_stack.status());
 
   std::mt19937_64 rng(5);
-  const std::vector<int64_t> lengths = {static_cast<int64_t>(f.seq), 100, 77, 64, 33, 17, 9, static_cast<int64_t>(f.seq)};
+  const std::vector<int64_t> lengths = {static_cast<int64_t>(f.seq), 100, 77, 64, 33, 17, 9,
+                                        static_cast<int64_t>(f.seq)};
   std::vector<int64_t> clipped;
-  for (int64_t l : lengths) clipped.push_back(std::min<int64_t>(std::max<int64_t>(l, 3), config.max_position_embeddings));
+  for (int64_t l : lengths)
+    clipped.push_back(std::min<int64_t>(std::max<int64_t>(l, 3), config.max_position_embeddings));
   const EncoderInput input = RandomInput(*m.cpu32.tokenizer, clipped, true, rng);
   const std::vector<int64_t> slots = {2, 0, 3, 1, 1, 3, 0, 2};
 
@@ -258,8 +260,8 @@ void CheckC1(const Flags& f, Models& m, c10::Device device) {
                                                           cpu->logits.masked_fill(cpu->logits.isinf(), 0))
                                                 : 0.0;
     const double scale = cpu->last_hidden_state.abs().max().item<double>();
-    std::printf("  %-22s max|diff| hidden %.3g (values up to %.3g), pooled %.3g, logits %.3g\n", name.c_str(),
-                hidden, scale, pooled, logits);
+    std::printf("  %-22s max|diff| hidden %.3g (values up to %.3g), pooled %.3g, logits %.3g\n", name.c_str(), hidden,
+                scale, pooled, logits);
     Result(absl::StrCat("c1.", name, ".hidden_max_abs_diff"), hidden);
     Result(absl::StrCat("c1.", name, ".pooled_max_abs_diff"), pooled);
     Result(absl::StrCat("c1.", name, ".logits_max_abs_diff"), logits);
@@ -549,7 +551,8 @@ void ProfileKernels(const std::string& name, c10::Device device, const std::func
   Result(absl::StrCat("profile.", name, ".kernel_ms"), total_ms);
   Result(absl::StrCat("profile.", name, ".kernels"), launches);
   for (const auto& [kind, v] : by_kind) {
-    std::printf("    %-18s %8.2f ms  %5.1f%%  %5d kernels\n", kind.c_str(), v.first, 100 * v.first / total_ms, v.second);
+    std::printf("    %-18s %8.2f ms  %5.1f%%  %5d kernels\n", kind.c_str(), v.first, 100 * v.first / total_ms,
+                v.second);
     Result(absl::StrCat("profile.", name, ".ms.", kind), v.first);
   }
   std::vector<std::pair<double, std::string>> top;
@@ -583,8 +586,7 @@ void MeasureThroughput(const Flags& f, Models& m, c10::Device device) {
   if (!stack.ok()) return Fail("g1 stack", stack.status());
   Sync(device);
   std::printf("  %d adapter sets (%.1f MB each) and their gathered stack made on the device in %.1f s\n", f.tasks,
-              static_cast<double>(sets[0]->ByteSize()) / 1e6,
-              std::chrono::duration<double>(Clock::now() - t0).count());
+              static_cast<double>(sets[0]->ByteSize()) / 1e6, std::chrono::duration<double>(Clock::now() - t0).count());
 
   std::mt19937_64 rng(3);
   const EncoderInput host_input =
@@ -619,11 +621,16 @@ void MeasureThroughput(const Flags& f, Models& m, c10::Device device) {
   };
   model::ForwardOptions seg{.strategy = model::MixedStrategy::kSegments};
   model::ForwardOptions gat{.strategy = model::MixedStrategy::kGatherBmm};
-  measure("bare_encoder", f.iters, [&] { return enc.Forward(input); }, flops0);
-  measure("one_task", f.iters, [&] { return enc.Forward(input, *sets[0]); }, flops_m);
-  measure("one_task_stack_gathered", f.iters, [&] { return enc.Forward(input, **stack, single, gat); }, flops_m);
-  measure("mixed_gathered", f.iters, [&] { return enc.Forward(input, **stack, mixed, gat); }, flops_m);
-  measure("mixed_segments", std::max(2, f.iters / 2), [&] { return enc.Forward(input, **stack, mixed, seg); }, flops_m);
+  measure(
+      "bare_encoder", f.iters, [&] { return enc.Forward(input); }, flops0);
+  measure(
+      "one_task", f.iters, [&] { return enc.Forward(input, *sets[0]); }, flops_m);
+  measure(
+      "one_task_stack_gathered", f.iters, [&] { return enc.Forward(input, **stack, single, gat); }, flops_m);
+  measure(
+      "mixed_gathered", f.iters, [&] { return enc.Forward(input, **stack, mixed, gat); }, flops_m);
+  measure(
+      "mixed_segments", std::max(2, f.iters / 2), [&] { return enc.Forward(input, **stack, mixed, seg); }, flops_m);
   if (f.profile) {
     ProfileKernels("bare_encoder", device, run([&] { return enc.Forward(input); }));
     ProfileKernels("one_task", device, run([&] { return enc.Forward(input, *sets[0]); }));
@@ -773,7 +780,8 @@ int Main(int argc, char** argv) {
   app.add_option("--c2_inputs", f.c2_inputs, "random texts compared in C2")->capture_default_str();
   app.add_option("--c2_train_examples", f.c2_train_examples, "training examples of C2's task")->capture_default_str();
   app.add_option("--c2_epochs", f.c2_epochs, "epochs of C2's task")->capture_default_str();
-  app.add_option("--c2_task", f.c2_task, "C2's task: calibrated (a head through the features' mean), trained (marker words) or dataset")
+  app.add_option("--c2_task", f.c2_task,
+                 "C2's task: calibrated (a head through the features' mean), trained (marker words) or dataset")
       ->capture_default_str()
       ->check(CLI::IsMember({"calibrated", "trained", "dataset"}));
   app.add_option("--c2_dataset", f.c2_dataset,
@@ -795,9 +803,9 @@ int Main(int argc, char** argv) {
   std::filesystem::create_directories(f.out);
   Models m;
   const auto t0 = Clock::now();
-  for (auto [target, dev, dtype] : {std::tuple{&m.cpu32, c10::Device(c10::kCPU), at::kFloat},
-                                    std::tuple{&m.dev32, *device, at::kFloat},
-                                    std::tuple{&m.dev_serving, *device, *low}}) {
+  for (auto [target, dev, dtype] :
+       {std::tuple{&m.cpu32, c10::Device(c10::kCPU), at::kFloat}, std::tuple{&m.dev32, *device, at::kFloat},
+        std::tuple{&m.dev_serving, *device, *low}}) {
     model::LoadOptions lo;
     lo.device = dev;
     lo.dtype = dtype;
@@ -811,11 +819,12 @@ int Main(int argc, char** argv) {
     *target = *std::move(loaded);
   }
   const model::BertConfig& c = m.dev32.config;
-  std::printf("model %s: %lld layers, hidden %lld, %lld heads, ff %lld, vocab %lld; %lld parameters; loaded 3x in %.1f s\n",
-              f.model_dir.c_str(), static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.hidden_size),
-              static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.intermediate_size),
-              static_cast<long long>(c.vocab_size), static_cast<long long>(m.dev32.encoder->NumParameters()),
-              std::chrono::duration<double>(Clock::now() - t0).count());
+  std::printf(
+      "model %s: %lld layers, hidden %lld, %lld heads, ff %lld, vocab %lld; %lld parameters; loaded 3x in %.1f s\n",
+      f.model_dir.c_str(), static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.hidden_size),
+      static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.intermediate_size),
+      static_cast<long long>(c.vocab_size), static_cast<long long>(m.dev32.encoder->NumParameters()),
+      std::chrono::duration<double>(Clock::now() - t0).count());
   g_results["device"] = device->str();
   g_results["dtype"] = f.dtype;
   g_results["reduced_residual_stream"] = f.reduced_residual_stream;

@@ -35,21 +35,21 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "bench/bench_main.h"
-#include "common/malloc_tuning.h"
-#include "common/status_macros.h"
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/bench_main.h"
 #include "client/adapterd_client.h"
-#include "server/model/tensor_io.h"
+#include "common/malloc_tuning.h"
+#include "common/status_macros.h"
 #include "server/model/adapter_format.h"
 #include "server/model/adapter_set.h"
 #include "server/model/cpu_kernels.h"
 #include "server/model/model_loader.h"
+#include "server/model/tensor_io.h"
 #include "server/serving/inference_engine.h"
 #include "server/training/trainer.h"
 #include "storage/database.h"
@@ -293,7 +293,8 @@ class LoadGen {
     lo.dtype = f_.dtype == "bf16" ? c10::kBFloat16 : c10::kFloat;
     ASSIGN_OR_RETURN(lo.device, model::ParseDevice(f_.device));
     absl::StatusOr<model::LoadedModel> m = model::LoadBertModel(f_.model_dir, lo);
-    if (!m.ok()) return absl::Status(m.status().code(), absl::StrCat("loading ", f_.model_dir, ": ", m.status().message()));
+    if (!m.ok())
+      return absl::Status(m.status().code(), absl::StrCat("loading ", f_.model_dir, ": ", m.status().message()));
     m_ = std::make_unique<model::LoadedModel>(*std::move(m));
     std::printf("model %s: %lld layers, hidden %lld; %d tasks (%s), m=%d, concurrency %d, %d text(s)/request\n",
                 f_.model_dir.c_str(), static_cast<long long>(m_->config.num_hidden_layers),
@@ -420,8 +421,8 @@ class LoadGen {
   void RunTrainingPhase() {
     Flags moderate = f_;
     moderate.concurrency = f_.training_concurrency > 0 ? f_.training_concurrency : std::max(1, f_.concurrency / 4);
-    const PhaseResult quiet = RunClosedLoop(absl::StrCat("moderate (", moderate.concurrency, " clients)"), moderate,
-                                            InProcess(true));
+    const PhaseResult quiet =
+        RunClosedLoop(absl::StrCat("moderate (", moderate.concurrency, " clients)"), moderate, InProcess(true));
     training::TrainingData data;
     data.labels = {"negative", "positive"};
     std::mt19937_64 trng(9);
@@ -451,9 +452,9 @@ class LoadGen {
     const double infer_s = after.inference_busy_seconds - before.inference_busy_seconds;
     const double runs = static_cast<double>(after.training_runs - before.training_runs);
     const double micro_ms = runs > 0 ? 1000 * train_s / runs : 0;
-    std::printf("training during the phase: %lld steps, micro-batch %.1f ms, share of busy time %.2f (target >= %.2f)\n",
-                static_cast<long long>(steps.load()), micro_ms, train_s / std::max(1e-9, train_s + infer_s),
-                f_.training_share);
+    std::printf(
+        "training during the phase: %lld steps, micro-batch %.1f ms, share of busy time %.2f (target >= %.2f)\n",
+        static_cast<long long>(steps.load()), micro_ms, train_s / std::max(1e-9, train_s + infer_s), f_.training_share);
     std::printf("p99 with training %.2f ms vs without %.2f ms + one micro-batch %.2f ms = %.2f ms\n", busy.p99_ms,
                 quiet.p99_ms, micro_ms, quiet.p99_ms + micro_ms);
   }
@@ -461,51 +462,50 @@ class LoadGen {
   // Cold loads: RocksDB -> device-ready adapter, timed through the cache,
   // then its two parts alone.
   void MeasureColdLoads() {
-  std::vector<double> cold;
-  for (int i = 0; i < f_.cold_loads; ++i) {
-    const std::string task = absl::StrCat("loadgen-", i % f_.tasks);
-    engine_->cache().Invalidate("default", task);
-    const absl::Time a = absl::Now();
-    if (engine_->cache().Get("default", task).ok()) cold.push_back(absl::ToDoubleMilliseconds(absl::Now() - a));
-  }
-  std::printf("cold adapter load (m=%d)      p50 %8.2f ms  p99 %8.2f ms  (%zu loads)\n", f_.bottleneck,
-              Percentile(cold, 0.5), Percentile(cold, 0.99), cold.size());
-  // Where a cold load's time goes: the RocksDB read, then the parse into the
-  // serving dtype, each timed alone on the same tasks.
-  std::vector<double> read_ms, parse_ms;
-  for (int i = 0; i < f_.cold_loads; ++i) {
-    const absl::Time a = absl::Now();
-    auto current = db_->adapters().GetCurrent("default", absl::StrCat("loadgen-", i % f_.tasks));
-    const absl::Time b = absl::Now();
-    if (!current.ok()) continue;
-    auto set = model::DeserializeAdapterSet(current->bytes, m_->config, m_->encoder->fingerprint(),
-                                            m_->encoder->device(),
-                                            {.check_finite = false, .dtype = m_->encoder->dtype()});
-    const absl::Time c = absl::Now();
-    if (!set.ok()) continue;
-    read_ms.push_back(absl::ToDoubleMilliseconds(b - a));
-    parse_ms.push_back(absl::ToDoubleMilliseconds(c - b));
-  }
-  std::printf("  of which RocksDB read         p50 %8.2f ms  p99 %8.2f ms\n", Percentile(read_ms, 0.5),
-              Percentile(read_ms, 0.99));
-  std::printf("  of which parse + convert      p50 %8.2f ms  p99 %8.2f ms\n", Percentile(parse_ms, 0.5),
-              Percentile(parse_ms, 0.99));
+    std::vector<double> cold;
+    for (int i = 0; i < f_.cold_loads; ++i) {
+      const std::string task = absl::StrCat("loadgen-", i % f_.tasks);
+      engine_->cache().Invalidate("default", task);
+      const absl::Time a = absl::Now();
+      if (engine_->cache().Get("default", task).ok()) cold.push_back(absl::ToDoubleMilliseconds(absl::Now() - a));
+    }
+    std::printf("cold adapter load (m=%d)      p50 %8.2f ms  p99 %8.2f ms  (%zu loads)\n", f_.bottleneck,
+                Percentile(cold, 0.5), Percentile(cold, 0.99), cold.size());
+    // Where a cold load's time goes: the RocksDB read, then the parse into the
+    // serving dtype, each timed alone on the same tasks.
+    std::vector<double> read_ms, parse_ms;
+    for (int i = 0; i < f_.cold_loads; ++i) {
+      const absl::Time a = absl::Now();
+      auto current = db_->adapters().GetCurrent("default", absl::StrCat("loadgen-", i % f_.tasks));
+      const absl::Time b = absl::Now();
+      if (!current.ok()) continue;
+      auto set =
+          model::DeserializeAdapterSet(current->bytes, m_->config, m_->encoder->fingerprint(), m_->encoder->device(),
+                                       {.check_finite = false, .dtype = m_->encoder->dtype()});
+      const absl::Time c = absl::Now();
+      if (!set.ok()) continue;
+      read_ms.push_back(absl::ToDoubleMilliseconds(b - a));
+      parse_ms.push_back(absl::ToDoubleMilliseconds(c - b));
+    }
+    std::printf("  of which RocksDB read         p50 %8.2f ms  p99 %8.2f ms\n", Percentile(read_ms, 0.5),
+                Percentile(read_ms, 0.99));
+    std::printf("  of which parse + convert      p50 %8.2f ms  p99 %8.2f ms\n", Percentile(parse_ms, 0.5),
+                Percentile(parse_ms, 0.99));
   }
 
   // Each step named on stderr.
   void Teardown() {
-  // Each teardown step is named: on the H100 the process crashed after its
-  // last figure (issue 33), and these lines say in which step.
-  std::fflush(stdout);
-  std::fprintf(stderr, "loadgen: teardown: engine\n");
-  engine_.reset();
-  std::fprintf(stderr, "loadgen: teardown: database\n");
-  (void)db_->Close();
-  std::fprintf(stderr, "loadgen: teardown: directory\n");
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
-  std::fprintf(stderr, "loadgen: teardown: model and locals\n");
-
+    // Each teardown step is named: on the H100 the process crashed after its
+    // last figure (issue 33), and these lines say in which step.
+    std::fflush(stdout);
+    std::fprintf(stderr, "loadgen: teardown: engine\n");
+    engine_.reset();
+    std::fprintf(stderr, "loadgen: teardown: database\n");
+    (void)db_->Close();
+    std::fprintf(stderr, "loadgen: teardown: directory\n");
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    std::fprintf(stderr, "loadgen: teardown: model and locals\n");
   }
 
   Flags f_;

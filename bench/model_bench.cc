@@ -81,8 +81,8 @@ Fixture& GetFixture(c10::ScalarType dtype) {
     AdapterConfig ac;
     ac.bottleneck_size = g_cfg.bottleneck;
     ac.labels = {"a", "b", "c"};
-    auto set = AdapterSet::CreateInitialized(*config, slot->encoder->weights(), ac, static_cast<uint64_t>(t + 1),
-                                             at::kCPU);
+    auto set =
+        AdapterSet::CreateInitialized(*config, slot->encoder->weights(), ac, static_cast<uint64_t>(t + 1), at::kCPU);
     Check(set.status());
     sets.push_back(std::move(*set));
   }
@@ -127,8 +127,8 @@ void BM_PlainEncoder(benchmark::State& state) {
 // RecordFunction: what a stack costs in launches wherever it runs.
 thread_local std::map<std::string, int64_t>* t_op_counts = nullptr;
 std::unique_ptr<at::ObserverContext> CountOp(const at::RecordFunction& fn) {
-  static const std::set<std::string> launching = {"aten::cat", "aten::copy_", "aten::fill_", "aten::zero_",
-                                                  "aten::constant_pad_nd", "aten::index_select"};
+  static const std::set<std::string> launching = {"aten::cat",   "aten::copy_",           "aten::fill_",
+                                                  "aten::zero_", "aten::constant_pad_nd", "aten::index_select"};
   if (t_op_counts != nullptr && launching.count(fn.name())) ++(*t_op_counts)[fn.name()];
   return nullptr;
 }
@@ -237,14 +237,14 @@ int main(int argc, char** argv) {
   using adapterd::model::g_cfg;
   adapterd::KeepLargeBuffersOnTheHeap();
   // Our flags first; the rest go to Google Benchmark.
-  std::vector<char*> rest = adapterd::bench::ParseOwnFlags(
-      argc, argv,
-      {{"--preset", [](const char* v) { g_cfg.preset = v; }},
-       {"--batch", [](const char* v) { g_cfg.batch = std::atol(v); }},
-       {"--seq", [](const char* v) { g_cfg.seq = std::atol(v); }},
-       {"--tasks", [](const char* v) { g_cfg.tasks = std::atol(v); }},
-       {"--bottleneck", [](const char* v) { g_cfg.bottleneck = std::atol(v); }},
-       {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }}});
+  std::vector<char*> rest =
+      adapterd::bench::ParseOwnFlags(argc, argv,
+                                     {{"--preset", [](const char* v) { g_cfg.preset = v; }},
+                                      {"--batch", [](const char* v) { g_cfg.batch = std::atol(v); }},
+                                      {"--seq", [](const char* v) { g_cfg.seq = std::atol(v); }},
+                                      {"--tasks", [](const char* v) { g_cfg.tasks = std::atol(v); }},
+                                      {"--bottleneck", [](const char* v) { g_cfg.bottleneck = std::atol(v); }},
+                                      {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }}});
   adapterd::model::SetComputeThreads(g_cfg.threads);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());

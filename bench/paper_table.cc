@@ -112,8 +112,7 @@ double MajorityRate(const std::vector<Example>& examples) {
   return examples.empty() ? 0.0 : static_cast<double>(most) / static_cast<double>(examples.size());
 }
 
-std::string RunKey(const std::string& dataset, const std::string& method, double lr, int epochs,
-                   uint64_t seed) {
+std::string RunKey(const std::string& dataset, const std::string& method, double lr, int epochs, uint64_t seed) {
   return absl::StrFormat("%s/%s/lr=%g/epochs=%d/seed=%d", dataset, method, lr, epochs, seed);
 }
 
@@ -138,8 +137,7 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadResults(const std::string& path)
 // fine-tuning) or trainable (one per full fine-tuning run: it is updated in
 // place).
 absl::StatusOr<std::unique_ptr<model::BertEncoder>> FreshEncoder(const std::string& model_dir,
-                                                                const model::BertConfig& config,
-                                                                bool trainable) {
+                                                                 const model::BertConfig& config, bool trainable) {
   ASSIGN_OR_RETURN(model::SafetensorsFile file, model::SafetensorsFile::Open(model_dir + "/model.safetensors"));
   ASSIGN_OR_RETURN(model::ResolvedWeights resolved,
                    model::ResolveEncoderWeights(file, config, c10::Device(c10::kCPU), at::kFloat));
@@ -147,15 +145,14 @@ absl::StatusOr<std::unique_ptr<model::BertEncoder>> FreshEncoder(const std::stri
     // Never train mapped checkpoint bytes.
     RETURN_IF_ERROR(model::GuardTorch("copy weights", [&]() {
       model::EncoderWeights& w = resolved.weights;
-      for (at::Tensor* t : {&w.word_embeddings, &w.position_embeddings, &w.token_type_embeddings,
-                            &w.emb_ln_weight, &w.emb_ln_bias, &w.pooler_weight, &w.pooler_bias}) {
+      for (at::Tensor* t : {&w.word_embeddings, &w.position_embeddings, &w.token_type_embeddings, &w.emb_ln_weight,
+                            &w.emb_ln_bias, &w.pooler_weight, &w.pooler_bias}) {
         if (t->defined()) *t = t->clone();
       }
       for (model::EncoderLayerWeights& l : w.layers) {
-        for (at::Tensor* t : {&l.qkv_weight, &l.qkv_bias, &l.attn_out_weight, &l.attn_out_bias,
-                              &l.attn_ln_weight, &l.attn_ln_bias, &l.intermediate_weight,
-                              &l.intermediate_bias, &l.output_weight, &l.output_bias, &l.output_ln_weight,
-                              &l.output_ln_bias}) {
+        for (at::Tensor* t : {&l.qkv_weight, &l.qkv_bias, &l.attn_out_weight, &l.attn_out_bias, &l.attn_ln_weight,
+                              &l.attn_ln_bias, &l.intermediate_weight, &l.intermediate_bias, &l.output_weight,
+                              &l.output_bias, &l.output_ln_weight, &l.output_ln_bias}) {
           *t = t->clone();
         }
       }
@@ -232,8 +229,8 @@ absl::Status Run(const RunArgs& a) {
       for (const Method& method : Methods()) {
         if (std::find(a.methods.begin(), a.methods.end(), method.name) == a.methods.end()) continue;
         for (double lr : method.lrs) {
-          if (!a.lrs.empty() && std::none_of(a.lrs.begin(), a.lrs.end(),
-                                             [&](double x) { return std::abs(x - lr) <= 1e-9 * lr; })) {
+          if (!a.lrs.empty() &&
+              std::none_of(a.lrs.begin(), a.lrs.end(), [&](double x) { return std::abs(x - lr) <= 1e-9 * lr; })) {
             continue;
           }
           const std::string key = RunKey(d, method.name, lr, epochs, a.seed);
@@ -260,8 +257,8 @@ absl::Status Run(const RunArgs& a) {
           double best_acc = -1, best_loss = 0;
           training::TrainerHooks hooks;
           hooks.on_epoch = [&](const training::EpochReport& r) {
-            std::fprintf(stderr, "  %s epoch %d: val acc %.4f loss %.4f\n", key.c_str(), r.epoch,
-                         r.validation_accuracy, r.validation_loss);
+            std::fprintf(stderr, "  %s epoch %d: val acc %.4f loss %.4f\n", key.c_str(), r.epoch, r.validation_accuracy,
+                         r.validation_loss);
             const bool better = r.validation_accuracy > best_acc ||
                                 (r.validation_accuracy == best_acc && r.validation_loss < best_loss);
             if (!better) return;
@@ -274,9 +271,9 @@ absl::Status Run(const RunArgs& a) {
             }
           };
           const auto t0 = std::chrono::steady_clock::now();
-          ASSIGN_OR_RETURN(training::TrainingResult result,
-                           training::Train(*encoder, *m.tokenizer,
-                                           {split.train, split.validation, split.labels}, hp, hooks));
+          ASSIGN_OR_RETURN(
+              training::TrainingResult result,
+              training::Train(*encoder, *m.tokenizer, {split.train, split.validation, split.labels}, hp, hooks));
           const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (owned && !best_weights.empty()) {
             RETURN_IF_ERROR(model::GuardTorch("restore the best epoch", [&]() {
@@ -385,13 +382,13 @@ absl::Status Report(const ReportArgs& a) {
       ++n;
     }
     if (n == 0) continue;
-    absl::StrAppend(&line,
-                    params < 0 ? std::string(" n/a (no head-only run) |")
-                               : absl::StrFormat(" %d (%.4g%%) |", params,
-                                                 100.0 * static_cast<double>(params) /
-                                                     static_cast<double>(encoder_params)),
-                    cols, n == static_cast<int>(a.datasets.size()) ? absl::StrFormat(" %.1f |", 100 * sum / n)
-                                                                   : std::string(" n/a |"));
+    absl::StrAppend(
+        &line,
+        params < 0 ? std::string(" n/a (no head-only run) |")
+                   : absl::StrFormat(" %d (%.4g%%) |", params,
+                                     100.0 * static_cast<double>(params) / static_cast<double>(encoder_params)),
+        cols,
+        n == static_cast<int>(a.datasets.size()) ? absl::StrFormat(" %.1f |", 100 * sum / n) : std::string(" n/a |"));
     std::cout << line << "\n";
   }
   std::string majority = "| Majority class | 0 |";

@@ -68,9 +68,9 @@ struct Flags {
   double op_every_s = 20;
   int train_examples = 400;
   int epochs = 2;
-  int metrics_port = 0;  // the server's /metrics on 127.0.0.1; 0 = no memory breakdown
-  double rss_every_s = 5;   // between RSS readings
-  double rss_span_s = 60;   // a window's RSS: the median of its readings in this last span
+  int metrics_port = 0;    // the server's /metrics on 127.0.0.1; 0 = no memory breakdown
+  double rss_every_s = 5;  // between RSS readings
+  double rss_span_s = 60;  // a window's RSS: the median of its readings in this last span
 };
 
 // Server process readings from /proc.
@@ -140,9 +140,9 @@ MemSample ReadMetrics(int port) {
 }
 
 std::string Words(std::mt19937_64& rng, int n) {
-  static const char* const kWords[] = {"good", "bad", "great", "awful", "movie", "plot", "actor", "slow",
-                                       "fast", "boring", "fun", "the", "a", "and", "was", "very",
-                                       "not", "really", "loved", "hated", "story", "music", "ending", "long"};
+  static const char* const kWords[] = {"good", "bad",    "great", "awful", "movie", "plot",  "actor",  "slow",
+                                       "fast", "boring", "fun",   "the",   "a",     "and",   "was",    "very",
+                                       "not",  "really", "loved", "hated", "story", "music", "ending", "long"};
   std::string out;
   for (int i = 0; i < n; ++i) absl::StrAppend(&out, i > 0 ? " " : "", kWords[rng() % std::size(kWords)]);
   return out;
@@ -248,18 +248,19 @@ class Soak {
       at_window_end.push_back(p);
       mem_at_window_end.push_back(ReadMetrics(f_.metrics_port));
       p99s.push_back(Percentile(lat, 0.99));
-      std::printf("window %2d  %7zu req  p50 %7.1f ms  p99 %7.1f ms  errors %lld  rss %7.1f MiB (median of %zu"
-                  " in its last %.0f s; %.1f at its end)  fds %lld (db %lld)  threads %lld  jobs done %d\n",
-                  w, lat.size(), Percentile(lat, 0.5), p99s.back(), static_cast<long long>(errors),
-                  rss_medians_mib.back(), span_mib.size(), f_.rss_span_s, MiB(p.rss_kib), static_cast<long long>(p.fds),
-                  static_cast<long long>(p.db_fds), static_cast<long long>(p.threads), jobs_done_.load());
+      std::printf(
+          "window %2d  %7zu req  p50 %7.1f ms  p99 %7.1f ms  errors %lld  rss %7.1f MiB (median of %zu"
+          " in its last %.0f s; %.1f at its end)  fds %lld (db %lld)  threads %lld  jobs done %d\n",
+          w, lat.size(), Percentile(lat, 0.5), p99s.back(), static_cast<long long>(errors), rss_medians_mib.back(),
+          span_mib.size(), f_.rss_span_s, MiB(p.rss_kib), static_cast<long long>(p.fds),
+          static_cast<long long>(p.db_fds), static_cast<long long>(p.threads), jobs_done_.load());
       if (f_.metrics_port != 0) {
         std::string owners;
         for (size_t i = 0; i < kMemOwners.size(); ++i) {
           absl::StrAppendFormat(&owners, "  %s %.1f", kMemOwners[i].name, mem_at_window_end.back().mib[i]);
         }
-        std::printf("          memory MiB: rss anon %.1f  rss file %.1f %s\n", MiB(p.rss_anon_kib),
-                    MiB(p.rss_file_kib), owners.c_str());
+        std::printf("          memory MiB: rss anon %.1f  rss file %.1f %s\n", MiB(p.rss_anon_kib), MiB(p.rss_file_kib),
+                    owners.c_str());
       }
       std::fflush(stdout);
     }
@@ -280,16 +281,17 @@ class Soak {
     const int64_t last_other = last.fds - last.db_fds;
     const bool ok = errors_ == 0 && rss_growth < 5 && last_other <= warm_other && last.threads <= warm.threads;
     std::string rss_list;
-    for (double m : rss_medians_mib) absl::StrAppend(&rss_list, rss_list.empty() ? "" : ", ", absl::StrFormat("%.1f", m));
-    std::printf("soak: %.0f min, %d tasks, %d jobs done, %d ops; unexpected errors %lld; RSS per window (MiB, "
-                "medians): %s: %+.1f%% after warm-up (single readings %.1f -> %.1f: %+.1f%%); fds other than "
-                "RocksDB's %lld -> %lld, RocksDB's %lld -> %lld; threads %lld -> %lld; p99 per window (ms): %s; %s\n",
-                f_.minutes, f_.tasks, jobs_done_.load(), ops_done_.load(), static_cast<long long>(errors_),
-                rss_list.c_str(), rss_growth, MiB(warm.rss_kib), MiB(last.rss_kib), rss_growth_single,
-                static_cast<long long>(warm_other), static_cast<long long>(last_other),
-                static_cast<long long>(warm.db_fds), static_cast<long long>(last.db_fds),
-                static_cast<long long>(warm.threads), static_cast<long long>(last.threads), p99_list.c_str(),
-                ok ? "targets held" : "TARGETS MISSED");
+    for (double m : rss_medians_mib)
+      absl::StrAppend(&rss_list, rss_list.empty() ? "" : ", ", absl::StrFormat("%.1f", m));
+    std::printf(
+        "soak: %.0f min, %d tasks, %d jobs done, %d ops; unexpected errors %lld; RSS per window (MiB, "
+        "medians): %s: %+.1f%% after warm-up (single readings %.1f -> %.1f: %+.1f%%); fds other than "
+        "RocksDB's %lld -> %lld, RocksDB's %lld -> %lld; threads %lld -> %lld; p99 per window (ms): %s; %s\n",
+        f_.minutes, f_.tasks, jobs_done_.load(), ops_done_.load(), static_cast<long long>(errors_), rss_list.c_str(),
+        rss_growth, MiB(warm.rss_kib), MiB(last.rss_kib), rss_growth_single, static_cast<long long>(warm_other),
+        static_cast<long long>(last_other), static_cast<long long>(warm.db_fds), static_cast<long long>(last.db_fds),
+        static_cast<long long>(warm.threads), static_cast<long long>(last.threads), p99_list.c_str(),
+        ok ? "targets held" : "TARGETS MISSED");
     if (f_.metrics_port != 0) {
       // Each owner's change over the same span as the RSS growth.
       const MemSample mem_last = ReadMetrics(f_.metrics_port);

@@ -47,7 +47,7 @@ struct BenchConfig {
   int steps = 2;
   int64_t bottleneck = 64;
   int threads = 0;
-  int blas_threads = -1;  // -1: as threads
+  int blas_threads = -1;       // -1: as threads
   std::string device = "cpu";  // cpu, cuda or cuda:N
   bool tf32 = false;           // CUDA fp32 products on TF32 tensor cores
 };
@@ -133,12 +133,13 @@ void PrintStorage() {
   auto bf16 = model::SerializeAdapterSet(**set, "bench", {}, model::DType::kBF16);
   Check(f32.status());
   Check(bf16.status());
-  std::printf("\nStored per task (preset=%s, m=%ld): adapter set %.2f MB fp32 (%.2f MB bf16), %ld parameters;\n"
-              "fully fine-tuned copy %.1f MB fp32: %.1fx larger (%.2f%% of it).\n",
-              g_cfg.preset.c_str(), static_cast<long>(g_cfg.bottleneck), f32->size() / 1e6, bf16->size() / 1e6,
-              static_cast<long>((*set)->NumParameters()), encoder_bytes->size() / 1e6,
-              static_cast<double>(encoder_bytes->size()) / static_cast<double>(f32->size()),
-              100.0 * static_cast<double>(f32->size()) / static_cast<double>(encoder_bytes->size()));
+  std::printf(
+      "\nStored per task (preset=%s, m=%ld): adapter set %.2f MB fp32 (%.2f MB bf16), %ld parameters;\n"
+      "fully fine-tuned copy %.1f MB fp32: %.1fx larger (%.2f%% of it).\n",
+      g_cfg.preset.c_str(), static_cast<long>(g_cfg.bottleneck), f32->size() / 1e6, bf16->size() / 1e6,
+      static_cast<long>((*set)->NumParameters()), encoder_bytes->size() / 1e6,
+      static_cast<double>(encoder_bytes->size()) / static_cast<double>(f32->size()),
+      100.0 * static_cast<double>(f32->size()) / static_cast<double>(encoder_bytes->size()));
 }
 
 }  // namespace
@@ -150,17 +151,17 @@ BENCHMARK(adapterd::training::BM_FullFineTuning)->UseManualTime()->Iterations(1)
 int main(int argc, char** argv) {
   using adapterd::training::g_cfg;
   adapterd::KeepLargeBuffersOnTheHeap();
-  std::vector<char*> rest = adapterd::bench::ParseOwnFlags(
-      argc, argv,
-      {{"--preset", [](const char* v) { g_cfg.preset = v; }},
-       {"--batch", [](const char* v) { g_cfg.batch = std::atoi(v); }},
-       {"--seq", [](const char* v) { g_cfg.seq = std::atoi(v); }},
-       {"--steps", [](const char* v) { g_cfg.steps = std::atoi(v); }},
-       {"--bottleneck", [](const char* v) { g_cfg.bottleneck = std::atol(v); }},
-       {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }},
-       {"--blas_threads", [](const char* v) { g_cfg.blas_threads = std::atoi(v); }},
-       {"--device", [](const char* v) { g_cfg.device = v; }},
-       {"--tf32", [](const char* v) { g_cfg.tf32 = std::atoi(v) != 0; }}});
+  std::vector<char*> rest =
+      adapterd::bench::ParseOwnFlags(argc, argv,
+                                     {{"--preset", [](const char* v) { g_cfg.preset = v; }},
+                                      {"--batch", [](const char* v) { g_cfg.batch = std::atoi(v); }},
+                                      {"--seq", [](const char* v) { g_cfg.seq = std::atoi(v); }},
+                                      {"--steps", [](const char* v) { g_cfg.steps = std::atoi(v); }},
+                                      {"--bottleneck", [](const char* v) { g_cfg.bottleneck = std::atol(v); }},
+                                      {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }},
+                                      {"--blas_threads", [](const char* v) { g_cfg.blas_threads = std::atoi(v); }},
+                                      {"--device", [](const char* v) { g_cfg.device = v; }},
+                                      {"--tf32", [](const char* v) { g_cfg.tf32 = std::atoi(v) != 0; }}});
   at::globalContext().setAllowTF32CuBLAS(g_cfg.tf32);
   adapterd::model::SetComputeThreads(g_cfg.threads);
   if (g_cfg.blas_threads >= 0) adapterd::model::SetBlasThreads(g_cfg.blas_threads);
@@ -169,12 +170,11 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   auto& r = adapterd::training::g_rates;
   if (r.count("adapters") && r.count("full") && r["full"] > 0) {
-    std::printf("\nRatio (this run, preset=%s batch=%d seq=%d, device %s%s, %d threads): adapter training / full "
-                "fine-tuning = %.3f (%.2f vs %.2f examples/s)\n",
-                g_cfg.preset.c_str(), g_cfg.batch, g_cfg.seq, g_cfg.device.c_str(), g_cfg.tf32 ? " tf32" : "",
-                at::get_num_threads(),
-                r["adapters"] / r["full"],
-                r["adapters"], r["full"]);
+    std::printf(
+        "\nRatio (this run, preset=%s batch=%d seq=%d, device %s%s, %d threads): adapter training / full "
+        "fine-tuning = %.3f (%.2f vs %.2f examples/s)\n",
+        g_cfg.preset.c_str(), g_cfg.batch, g_cfg.seq, g_cfg.device.c_str(), g_cfg.tf32 ? " tf32" : "",
+        at::get_num_threads(), r["adapters"] / r["full"], r["adapters"], r["full"]);
   }
   adapterd::training::PrintStorage();
   benchmark::Shutdown();

@@ -58,8 +58,8 @@ class CommandLine {
   void AddDatasets(CLI::App& app) {
     auto* datasets = app.add_subcommand("datasets", "upload, list, inspect and delete datasets");
     datasets->require_subcommand(1);
-    auto* upload = datasets->add_subcommand(
-        "upload", "upload a CSV (header text,label or text,text_pair,label) or JSONL file");
+    auto* upload =
+        datasets->add_subcommand("upload", "upload a CSV (header text,label or text,text_pair,label) or JSONL file");
     upload->add_option("FILE", upload_args_.file, "dataset file (.csv, .jsonl)")->required();
     upload->add_option("--id", upload_args_.dataset_id, "dataset id (default: server-assigned)");
     upload->add_option("--name", upload_args_.display_name, "display name (default: file name)");
@@ -84,8 +84,8 @@ class CommandLine {
     datasets->add_subcommand("list", "list datasets (every replica's, behind a router)")->callback([this] {
       action_ = [this](const CommandEnv& env) { return DatasetsList(env); };
     });
-    auto* dataset_delete = datasets->add_subcommand(
-        "delete", "delete a dataset (refused while a queued or running job uses it)");
+    auto* dataset_delete =
+        datasets->add_subcommand("delete", "delete a dataset (refused while a queued or running job uses it)");
     dataset_delete->add_option("ID", dataset_id_, "dataset id")->required();
     dataset_delete->add_option("--task", dataset_task_,
                                "routing hint behind a task-sharding router (default: the task a server-assigned id "
@@ -94,10 +94,8 @@ class CommandLine {
         [&] { action_ = [this](const CommandEnv& env) { return DatasetsDelete(env, dataset_id_, dataset_task_); }; });
   }
   void AddTrain(CLI::App& app) {
-    auto* train = app.add_subcommand(
-        "train", "upload data, create a training job for a task and watch it to the end");
-    train->add_option("--task", train_args_.task_id, "task id to train (new, or a new version)")
-        ->required();
+    auto* train = app.add_subcommand("train", "upload data, create a training job for a task and watch it to the end");
+    train->add_option("--task", train_args_.task_id, "task id to train (new, or a new version)")->required();
     train->add_option("--data", train_args_.data_file, "training data (.csv, .jsonl)")->required();
     train->add_option("--validation", train_args_.validation_file,
                       "validation data (default: a stratified split of --data)");
@@ -106,33 +104,30 @@ class CommandLine {
         ->capture_default_str();
     train->add_option("--request-id", train_args_.request_id,
                       "idempotency key (default: a hash of task, data and hyperparameters)");
-    auto* lr_opt = train->add_option("--learning-rate", learning_rate_, "peak learning rate")
-                       ->check(CLI::PositiveNumber);
-    auto* epochs_opt = train->add_option("--epochs", epochs_, "passes over the data")
-                           ->check(CLI::PositiveNumber);
-    auto* batch_opt = train->add_option("--batch-size", batch_size_, "examples per step")
-                          ->check(CLI::PositiveNumber);
-    auto* bottleneck_opt = train->add_option("--bottleneck", bottleneck_, "adapter bottleneck size")
-                               ->check(CLI::PositiveNumber);
+    auto* lr_opt =
+        train->add_option("--learning-rate", learning_rate_, "peak learning rate")->check(CLI::PositiveNumber);
+    auto* epochs_opt = train->add_option("--epochs", epochs_, "passes over the data")->check(CLI::PositiveNumber);
+    auto* batch_opt = train->add_option("--batch-size", batch_size_, "examples per step")->check(CLI::PositiveNumber);
+    auto* bottleneck_opt =
+        train->add_option("--bottleneck", bottleneck_, "adapter bottleneck size")->check(CLI::PositiveNumber);
     auto* activation_opt = train->add_option("--activation", activation_, "adapter nonlinearity")
                                ->check(CLI::IsMember({"gelu", "relu", "tanh", "silu"}));
-    auto* seq_opt = train->add_option("--max-seq-len", max_seq_len_, "longest tokenized input")
-                        ->check(CLI::PositiveNumber);
+    auto* seq_opt =
+        train->add_option("--max-seq-len", max_seq_len_, "longest tokenized input")->check(CLI::PositiveNumber);
     auto* seed_opt = train->add_option("--seed", seed_, "random seed");
-    auto* fraction_opt =
-        train->add_option("--validation-fraction", validation_fraction_,
-                          "held-out fraction when no --validation is given")
+    auto* fraction_opt = train
+                             ->add_option("--validation-fraction", validation_fraction_,
+                                          "held-out fraction when no --validation is given")
+                             ->check(CLI::Range(0.0, 1.0));
+    auto* warmup_opt =
+        train->add_option("--warmup-fraction", warmup_fraction_, "fraction of the steps spent in linear warmup")
             ->check(CLI::Range(0.0, 1.0));
-    auto* warmup_opt = train->add_option("--warmup-fraction", warmup_fraction_,
-                                         "fraction of the steps spent in linear warmup")
-                           ->check(CLI::Range(0.0, 1.0));
-    auto* decay_opt = train->add_option("--weight-decay", weight_decay_, "AdamW weight decay")
-                          ->check(CLI::NonNegativeNumber);
-    auto* clip_opt = train->add_option("--max-grad-norm", max_grad_norm_, "gradient-norm clip")
-                         ->check(CLI::PositiveNumber);
-    auto* checkpoint_opt =
-        train->add_option("--checkpoint-every", checkpoint_every_, "checkpoint every N steps")
-            ->check(CLI::PositiveNumber);
+    auto* decay_opt =
+        train->add_option("--weight-decay", weight_decay_, "AdamW weight decay")->check(CLI::NonNegativeNumber);
+    auto* clip_opt =
+        train->add_option("--max-grad-norm", max_grad_norm_, "gradient-norm clip")->check(CLI::PositiveNumber);
+    auto* checkpoint_opt = train->add_option("--checkpoint-every", checkpoint_every_, "checkpoint every N steps")
+                               ->check(CLI::PositiveNumber);
     train->add_flag("--detach", train_args_.detach, "create the job and return without watching");
     train->callback([=, this] {
       auto& h = train_args_.hyperparameters;
@@ -158,8 +153,7 @@ class CommandLine {
     auto* jobs = app.add_subcommand("jobs", "list, inspect, cancel and watch training jobs");
     jobs->require_subcommand(1);
     auto* jobs_list = jobs->add_subcommand("list", "list training jobs, oldest first");
-    jobs_list->add_option("--state", state_filter_,
-                          "only jobs in this state (queued, running, succeeded, ...)");
+    jobs_list->add_option("--state", state_filter_, "only jobs in this state (queued, running, succeeded, ...)");
     jobs_list->add_option("--task", list_args_.task_id, "only jobs of this task");
     jobs_list->add_option("--page-size", list_args_.page_size, "jobs per page (server default: 50)")
         ->check(CLI::NonNegativeNumber);
@@ -178,13 +172,10 @@ class CommandLine {
     jobs_get->callback([this] { action_ = [this](const CommandEnv& env) { return JobsGet(env, job_id_); }; });
     auto* jobs_cancel = jobs->add_subcommand("cancel", "cancel a queued or running job");
     jobs_cancel->add_option("ID", job_id_, "job id")->required();
-    jobs_cancel->callback(
-        [&] { action_ = [this](const CommandEnv& env) { return JobsCancel(env, job_id_); }; });
-    auto* jobs_watch =
-        jobs->add_subcommand("watch", "follow a job until it finishes (exit code: its outcome)");
+    jobs_cancel->callback([&] { action_ = [this](const CommandEnv& env) { return JobsCancel(env, job_id_); }; });
+    auto* jobs_watch = jobs->add_subcommand("watch", "follow a job until it finishes (exit code: its outcome)");
     jobs_watch->add_option("ID", job_id_, "job id")->required();
-    jobs_watch->callback(
-        [&] { action_ = [this](const CommandEnv& env) { return JobsWatch(env, job_id_); }; });
+    jobs_watch->callback([&] { action_ = [this](const CommandEnv& env) { return JobsWatch(env, job_id_); }; });
   }
   void AddTasks(CLI::App& app) {
     auto* tasks = app.add_subcommand("tasks", "list, inspect, delete, export and import tasks");
@@ -197,25 +188,21 @@ class CommandLine {
     tasks_get->callback([this] { action_ = [this](const CommandEnv& env) { return TasksGet(env, task_id_); }; });
     auto* tasks_delete = tasks->add_subcommand("delete", "delete a task and all its versions");
     tasks_delete->add_option("TASK", task_id_, "task id")->required();
-    tasks_delete->callback(
-        [&] { action_ = [this](const CommandEnv& env) { return TasksDelete(env, task_id_); }; });
+    tasks_delete->callback([&] { action_ = [this](const CommandEnv& env) { return TasksDelete(env, task_id_); }; });
     auto* tasks_export = tasks->add_subcommand("export", "download a task's adapter file");
     tasks_export->add_option("TASK", export_args_.task_id, "task id")->required();
     tasks_export->add_option("--version", export_args_.version, "version (default: current)")
         ->check(CLI::NonNegativeNumber);
     tasks_export->add_option("--out", export_args_.out_file, "output file ('-' = stdout)")->required();
-    tasks_export->callback(
-        [&] { action_ = [this](const CommandEnv& env) { return TasksExport(env, export_args_); }; });
+    tasks_export->callback([&] { action_ = [this](const CommandEnv& env) { return TasksExport(env, export_args_); }; });
     auto* tasks_import = tasks->add_subcommand("import", "create a task from an adapter file");
     tasks_import->add_option("TASK", task_id_, "new task id")->required();
     tasks_import->add_option("FILE", import_file_, "adapter file")->required();
-    tasks_import->callback([this] {
-      action_ = [this](const CommandEnv& env) { return TasksImport(env, task_id_, import_file_); };
-    });
+    tasks_import->callback(
+        [this] { action_ = [this](const CommandEnv& env) { return TasksImport(env, task_id_, import_file_); }; });
   }
   void AddPredict(CLI::App& app) {
-    auto* predict = app.add_subcommand(
-        "predict", "classify texts (arguments, --file with one per line, or stdin)");
+    auto* predict = app.add_subcommand("predict", "classify texts (arguments, --file with one per line, or stdin)");
     predict->add_option("--task", predict_args_.task_id, "task id")->required();
     predict->add_option("--version", predict_args_.version, "task version (default: current)")
         ->check(CLI::NonNegativeNumber);
@@ -227,9 +214,7 @@ class CommandLine {
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     predict->add_option("TEXT", predict_args_.texts, "texts to classify");
-    predict->callback([this] {
-      action_ = [this](const CommandEnv& env) { return Predict(env, predict_args_); };
-    });
+    predict->callback([this] { action_ = [this](const CommandEnv& env) { return Predict(env, predict_args_); }; });
   }
   void AddHealth(CLI::App& app) {
     app.add_subcommand("health",

@@ -7,10 +7,10 @@
 #include <grpcpp/generic/generic_stub.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/routing.h"
-#include "common/tls.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/routing.h"
+#include "common/tls.h"
 
 namespace adapterd::client {
 namespace {
@@ -40,7 +40,7 @@ std::string EncodeHealthCheckRequest(const std::string& service) {
   if (service.empty()) return "";  // proto3 omits default values
   std::string out;
   out.push_back(static_cast<char>((1 << 3) | 2));
-  for (size_t v = service.size(); ; v >>= 7) {
+  for (size_t v = service.size();; v >>= 7) {
     if (v < 0x80) {
       out.push_back(static_cast<char>(v));
       break;
@@ -115,8 +115,7 @@ std::string_view ServingStatusName(ServingStatus status) {
   return "UNKNOWN";
 }
 
-std::vector<std::pair<size_t, size_t>> PlanChunks(std::span<const v1::Example> examples,
-                                                  size_t max_chunk_bytes) {
+std::vector<std::pair<size_t, size_t>> PlanChunks(std::span<const v1::Example> examples, size_t max_chunk_bytes) {
   std::vector<std::pair<size_t, size_t>> ranges;
   size_t begin = 0;
   size_t bytes = 0;
@@ -152,8 +151,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsChannelCredentials(
 
 absl::StatusOr<std::unique_ptr<AdapterdClient>> AdapterdClient::Create(Options options) {
   if (options.server.empty()) return absl::InvalidArgumentError("no server address given");
-  if (options.default_deadline <= absl::ZeroDuration() ||
-      options.watch_deadline <= absl::ZeroDuration()) {
+  if (options.default_deadline <= absl::ZeroDuration() || options.watch_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("deadlines must be positive");
   }
   if (options.upload_chunk_bytes == 0) {
@@ -171,8 +169,7 @@ absl::StatusOr<std::unique_ptr<AdapterdClient>> AdapterdClient::Create(Options o
   if (!options.tls_server_name.empty()) {
     args.SetSslTargetNameOverride(options.tls_server_name);
   }
-  auto credentials =
-      options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+  auto credentials = options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
   auto channel = grpc::CreateCustomChannel(options.server, credentials, args);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to ", options.server));
@@ -181,9 +178,7 @@ absl::StatusOr<std::unique_ptr<AdapterdClient>> AdapterdClient::Create(Options o
 }
 
 AdapterdClient::AdapterdClient(Options options, std::shared_ptr<grpc::Channel> channel)
-    : options_(std::move(options)),
-      channel_(std::move(channel)),
-      stub_(v1::Adapterd::NewStub(channel_)) {}
+    : options_(std::move(options)), channel_(std::move(channel)), stub_(v1::Adapterd::NewStub(channel_)) {}
 
 void AdapterdClient::PrepareContext(grpc::ClientContext& context, std::string_view task_id,
                                     absl::Duration deadline) const {
@@ -202,9 +197,9 @@ void AdapterdClient::PrepareContext(grpc::ClientContext& context, std::string_vi
   }
 }
 
-absl::StatusOr<v1::Dataset> AdapterdClient::UploadDataset(
-    const v1::UploadDatasetRequest::Metadata& metadata,
-    std::span<const v1::Example> examples, std::string_view task_id_hint) const {
+absl::StatusOr<v1::Dataset> AdapterdClient::UploadDataset(const v1::UploadDatasetRequest::Metadata& metadata,
+                                                          std::span<const v1::Example> examples,
+                                                          std::string_view task_id_hint) const {
   grpc::ClientContext context;
   PrepareContext(context, task_id_hint, options_.default_deadline);
   v1::Dataset response;
@@ -230,8 +225,7 @@ absl::StatusOr<v1::Dataset> AdapterdClient::UploadDataset(
 absl::StatusOr<v1::Dataset> AdapterdClient::GetDataset(const std::string& dataset_id,
                                                        std::string_view task_id_hint) const {
   grpc::ClientContext context;
-  PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(dataset_id) : task_id_hint,
-                 options_.default_deadline);
+  PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(dataset_id) : task_id_hint, options_.default_deadline);
   v1::GetDatasetRequest request;
   request.set_dataset_id(dataset_id);
   v1::Dataset response;
@@ -251,16 +245,14 @@ absl::StatusOr<v1::ListDatasetsResponse> AdapterdClient::ListDatasets(const v1::
 
 absl::Status AdapterdClient::DeleteDataset(const std::string& dataset_id, std::string_view task_id_hint) const {
   grpc::ClientContext context;
-  PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(dataset_id) : task_id_hint,
-                 options_.default_deadline);
+  PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(dataset_id) : task_id_hint, options_.default_deadline);
   v1::DeleteDatasetRequest request;
   request.set_dataset_id(dataset_id);
   v1::DeleteDatasetResponse response;
   return FromGrpcStatus(stub_->DeleteDataset(&context, request, &response));
 }
 
-absl::StatusOr<v1::TrainingJob> AdapterdClient::CreateTrainingJob(
-    const v1::CreateTrainingJobRequest& request) const {
+absl::StatusOr<v1::TrainingJob> AdapterdClient::CreateTrainingJob(const v1::CreateTrainingJobRequest& request) const {
   grpc::ClientContext context;
   PrepareContext(context, request.task_id(), options_.default_deadline);
   v1::TrainingJob response;
@@ -269,8 +261,8 @@ absl::StatusOr<v1::TrainingJob> AdapterdClient::CreateTrainingJob(
   return response;
 }
 
-absl::StatusOr<v1::TrainingJob> AdapterdClient::GetTrainingJob(
-    const std::string& job_id, std::string_view task_id_hint) const {
+absl::StatusOr<v1::TrainingJob> AdapterdClient::GetTrainingJob(const std::string& job_id,
+                                                               std::string_view task_id_hint) const {
   grpc::ClientContext context;
   PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(job_id) : task_id_hint, options_.default_deadline);
   v1::GetTrainingJobRequest request;
@@ -291,8 +283,8 @@ absl::StatusOr<v1::ListTrainingJobsResponse> AdapterdClient::ListTrainingJobs(
   return response;
 }
 
-absl::StatusOr<v1::TrainingJob> AdapterdClient::CancelTrainingJob(
-    const std::string& job_id, std::string_view task_id_hint) const {
+absl::StatusOr<v1::TrainingJob> AdapterdClient::CancelTrainingJob(const std::string& job_id,
+                                                                  std::string_view task_id_hint) const {
   grpc::ClientContext context;
   PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(job_id) : task_id_hint, options_.default_deadline);
   v1::CancelTrainingJobRequest request;
@@ -304,8 +296,7 @@ absl::StatusOr<v1::TrainingJob> AdapterdClient::CancelTrainingJob(
 }
 
 absl::Status AdapterdClient::WatchTrainingJob(const v1::WatchTrainingJobRequest& request,
-                                              const WatchCallback& on_response,
-                                              std::string_view task_id_hint) const {
+                                              const WatchCallback& on_response, std::string_view task_id_hint) const {
   grpc::ClientContext context;
   PrepareContext(context, task_id_hint.empty() ? RoutingTaskOf(request.job_id()) : task_id_hint,
                  options_.watch_deadline);
@@ -339,8 +330,7 @@ absl::StatusOr<v1::Task> AdapterdClient::GetTask(const std::string& task_id) con
   return response;
 }
 
-absl::StatusOr<v1::ListTasksResponse> AdapterdClient::ListTasks(
-    const v1::ListTasksRequest& request) const {
+absl::StatusOr<v1::ListTasksResponse> AdapterdClient::ListTasks(const v1::ListTasksRequest& request) const {
   grpc::ClientContext context;
   PrepareContext(context, {}, options_.default_deadline);
   v1::ListTasksResponse response;
@@ -358,8 +348,7 @@ absl::Status AdapterdClient::DeleteTask(const std::string& task_id) const {
   return FromGrpcStatus(stub_->DeleteTask(&context, request, &response));
 }
 
-absl::StatusOr<ExportedAdapter> AdapterdClient::ExportAdapter(const std::string& task_id,
-                                                              int64_t version) const {
+absl::StatusOr<ExportedAdapter> AdapterdClient::ExportAdapter(const std::string& task_id, int64_t version) const {
   grpc::ClientContext context;
   PrepareContext(context, task_id, options_.default_deadline);
   v1::ExportAdapterRequest request;
@@ -383,8 +372,8 @@ absl::StatusOr<ExportedAdapter> AdapterdClient::ExportAdapter(const std::string&
   if (!status.ok()) return FromGrpcStatus(status);
   if (first) return absl::DataLossError("the server sent no adapter data");
   if (total_bytes > 0 && static_cast<int64_t>(exported.bytes.size()) != total_bytes) {
-    return absl::DataLossError(absl::StrCat("adapter export announced ", total_bytes,
-                                            " bytes but sent ", exported.bytes.size()));
+    return absl::DataLossError(
+        absl::StrCat("adapter export announced ", total_bytes, " bytes but sent ", exported.bytes.size()));
   }
   return exported;
 }
@@ -399,8 +388,7 @@ absl::StatusOr<v1::Task> AdapterdClient::ImportAdapter(const std::string& task_i
   request.mutable_metadata()->set_task_id(task_id);
   request.mutable_metadata()->set_total_bytes(static_cast<int64_t>(adapter_bytes.size()));
   bool writing = writer->Write(request);
-  for (size_t offset = 0; writing && offset < adapter_bytes.size();
-       offset += options_.upload_chunk_bytes) {
+  for (size_t offset = 0; writing && offset < adapter_bytes.size(); offset += options_.upload_chunk_bytes) {
     request.Clear();
     request.set_chunk(std::string(adapter_bytes.substr(offset, options_.upload_chunk_bytes)));
     writing = writer->Write(request);
@@ -411,8 +399,7 @@ absl::StatusOr<v1::Task> AdapterdClient::ImportAdapter(const std::string& task_i
   return response;
 }
 
-absl::StatusOr<v1::PredictResponse> AdapterdClient::Predict(
-    const v1::PredictRequest& request) const {
+absl::StatusOr<v1::PredictResponse> AdapterdClient::Predict(const v1::PredictRequest& request) const {
   grpc::ClientContext context;
   PrepareContext(context, request.task_id(), options_.default_deadline);
   v1::PredictResponse response;
@@ -431,11 +418,10 @@ absl::StatusOr<ServingStatus> AdapterdClient::Health(const std::string& service)
   grpc::GenericStub stub(channel_);
   grpc::Status status;
   absl::Notification done;
-  stub.UnaryCall(&context, kHealthCheckMethod, grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
+  stub.UnaryCall(&context, kHealthCheckMethod, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
   done.WaitForNotification();
   if (!status.ok()) return FromGrpcStatus(status);
   std::vector<grpc::Slice> slices;

@@ -136,9 +136,9 @@ class AdapterdClient {
   // dataset once the server has committed it. `task_id_hint`: the task the
   // dataset is for (sent as x-task-id, so it lands on that task's replica,
   // and a server-assigned id carries it).
-  absl::StatusOr<v1::Dataset> UploadDataset(
-      const v1::UploadDatasetRequest::Metadata& metadata,
-      std::span<const v1::Example> examples, std::string_view task_id_hint = {}) const;
+  absl::StatusOr<v1::Dataset> UploadDataset(const v1::UploadDatasetRequest::Metadata& metadata,
+                                            std::span<const v1::Example> examples,
+                                            std::string_view task_id_hint = {}) const;
   // `task_id_hint` as for UploadDataset; default: the task a server-assigned
   // id carries.
   absl::StatusOr<v1::Dataset> GetDataset(const std::string& dataset_id, std::string_view task_id_hint = {}) const;
@@ -147,13 +147,10 @@ class AdapterdClient {
   absl::Status DeleteDataset(const std::string& dataset_id, std::string_view task_id_hint = {}) const;
 
   // --- Training jobs --------------------------------------------------------
-  absl::StatusOr<v1::TrainingJob> CreateTrainingJob(
-      const v1::CreateTrainingJobRequest& request) const;
+  absl::StatusOr<v1::TrainingJob> CreateTrainingJob(const v1::CreateTrainingJobRequest& request) const;
   // `task_id_hint`, when non-empty, is sent as x-task-id (routing only).
-  absl::StatusOr<v1::TrainingJob> GetTrainingJob(const std::string& job_id,
-                                                 std::string_view task_id_hint = {}) const;
-  absl::StatusOr<v1::ListTrainingJobsResponse> ListTrainingJobs(
-      const v1::ListTrainingJobsRequest& request) const;
+  absl::StatusOr<v1::TrainingJob> GetTrainingJob(const std::string& job_id, std::string_view task_id_hint = {}) const;
+  absl::StatusOr<v1::ListTrainingJobsResponse> ListTrainingJobs(const v1::ListTrainingJobsRequest& request) const;
   absl::StatusOr<v1::TrainingJob> CancelTrainingJob(const std::string& job_id,
                                                     std::string_view task_id_hint = {}) const;
 
@@ -165,8 +162,7 @@ class AdapterdClient {
   // thread. Returns OK when the server ends the stream (the job reached a
   // terminal state) or the callback asked to stop; the stream's error
   // otherwise.
-  absl::Status WatchTrainingJob(const v1::WatchTrainingJobRequest& request,
-                                const WatchCallback& on_response,
+  absl::Status WatchTrainingJob(const v1::WatchTrainingJobRequest& request, const WatchCallback& on_response,
                                 std::string_view task_id_hint = {}) const;
 
   // --- Tasks ----------------------------------------------------------------
@@ -175,12 +171,10 @@ class AdapterdClient {
   absl::Status DeleteTask(const std::string& task_id) const;
   // `version` 0 = the current version. DATA_LOSS if the received bytes do not
   // add up to the size the server announced.
-  absl::StatusOr<ExportedAdapter> ExportAdapter(const std::string& task_id,
-                                                int64_t version = 0) const;
+  absl::StatusOr<ExportedAdapter> ExportAdapter(const std::string& task_id, int64_t version = 0) const;
   // Creates task `task_id` from an adapter file (its size sent first, so a
   // file the server would not take is refused before it is sent).
-  absl::StatusOr<v1::Task> ImportAdapter(const std::string& task_id,
-                                         std::string_view adapter_bytes) const;
+  absl::StatusOr<v1::Task> ImportAdapter(const std::string& task_id, std::string_view adapter_bytes) const;
 
   // --- Predict --------------------------------------------------------------
   absl::StatusOr<v1::PredictResponse> Predict(const v1::PredictRequest& request) const;
@@ -194,8 +188,7 @@ class AdapterdClient {
   AdapterdClient(Options options, std::shared_ptr<grpc::Channel> channel);
 
   // Fills deadline and metadata of a call's context.
-  void PrepareContext(grpc::ClientContext& context, std::string_view task_id,
-                      absl::Duration deadline) const;
+  void PrepareContext(grpc::ClientContext& context, std::string_view task_id, absl::Duration deadline) const;
 
   const Options options_;
   const std::shared_ptr<grpc::Channel> channel_;
@@ -206,8 +199,7 @@ class AdapterdClient {
 // `examples` whose serialized DatasetChunk stays at most `max_chunk_bytes`
 // (an example larger than that gets a chunk of its own). Every example lands
 // in exactly one range, in order; no range is empty. Exposed for tests.
-std::vector<std::pair<size_t, size_t>> PlanChunks(std::span<const v1::Example> examples,
-                                                  size_t max_chunk_bytes);
+std::vector<std::pair<size_t, size_t>> PlanChunks(std::span<const v1::Example> examples, size_t max_chunk_bytes);
 
 }  // namespace adapterd::client
 

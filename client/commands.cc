@@ -41,8 +41,7 @@ constexpr char kNotServingPayload[] = "type.adapterd.dev/adapterctl.NotServing";
 
 absl::Status JobOutcomeError(const v1::TrainingJob& job) {
   const bool cancelled = job.state() == v1::JOB_STATE_CANCELLED;
-  std::string message =
-      absl::StrCat("job ", job.job_id(), cancelled ? " was CANCELLED" : " FAILED");
+  std::string message = absl::StrCat("job ", job.job_id(), cancelled ? " was CANCELLED" : " FAILED");
   if (!job.error_message().empty()) absl::StrAppend(&message, ": ", job.error_message());
   absl::Status status = cancelled ? absl::CancelledError(message) : absl::AbortedError(message);
   status.SetPayload(kJobOutcomePayload, absl::Cord(cancelled ? "CANCELLED" : "FAILED"));
@@ -59,8 +58,7 @@ std::string TaskStateName(v1::TaskState state) {
 
 std::string FormatTime(int64_t micros) {
   if (micros == 0) return "-";
-  return absl::FormatTime("%Y-%m-%d %H:%M:%SZ", absl::FromUnixMicros(micros),
-                          absl::UTCTimeZone());
+  return absl::FormatTime("%Y-%m-%d %H:%M:%SZ", absl::FromUnixMicros(micros), absl::UTCTimeZone());
 }
 
 std::string FormatEta(double seconds) {
@@ -74,8 +72,7 @@ std::string Percent(double fraction) { return absl::StrFormat("%.1f%%", 100.0 * 
 
 // Code points, a fair approximation of terminal width for table layout.
 size_t DisplayWidth(std::string_view s) {
-  return static_cast<size_t>(
-      std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
 }
 
 // One table cell: control characters become spaces, and long text is cut
@@ -122,8 +119,7 @@ void PrintTable(std::ostream& out, const std::vector<std::string>& header,
   for (const auto& row : rows) print(row);
 }
 
-void PrintFields(std::ostream& out,
-                 const std::vector<std::pair<std::string, std::string>>& fields) {
+void PrintFields(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& fields) {
   size_t width = 0;
   for (const auto& [key, value] : fields) width = std::max(width, key.size());
   for (const auto& [key, value] : fields) {
@@ -149,9 +145,7 @@ void PrintJson(const CommandEnv& env, const google::protobuf::Message& message) 
 // The score as a double that prints (JSON) with the float's exact value:
 // 9 significant digits round-trip any float, so scripts can compare scores
 // bit for bit.
-double RoundedScore(float score) {
-  return std::strtod(absl::StrFormat("%.9g", score).c_str(), nullptr);
-}
+double RoundedScore(float score) { return std::strtod(absl::StrFormat("%.9g", score).c_str(), nullptr); }
 
 std::string FormatHyperparameters(const v1::Hyperparameters& h) {
   std::vector<std::string> parts;
@@ -175,8 +169,8 @@ std::string FormatHyperparameters(const v1::Hyperparameters& h) {
 }
 
 std::string FormatEpochMetrics(const v1::EpochMetrics& m) {
-  return absl::StrFormat("epoch %d: train loss %.4f, val loss %.4f, val accuracy %s", m.epoch(),
-                         m.train_loss(), m.val_loss(), Percent(m.val_accuracy()));
+  return absl::StrFormat("epoch %d: train loss %.4f, val loss %.4f, val accuracy %s", m.epoch(), m.train_loss(),
+                         m.val_loss(), Percent(m.val_accuracy()));
 }
 
 std::string FormatProgressCell(const v1::TrainingJob& job) {
@@ -188,8 +182,7 @@ std::string FormatProgressCell(const v1::TrainingJob& job) {
 
 void PrintDataset(const CommandEnv& env, const v1::Dataset& dataset) {
   if (env.json) return PrintJson(env, dataset);
-  std::vector<std::pair<std::string, int64_t>> labels(dataset.label_counts().begin(),
-                                                      dataset.label_counts().end());
+  std::vector<std::pair<std::string, int64_t>> labels(dataset.label_counts().begin(), dataset.label_counts().end());
   std::sort(labels.begin(), labels.end());
   std::vector<std::string> label_parts;
   for (const auto& [label, count] : labels) label_parts.push_back(absl::StrCat(label, "=", count));
@@ -210,20 +203,18 @@ void PrintJob(const CommandEnv& env, const v1::TrainingJob& job) {
       {"state", JobStateName(job.state())},
       {"request_id", job.request_id().empty() ? "-" : job.request_id()},
       {"datasets", absl::StrJoin(job.dataset_ids(), ", ")},
-      {"validation", job.validation_dataset_id().empty() ? "split of the training data"
-                                                         : job.validation_dataset_id()},
+      {"validation", job.validation_dataset_id().empty() ? "split of the training data" : job.validation_dataset_id()},
       {"hyperparameters", FormatHyperparameters(job.hyperparameters())},
   };
   if (job.labels_size() > 0) fields.emplace_back("labels", absl::StrJoin(job.labels(), ", "));
   if (job.num_train_examples() > 0) {
-    fields.emplace_back("examples", absl::StrCat(job.num_train_examples(), " train, ",
-                                                 job.num_validation_examples(), " validation"));
+    fields.emplace_back(
+        "examples", absl::StrCat(job.num_train_examples(), " train, ", job.num_validation_examples(), " validation"));
   }
   if (job.progress().total_steps() > 0) {
-    fields.emplace_back("progress",
-                        absl::StrFormat("epoch %d/%d, step %d/%d", job.progress().epoch(),
-                                        job.progress().total_epochs(), job.progress().step(),
-                                        job.progress().total_steps()));
+    fields.emplace_back(
+        "progress", absl::StrFormat("epoch %d/%d, step %d/%d", job.progress().epoch(), job.progress().total_epochs(),
+                                    job.progress().step(), job.progress().total_steps()));
   }
   if (job.best_metrics().epoch() > 0) {
     fields.emplace_back("best", FormatEpochMetrics(job.best_metrics()));
@@ -239,20 +230,19 @@ void PrintJob(const CommandEnv& env, const v1::TrainingJob& job) {
 
 void PrintTask(const CommandEnv& env, const v1::Task& task) {
   if (env.json) return PrintJson(env, task);
-  PrintFields(*env.out,
-              {{"task_id", task.task_id()},
-               {"state", TaskStateName(task.state())},
-               {"labels", absl::StrJoin(task.labels(), ", ")},
-               {"current_version", absl::StrCat(task.current_version())},
-               {"versions", absl::StrJoin(task.versions(), ", ")},
-               {"current_job_id", task.current_job_id().empty() ? "-" : task.current_job_id()},
-               {"adapter", absl::StrFormat("bottleneck %d, %s", task.adapter_config().bottleneck_size(),
-                                           task.adapter_config().activation())},
-               {"parameters", absl::StrCat(task.num_parameters())},
-               {"adapter_bytes", absl::StrCat(task.adapter_bytes())},
-               {"encoder", task.encoder_fingerprint()},
-               {"created", FormatTime(task.created_at_micros())},
-               {"updated", FormatTime(task.updated_at_micros())}});
+  PrintFields(*env.out, {{"task_id", task.task_id()},
+                         {"state", TaskStateName(task.state())},
+                         {"labels", absl::StrJoin(task.labels(), ", ")},
+                         {"current_version", absl::StrCat(task.current_version())},
+                         {"versions", absl::StrJoin(task.versions(), ", ")},
+                         {"current_job_id", task.current_job_id().empty() ? "-" : task.current_job_id()},
+                         {"adapter", absl::StrFormat("bottleneck %d, %s", task.adapter_config().bottleneck_size(),
+                                                     task.adapter_config().activation())},
+                         {"parameters", absl::StrCat(task.num_parameters())},
+                         {"adapter_bytes", absl::StrCat(task.adapter_bytes())},
+                         {"encoder", task.encoder_fingerprint()},
+                         {"created", FormatTime(task.created_at_micros())},
+                         {"updated", FormatTime(task.updated_at_micros())}});
 }
 
 // --- Watching a job ----------------------------------------------------------------
@@ -275,8 +265,7 @@ class WatchPrinter {
       // Without a progress event yet, the job's last update stands in for
       // the time of its progress snapshot.
       const int64_t progress_micros = std::max(last_progress_micros_, job_.updated_at_micros());
-      *env_.out << "\r\x1b[K" << FormatProgressLine(job_, last_train_loss_, progress_micros)
-                << std::flush;
+      *env_.out << "\r\x1b[K" << FormatProgressLine(job_, last_train_loss_, progress_micros) << std::flush;
       live_line_ = true;
     }
   }
@@ -333,8 +322,7 @@ class WatchPrinter {
 // Watches `job_id` to its end, resuming after transient UNAVAILABLE errors
 // (a server restart: jobs survive it), and turns the final state into the
 // command's result.
-absl::Status WatchToEnd(const CommandEnv& env, const std::string& job_id,
-                        std::string_view task_id_hint) {
+absl::Status WatchToEnd(const CommandEnv& env, const std::string& job_id, std::string_view task_id_hint) {
   constexpr int kMaxReconnects = 5;
   WatchPrinter printer(env);
   v1::WatchTrainingJobRequest request;
@@ -350,8 +338,7 @@ absl::Status WatchToEnd(const CommandEnv& env, const std::string& job_id,
         task_id_hint);
     if (status.ok()) break;
     const bool progressed = printer.last_seq() > seq_before || printer.seen_any();
-    if (status.code() != absl::StatusCode::kUnavailable || !progressed ||
-        reconnects >= kMaxReconnects) {
+    if (status.code() != absl::StatusCode::kUnavailable || !progressed || reconnects >= kMaxReconnects) {
       printer.EndLiveLine();
       return status;
     }
@@ -368,11 +355,10 @@ absl::Status WatchToEnd(const CommandEnv& env, const std::string& job_id,
   switch (job.state()) {
     case v1::JOB_STATE_SUCCEEDED:
       if (!env.json) {
-        std::string line = absl::StrCat("job ", job.job_id(), " SUCCEEDED: task ", job.task_id(),
-                                        " version ", job.result_version());
+        std::string line =
+            absl::StrCat("job ", job.job_id(), " SUCCEEDED: task ", job.task_id(), " version ", job.result_version());
         if (job.best_metrics().epoch() > 0) {
-          absl::StrAppend(&line, " (val accuracy ", Percent(job.best_metrics().val_accuracy()),
-                          ")");
+          absl::StrAppend(&line, " (val accuracy ", Percent(job.best_metrics().val_accuracy()), ")");
         }
         *env.out << line << "\n";
       }
@@ -381,8 +367,8 @@ absl::Status WatchToEnd(const CommandEnv& env, const std::string& job_id,
     case v1::JOB_STATE_CANCELLED:
       return JobOutcomeError(job);
     default:
-      return absl::UnknownError(absl::StrCat("the watch of job ", job_id,
-                                             " ended while it was ", JobStateName(job.state())));
+      return absl::UnknownError(
+          absl::StrCat("the watch of job ", job_id, " ended while it was ", JobStateName(job.state())));
   }
 }
 
@@ -401,8 +387,7 @@ std::string SerializeDeterministic(const google::protobuf::Message& message) {
 
 // Uploads `examples` for `task_id` under their content-derived id, or reuses
 // the dataset already stored under it (a retried command).
-absl::StatusOr<std::string> UploadOrReuse(const CommandEnv& env,
-                                          const std::vector<v1::Example>& examples,
+absl::StatusOr<std::string> UploadOrReuse(const CommandEnv& env, const std::vector<v1::Example>& examples,
                                           const std::string& file, const std::string& task_id) {
   v1::UploadDatasetRequest::Metadata metadata;
   metadata.set_dataset_id(DatasetIdForExamples(examples));
@@ -410,23 +395,22 @@ absl::StatusOr<std::string> UploadOrReuse(const CommandEnv& env,
   metadata.set_display_name(slash == std::string::npos ? file : file.substr(slash + 1));
   absl::StatusOr<v1::Dataset> dataset = env.client->UploadDataset(metadata, examples, task_id);
   if (dataset.ok()) {
-    *env.err << "uploaded " << file << " as dataset " << dataset->dataset_id() << " ("
-             << dataset->num_examples() << " examples)\n";
+    *env.err << "uploaded " << file << " as dataset " << dataset->dataset_id() << " (" << dataset->num_examples()
+             << " examples)\n";
     return dataset->dataset_id();
   }
   if (dataset.status().code() != absl::StatusCode::kAlreadyExists) return dataset.status();
   ASSIGN_OR_RETURN(const v1::Dataset existing, env.client->GetDataset(metadata.dataset_id(), task_id));
   if (existing.num_examples() != static_cast<int64_t>(examples.size())) {
-    return absl::AlreadyExistsError(absl::StrCat("dataset ", metadata.dataset_id(),
-                                                 " already exists with different content"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("dataset ", metadata.dataset_id(), " already exists with different content"));
   }
   *env.err << file << " is already uploaded as dataset " << existing.dataset_id() << "\n";
   return existing.dataset_id();
 }
 
 // Texts for predict: arguments, else a file, else stdin; one per line.
-absl::StatusOr<std::vector<std::string>> CollectTexts(const CommandEnv& env,
-                                                      const PredictArgs& args) {
+absl::StatusOr<std::vector<std::string>> CollectTexts(const CommandEnv& env, const PredictArgs& args) {
   if (!args.texts.empty() && !args.file.empty()) {
     return absl::InvalidArgumentError("give texts as arguments or --file, not both");
   }
@@ -521,18 +505,15 @@ std::string DescribeError(const absl::Status& status, std::string_view server) {
       // gRPC's own connection failures, as opposed to a server that answered
       // UNAVAILABLE itself (starting up or draining).
       const bool connect_failure = message.empty() || absl::StrContains(message, "connect") ||
-                                   absl::StrContains(message, "DNS") ||
-                                   absl::StrContains(message, "resolv") ||
+                                   absl::StrContains(message, "DNS") || absl::StrContains(message, "resolv") ||
                                    absl::StrContains(message, "Socket closed");
       if (connect_failure) {
         return absl::StrCat("cannot reach adapterd at ", at, ": is it running? (", message, ")");
       }
-      return absl::StrCat("adapterd at ", at,
-                          " is unavailable (starting up or shutting down?): ", message);
+      return absl::StrCat("adapterd at ", at, " is unavailable (starting up or shutting down?): ", message);
     }
     case absl::StatusCode::kUnauthenticated:
-      return absl::StrCat("the server rejected the API key (set --api-key or ADAPTERD_API_KEY): ",
-                          message);
+      return absl::StrCat("the server rejected the API key (set --api-key or ADAPTERD_API_KEY): ", message);
     case absl::StatusCode::kPermissionDenied:
       return absl::StrCat("permission denied: ", message);
     case absl::StatusCode::kNotFound:
@@ -581,8 +562,7 @@ absl::StatusOr<Response> ListEveryPage(const Call& call,
 }  // namespace
 
 absl::Status DatasetsUpload(const CommandEnv& env, const DatasetsUploadArgs& args) {
-  ASSIGN_OR_RETURN(const std::vector<v1::Example> examples,
-                   ReadDatasetFile(args.file, args.format));
+  ASSIGN_OR_RETURN(const std::vector<v1::Example> examples, ReadDatasetFile(args.file, args.format));
   v1::UploadDatasetRequest::Metadata metadata;
   metadata.set_dataset_id(args.dataset_id);
   std::string name = args.display_name;
@@ -652,8 +632,7 @@ std::string DefaultRequestId(const v1::CreateTrainingJobRequest& request) {
 
 absl::Status Train(const CommandEnv& env, const TrainArgs& args) {
   if (args.task_id.empty()) return absl::InvalidArgumentError("--task is required");
-  ASSIGN_OR_RETURN(const std::vector<v1::Example> train,
-                   ReadDatasetFile(args.data_file, args.format));
+  ASSIGN_OR_RETURN(const std::vector<v1::Example> train, ReadDatasetFile(args.data_file, args.format));
   std::vector<v1::Example> validation;
   if (!args.validation_file.empty()) {
     ASSIGN_OR_RETURN(validation, ReadDatasetFile(args.validation_file, args.format));
@@ -673,15 +652,14 @@ absl::Status Train(const CommandEnv& env, const TrainArgs& args) {
   ASSIGN_OR_RETURN(const v1::TrainingJob job, env.client->CreateTrainingJob(request));
   if (args.request_id.empty() && IsTerminal(job.state())) {
     // The derived request id made this an idempotent replay of a finished job.
-    *env.err << "note: the same request already ran as job " << job.job_id() << " ("
-             << JobStateName(job.state()) << "); pass --request-id to train again\n";
+    *env.err << "note: the same request already ran as job " << job.job_id() << " (" << JobStateName(job.state())
+             << "); pass --request-id to train again\n";
   }
   if (args.detach) {
     if (env.json) {
       PrintJson(env, job);
     } else {
-      *env.out << "job " << job.job_id() << " (task " << job.task_id() << ") is "
-               << JobStateName(job.state()) << "\n"
+      *env.out << "job " << job.job_id() << " (task " << job.task_id() << ") is " << JobStateName(job.state()) << "\n"
                << "watch it with: adapterctl jobs watch " << job.job_id() << "\n";
     }
     return absl::OkStatus();
@@ -697,22 +675,20 @@ absl::StatusOr<v1::JobState> ParseJobState(std::string_view name) {
   if (!absl::StartsWith(upper, "JOB_STATE_")) upper = absl::StrCat("JOB_STATE_", upper);
   v1::JobState state;
   if (!v1::JobState_Parse(upper, &state) || state == v1::JOB_STATE_UNSPECIFIED) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown job state '", std::string(name),
-        "' (use validating, queued, running, succeeded, failed, cancelling or cancelled)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown job state '", std::string(name),
+                     "' (use validating, queued, running, succeeded, failed, cancelling or cancelled)"));
   }
   return state;
 }
 
-std::string FormatProgressLine(const v1::TrainingJob& job, double last_train_loss,
-                               int64_t latest_progress_micros) {
+std::string FormatProgressLine(const v1::TrainingJob& job, double last_train_loss, int64_t latest_progress_micros) {
   const auto& p = job.progress();
   std::string line = JobStateName(job.state());
   if (p.total_steps() <= 0) return line;
-  absl::StrAppend(&line, absl::StrFormat("  epoch %d/%d  step %d/%d (%s)", p.epoch(),
-                                         p.total_epochs(), p.step(), p.total_steps(),
-                                         Percent(static_cast<double>(p.step()) /
-                                                 static_cast<double>(p.total_steps()))));
+  absl::StrAppend(
+      &line, absl::StrFormat("  epoch %d/%d  step %d/%d (%s)", p.epoch(), p.total_epochs(), p.step(), p.total_steps(),
+                             Percent(static_cast<double>(p.step()) / static_cast<double>(p.total_steps()))));
   if (std::isnan(last_train_loss) && job.best_metrics().epoch() > 0) {
     last_train_loss = job.best_metrics().train_loss();
   }
@@ -725,8 +701,7 @@ std::string FormatProgressLine(const v1::TrainingJob& job, double last_train_los
   const int64_t elapsed = latest_progress_micros - job.started_at_micros();
   if (job.started_at_micros() > 0 && elapsed > 0 && p.step() > 0 && p.step() < p.total_steps()) {
     const double seconds_per_step = static_cast<double>(elapsed) / 1e6 / static_cast<double>(p.step());
-    absl::StrAppend(&line, "  ETA ",
-                    FormatEta(seconds_per_step * static_cast<double>(p.total_steps() - p.step())));
+    absl::StrAppend(&line, "  ETA ", FormatEta(seconds_per_step * static_cast<double>(p.total_steps() - p.step())));
   }
   return line;
 }
@@ -751,10 +726,8 @@ absl::Status JobsList(const CommandEnv& env, const JobsListArgs& args) {
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& job : all.jobs()) {
-    rows.push_back({job.job_id(), Cell(job.task_id(), 40), JobStateName(job.state()),
-                    FormatProgressCell(job),
-                    job.best_metrics().epoch() > 0 ? Percent(job.best_metrics().val_accuracy())
-                                                   : "-",
+    rows.push_back({job.job_id(), Cell(job.task_id(), 40), JobStateName(job.state()), FormatProgressCell(job),
+                    job.best_metrics().epoch() > 0 ? Percent(job.best_metrics().val_accuracy()) : "-",
                     FormatTime(job.created_at_micros())});
   }
   PrintTable(*env.out, {"JOB_ID", "TASK", "STATE", "PROGRESS", "VAL_ACC", "CREATED"}, rows);
@@ -780,30 +753,26 @@ absl::Status JobsCancel(const CommandEnv& env, const std::string& job_id) {
   return absl::OkStatus();
 }
 
-absl::Status JobsWatch(const CommandEnv& env, const std::string& job_id) {
-  return WatchToEnd(env, job_id, {});
-}
+absl::Status JobsWatch(const CommandEnv& env, const std::string& job_id) { return WatchToEnd(env, job_id, {}); }
 
 // --- Tasks -------------------------------------------------------------------------------
 
 absl::Status TasksList(const CommandEnv& env) {
-  ASSIGN_OR_RETURN(const v1::ListTasksResponse all,
-                   ListEveryPage<v1::ListTasksRequest>(
-                       [&](const v1::ListTasksRequest& r) { return env.client->ListTasks(r); },
-                       &v1::ListTasksResponse::mutable_tasks));
+  ASSIGN_OR_RETURN(
+      const v1::ListTasksResponse all,
+      ListEveryPage<v1::ListTasksRequest>([&](const v1::ListTasksRequest& r) { return env.client->ListTasks(r); },
+                                          &v1::ListTasksResponse::mutable_tasks));
   if (env.json) {
     PrintJson(env, all);
     return absl::OkStatus();
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& task : all.tasks()) {
-    rows.push_back({task.task_id(), TaskStateName(task.state()),
-                    absl::StrCat(task.current_version()), absl::StrJoin(task.versions(), ","),
-                    Cell(absl::StrJoin(task.labels(), ","), 40), absl::StrCat(task.num_parameters()),
-                    FormatTime(task.updated_at_micros())});
+    rows.push_back({task.task_id(), TaskStateName(task.state()), absl::StrCat(task.current_version()),
+                    absl::StrJoin(task.versions(), ","), Cell(absl::StrJoin(task.labels(), ","), 40),
+                    absl::StrCat(task.num_parameters()), FormatTime(task.updated_at_micros())});
   }
-  PrintTable(*env.out, {"TASK", "STATE", "VERSION", "VERSIONS", "LABELS", "PARAMS", "UPDATED"},
-             rows);
+  PrintTable(*env.out, {"TASK", "STATE", "VERSION", "VERSIONS", "LABELS", "PARAMS", "UPDATED"}, rows);
   return absl::OkStatus();
 }
 
@@ -825,21 +794,19 @@ absl::Status TasksDelete(const CommandEnv& env, const std::string& task_id) {
 
 absl::Status TasksExport(const CommandEnv& env, const TasksExportArgs& args) {
   if (args.out_file.empty()) return absl::InvalidArgumentError("--out is required");
-  ASSIGN_OR_RETURN(const ExportedAdapter exported,
-                   env.client->ExportAdapter(args.task_id, args.version));
+  ASSIGN_OR_RETURN(const ExportedAdapter exported, env.client->ExportAdapter(args.task_id, args.version));
   if (args.out_file == "-") {
     env.out->write(exported.bytes.data(), static_cast<std::streamsize>(exported.bytes.size()));
     env.out->flush();
   } else {
     RETURN_IF_ERROR(WriteFileAtomically(args.out_file, exported.bytes));
   }
-  *env.err << "exported task " << args.task_id << " version " << exported.version << " ("
-           << exported.bytes.size() << " bytes) to " << args.out_file << "\n";
+  *env.err << "exported task " << args.task_id << " version " << exported.version << " (" << exported.bytes.size()
+           << " bytes) to " << args.out_file << "\n";
   return absl::OkStatus();
 }
 
-absl::Status TasksImport(const CommandEnv& env, const std::string& task_id,
-                         const std::string& file) {
+absl::Status TasksImport(const CommandEnv& env, const std::string& task_id, const std::string& file) {
   ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(file));
   ASSIGN_OR_RETURN(const v1::Task task, env.client->ImportAdapter(task_id, bytes));
   PrintTask(env, task);
@@ -854,8 +821,8 @@ absl::Status Predict(const CommandEnv& env, const PredictArgs& args) {
   ASSIGN_OR_RETURN(const std::vector<std::string> texts, CollectTexts(env, args));
   if (texts.empty()) return absl::InvalidArgumentError("no texts to classify");
   if (!args.pairs.empty() && args.pairs.size() != texts.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("got ", args.pairs.size(), " --pair for ",
-                                                   texts.size(), " texts; give one per text"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("got ", args.pairs.size(), " --pair for ", texts.size(), " texts; give one per text"));
   }
   std::vector<v1::Prediction> predictions;
   predictions.reserve(texts.size());
@@ -874,8 +841,8 @@ absl::Status Predict(const CommandEnv& env, const PredictArgs& args) {
     }
     ASSIGN_OR_RETURN(v1::PredictResponse response, env.client->Predict(request));
     if (response.predictions_size() != static_cast<int>(end - begin)) {
-      return absl::InternalError(absl::StrCat("the server returned ", response.predictions_size(),
-                                              " predictions for ", end - begin, " texts"));
+      return absl::InternalError(absl::StrCat("the server returned ", response.predictions_size(), " predictions for ",
+                                              end - begin, " texts"));
     }
     version = response.version();
     for (auto& p : *response.mutable_predictions()) predictions.push_back(std::move(p));
@@ -897,8 +864,7 @@ absl::Status Predict(const CommandEnv& env, const PredictArgs& args) {
       }
       rows.push_back(std::move(row));
     }
-    const nlohmann::json doc = {
-        {"task_id", args.task_id}, {"version", version}, {"predictions", std::move(rows)}};
+    const nlohmann::json doc = {{"task_id", args.task_id}, {"version", version}, {"predictions", std::move(rows)}};
     *env.out << doc.dump(2) << "\n";
     return absl::OkStatus();
   }
@@ -935,8 +901,7 @@ absl::Status Health(const CommandEnv& env) {
     *env.out << name << "\n";
   }
   if (status != ServingStatus::kServing) {
-    absl::Status not_serving =
-        absl::UnavailableError(absl::StrCat("the health check answered ", std::string(name)));
+    absl::Status not_serving = absl::UnavailableError(absl::StrCat("the health check answered ", std::string(name)));
     not_serving.SetPayload(kNotServingPayload, absl::Cord(std::string(name)));
     return not_serving;
   }

@@ -120,8 +120,7 @@ absl::StatusOr<v1::JobState> ParseJobState(std::string_view name);
 
 // One-line progress summary of a running job: epoch, step/total, loss, val
 // accuracy, ETA (from the job's start and the time of `latest_progress_micros`).
-std::string FormatProgressLine(const v1::TrainingJob& job, double last_train_loss,
-                               int64_t latest_progress_micros);
+std::string FormatProgressLine(const v1::TrainingJob& job, double last_train_loss, int64_t latest_progress_micros);
 
 // --- Tasks ---------------------------------------------------------------------
 absl::Status TasksList(const CommandEnv& env);
@@ -129,12 +128,11 @@ absl::Status TasksGet(const CommandEnv& env, const std::string& task_id);
 absl::Status TasksDelete(const CommandEnv& env, const std::string& task_id);
 struct TasksExportArgs {
   std::string task_id;
-  int64_t version = 0;  // 0 = current
+  int64_t version = 0;   // 0 = current
   std::string out_file;  // "-" = env.out
 };
 absl::Status TasksExport(const CommandEnv& env, const TasksExportArgs& args);
-absl::Status TasksImport(const CommandEnv& env, const std::string& task_id,
-                         const std::string& file);
+absl::Status TasksImport(const CommandEnv& env, const std::string& task_id, const std::string& file);
 
 // --- Predict -------------------------------------------------------------------
 struct PredictArgs {

@@ -20,8 +20,7 @@ namespace {
 constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
 
 absl::Status LineError(std::string_view name, int line, std::string_view message) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(std::string(name), ": line ", line, ": ", std::string(message)));
+  return absl::InvalidArgumentError(absl::StrCat(std::string(name), ": line ", line, ": ", std::string(message)));
 }
 
 std::string_view SkipBom(std::string_view contents) {
@@ -142,8 +141,7 @@ class CsvReader {
   int line_ = 1;
 };
 
-absl::StatusOr<std::vector<v1::Example>> ParseCsv(std::string_view contents,
-                                                  std::string_view name) {
+absl::StatusOr<std::vector<v1::Example>> ParseCsv(std::string_view contents, std::string_view name) {
   CsvReader reader(contents, name);
   CsvRecord header;
   ASSIGN_OR_RETURN(const bool has_header, reader.Next(header));
@@ -182,10 +180,8 @@ absl::StatusOr<std::vector<v1::Example>> ParseCsv(std::string_view contents,
     if (!more) break;
     if (record.fields.size() != header.fields.size()) {
       return LineError(name, record.line,
-                       absl::StrCat("expected ", header.fields.size(), " fields (",
-                                    absl::StrJoin(header.fields, ","), "), got ",
-                                    record.fields.size(),
-                                    " (quote fields that contain commas)"));
+                       absl::StrCat("expected ", header.fields.size(), " fields (", absl::StrJoin(header.fields, ","),
+                                    "), got ", record.fields.size(), " (quote fields that contain commas)"));
     }
     v1::Example& example = examples.emplace_back();
     example.set_text(std::move(record.fields[*columns[0]]));
@@ -209,8 +205,8 @@ std::string DescribeJsonError(const nlohmann::json::exception& e) {
   const size_t column = what.find("column ");
   if (column != std::string_view::npos) {
     what.remove_prefix(column);
-  } else if (const size_t id_end = what.find("] "); what.starts_with("[json.exception.") &&
-                                                    id_end != std::string_view::npos) {
+  } else if (const size_t id_end = what.find("] ");
+             what.starts_with("[json.exception.") && id_end != std::string_view::npos) {
     what.remove_prefix(id_end + 2);
   }
   return std::string(what);
@@ -219,9 +215,8 @@ std::string DescribeJsonError(const nlohmann::json::exception& e) {
 // Sets `*out` from member `key` of `object`. Absent (or null, when
 // `optional`) leaves `*out` unchanged. `allow_integer`: an integer member is
 // written in decimal (labels such as {"label": 1}).
-absl::Status GetStringMember(const nlohmann::json& object, const char* key, bool optional,
-                             bool allow_integer, std::string_view name, int line,
-                             std::string* out) {
+absl::Status GetStringMember(const nlohmann::json& object, const char* key, bool optional, bool allow_integer,
+                             std::string_view name, int line, std::string* out) {
   const auto it = object.find(key);
   if (it == object.end() || (optional && it->is_null())) {
     if (optional) return absl::OkStatus();
@@ -235,13 +230,12 @@ absl::Status GetStringMember(const nlohmann::json& object, const char* key, bool
     *out = it->dump();
     return absl::OkStatus();
   }
-  return LineError(name, line,
-                   absl::StrCat("\"", key, "\" must be a string", allow_integer ? " or an integer" : "",
-                                ", got ", it->type_name()));
+  return LineError(
+      name, line,
+      absl::StrCat("\"", key, "\" must be a string", allow_integer ? " or an integer" : "", ", got ", it->type_name()));
 }
 
-absl::StatusOr<std::vector<v1::Example>> ParseJsonl(std::string_view contents,
-                                                    std::string_view name) {
+absl::StatusOr<std::vector<v1::Example>> ParseJsonl(std::string_view contents, std::string_view name) {
   std::vector<v1::Example> examples;
   int line = 0;
   size_t pos = 0;
@@ -263,18 +257,17 @@ absl::StatusOr<std::vector<v1::Example>> ParseJsonl(std::string_view contents,
       return LineError(name, line, absl::StrCat("invalid JSON: ", DescribeJsonError(e)));
     }
     if (!object.is_object()) {
-      return LineError(name, line,
-                       absl::StrCat("expected a JSON object, got ", object.type_name(),
-                                    " (JSON Lines: one object per line)"));
+      return LineError(
+          name, line,
+          absl::StrCat("expected a JSON object, got ", object.type_name(), " (JSON Lines: one object per line)"));
     }
     v1::Example& example = examples.emplace_back();
-    RETURN_IF_ERROR(GetStringMember(object, "text", /*optional=*/false, /*allow_integer=*/false,
-                                    name, line, example.mutable_text()));
+    RETURN_IF_ERROR(GetStringMember(object, "text", /*optional=*/false, /*allow_integer=*/false, name, line,
+                                    example.mutable_text()));
     RETURN_IF_ERROR(GetStringMember(object, "text_pair", /*optional=*/true,
-                                    /*allow_integer=*/false, name, line,
-                                    example.mutable_text_pair()));
-    RETURN_IF_ERROR(GetStringMember(object, "label", /*optional=*/false, /*allow_integer=*/true,
-                                    name, line, example.mutable_label()));
+                                    /*allow_integer=*/false, name, line, example.mutable_text_pair()));
+    RETURN_IF_ERROR(GetStringMember(object, "label", /*optional=*/false, /*allow_integer=*/true, name, line,
+                                    example.mutable_label()));
     RETURN_IF_ERROR(ValidateExample(example, name, line));
   }
   return examples;
@@ -300,18 +293,16 @@ absl::StatusOr<DatasetFormat> DatasetFormatForPath(std::string_view path) {
     if (ext == "csv") return DatasetFormat::kCsv;
     if (ext == "jsonl" || ext == "json" || ext == "ndjson") return DatasetFormat::kJsonl;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("cannot tell the format of '", std::string(path),
-                   "' from its extension: name it .csv or .jsonl, or give the format"));
+  return absl::InvalidArgumentError(absl::StrCat("cannot tell the format of '", std::string(path),
+                                                 "' from its extension: name it .csv or .jsonl, or give the format"));
 }
 
-absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents,
-                                                      DatasetFormat format,
+absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents, DatasetFormat format,
                                                       std::string_view name) {
   const std::string_view body = TrimAsciiWhitespace(SkipBom(contents));
   if (body.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        std::string(name), ": the file is empty (expected a CSV header 'text,label' or JSON lines)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(name), ": the file is empty (expected a CSV header 'text,label' or JSON lines)"));
   }
   if (format == DatasetFormat::kAuto) {
     const absl::StatusOr<DatasetFormat> by_name = DatasetFormatForPath(name);
@@ -322,14 +313,12 @@ absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents,
                    format == DatasetFormat::kCsv ? ParseCsv(contents, name) : ParseJsonl(contents, name));
   if (examples.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        std::string(name), format == DatasetFormat::kCsv ? ": no examples after the header row"
-                                                         : ": no examples"));
+        std::string(name), format == DatasetFormat::kCsv ? ": no examples after the header row" : ": no examples"));
   }
   return examples;
 }
 
-absl::StatusOr<std::vector<v1::Example>> ReadDatasetFile(const std::string& path,
-                                                         DatasetFormat format) {
+absl::StatusOr<std::vector<v1::Example>> ReadDatasetFile(const std::string& path, DatasetFormat format) {
   ASSIGN_OR_RETURN(const std::string contents, ReadFileToString(path));
   return ParseDataset(contents, format, path);
 }

@@ -39,7 +39,7 @@
 namespace adapterd::client {
 
 enum class DatasetFormat {
-  kAuto,   // from the file name's extension, else from the content (see above)
+  kAuto,  // from the file name's extension, else from the content (see above)
   kCsv,
   kJsonl,
 };
@@ -53,8 +53,7 @@ absl::StatusOr<DatasetFormat> DatasetFormatForPath(std::string_view path);
 
 // Parses `contents`. `name` is used in error messages and, for kAuto, to
 // pick the format (its extension, else the content).
-absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents,
-                                                      DatasetFormat format,
+absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents, DatasetFormat format,
                                                       std::string_view name);
 
 // Reads and parses the file at `path`.

@@ -13,9 +13,9 @@
 namespace adapterd {
 
 struct CpuBudget {
-  int online = 1;                      // CPUs the kernel has online
-  int affinity = 1;                    // CPUs in this process's affinity mask
-  std::optional<double> quota;         // cgroup quota in CPUs; nullopt = none
+  int online = 1;               // CPUs the kernel has online
+  int affinity = 1;             // CPUs in this process's affinity mask
+  std::optional<double> quota;  // cgroup quota in CPUs; nullopt = none
   // min(affinity, ceil(quota)), at least 1.
   int usable() const;
   // One line for the start-up log, e.g. "cgroup CPU quota 1.50 CPUs, 4 of 64

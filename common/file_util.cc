@@ -112,8 +112,8 @@ absl::Status CheckSecretFileAccess(const std::string& path, const std::string& w
     if (dir == dir.root_path()) break;
   }
   if ((st.st_mode & S_IROTH) != 0 && warnings != nullptr) {
-    warnings->push_back(absl::StrCat(what, " ", path, " may be read by any user (mode ", mode(st), "). Run: chmod o-r ",
-                                     path));
+    warnings->push_back(
+        absl::StrCat(what, " ", path, " may be read by any user (mode ", mode(st), "). Run: chmod o-r ", path));
   }
   return absl::OkStatus();
 }

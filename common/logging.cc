@@ -13,10 +13,14 @@ namespace {
 
 const char* LevelName(char severity) {
   switch (severity) {
-    case 'W': return "WARNING";
-    case 'E': return "ERROR";
-    case 'F': return "FATAL";
-    default: return "INFO";
+    case 'W':
+      return "WARNING";
+    case 'E':
+      return "ERROR";
+    case 'F':
+      return "FATAL";
+    default:
+      return "INFO";
   }
 }
 
@@ -26,11 +30,21 @@ void AppendJsonString(std::string* out, std::string_view s) {
   out->push_back('"');
   for (const char c : s) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           absl::StrAppend(out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
@@ -47,9 +61,9 @@ class JsonSink : public google::LogSink {
  public:
   void send(google::LogSeverity severity, const char*, const char* base_filename, int line,
             const google::LogMessageTime& time, const char* message, size_t message_len) override {
-    std::string out = JsonLogLine(google::GetLogSeverityName(severity)[0], time.timestamp(), time.usec(),
-                                  static_cast<long long>(::gettid()), base_filename, line,
-                                  std::string_view(message, message_len));
+    std::string out =
+        JsonLogLine(google::GetLogSeverityName(severity)[0], time.timestamp(), time.usec(),
+                    static_cast<long long>(::gettid()), base_filename, line, std::string_view(message, message_len));
     out.push_back('\n');
     std::fwrite(out.data(), 1, out.size(), stderr);
   }

@@ -20,10 +20,9 @@ bool IsLowerHex(std::string_view s) {
 
 }  // namespace
 
-std::string FormatMintedId(std::string_view prefix, int64_t now_micros, uint64_t random,
-                           std::string_view task_id) {
-  std::string id = absl::StrFormat("%s-%013x%06x", std::string(prefix), static_cast<uint64_t>(now_micros),
-                                   random & 0xffffff);
+std::string FormatMintedId(std::string_view prefix, int64_t now_micros, uint64_t random, std::string_view task_id) {
+  std::string id =
+      absl::StrFormat("%s-%013x%06x", std::string(prefix), static_cast<uint64_t>(now_micros), random & 0xffffff);
   if (!task_id.empty()) {
     id.push_back('.');
     id.append(task_id);
@@ -45,8 +44,7 @@ std::string_view RoutingTaskOf(std::string_view id) {
   } else {
     return {};
   }
-  if (id.size() < head + kHexDigits + 2 || id[head + kHexDigits] != '.' ||
-      !IsLowerHex(id.substr(head, kHexDigits))) {
+  if (id.size() < head + kHexDigits + 2 || id[head + kHexDigits] != '.' || !IsLowerHex(id.substr(head, kHexDigits))) {
     return {};
   }
   const std::string_view task = id.substr(head + kHexDigits + 1);
@@ -62,8 +60,8 @@ absl::Status CheckRoutingHeader(std::string_view task, const std::string* header
   if (header != nullptr && *header == task) return absl::OkStatus();
   const std::string t(task), key(kTaskRoutingHeader);
   return absl::FailedPreconditionError(absl::StrCat(
-      "this server is one of several task-sharded replicas: a call about task '", t, "' must carry the metadata ",
-      key, ": ", t, " (", header == nullptr ? std::string("none was sent") : absl::StrCat("got '", *header, "'"),
+      "this server is one of several task-sharded replicas: a call about task '", t, "' must carry the metadata ", key,
+      ": ", t, " (", header == nullptr ? std::string("none was sent") : absl::StrCat("got '", *header, "'"),
       "), so that the router sends it to the task's replica"));
 }
 

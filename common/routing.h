@@ -15,8 +15,8 @@
 // right on a single replica and needs an explicit routing hint behind a
 // router. A replica that knows it is one of several (--peers) refuses a call
 // about a task whose header is missing or names another task
-// (CheckRoutingHeader), so a task never gets a second copy on another shard. The hex prefix keeps ids in creation order, so listings in id order
-// stay in creation order.
+// (CheckRoutingHeader), so a task never gets a second copy on another shard. The hex prefix keeps ids in creation
+// order, so listings in id order stay in creation order.
 //
 // Thread safety: pure functions (MintId draws from a thread-local engine).
 #ifndef ADAPTERD_COMMON_ROUTING_H_
@@ -38,8 +38,7 @@ inline constexpr size_t kMaxMintedIdBytes = 160;
 
 // "<prefix>-<13 hex><6 hex>" plus ".<task_id>" when `task_id` is non-empty.
 // `prefix` is "job" or "ds". `random` supplies the low 24 bits.
-std::string FormatMintedId(std::string_view prefix, int64_t now_micros, uint64_t random,
-                           std::string_view task_id);
+std::string FormatMintedId(std::string_view prefix, int64_t now_micros, uint64_t random, std::string_view task_id);
 // FormatMintedId with a random tail.
 std::string MintId(std::string_view prefix, int64_t now_micros, std::string_view task_id);
 

@@ -9,9 +9,7 @@ struct Sha256::Ctx {
   ~Ctx() { EVP_MD_CTX_free(md); }
 };
 
-Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) {
-  EVP_DigestInit_ex(ctx_->md, EVP_sha256(), nullptr);
-}
+Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) { EVP_DigestInit_ex(ctx_->md, EVP_sha256(), nullptr); }
 
 Sha256::~Sha256() = default;
 

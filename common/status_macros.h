@@ -15,9 +15,9 @@
 #define ADAPTERD_STATUS_CONCAT_(a, b) ADAPTERD_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::absl::Status _adapterd_status = (expr);          \
+#define RETURN_IF_ERROR(expr)                            \
+  do {                                                   \
+    ::absl::Status _adapterd_status = (expr);            \
     if (!_adapterd_status.ok()) return _adapterd_status; \
   } while (0)
 
@@ -25,8 +25,7 @@
 // Evaluates the StatusOr once; on error returns its status, else moves the
 // value into `lhs`.
 #define ASSIGN_OR_RETURN(lhs, rexpr) \
-  ADAPTERD_ASSIGN_OR_RETURN_IMPL_(   \
-      ADAPTERD_STATUS_CONCAT_(_adapterd_statusor_, __LINE__), lhs, rexpr)
+  ADAPTERD_ASSIGN_OR_RETURN_IMPL_(ADAPTERD_STATUS_CONCAT_(_adapterd_statusor_, __LINE__), lhs, rexpr)
 
 #define ADAPTERD_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                                    \

@@ -89,8 +89,8 @@ std::vector<std::string> TlsValidityWarnings(const TlsPem& pem, const std::strin
 
 absl::StatusOr<TlsPem> LoadTlsPem(const TlsFiles& files) {
   if (files.cert_file.empty() != files.key_file.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(files.cert_flag, " and ", files.key_flag,
-                                                   " go together: give both or neither"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(files.cert_flag, " and ", files.key_flag, " go together: give both or neither"));
   }
   TlsPem out;
   if (!files.cert_file.empty()) {
@@ -113,14 +113,14 @@ absl::StatusOr<TlsPem> LoadTlsPem(const TlsFiles& files) {
     PkeyPtr pkey(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
     ERR_clear_error();
     if (pkey == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(files.key_flag, " ", files.key_file,
-                                                     " holds no unencrypted PEM private key"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(files.key_flag, " ", files.key_file, " holds no unencrypted PEM private key"));
     }
     if (X509_check_private_key(leaf, pkey.get()) != 1) {
       ERR_clear_error();
       return absl::InvalidArgumentError(absl::StrCat(files.key_flag, " ", files.key_file,
-                                                     " is not the key of the certificate in ", files.cert_flag,
-                                                     " ", files.cert_file));
+                                                     " is not the key of the certificate in ", files.cert_flag, " ",
+                                                     files.cert_file));
     }
   }
   if (!files.ca_file.empty()) {

@@ -50,6 +50,8 @@ TEST_PACKAGES=(
   # fuzzing (scripts/fuzz.sh, tests/fuzz): clang and its libFuzzer, ASan and
   # UBSan runtimes
   clang libclang-rt-14-dev
+  # the source checks (format_test, tidy_test: .clang-format, .clang-tidy)
+  clang-format clang-tidy
   # deployment tests (tests/deploy): images built and run with podman (no
   # Docker engine needed), a local debian:bookworm-slim base via debootstrap,
   # nginx as the task-sharding gRPC router, YAML lint, and node/npm for the

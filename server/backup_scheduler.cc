@@ -17,12 +17,11 @@ void BackupScheduler::TriggerNow() { thread_.Trigger(); }
 
 void BackupScheduler::TakeBackup() {
   const absl::Time start = absl::Now();
-  absl::StatusOr<storage::BackupInfo> info =
-      storage::Backups::Create(*options_.db, options_.backup_dir, options_.keep);
+  absl::StatusOr<storage::BackupInfo> info = storage::Backups::Create(*options_.db, options_.backup_dir, options_.keep);
   const absl::Duration took = absl::Now() - start;
   if (info.ok()) {
-    LOG(INFO) << "backup " << info->id << " done in " << absl::StrFormat("%.2f", absl::ToDoubleSeconds(took))
-              << " s (" << info->size_bytes << " bytes, " << info->num_files << " files) in " << options_.backup_dir;
+    LOG(INFO) << "backup " << info->id << " done in " << absl::StrFormat("%.2f", absl::ToDoubleSeconds(took)) << " s ("
+              << info->size_bytes << " bytes, " << info->num_files << " files) in " << options_.backup_dir;
   } else {
     LOG(ERROR) << "backup failed after " << absl::StrFormat("%.2f", absl::ToDoubleSeconds(took))
                << " s: " << info.status();

@@ -17,8 +17,8 @@ namespace adapterd {
 namespace {
 
 std::string Describe(const storage::BackupInfo& b) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(b.timestamp_seconds), absl::UTCTimeZone()) +
-         " " + std::to_string(b.size_bytes) + " bytes " + std::to_string(b.num_files) + " files";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(b.timestamp_seconds), absl::UTCTimeZone()) + " " +
+         std::to_string(b.size_bytes) + " bytes " + std::to_string(b.num_files) + " files";
 }
 
 int Fail(const absl::Status& s) {
@@ -108,8 +108,8 @@ int RunBackupCommand(int argc, char** argv) {
     return 0;
   }
   if (PathIsWithin(backup_dir, data_dir) || PathIsWithin(data_dir, backup_dir)) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("--backup_dir '", backup_dir, "' must be outside --data_dir '", data_dir, "' (and not contain it)")));
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--backup_dir '", backup_dir, "' must be outside --data_dir '",
+                                                        data_dir, "' (and not contain it)")));
   }
   const std::string db_path = (std::filesystem::path(data_dir) / "db").string();
   absl::StatusOr<storage::BackupInfo> b = storage::Backups::Restore(backup_dir, backup_id, db_path);

@@ -32,7 +32,8 @@ namespace {
 
 // gRPC's own messages (gpr_log) join the process log, in its format.
 void LogGrpcMessage(gpr_log_func_args* args) {
-  const google::LogSeverity severity = args->severity == GPR_LOG_SEVERITY_ERROR ? google::GLOG_ERROR : google::GLOG_INFO;
+  const google::LogSeverity severity =
+      args->severity == GPR_LOG_SEVERITY_ERROR ? google::GLOG_ERROR : google::GLOG_INFO;
   google::LogMessage(args->file, args->line, severity).stream() << "grpc: " << args->message;
 }
 

@@ -38,15 +38,10 @@ class MetricsBridge::Observer final : public serving::ServingObserver {
     m_.batch_queue_wait_seconds.Add({}).Observe(s.max_queue_wait_seconds);
   }
   void OnDropped(serving::DropReason reason, int64_t rows) override {
-    m_.batch_dropped_total.Add({{"reason", Str(serving::DropReasonName(reason))}})
-        .Increment(static_cast<double>(rows));
+    m_.batch_dropped_total.Add({{"reason", Str(serving::DropReasonName(reason))}}).Increment(static_cast<double>(rows));
   }
-  void OnCacheHit(serving::CacheTier tier) override {
-    m_.adapter_cache_hits_total.Add(TierLabel(tier)).Increment();
-  }
-  void OnCacheMiss(serving::CacheTier tier) override {
-    m_.adapter_cache_misses_total.Add(TierLabel(tier)).Increment();
-  }
+  void OnCacheHit(serving::CacheTier tier) override { m_.adapter_cache_hits_total.Add(TierLabel(tier)).Increment(); }
+  void OnCacheMiss(serving::CacheTier tier) override { m_.adapter_cache_misses_total.Add(TierLabel(tier)).Increment(); }
   void OnCacheEviction(serving::CacheTier tier) override {
     m_.adapter_cache_evictions_total.Add(TierLabel(tier)).Increment();
   }
@@ -166,7 +161,8 @@ void MetricsBridge::CollectProcess() {
        it.increment(ec)) {
     ++fds;
   }
-  if (!ec) metrics_->process_open_fds.Add({}).Set(static_cast<double>(fds > 0 ? fds - 1 : 0));  // less the iterator's own
+  if (!ec)
+    metrics_->process_open_fds.Add({}).Set(static_cast<double>(fds > 0 ? fds - 1 : 0));  // less the iterator's own
   if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0) {
     metrics_->process_max_fds.Add({}).Set(static_cast<double>(lim.rlim_cur));
   }

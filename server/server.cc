@@ -38,8 +38,8 @@ struct Server::Parts {
   std::unique_ptr<storage::Database> db;
   std::unique_ptr<api::TenantRegistry> tenants;
   std::unique_ptr<MetricsBridge> metrics;
-  model::LoadedModel model;          // serving encoder (the resolved --dtype)
-  model::LoadedModel training_model; // fp32 copy when serving is not fp32
+  model::LoadedModel model;           // serving encoder (the resolved --dtype)
+  model::LoadedModel training_model;  // fp32 copy when serving is not fp32
   std::unique_ptr<serving::InferenceEngine> engine;
   std::unique_ptr<training::JobManager> jobs;
   std::unique_ptr<training::JobRunner> runner;
@@ -109,7 +109,6 @@ void ConfigureCompute(const ServerOptions& o) {
               << (onednn ? "GOMP_SPINCOUNT=3000000" : "OMP_WAIT_POLICY=PASSIVE")
               << " (docs/PERFORMANCE.md, \"Wait policy\")";
   }
-
 }
 
 // The job defaults the flags set (the rest are Hyperparameters' own).
@@ -168,7 +167,9 @@ absl::Status Server::OpenStorage() {
   const ServerOptions& o = options_;
   std::error_code ec;
   std::filesystem::create_directories(o.storage.data_dir, ec);
-  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create --data_dir ", o.storage.data_dir, ": ", ec.message()));
+  if (ec)
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create --data_dir ", o.storage.data_dir, ": ", ec.message()));
   storage::Database::Options dbo;
   dbo.path = (std::filesystem::path(o.storage.data_dir) / "db").string();
   dbo.min_free_bytes = o.storage.min_free_disk_bytes;
@@ -291,14 +292,14 @@ void Server::StartBackgroundWork() {
   if (o.process.heap_release_interval_seconds > 0) {
     // Freed memory that each malloc arena keeps would otherwise add up
     // (ReleaseFreeHeap, common/malloc_tuning.h, says how much).
-    p.heap_releaser = std::make_unique<PeriodicThread>(absl::Seconds(o.process.heap_release_interval_seconds), [metrics] {
-      const absl::Time start = absl::Now();
-      const int64_t bytes = ReleaseFreeHeap();
-      metrics->OnHeapRelease(bytes, absl::Now() - start);
-    });
+    p.heap_releaser =
+        std::make_unique<PeriodicThread>(absl::Seconds(o.process.heap_release_interval_seconds), [metrics] {
+          const absl::Time start = absl::Now();
+          const int64_t bytes = ReleaseFreeHeap();
+          metrics->OnHeapRelease(bytes, absl::Now() - start);
+        });
     LOG(INFO) << "freed heap memory goes back to the kernel every " << o.process.heap_release_interval_seconds << " s";
   }
-
 }
 
 void Server::Shutdown() {

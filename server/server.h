@@ -15,10 +15,9 @@
 // step (checkpointed and left RUNNING, so the next start resumes it); calls
 // in flight may finish until the calls deadline (client streams until the
 // earlier streams deadline, then UNAVAILABLE), after which gRPC cancels what
-// remains; refusals are held back briefly while gRPC stops (ShutdownPlan); the trainer is joined and RocksDB closes cleanly. A training step
-// that outlasts the budget is the one wait Shutdown() cannot cut short;
-// main.cc then exits at the deadline anyway (the job resumes from its last
-// checkpoint, as after a crash).
+// remains; refusals are held back briefly while gRPC stops (ShutdownPlan); the trainer is joined and RocksDB closes
+// cleanly. A training step that outlasts the budget is the one wait Shutdown() cannot cut short; main.cc then exits at
+// the deadline anyway (the job resumes from its last checkpoint, as after a crash).
 //
 // Thread safety: Start/Shutdown/Wait from one controlling thread; Shutdown
 // may also be called from a signal-handling thread while Wait() blocks.
@@ -90,7 +89,7 @@ class Server {
   absl::Status StartServingEngine();  // batcher, executor, adapter cache, pins
   absl::Status StartTraining();       // job queue and runner (not started yet)
   absl::Status CreateBackend();
-  void StartBackgroundWork();         // backups, heap release
+  void StartBackgroundWork();  // backups, heap release
 
   ServerOptions options_;
   std::unique_ptr<Parts> parts_;

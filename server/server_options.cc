@@ -32,7 +32,8 @@ absl::Status ServerOptions::Validate() const {
   if (training.micro_batch < 1) return bad("--training_micro_batch must be >= 1");
   for (const std::string& p : serving.pinned_tasks) {
     const size_t slash = p.find('/');
-    if (slash == std::string::npos || slash == 0 || slash + 1 == p.size() || p.find('/', slash + 1) != std::string::npos) {
+    if (slash == std::string::npos || slash == 0 || slash + 1 == p.size() ||
+        p.find('/', slash + 1) != std::string::npos) {
       return bad(absl::StrCat("--pin takes tenant/task_id, not '", p, "'"));
     }
   }
@@ -40,11 +41,14 @@ absl::Status ServerOptions::Validate() const {
   if (storage.min_free_disk_bytes < 0) return bad("--min_free_disk_bytes must be >= 0");
   if (grpc.max_message_bytes < (1 << 16)) return bad("--max_message_bytes must be at least 65536");
   if (serving.device_cache_bytes < 0 || serving.host_cache_bytes < 0) return bad("cache budgets must be >= 0");
-  if (tenancy.defaults.max_tasks < 1 || tenancy.defaults.max_queued_jobs < 1 || tenancy.defaults.max_texts_per_predict < 1 || tenancy.defaults.max_dataset_bytes < 1) {
+  if (tenancy.defaults.max_tasks < 1 || tenancy.defaults.max_queued_jobs < 1 ||
+      tenancy.defaults.max_texts_per_predict < 1 || tenancy.defaults.max_dataset_bytes < 1) {
     return bad("tenant limits must be >= 1");
   }
-  if (tenancy.defaults.predict_rate_per_second < 0 || tenancy.defaults.predict_burst < 0) return bad("--predict_rate and --predict_burst must be >= 0");
-  if (tenancy.max_client_streams < 1 || tenancy.max_client_streams_per_tenant < 1 || tenancy.max_import_bytes_in_flight < 1) {
+  if (tenancy.defaults.predict_rate_per_second < 0 || tenancy.defaults.predict_burst < 0)
+    return bad("--predict_rate and --predict_burst must be >= 0");
+  if (tenancy.max_client_streams < 1 || tenancy.max_client_streams_per_tenant < 1 ||
+      tenancy.max_import_bytes_in_flight < 1) {
     return bad("--max_client_streams, --max_client_streams_per_tenant and --max_import_bytes_in_flight must be >= 1");
   }
   if (!grpc.peers.empty() && grpc.peer_secret_file.empty()) {
@@ -64,10 +68,12 @@ absl::Status ServerOptions::Validate() const {
     return bad("--tls_client_ca_file and --tls_peer_ca_file need --tls_cert_file and --tls_key_file");
   }
   if (backups.interval_seconds < 1) return bad("--backup_interval_seconds must be >= 1");
-  if (!ParseLogFormat(process.log_format).ok()) return bad(absl::StrCat("--log_format must be text or json, not '", process.log_format, "'"));
+  if (!ParseLogFormat(process.log_format).ok())
+    return bad(absl::StrCat("--log_format must be text or json, not '", process.log_format, "'"));
   if (process.heap_release_interval_seconds < 0) return bad("--heap_release_interval_seconds must be >= 0");
   if (backups.keep < 1) return bad("--backups_to_keep must be >= 1");
-  if (!backups.dir.empty() && (PathIsWithin(backups.dir, storage.data_dir) || PathIsWithin(storage.data_dir, backups.dir))) {
+  if (!backups.dir.empty() &&
+      (PathIsWithin(backups.dir, storage.data_dir) || PathIsWithin(storage.data_dir, backups.dir))) {
     // A backup on the data directory's volume is lost with it, and RocksDB's
     // files under <storage.data_dir>/db belong to the live database.
     return bad(absl::StrCat("--backup_dir '", backups.dir, "' must be outside --data_dir '", storage.data_dir,
@@ -111,7 +117,8 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   app.set_config("--config", "", "Read options from an INI/TOML file (key = value, flag names without dashes)");
   app.option_defaults()->always_capture_default();
   app.add_option("--listen", o.grpc.listen_address, "gRPC listen address host:port (port 0 picks a free port)");
-  app.add_option("--metrics_listen", o.process.metrics_address, "Prometheus /metrics address host:port; empty disables it");
+  app.add_option("--metrics_listen", o.process.metrics_address,
+                 "Prometheus /metrics address host:port; empty disables it");
   app.add_option("--max_message_bytes", o.grpc.max_message_bytes, "Largest gRPC message accepted or sent");
   app.add_option("--tls_cert_file", o.grpc.tls_cert_file,
                  "PEM certificate chain (leaf first) for gRPC over TLS; with --tls_key_file. Empty = plaintext");
@@ -155,11 +162,14 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
                  "JSON tenants file (API key SHA-256 hashes and quotas); empty = single tenant, no key");
   app.add_option("--max_tasks", o.tenancy.defaults.max_tasks, "Tasks per tenant (default quota)");
   app.add_option("--max_queued_jobs", o.tenancy.defaults.max_queued_jobs, "Jobs waiting per tenant (default quota)");
-  app.add_option("--max_texts_per_predict", o.tenancy.defaults.max_texts_per_predict, "Texts in one Predict (default quota)");
+  app.add_option("--max_texts_per_predict", o.tenancy.defaults.max_texts_per_predict,
+                 "Texts in one Predict (default quota)");
   app.add_option("--max_dataset_bytes", o.tenancy.defaults.max_dataset_bytes,
                  "Bytes of text in all of a tenant's datasets, stored and being uploaded (default quota)");
-  app.add_option("--predict_rate", o.tenancy.defaults.predict_rate_per_second, "Predict requests/s per tenant; 0 = unlimited (default quota)");
-  app.add_option("--predict_burst", o.tenancy.defaults.predict_burst, "Token-bucket size for --predict_rate; 0 = max(1, rate)");
+  app.add_option("--predict_rate", o.tenancy.defaults.predict_rate_per_second,
+                 "Predict requests/s per tenant; 0 = unlimited (default quota)");
+  app.add_option("--predict_burst", o.tenancy.defaults.predict_burst,
+                 "Token-bucket size for --predict_rate; 0 = max(1, rate)");
   app.add_option("--max_client_streams", o.tenancy.max_client_streams,
                  "UploadDataset and ImportAdapter streams open at once, all tenants together");
   app.add_option("--max_client_streams_per_tenant", o.tenancy.max_client_streams_per_tenant,

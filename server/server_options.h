@@ -47,9 +47,9 @@ struct ServerOptions {
   struct Serving {
     int64_t device_cache_bytes = 1ll << 30;  // device-tier adapter budget
     int64_t host_cache_bytes = 4ll << 30;    // host-tier adapter budget
-    int max_batch_size = 32;                  // rows per forward pass
-    int64_t max_queue_delay_us = 2000;        // longest wait to fill a batch
-    double training_share = 0.2;              // minimum device share of training while jobs wait
+    int max_batch_size = 32;                 // rows per forward pass
+    int64_t max_queue_delay_us = 2000;       // longest wait to fill a batch
+    double training_share = 0.2;             // minimum device share of training while jobs wait
     // Tasks whose device-tier adapters are never evicted, as
     // "tenant/task_id" ("default/<task>" on a single-tenant server). Pinned
     // bytes count against --device_cache_bytes.
@@ -74,10 +74,10 @@ struct ServerOptions {
     int64_t max_import_bytes_in_flight = 1ll << 30;
   } tenancy;
 
-  struct Backups {               // storage/backup.h
-    std::string dir;             // "" = no scheduled backups
+  struct Backups {                    // storage/backup.h
+    std::string dir;                  // "" = no scheduled backups
     int64_t interval_seconds = 3600;  // between scheduled backups (SIGUSR1: one now)
-    int keep = 7;                // older backups are purged
+    int keep = 7;                     // older backups are purged
   } backups;
 
   struct Process {
@@ -85,7 +85,7 @@ struct ServerOptions {
     // Seconds between returns of the C heap's freed pages to the kernel
     // (ReleaseFreeHeap, common/malloc_tuning.h); 0 = never.
     int64_t heap_release_interval_seconds = 30;
-    int drain_seconds = 10;          // bound on the whole shutdown (server.h)
+    int drain_seconds = 10;           // bound on the whole shutdown (server.h)
     std::string log_format = "text";  // "text" (glog's lines) or "json" (common/logging.h)
   } process;
 
@@ -101,7 +101,7 @@ struct ServerOptions {
 // datasets' test texts (docs/PERFORMANCE.md; the bf16 encoder keeps its
 // residual stream in fp32, server/model/bert_encoder.h).
 struct ServingDtype {
-  std::string dtype;   // fp32 | bf16 | fp16
+  std::string dtype;  // fp32 | bf16 | fp16
   std::string reason;
 };
 ServingDtype ResolveServingDtype(const std::string& requested, const std::string& device,

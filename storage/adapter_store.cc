@@ -19,12 +19,11 @@ absl::StatusOr<std::string> AdapterStore::Get(std::string_view tenant, std::stri
   if (version <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("invalid adapter version ", version));
   }
-  ASSIGN_OR_RETURN(
-      std::optional<std::string> bytes,
-      db_->ReadValue(ColumnFamily::kAdapters, keys::Adapter(tenant, task_id, version)));
+  ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                   db_->ReadValue(ColumnFamily::kAdapters, keys::Adapter(tenant, task_id, version)));
   if (!bytes.has_value()) {
-    return absl::NotFoundError(absl::StrCat("version ", version, " of task '",
-                                            keys::Task(tenant, task_id), "' is not stored"));
+    return absl::NotFoundError(
+        absl::StrCat("version ", version, " of task '", keys::Task(tenant, task_id), "' is not stored"));
   }
   return std::move(*bytes);
 }
@@ -39,21 +38,18 @@ absl::StatusOr<AdapterStore::Current> AdapterStore::GetCurrent(std::string_view 
   // record points at.
   rocksdb::ManagedSnapshot snapshot(db_->db_.get());
   Current current;
-  ASSIGN_OR_RETURN(bool found, db_->ReadRecord(ColumnFamily::kTasks, task_key, &current.task,
-                                               snapshot.snapshot()));
+  ASSIGN_OR_RETURN(bool found, db_->ReadRecord(ColumnFamily::kTasks, task_key, &current.task, snapshot.snapshot()));
   if (!found) return absl::NotFoundError(absl::StrCat("task '", task_key, "' not found"));
   current.version = current.task.current_version();
   if (current.version <= 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("task '", task_key, "' has no ready version yet"));
+    return absl::FailedPreconditionError(absl::StrCat("task '", task_key, "' has no ready version yet"));
   }
   const std::string key = keys::Adapter(tenant, task_id, current.version);
-  ASSIGN_OR_RETURN(std::optional<std::string> bytes,
-                   db_->ReadValue(ColumnFamily::kAdapters, key, snapshot.snapshot()));
+  ASSIGN_OR_RETURN(std::optional<std::string> bytes, db_->ReadValue(ColumnFamily::kAdapters, key, snapshot.snapshot()));
   if (!bytes.has_value()) {
-    return CorruptRecordError(ColumnFamily::kAdapters, key,
-                              absl::StrCat("task '", task_key, "' points at version ",
-                                           current.version, " but its bytes are missing"));
+    return CorruptRecordError(
+        ColumnFamily::kAdapters, key,
+        absl::StrCat("task '", task_key, "' points at version ", current.version, " but its bytes are missing"));
   }
   current.bytes = std::move(*bytes);
   return current;

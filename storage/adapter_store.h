@@ -28,8 +28,7 @@ class AdapterStore {
 
   // The bytes of one version. NOT_FOUND if that version is not stored
   // (never promoted, removed by retention, or the task was deleted).
-  absl::StatusOr<std::string> Get(std::string_view tenant, std::string_view task_id,
-                                  int64_t version) const;
+  absl::StatusOr<std::string> Get(std::string_view tenant, std::string_view task_id, int64_t version) const;
 
   struct Current {
     adapterd::v1::TaskRecord task;

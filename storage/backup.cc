@@ -46,11 +46,11 @@ absl::Status MustExist(const std::string& backup_dir) {
 template <typename Engine>
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const std::string& backup_dir) {
   rocksdb::BackupEngineOptions o(backup_dir);
-  o.sync = true;                    // a finished backup survives a crash
+  o.sync = true;  // a finished backup survives a crash
   o.share_files_with_checksum = true;
   Engine* raw = nullptr;
-  RETURN_IF_ERROR(FromRocks(Engine::Open(o, rocksdb::Env::Default(), &raw),
-                                               absl::StrCat("open backups in '", backup_dir, "'")));
+  RETURN_IF_ERROR(
+      FromRocks(Engine::Open(o, rocksdb::Env::Default(), &raw), absl::StrCat("open backups in '", backup_dir, "'")));
   return std::unique_ptr<Engine>(raw);
 }
 
@@ -144,8 +144,8 @@ absl::StatusOr<BackupDirectory> InspectWith(const rocksdb::BackupEngineReadOnlyB
   ASSIGN_OR_RETURN(const std::vector<uint32_t> on_disk, MetaIdsOnDisk(backup_dir));
   for (const auto& [id, digest] : checksums->sha256) {
     if (!std::binary_search(on_disk.begin(), on_disk.end(), id)) {
-      problem.emplace(id, absl::StrCat(MetaFile(id), ": missing, but ", kMetaChecksumsFile,
-                                       " lists it (backup ", id, " was removed by hand, or lost)"));
+      problem.emplace(id, absl::StrCat(MetaFile(id), ": missing, but ", kMetaChecksumsFile, " lists it (backup ", id,
+                                       " was removed by hand, or lost)"));
       continue;
     }
     ASSIGN_OR_RETURN(const std::string actual, MetaSha256(backup_dir, id));
@@ -320,10 +320,12 @@ absl::StatusOr<BackupInfo> Backups::Restore(const std::string& backup_dir, uint3
     if (state.backups.empty()) return absl::NotFoundError(absl::StrCat("no backups in '", backup_dir, "'"));
     info = state.backups.back();
   } else {
-    auto it = std::find_if(state.backups.begin(), state.backups.end(), [id](const BackupInfo& b) { return b.id == id; });
+    auto it =
+        std::find_if(state.backups.begin(), state.backups.end(), [id](const BackupInfo& b) { return b.id == id; });
     if (it == state.backups.end()) {
       if (std::count(state.damaged_ids.begin(), state.damaged_ids.end(), id) > 0) {
-        return absl::DataLossError(absl::StrCat("backup ", id, " cannot be restored: ", DamageText(backup_dir, state.damage)));
+        return absl::DataLossError(
+            absl::StrCat("backup ", id, " cannot be restored: ", DamageText(backup_dir, state.damage)));
       }
       return absl::NotFoundError(absl::StrCat("no backup ", id, " in '", backup_dir, "'"));
     }
@@ -332,8 +334,8 @@ absl::StatusOr<BackupInfo> Backups::Restore(const std::string& backup_dir, uint3
   // Every file, checked before anything is written.
   const rocksdb::Status verified = engine->VerifyBackup(info.id, /*verify_with_checksum=*/true);
   if (!verified.ok()) {
-    return absl::DataLossError(absl::StrCat("backup ", info.id, " is damaged, nothing restored: ",
-                                            Relative(verified.ToString(), backup_dir)));
+    return absl::DataLossError(
+        absl::StrCat("backup ", info.id, " is damaged, nothing restored: ", Relative(verified.ToString(), backup_dir)));
   }
   fs::create_directories(db_path, ec);
   if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create '", db_path, "': ", ec.message()));

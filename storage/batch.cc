@@ -95,8 +95,7 @@ absl::Status Batch::AppendEvent(std::string_view job_id, const JobEvent& event) 
   return absl::OkStatus();
 }
 
-absl::Status Batch::Enqueue(std::string_view tenant, std::string_view job_id,
-                            int64_t enqueued_at_micros) {
+absl::Status Batch::Enqueue(std::string_view tenant, std::string_view job_id, int64_t enqueued_at_micros) {
   RETURN_IF_ERROR(ValidateId("tenant", tenant));
   RETURN_IF_ERROR(ValidateId("job_id", job_id));
   adapterd::v1::QueueEntry entry;
@@ -119,8 +118,7 @@ absl::Status Batch::PutCheckpoint(const CheckpointRecord& checkpoint) {
   RETURN_IF_ERROR(ValidateId("job_id", checkpoint.job_id()));
   std::string value;
   RETURN_IF_ERROR(SerializeRecord(checkpoint, &value));
-  AddRaw(
-      RawPut{ColumnFamily::kCheckpoints, keys::Checkpoint(checkpoint.job_id()), std::move(value)});
+  AddRaw(RawPut{ColumnFamily::kCheckpoints, keys::Checkpoint(checkpoint.job_id()), std::move(value)});
   return absl::OkStatus();
 }
 
@@ -138,20 +136,18 @@ absl::Status Batch::PutDatasetRecord(const adapterd::v1::DatasetRecord& record) 
   }
   std::string value;
   RETURN_IF_ERROR(SerializeRecord(record, &value));
-  AddRaw(RawPut{ColumnFamily::kDatasets, keys::DatasetMeta(record.tenant(), record.dataset_id()),
-                std::move(value)});
+  AddRaw(RawPut{ColumnFamily::kDatasets, keys::DatasetMeta(record.tenant(), record.dataset_id()), std::move(value)});
   return absl::OkStatus();
 }
 
-absl::Status Batch::PutDatasetChunk(std::string_view tenant, std::string_view dataset_id,
-                                    int64_t index, const adapterd::v1::DatasetChunk& chunk) {
+absl::Status Batch::PutDatasetChunk(std::string_view tenant, std::string_view dataset_id, int64_t index,
+                                    const adapterd::v1::DatasetChunk& chunk) {
   RETURN_IF_ERROR(ValidateId("tenant", tenant));
   RETURN_IF_ERROR(ValidateId("dataset_id", dataset_id));
   if (index < 0) return absl::InvalidArgumentError(absl::StrCat("invalid chunk index ", index));
   std::string value;
   RETURN_IF_ERROR(SerializeRecord(chunk, &value));
-  AddRaw(RawPut{ColumnFamily::kDatasets, keys::DatasetChunk(tenant, dataset_id, index),
-                std::move(value)});
+  AddRaw(RawPut{ColumnFamily::kDatasets, keys::DatasetChunk(tenant, dataset_id, index), std::move(value)});
   return absl::OkStatus();
 }
 
@@ -173,16 +169,14 @@ absl::Status Batch::Promote(Promotion p) {
   RETURN_IF_ERROR(ValidateId("tenant", p.task.tenant()));
   RETURN_IF_ERROR(ValidateId("task_id", p.task.task_id()));
   if (p.adapter_bytes.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("promotion of task '", p.task.tenant(), "/",
-                                                   p.task.task_id(), "' has no adapter bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("promotion of task '", p.task.tenant(), "/", p.task.task_id(), "' has no adapter bytes"));
   }
   if (p.keep_versions < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("keep_versions must be >= 1, got ", p.keep_versions));
+    return absl::InvalidArgumentError(absl::StrCat("keep_versions must be >= 1, got ", p.keep_versions));
   }
   if (p.expected_version < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected_version must be >= 0, got ", p.expected_version));
+    return absl::InvalidArgumentError(absl::StrCat("expected_version must be >= 0, got ", p.expected_version));
   }
   AddResolved(PromoteOp{std::move(p)});
   return absl::OkStatus();

@@ -129,8 +129,7 @@ class Batch {
   absl::Status AppendEvent(std::string_view job_id, const adapterd::v1::JobEvent& event);
 
   // Adds a job to the end of the durable FIFO; the seq is assigned at commit.
-  absl::Status Enqueue(std::string_view tenant, std::string_view job_id,
-                       int64_t enqueued_at_micros);
+  absl::Status Enqueue(std::string_view tenant, std::string_view job_id, int64_t enqueued_at_micros);
   // Removes a queue entry (no-op if absent).
   absl::Status Dequeue(int64_t queue_seq);
 
@@ -158,9 +157,7 @@ class Batch {
 
   // After a successful Commit: what was assigned, in the order added.
   const std::vector<CommittedEvent>& committed_events() const { return committed_events_; }
-  const std::vector<adapterd::v1::QueueEntry>& committed_queue_entries() const {
-    return committed_queue_entries_;
-  }
+  const std::vector<adapterd::v1::QueueEntry>& committed_queue_entries() const { return committed_queue_entries_; }
   const std::vector<PromotionResult>& committed_promotions() const { return committed_promotions_; }
 
  private:
@@ -204,8 +201,8 @@ class Batch {
   struct PromoteOp {
     Promotion promotion;
   };
-  using Op = std::variant<RawPut, RawDelete, RawDeleteRange, TaskPut, TaskDelete, JobCreate,
-                          JobUpdate, EventAppend, EnqueueOp, PromoteOp>;
+  using Op = std::variant<RawPut, RawDelete, RawDeleteRange, TaskPut, TaskDelete, JobCreate, JobUpdate, EventAppend,
+                          EnqueueOp, PromoteOp>;
 
   // Operations that need neither commit-time resolution nor the commit lock.
   void AddRaw(Op op) { ops_.push_back(std::move(op)); }

@@ -19,8 +19,7 @@ absl::Status CheckpointStore::Put(const CheckpointRecord& checkpoint) {
 absl::StatusOr<CheckpointRecord> CheckpointStore::Get(std::string_view job_id) const {
   RETURN_IF_ERROR(ValidateId("job_id", job_id));
   CheckpointRecord rec;
-  ASSIGN_OR_RETURN(bool found,
-                   db_->ReadRecord(ColumnFamily::kCheckpoints, keys::Checkpoint(job_id), &rec));
+  ASSIGN_OR_RETURN(bool found, db_->ReadRecord(ColumnFamily::kCheckpoints, keys::Checkpoint(job_id), &rec));
   if (!found) {
     return absl::NotFoundError(absl::StrCat("no checkpoint for job '", std::string(job_id), "'"));
   }

@@ -53,8 +53,7 @@ namespace {
 std::string_view View(const rocksdb::Slice& s) { return std::string_view(s.data(), s.size()); }
 
 bool IsBlobFamily(ColumnFamily cf) {
-  return cf == ColumnFamily::kAdapters || cf == ColumnFamily::kCheckpoints ||
-         cf == ColumnFamily::kDatasets;
+  return cf == ColumnFamily::kAdapters || cf == ColumnFamily::kCheckpoints || cf == ColumnFamily::kDatasets;
 }
 
 rocksdb::ColumnFamilyOptions FamilyOptions(const Database::Options& o, ColumnFamily cf) {
@@ -111,8 +110,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options)
 
   const bool exists = env->FileExists(path + "/CURRENT").ok();
   if (!exists && !options.create_if_missing) {
-    return absl::NotFoundError(
-        absl::StrCat("database '", path, "' does not exist (and create_if_missing is false)"));
+    return absl::NotFoundError(absl::StrCat("database '", path, "' does not exist (and create_if_missing is false)"));
   }
   if (!exists && options.env == nullptr) {
     // RocksDB creates only the last path component.
@@ -137,8 +135,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options)
     descriptors.emplace_back(ColumnFamilyName(cf), FamilyOptions(options, cf));
   }
   for (const std::string& name : existing) {
-    bool known = std::any_of(descriptors.begin(), descriptors.end(),
-                             [&](const auto& d) { return d.name == name; });
+    bool known = std::any_of(descriptors.begin(), descriptors.end(), [&](const auto& d) { return d.name == name; });
     if (!known) descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
   }
 
@@ -149,8 +146,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options)
     if (IsLockError(s)) {
       return absl::FailedPreconditionError(
           absl::StrCat("database '", path, "' is locked by another process (lock file ", path,
-                       "/LOCK): only one adapterd process (one Database) may open it at a time; ",
-                       s.ToString()));
+                       "/LOCK): only one adapterd process (one Database) may open it at a time; ", s.ToString()));
     }
     return FromRocks(s, absl::StrCat("open database '", path, "'"));
   }
@@ -211,7 +207,8 @@ absl::Status Database::ReclaimSpace(ColumnFamily cf, const std::string& begin, c
     uint64_t sst = 0, blob = 0;
     db_->GetIntProperty(handle(cf), "rocksdb.live-sst-files-size", &sst);
     db_->GetIntProperty(handle(cf), "rocksdb.live-blob-file-size", &blob);
-    const int64_t need = min_free_bytes_ + static_cast<int64_t>(sst + blob) + static_cast<int64_t>(kBlobFamilyWriteBufferBytes);
+    const int64_t need =
+        min_free_bytes_ + static_cast<int64_t>(sst + blob) + static_cast<int64_t>(kBlobFamilyWriteBufferBytes);
     const std::optional<int64_t> free_bytes = FreeBytes();
     if (!free_bytes.has_value() || *free_bytes < need) {
       return absl::ResourceExhaustedError(absl::StrCat("not enough free space to compact column family '",
@@ -230,33 +227,29 @@ absl::Status Database::ReclaimSpace(ColumnFamily cf, const std::string& begin, c
 }
 
 absl::Status Database::InitSchema() {
-  ASSIGN_OR_RETURN(std::optional<std::string> stored,
-                   ReadValue(ColumnFamily::kMeta, keys::kSchemaVersion));
+  ASSIGN_OR_RETURN(std::optional<std::string> stored, ReadValue(ColumnFamily::kMeta, keys::kSchemaVersion));
   if (!stored.has_value()) {
     // A new database (or one whose creation was interrupted before this write).
     rocksdb::WriteBatch wb;
-    RETURN_IF_ERROR(AddToBatch(
-        wb.Put(handle(ColumnFamily::kMeta), keys::kSchemaVersion, std::to_string(kSchemaVersion))));
+    RETURN_IF_ERROR(
+        AddToBatch(wb.Put(handle(ColumnFamily::kMeta), keys::kSchemaVersion, std::to_string(kSchemaVersion))));
     RETURN_IF_ERROR(Write(&wb));
     schema_version_ = kSchemaVersion;
     return absl::OkStatus();
   }
   int64_t version = 0;
   if (!absl::SimpleAtoi(*stored, &version) || version < 1) {
-    return CorruptRecordError(
-        ColumnFamily::kMeta, keys::kSchemaVersion,
-        absl::StrCat("schema version '", PrintableKey(*stored), "' is not a positive integer"));
+    return CorruptRecordError(ColumnFamily::kMeta, keys::kSchemaVersion,
+                              absl::StrCat("schema version '", PrintableKey(*stored), "' is not a positive integer"));
   }
   if (version > kSchemaVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("database '", path_, "' has schema version ", version,
-                     ", newer than the newest this build supports (", kSchemaVersion,
-                     "); open it with a newer adapterd"));
+    return absl::FailedPreconditionError(absl::StrCat("database '", path_, "' has schema version ", version,
+                                                      ", newer than the newest this build supports (", kSchemaVersion,
+                                                      "); open it with a newer adapterd"));
   }
   if (version < kSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("database '", path_, "' has schema version ",
-                                                      version, " and no migration to ",
-                                                      kSchemaVersion, " exists"));
+    return absl::FailedPreconditionError(absl::StrCat("database '", path_, "' has schema version ", version,
+                                                      " and no migration to ", kSchemaVersion, " exists"));
   }
   schema_version_ = version;
   return absl::OkStatus();
@@ -268,9 +261,8 @@ absl::Status Database::LoadQueueSeq() {
   int64_t seq = 0;
   ASSIGN_OR_RETURN(std::optional<std::string> hwm, ReadValue(ColumnFamily::kMeta, keys::kQueueSeq));
   if (hwm.has_value() && (!absl::SimpleAtoi(*hwm, &seq) || seq < 0)) {
-    return CorruptRecordError(
-        ColumnFamily::kMeta, keys::kQueueSeq,
-        absl::StrCat("queue seq '", PrintableKey(*hwm), "' is not a non-negative integer"));
+    return CorruptRecordError(ColumnFamily::kMeta, keys::kQueueSeq,
+                              absl::StrCat("queue seq '", PrintableKey(*hwm), "' is not a non-negative integer"));
   }
   ASSIGN_OR_RETURN(std::optional<std::string> last, LastKey(ColumnFamily::kJobQueue, "", ""));
   if (last.has_value()) {
@@ -289,8 +281,7 @@ absl::Status Database::Close() {
   if (db_ == nullptr) return absl::OkStatus();
   absl::Status status;
   if (!sync_writes_) {
-    status.Update(FromRocks(db_->FlushWAL(/*sync=*/true),
-                            absl::StrCat("sync the WAL of database '", path_, "'")));
+    status.Update(FromRocks(db_->FlushWAL(/*sync=*/true), absl::StrCat("sync the WAL of database '", path_, "'")));
   }
   for (rocksdb::ColumnFamilyHandle*& h : handles_) {
     if (h != nullptr) db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
@@ -312,21 +303,20 @@ absl::Status Database::CheckOpen() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<std::string>> Database::ReadValue(
-    ColumnFamily cf, const std::string& key, const rocksdb::Snapshot* snapshot) const {
+absl::StatusOr<std::optional<std::string>> Database::ReadValue(ColumnFamily cf, const std::string& key,
+                                                               const rocksdb::Snapshot* snapshot) const {
   RETURN_IF_ERROR(CheckOpen());
   rocksdb::ReadOptions ro;
   ro.snapshot = snapshot;
   std::string value;
   rocksdb::Status s = db_->Get(ro, handle(cf), key, &value);
   if (s.IsNotFound()) return std::optional<std::string>();
-  RETURN_IF_ERROR(FromRocks(s, absl::StrCat("read key '", PrintableKey(key), "' of column family '",
-                                            ColumnFamilyName(cf), "'")));
+  RETURN_IF_ERROR(
+      FromRocks(s, absl::StrCat("read key '", PrintableKey(key), "' of column family '", ColumnFamilyName(cf), "'")));
   return std::optional<std::string>(std::move(value));
 }
 
-absl::StatusOr<bool> Database::ReadRecord(ColumnFamily cf, const std::string& key,
-                                          google::protobuf::MessageLite* out,
+absl::StatusOr<bool> Database::ReadRecord(ColumnFamily cf, const std::string& key, google::protobuf::MessageLite* out,
                                           const rocksdb::Snapshot* snapshot) const {
   ASSIGN_OR_RETURN(std::optional<std::string> value, ReadValue(cf, key, snapshot));
   if (!value.has_value()) return false;
@@ -334,8 +324,8 @@ absl::StatusOr<bool> Database::ReadRecord(ColumnFamily cf, const std::string& ke
   return true;
 }
 
-absl::Status Database::Scan(ColumnFamily cf, const std::string& begin, const std::string& end,
-                            const ScanFn& fn, const rocksdb::Snapshot* snapshot) const {
+absl::Status Database::Scan(ColumnFamily cf, const std::string& begin, const std::string& end, const ScanFn& fn,
+                            const rocksdb::Snapshot* snapshot) const {
   RETURN_IF_ERROR(CheckOpen());
   rocksdb::ReadOptions ro;
   ro.snapshot = snapshot;
@@ -346,12 +336,11 @@ absl::Status Database::Scan(ColumnFamily cf, const std::string& begin, const std
     ASSIGN_OR_RETURN(bool more, fn(View(it->key()), View(it->value())));
     if (!more) return absl::OkStatus();
   }
-  return FromRocks(it->status(), absl::StrCat("scan column family '", ColumnFamilyName(cf),
-                                              "' from '", PrintableKey(begin), "'"));
+  return FromRocks(it->status(),
+                   absl::StrCat("scan column family '", ColumnFamilyName(cf), "' from '", PrintableKey(begin), "'"));
 }
 
-absl::StatusOr<std::optional<std::string>> Database::LastKey(ColumnFamily cf,
-                                                             const std::string& begin,
+absl::StatusOr<std::optional<std::string>> Database::LastKey(ColumnFamily cf, const std::string& begin,
                                                              const std::string& end) const {
   RETURN_IF_ERROR(CheckOpen());
   rocksdb::ReadOptions ro;
@@ -362,14 +351,13 @@ absl::StatusOr<std::optional<std::string>> Database::LastKey(ColumnFamily cf,
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handle(cf)));
   it->SeekToLast();
   if (it->Valid()) return std::optional<std::string>(it->key().ToString());
-  RETURN_IF_ERROR(FromRocks(it->status(), absl::StrCat("seek to the last key of column family '",
-                                                       ColumnFamilyName(cf), "'")));
+  RETURN_IF_ERROR(
+      FromRocks(it->status(), absl::StrCat("seek to the last key of column family '", ColumnFamilyName(cf), "'")));
   return std::optional<std::string>();
 }
 
-absl::StatusOr<std::string> Database::ListPage(ColumnFamily cf, const std::string& prefix,
-                                               std::string_view page_token, int page_size,
-                                               const ScanFn& take) const {
+absl::StatusOr<std::string> Database::ListPage(ColumnFamily cf, const std::string& prefix, std::string_view page_token,
+                                               int page_size, const ScanFn& take) const {
   if (page_size <= 0) page_size = kDefaultPageSize;
   page_size = std::min(page_size, kMaxPageSize);
   // Tokens are key suffixes; the scan is bounded by the prefix, so a forged
@@ -447,8 +435,7 @@ absl::Status Database::Write(rocksdb::WriteBatch* batch) {
 absl::Status Database::Flush() {
   RETURN_IF_ERROR(CheckOpen());
   std::vector<rocksdb::ColumnFamilyHandle*> all(handles_.begin(), handles_.end());
-  return FromRocks(db_->Flush(rocksdb::FlushOptions(), all),
-                   absl::StrCat("flush database '", path_, "'"));
+  return FromRocks(db_->Flush(rocksdb::FlushOptions(), all), absl::StrCat("flush database '", path_, "'"));
 }
 
 absl::StatusOr<Database::MemoryUsage> Database::Memory() const {
@@ -479,8 +466,7 @@ absl::StatusOr<bool> Database::AddRawOp(const Batch::Op& any, rocksdb::WriteBatc
   return true;
 }
 
-absl::StatusOr<std::optional<TaskRecord>> Database::LoadTaskLocked(CommitState& st,
-                                                                   const std::string& key) {
+absl::StatusOr<std::optional<TaskRecord>> Database::LoadTaskLocked(CommitState& st, const std::string& key) {
   auto it = st.tasks.find(key);
   if (it != st.tasks.end()) return it->second;
   TaskRecord rec;
@@ -489,8 +475,7 @@ absl::StatusOr<std::optional<TaskRecord>> Database::LoadTaskLocked(CommitState& 
   return std::optional<TaskRecord>(std::move(rec));
 }
 
-absl::Status Database::CheckJobStateLocked(CommitState& st, const std::string& key,
-                                           adapterd::v1::JobState expected) {
+absl::Status Database::CheckJobStateLocked(CommitState& st, const std::string& key, adapterd::v1::JobState expected) {
   adapterd::v1::JobState state;
   auto pending = st.jobs.find(key);
   if (pending != st.jobs.end()) {
@@ -502,9 +487,8 @@ absl::Status Database::CheckJobStateLocked(CommitState& st, const std::string& k
     state = stored.state();
   }
   if (state != expected) {
-    return absl::FailedPreconditionError(absl::StrCat("job '", key, "' is ",
-                                                      adapterd::v1::JobState_Name(state), ", not ",
-                                                      adapterd::v1::JobState_Name(expected)));
+    return absl::FailedPreconditionError(absl::StrCat("job '", key, "' is ", adapterd::v1::JobState_Name(state),
+                                                      ", not ", adapterd::v1::JobState_Name(expected)));
   }
   return absl::OkStatus();
 }
@@ -521,8 +505,7 @@ absl::StatusOr<int64_t> Database::NextEventSeqLocked(CommitState& st, const std:
     ASSIGN_OR_RETURN(std::optional<std::string> key,
                      LastKey(ColumnFamily::kJobEvents, prefix, keys::PrefixEnd(prefix)));
     if (key.has_value()) {
-      std::optional<int64_t> n =
-          keys::ParsePaddedNumber(std::string_view(*key).substr(prefix.size()));
+      std::optional<int64_t> n = keys::ParsePaddedNumber(std::string_view(*key).substr(prefix.size()));
       if (!n.has_value()) {
         return CorruptRecordError(ColumnFamily::kJobEvents, *key, "key has no event seq");
       }
@@ -664,8 +647,8 @@ absl::Status Database::ResolvePromote(Batch::PromoteOp& op, CommitState& st, roc
   ASSIGN_OR_RETURN(std::optional<TaskRecord> stored, LoadTaskLocked(st, key));
   const int64_t version = (stored.has_value() ? stored->latest_version() : 0) + 1;
   if (p.expected_version != 0 && p.expected_version != version) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot promote version ", p.expected_version, " of task '",
-                                                      key, "': its next version is ", version));
+    return absl::FailedPreconditionError(absl::StrCat("cannot promote version ", p.expected_version, " of task '", key,
+                                                      "': its next version is ", version));
   }
   // The versions kept: the newest keep_versions, this one included.
   std::vector<int64_t> kept;

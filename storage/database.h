@@ -194,19 +194,16 @@ class Database {
   // Bytes free for this process on the file system of `path_`; nullopt if
   // statvfs fails.
   std::optional<int64_t> FreeBytes() const;
-  rocksdb::ColumnFamilyHandle* handle(ColumnFamily cf) const {
-    return handles_[static_cast<int>(cf)];
-  }
+  rocksdb::ColumnFamilyHandle* handle(ColumnFamily cf) const { return handles_[static_cast<int>(cf)]; }
   // nullopt when the key does not exist.
-  absl::StatusOr<std::optional<std::string>> ReadValue(
-      ColumnFamily cf, const std::string& key, const rocksdb::Snapshot* snapshot = nullptr) const;
+  absl::StatusOr<std::optional<std::string>> ReadValue(ColumnFamily cf, const std::string& key,
+                                                       const rocksdb::Snapshot* snapshot = nullptr) const;
   // false when the key does not exist; DATA_LOSS when the value does not parse.
-  absl::StatusOr<bool> ReadRecord(ColumnFamily cf, const std::string& key,
-                                  google::protobuf::MessageLite* out,
+  absl::StatusOr<bool> ReadRecord(ColumnFamily cf, const std::string& key, google::protobuf::MessageLite* out,
                                   const rocksdb::Snapshot* snapshot = nullptr) const;
   // Visits keys in [begin, end) ("" end = to the end of the column family).
-  absl::Status Scan(ColumnFamily cf, const std::string& begin, const std::string& end,
-                    const ScanFn& fn, const rocksdb::Snapshot* snapshot = nullptr) const;
+  absl::Status Scan(ColumnFamily cf, const std::string& begin, const std::string& end, const ScanFn& fn,
+                    const rocksdb::Snapshot* snapshot = nullptr) const;
   // The last key in [begin, end), or nullopt.
   absl::StatusOr<std::optional<std::string>> LastKey(ColumnFamily cf, const std::string& begin,
                                                      const std::string& end) const;
@@ -214,9 +211,8 @@ class Database {
   // `take` returns whether an entry goes on the page. Returns the next page
   // token ("" at the end). Scans a bounded number of entries, so a filtered
   // page may be short.
-  absl::StatusOr<std::string> ListPage(ColumnFamily cf, const std::string& prefix,
-                                       std::string_view page_token, int page_size,
-                                       const ScanFn& take) const;
+  absl::StatusOr<std::string> ListPage(ColumnFamily cf, const std::string& prefix, std::string_view page_token,
+                                       int page_size, const ScanFn& take) const;
   // The one write path. A write that fails with an I/O error (a full disk)
   // leaves RocksDB read-only (its background error); the next Write first
   // asks RocksDB to Resume(), so writes work again as soon as space returns,
@@ -246,15 +242,12 @@ class Database {
   absl::Status PutJobLocked(const adapterd::v1::JobRecord& job, CommitState& st, rocksdb::WriteBatch& wb)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Writes `event` as job_id's next event; returns its seq.
-  absl::StatusOr<int64_t> AppendEventLocked(const std::string& job_id, adapterd::v1::JobEvent event,
-                                            CommitState& st, rocksdb::WriteBatch& wb)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  absl::StatusOr<std::optional<adapterd::v1::TaskRecord>> LoadTaskLocked(CommitState& st,
-                                                                         const std::string& key)
+  absl::StatusOr<int64_t> AppendEventLocked(const std::string& job_id, adapterd::v1::JobEvent event, CommitState& st,
+                                            rocksdb::WriteBatch& wb) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::StatusOr<std::optional<adapterd::v1::TaskRecord>> LoadTaskLocked(CommitState& st, const std::string& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // OK if the job at `key` (as this commit leaves it so far) is in `expected`.
-  absl::Status CheckJobStateLocked(CommitState& st, const std::string& key,
-                                   adapterd::v1::JobState expected)
+  absl::Status CheckJobStateLocked(CommitState& st, const std::string& key, adapterd::v1::JobState expected)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   absl::StatusOr<int64_t> NextEventSeqLocked(CommitState& st, const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);

@@ -84,8 +84,8 @@ absl::StatusOr<int64_t> DatasetStore::RemoveUncommittedChunks() {
   return static_cast<int64_t>(orphans.size());
 }
 
-absl::Status DatasetStore::PutChunk(std::string_view tenant, std::string_view dataset_id,
-                                    int64_t index, const DatasetChunk& chunk) {
+absl::Status DatasetStore::PutChunk(std::string_view tenant, std::string_view dataset_id, int64_t index,
+                                    const DatasetChunk& chunk) {
   Batch batch;
   RETURN_IF_ERROR(batch.PutDatasetChunk(tenant, dataset_id, index, chunk));
   return db_->Commit(batch);
@@ -97,44 +97,37 @@ absl::Status DatasetStore::PutRecord(const DatasetRecord& record) {
   return db_->Commit(batch);
 }
 
-absl::Status DatasetStore::Put(const DatasetRecord& record,
-                               const std::vector<DatasetChunk>& chunks) {
+absl::Status DatasetStore::Put(const DatasetRecord& record, const std::vector<DatasetChunk>& chunks) {
   if (record.num_chunks() != static_cast<int64_t>(chunks.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("dataset record says ", record.num_chunks(),
-                                                   " chunks but ", chunks.size(), " were given"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset record says ", record.num_chunks(), " chunks but ", chunks.size(), " were given"));
   }
   Batch batch;
   RETURN_IF_ERROR(batch.PutDatasetRecord(record));
   for (size_t i = 0; i < chunks.size(); ++i) {
-    RETURN_IF_ERROR(batch.PutDatasetChunk(record.tenant(), record.dataset_id(),
-                                          static_cast<int64_t>(i), chunks[i]));
+    RETURN_IF_ERROR(batch.PutDatasetChunk(record.tenant(), record.dataset_id(), static_cast<int64_t>(i), chunks[i]));
   }
   return db_->Commit(batch);
 }
 
-absl::StatusOr<DatasetRecord> DatasetStore::Get(std::string_view tenant,
-                                                std::string_view dataset_id) const {
+absl::StatusOr<DatasetRecord> DatasetStore::Get(std::string_view tenant, std::string_view dataset_id) const {
   RETURN_IF_ERROR(ValidateDataset(tenant, dataset_id));
   DatasetRecord rec;
-  ASSIGN_OR_RETURN(bool found, db_->ReadRecord(ColumnFamily::kDatasets,
-                                               keys::DatasetMeta(tenant, dataset_id), &rec));
+  ASSIGN_OR_RETURN(bool found, db_->ReadRecord(ColumnFamily::kDatasets, keys::DatasetMeta(tenant, dataset_id), &rec));
   if (!found) {
     return absl::NotFoundError(absl::StrCat("dataset '", Name(tenant, dataset_id), "' not found"));
   }
   return rec;
 }
 
-absl::StatusOr<DatasetChunk> DatasetStore::GetChunk(std::string_view tenant,
-                                                    std::string_view dataset_id,
+absl::StatusOr<DatasetChunk> DatasetStore::GetChunk(std::string_view tenant, std::string_view dataset_id,
                                                     int64_t index) const {
   RETURN_IF_ERROR(ValidateDataset(tenant, dataset_id));
   DatasetChunk chunk;
   ASSIGN_OR_RETURN(bool found,
-                   db_->ReadRecord(ColumnFamily::kDatasets,
-                                   keys::DatasetChunk(tenant, dataset_id, index), &chunk));
+                   db_->ReadRecord(ColumnFamily::kDatasets, keys::DatasetChunk(tenant, dataset_id, index), &chunk));
   if (!found) {
-    return absl::NotFoundError(
-        absl::StrCat("chunk ", index, " of dataset '", Name(tenant, dataset_id), "' not found"));
+    return absl::NotFoundError(absl::StrCat("chunk ", index, " of dataset '", Name(tenant, dataset_id), "' not found"));
   }
   return chunk;
 }
@@ -147,8 +140,7 @@ absl::Status DatasetStore::ForEachChunk(
   rocksdb::ManagedSnapshot snapshot(db_->db_.get());
   DatasetRecord rec;
   const std::string meta_key = keys::DatasetMeta(tenant, dataset_id);
-  ASSIGN_OR_RETURN(bool found,
-                   db_->ReadRecord(ColumnFamily::kDatasets, meta_key, &rec, snapshot.snapshot()));
+  ASSIGN_OR_RETURN(bool found, db_->ReadRecord(ColumnFamily::kDatasets, meta_key, &rec, snapshot.snapshot()));
   if (!found) {
     return absl::NotFoundError(absl::StrCat("dataset '", Name(tenant, dataset_id), "' not found"));
   }
@@ -161,8 +153,8 @@ absl::Status DatasetStore::ForEachChunk(
         std::optional<int64_t> index = keys::ParsePaddedNumber(key.substr(prefix.size()));
         if (!index.has_value() || *index != next || next >= rec.num_chunks()) {
           return CorruptRecordError(ColumnFamily::kDatasets, key,
-                                    absl::StrCat("expected chunk ", next, " of ", rec.num_chunks(),
-                                                 " of dataset '", Name(tenant, dataset_id), "'"));
+                                    absl::StrCat("expected chunk ", next, " of ", rec.num_chunks(), " of dataset '",
+                                                 Name(tenant, dataset_id), "'"));
         }
         DatasetChunk chunk;
         RETURN_IF_ERROR(ParseRecord(ColumnFamily::kDatasets, key, value, &chunk));
@@ -174,9 +166,9 @@ absl::Status DatasetStore::ForEachChunk(
       snapshot.snapshot()));
   RETURN_IF_ERROR(fn_status);
   if (next != rec.num_chunks()) {
-    return CorruptRecordError(ColumnFamily::kDatasets, meta_key,
-                              absl::StrCat("the dataset has ", rec.num_chunks(),
-                                           " chunks but only ", next, " are stored"));
+    return CorruptRecordError(
+        ColumnFamily::kDatasets, meta_key,
+        absl::StrCat("the dataset has ", rec.num_chunks(), " chunks but only ", next, " are stored"));
   }
   return absl::OkStatus();
 }
@@ -185,23 +177,21 @@ absl::StatusOr<DatasetStore::Page> DatasetStore::List(std::string_view tenant, i
                                                       std::string_view page_token) const {
   RETURN_IF_ERROR(ValidateId("tenant", tenant));
   Page page;
-  ASSIGN_OR_RETURN(
-      page.next_page_token,
-      db_->ListPage(ColumnFamily::kDatasets, keys::DatasetMetaPrefix(tenant), page_token, page_size,
-                    [&](std::string_view key, std::string_view value) -> absl::StatusOr<bool> {
-                      DatasetRecord rec;
-                      RETURN_IF_ERROR(ParseRecord(ColumnFamily::kDatasets, key, value, &rec));
-                      page.datasets.push_back(std::move(rec));
-                      return true;
-                    }));
+  ASSIGN_OR_RETURN(page.next_page_token,
+                   db_->ListPage(ColumnFamily::kDatasets, keys::DatasetMetaPrefix(tenant), page_token, page_size,
+                                 [&](std::string_view key, std::string_view value) -> absl::StatusOr<bool> {
+                                   DatasetRecord rec;
+                                   RETURN_IF_ERROR(ParseRecord(ColumnFamily::kDatasets, key, value, &rec));
+                                   page.datasets.push_back(std::move(rec));
+                                   return true;
+                                 }));
   return page;
 }
 
 absl::Status DatasetStore::Delete(std::string_view tenant, std::string_view dataset_id) {
   RETURN_IF_ERROR(ValidateDataset(tenant, dataset_id));
   const std::string meta_key = keys::DatasetMeta(tenant, dataset_id);
-  ASSIGN_OR_RETURN(std::optional<std::string> meta,
-                   db_->ReadValue(ColumnFamily::kDatasets, meta_key));
+  ASSIGN_OR_RETURN(std::optional<std::string> meta, db_->ReadValue(ColumnFamily::kDatasets, meta_key));
   Batch batch;
   RETURN_IF_ERROR(batch.DeleteDataset(tenant, dataset_id));
   RETURN_IF_ERROR(db_->Commit(batch));

@@ -48,15 +48,12 @@ class DatasetStore {
   absl::Status PutRecord(const adapterd::v1::DatasetRecord& record);
   // Writes the metadata and all chunks atomically. INVALID_ARGUMENT unless
   // record.num_chunks() == chunks.size().
-  absl::Status Put(const adapterd::v1::DatasetRecord& record,
-                   const std::vector<adapterd::v1::DatasetChunk>& chunks);
+  absl::Status Put(const adapterd::v1::DatasetRecord& record, const std::vector<adapterd::v1::DatasetChunk>& chunks);
 
   // NOT_FOUND "dataset 'tenant/id' not found".
-  absl::StatusOr<adapterd::v1::DatasetRecord> Get(std::string_view tenant,
-                                                  std::string_view dataset_id) const;
+  absl::StatusOr<adapterd::v1::DatasetRecord> Get(std::string_view tenant, std::string_view dataset_id) const;
   // NOT_FOUND if the chunk does not exist.
-  absl::StatusOr<adapterd::v1::DatasetChunk> GetChunk(std::string_view tenant,
-                                                      std::string_view dataset_id,
+  absl::StatusOr<adapterd::v1::DatasetChunk> GetChunk(std::string_view tenant, std::string_view dataset_id,
                                                       int64_t index) const;
   // Calls fn(index, chunk) for chunks 0..num_chunks-1 in order, reading them
   // one at a time from one snapshot; stops at fn's first error and returns it.
@@ -64,16 +61,14 @@ class DatasetStore {
   // or unexpected, or the count differs from the record's num_chunks.
   absl::Status ForEachChunk(
       std::string_view tenant, std::string_view dataset_id,
-      const std::function<absl::Status(int64_t index, const adapterd::v1::DatasetChunk& chunk)>& fn)
-      const;
+      const std::function<absl::Status(int64_t index, const adapterd::v1::DatasetChunk& chunk)>& fn) const;
 
   struct Page {
     std::vector<adapterd::v1::DatasetRecord> datasets;
     std::string next_page_token;  // "" when there are no more
   };
   // A tenant's datasets in dataset_id order (paging as TaskStore::List).
-  absl::StatusOr<Page> List(std::string_view tenant, int page_size,
-                            std::string_view page_token) const;
+  absl::StatusOr<Page> List(std::string_view tenant, int page_size, std::string_view page_token) const;
 
   // Deletes the record and every chunk atomically, then gives their space
   // back (Database::ReclaimSpace). NOT_FOUND if there was no record (chunks

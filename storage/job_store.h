@@ -50,11 +50,9 @@ class JobStore {
   // states otherwise. See Batch::UpdateJob.
   absl::Status Update(const adapterd::v1::JobRecord& job, adapterd::v1::JobState expected_state);
   // NOT_FOUND "job 'tenant/job_id' not found" (also for another tenant's job).
-  absl::StatusOr<adapterd::v1::JobRecord> Get(std::string_view tenant,
-                                              std::string_view job_id) const;
+  absl::StatusOr<adapterd::v1::JobRecord> Get(std::string_view tenant, std::string_view job_id) const;
   // The tenant's job created with `request_id`; NOT_FOUND if none.
-  absl::StatusOr<adapterd::v1::JobRecord> FindByRequestId(std::string_view tenant,
-                                                          std::string_view request_id) const;
+  absl::StatusOr<adapterd::v1::JobRecord> FindByRequestId(std::string_view tenant, std::string_view request_id) const;
 
   struct ListOptions {
     // Whose jobs; "" = every tenant's (for restart recovery).
@@ -89,8 +87,7 @@ class JobStore {
   // Appends an event; returns its seq (the job's last seq + 1).
   absl::StatusOr<int64_t> AppendEvent(std::string_view job_id, const adapterd::v1::JobEvent& event);
   // Events with seq >= from_seq in seq order, at most max_events (<= 0: all).
-  absl::StatusOr<std::vector<adapterd::v1::JobEvent>> ReadEvents(std::string_view job_id,
-                                                                 int64_t from_seq,
+  absl::StatusOr<std::vector<adapterd::v1::JobEvent>> ReadEvents(std::string_view job_id, int64_t from_seq,
                                                                  int max_events = 0) const;
   // The seq of the job's last event; 0 if it has none.
   absl::StatusOr<int64_t> LastEventSeq(std::string_view job_id) const;

@@ -17,8 +17,7 @@ absl::Status ValidateId(std::string_view what, std::string_view id) {
     return absl::InvalidArgumentError(absl::StrCat(S(what), " must not be empty"));
   }
   if (id.size() > kMaxIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(S(what), " is ", id.size(), " bytes; the limit is ", kMaxIdBytes));
+    return absl::InvalidArgumentError(absl::StrCat(S(what), " is ", id.size(), " bytes; the limit is ", kMaxIdBytes));
   }
   if (id.find('/') != std::string_view::npos || id.find('\0') != std::string_view::npos) {
     return absl::InvalidArgumentError(
@@ -56,9 +55,7 @@ std::string PrefixEnd(std::string_view prefix) {
   return end;
 }
 
-std::string Task(std::string_view tenant, std::string_view task_id) {
-  return absl::StrCat(S(tenant), "/", S(task_id));
-}
+std::string Task(std::string_view tenant, std::string_view task_id) { return absl::StrCat(S(tenant), "/", S(task_id)); }
 std::string TaskPrefix(std::string_view tenant) { return absl::StrCat(S(tenant), "/"); }
 
 std::string Adapter(std::string_view tenant, std::string_view task_id, int64_t version) {
@@ -68,9 +65,7 @@ std::string AdapterPrefix(std::string_view tenant, std::string_view task_id) {
   return absl::StrCat(S(tenant), "/", S(task_id), "/");
 }
 
-std::string Job(std::string_view tenant, std::string_view job_id) {
-  return absl::StrCat(S(tenant), "/", S(job_id));
-}
+std::string Job(std::string_view tenant, std::string_view job_id) { return absl::StrCat(S(tenant), "/", S(job_id)); }
 std::string JobPrefix(std::string_view tenant) { return absl::StrCat(S(tenant), "/"); }
 std::string JobRequest(std::string_view tenant, std::string_view request_id) {
   return absl::StrCat(S(tenant), "/", S(request_id));
@@ -78,17 +73,13 @@ std::string JobRequest(std::string_view tenant, std::string_view request_id) {
 
 std::string QueueEntry(int64_t seq) { return PaddedNumber(seq); }
 
-std::string JobEvent(std::string_view job_id, int64_t seq) {
-  return absl::StrCat(S(job_id), "/", PaddedNumber(seq));
-}
+std::string JobEvent(std::string_view job_id, int64_t seq) { return absl::StrCat(S(job_id), "/", PaddedNumber(seq)); }
 std::string JobEventPrefix(std::string_view job_id) { return absl::StrCat(S(job_id), "/"); }
 
 std::string DatasetMeta(std::string_view tenant, std::string_view dataset_id) {
   return absl::StrCat("m/", S(tenant), "/", S(dataset_id));
 }
-std::string DatasetMetaPrefix(std::string_view tenant) {
-  return absl::StrCat("m/", S(tenant), "/");
-}
+std::string DatasetMetaPrefix(std::string_view tenant) { return absl::StrCat("m/", S(tenant), "/"); }
 std::string DatasetChunk(std::string_view tenant, std::string_view dataset_id, int64_t index) {
   return absl::StrCat("c/", S(tenant), "/", S(dataset_id), "/", PaddedNumber(index));
 }

@@ -14,8 +14,7 @@ bool IsLockError(const rocksdb::Status& s) {
   const std::string msg = s.ToString();
   // PosixFileSystem::LockFile: "While lock file: <db>/LOCK: ..." when another
   // process holds it, "lock hold by current process, ..." for a second handle.
-  return absl::StrContains(msg, "While lock file") ||
-         absl::StrContains(msg, "lock hold by current process");
+  return absl::StrContains(msg, "While lock file") || absl::StrContains(msg, "lock hold by current process");
 }
 
 absl::Status DiskFullError() {
@@ -35,8 +34,7 @@ absl::Status FromRocks(const rocksdb::Status& s, std::string_view context) {
     return DiskFullError();
   }
   if (IsLockError(s)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(ctx, ": locked by another process: ", s.ToString()));
+    return absl::FailedPreconditionError(absl::StrCat(ctx, ": locked by another process: ", s.ToString()));
   }
   if (s.IsBusy() || s.IsTryAgain() || s.IsTimedOut() || s.IsShutdownInProgress()) {
     return absl::UnavailableError(msg);

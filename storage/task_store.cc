@@ -16,9 +16,8 @@ namespace {
 absl::Status CheckTaskKey(const TaskRecord& rec, std::string_view key, std::string_view tenant,
                           std::string_view task_id) {
   if (rec.tenant() != tenant || rec.task_id() != task_id) {
-    return CorruptRecordError(
-        ColumnFamily::kTasks, key,
-        absl::StrCat("the record names task '", rec.tenant(), "/", rec.task_id(), "'"));
+    return CorruptRecordError(ColumnFamily::kTasks, key,
+                              absl::StrCat("the record names task '", rec.tenant(), "/", rec.task_id(), "'"));
   }
   return absl::OkStatus();
 }
@@ -53,16 +52,15 @@ absl::StatusOr<TaskStore::Page> TaskStore::List(std::string_view tenant, int pag
   RETURN_IF_ERROR(ValidateId("tenant", tenant));
   Page page;
   const std::string prefix = keys::TaskPrefix(tenant);
-  ASSIGN_OR_RETURN(
-      page.next_page_token,
-      db_->ListPage(ColumnFamily::kTasks, prefix, page_token, page_size,
-                    [&](std::string_view key, std::string_view value) -> absl::StatusOr<bool> {
-                      TaskRecord rec;
-                      RETURN_IF_ERROR(ParseRecord(ColumnFamily::kTasks, key, value, &rec));
-                      RETURN_IF_ERROR(CheckTaskKey(rec, key, tenant, key.substr(prefix.size())));
-                      page.tasks.push_back(std::move(rec));
-                      return true;
-                    }));
+  ASSIGN_OR_RETURN(page.next_page_token,
+                   db_->ListPage(ColumnFamily::kTasks, prefix, page_token, page_size,
+                                 [&](std::string_view key, std::string_view value) -> absl::StatusOr<bool> {
+                                   TaskRecord rec;
+                                   RETURN_IF_ERROR(ParseRecord(ColumnFamily::kTasks, key, value, &rec));
+                                   RETURN_IF_ERROR(CheckTaskKey(rec, key, tenant, key.substr(prefix.size())));
+                                   page.tasks.push_back(std::move(rec));
+                                   return true;
+                                 }));
   return page;
 }
 

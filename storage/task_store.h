@@ -23,8 +23,7 @@ class TaskStore {
   explicit TaskStore(Database* db) : db_(db) {}
 
   // NOT_FOUND "task 'tenant/task_id' not found".
-  absl::StatusOr<adapterd::v1::TaskRecord> Get(std::string_view tenant,
-                                               std::string_view task_id) const;
+  absl::StatusOr<adapterd::v1::TaskRecord> Get(std::string_view tenant, std::string_view task_id) const;
 
   // Upserts the task's metadata (labels, adapter_config, fingerprint,
   // timestamps). The version fields, current_job_id and state are storage's:
@@ -44,8 +43,7 @@ class TaskStore {
   // A tenant's tasks in task_id order, `page_size` at most (<= 0: the
   // default; capped at kMaxPageSize). `page_token` is "" or a previous
   // next_page_token (INVALID_ARGUMENT otherwise).
-  absl::StatusOr<Page> List(std::string_view tenant, int page_size,
-                            std::string_view page_token) const;
+  absl::StatusOr<Page> List(std::string_view tenant, int page_size, std::string_view page_token) const;
 
  private:
   Database* db_;

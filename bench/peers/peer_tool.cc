@@ -31,8 +31,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
 #include "common/malloc_tuning.h"
+#include "nlohmann/json.hpp"
 #include "server/model/adapter_format.h"
 #include "server/model/adapter_set.h"
 #include "server/model/bert_encoder.h"
@@ -213,7 +213,8 @@ int Bench(const std::map<std::string, std::string>& f) {
   const double p50 = sorted[sorted.size() / 2];
   const double seq_per_s = static_cast<double>(batch) * static_cast<double>(ms.size()) / (total / 1000.0);
   std::printf(
-      "{\"engine\":\"adapterd\",\"matmul\":\"%s\",\"dtype\":\"%s\",\"batch\":%ld,\"seq\":%ld,\"threads\":%d,\"calls\":%zu,"
+      "{\"engine\":\"adapterd\",\"matmul\":\"%s\",\"dtype\":\"%s\",\"batch\":%ld,\"seq\":%ld,\"threads\":%d,\"calls\":%"
+      "zu,"
       "\"seq_per_s\":%.4f,\"p50_ms\":%.3f,\"min_ms\":%.3f,\"checksum\":%.6g}\n",
       matmul.c_str(), dt.c_str(), static_cast<long>(batch), static_cast<long>(seq), threads, ms.size(), seq_per_s, p50,
       sorted.front(), sink);

@@ -20,8 +20,7 @@ const absl::Status& GetStatus(const absl::StatusOr<T>& s) {
 }
 
 // EXPECT_THAT(s, StatusIs(absl::StatusCode::kNotFound, HasSubstr("x")))
-MATCHER_P2(StatusIs, code, message_matcher,
-           "has code " + absl::StatusCodeToString(code)) {
+MATCHER_P2(StatusIs, code, message_matcher, "has code " + absl::StatusCodeToString(code)) {
   const absl::Status& s = ::adapterd::testing::GetStatus(arg);
   if (s.code() != code) {
     *result_listener << "whose status is " << s.ToString();
@@ -53,9 +52,8 @@ MATCHER(IsOk, "is OK") {
 #define EXPECT_OK(expr) EXPECT_THAT((expr), ::adapterd::testing::IsOk())
 
 // ASSERT_OK_AND_ASSIGN(auto x, MakeX());
-#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                    \
-  ADAPTERD_ASSERT_OK_AND_ASSIGN_IMPL_(                                      \
-      ADAPTERD_TEST_CONCAT_(_adapterd_test_statusor_, __LINE__), lhs, rexpr)
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr) \
+  ADAPTERD_ASSERT_OK_AND_ASSIGN_IMPL_(ADAPTERD_TEST_CONCAT_(_adapterd_test_statusor_, __LINE__), lhs, rexpr)
 #define ADAPTERD_TEST_CONCAT_INNER_(a, b) a##b
 #define ADAPTERD_TEST_CONCAT_(a, b) ADAPTERD_TEST_CONCAT_INNER_(a, b)
 #define ADAPTERD_ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, rexpr) \

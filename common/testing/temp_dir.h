@@ -25,9 +25,8 @@ class TempDir {
  public:
   explicit TempDir(const std::string& tag = "test") {
     const char* root = std::getenv("TEST_TMPDIR");
-    std::string tmpl = (root != nullptr && *root != '\0')
-                           ? std::string(root)
-                           : std::filesystem::temp_directory_path().string();
+    std::string tmpl =
+        (root != nullptr && *root != '\0') ? std::string(root) : std::filesystem::temp_directory_path().string();
     tmpl += "/adapterd_" + tag + "_XXXXXX";
     if (::mkdtemp(tmpl.data()) == nullptr) {
       std::perror(("mkdtemp " + tmpl).c_str());

@@ -66,8 +66,7 @@ TestCert Make(const std::string& cn, X509* issuer, EVP_PKEY* issuer_key, bool ca
   X509_gmtime_adj(X509_getm_notBefore(x), not_before_s);
   X509_gmtime_adj(X509_getm_notAfter(x), not_after_s);
   X509_NAME* name = X509_get_subject_name(x);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
-                             0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
   X509_set_issuer_name(x, issuer != nullptr ? X509_get_subject_name(issuer) : name);
   X509_set_pubkey(x, key);
   X509* ext_issuer = issuer != nullptr ? issuer : x;
@@ -115,8 +114,7 @@ TestCert MakeTestLeaf(const TestCert& ca, const std::string& common_name, bool e
                  : MakeTestLeafValid(ca, common_name, -3600, kDay);
 }
 
-TestCert MakeTestLeafValid(const TestCert& ca, const std::string& common_name, long not_before_s,
-                           long not_after_s) {
+TestCert MakeTestLeafValid(const TestCert& ca, const std::string& common_name, long not_before_s, long not_after_s) {
   X509* issuer = ParseCert(ca.cert_pem);
   EVP_PKEY* issuer_key = ParseKey(ca.key_pem);
   TestCert out = Make(common_name, issuer, issuer_key, /*ca=*/false, not_before_s, not_after_s);

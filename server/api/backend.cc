@@ -14,8 +14,8 @@
 #include "common/utf8.h"
 #include "server/api/grpc_status.h"
 #include "server/api/ids.h"
-#include "server/api/request_checks.h"
 #include "server/api/page_token.h"
+#include "server/api/request_checks.h"
 #include "server/model/adapter_format.h"
 #include "server/model/safetensors.h"
 #include "server/training/hyperparameters.h"
@@ -74,8 +74,8 @@ v1::Dataset ToApi(const v1::DatasetRecord& r) {
 
 // --- DatasetUpload ---------------------------------------------------------------
 
-DatasetUpload::DatasetUpload(Backend* backend, const Tenant* tenant, std::string dataset_id,
-                             std::string display_name, UsageLedger::Hold bytes)
+DatasetUpload::DatasetUpload(Backend* backend, const Tenant* tenant, std::string dataset_id, std::string display_name,
+                             UsageLedger::Hold bytes)
     : backend_(backend),
       tenant_(tenant),
       dataset_id_(std::move(dataset_id)),
@@ -107,9 +107,9 @@ absl::Status DatasetUpload::AddChunk(const v1::DatasetChunk& chunk) {
   if (chunk.examples_size() == 0) return absl::OkStatus();
   // The quota covers every dataset of the tenant, stored or being uploaded.
   if (absl::Status s = bytes_.Grow(bytes, tenant_->quotas().max_dataset_bytes); !s.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the tenant's datasets would pass its limit of ", tenant_->quotas().max_dataset_bytes,
-        " bytes of text (", s.message(), "); delete datasets it no longer needs (DeleteDataset)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the tenant's datasets would pass its limit of ", tenant_->quotas().max_dataset_bytes,
+                     " bytes of text (", s.message(), "); delete datasets it no longer needs (DeleteDataset)"));
   }
   RETURN_IF_ERROR(backend_->db().datasets().PutChunk(tenant_->id(), dataset_id_, next_chunk_, chunk));
   ++next_chunk_;
@@ -203,8 +203,8 @@ absl::Status AdapterImport::AddChunk(std::string_view chunk) {
   }
   // Before the header is whole, only what is buffered is held.
   if (static_cast<int64_t>(bytes_.size() + chunk.size()) > backend_->options_.max_adapter_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("adapter file larger than ", backend_->options_.max_adapter_bytes,
-                                                     " bytes"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("adapter file larger than ", backend_->options_.max_adapter_bytes, " bytes"));
   }
   const int64_t buffered = static_cast<int64_t>(bytes_.size() + chunk.size());
   if (buffered > memory_.amount()) RETURN_IF_ERROR(memory_.Grow(buffered - memory_.amount(), UsageLedger::kUnlimited));
@@ -225,10 +225,10 @@ absl::Status AdapterImport::AddChunk(std::string_view chunk) {
 
 absl::StatusOr<v1::Task> AdapterImport::Finish() {
   if (expected_bytes_ == 0 || bytes_.size() != expected_bytes_) {
-    return absl::InvalidArgumentError(absl::StrCat("the adapter file ended after ", bytes_.size(), " bytes",
-                                                   expected_bytes_ > 0 ? absl::StrCat(" of the ", expected_bytes_,
-                                                                                      " its header announces")
-                                                                       : std::string(", inside its header")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the adapter file ended after ", bytes_.size(), " bytes",
+                     expected_bytes_ > 0 ? absl::StrCat(" of the ", expected_bytes_, " its header announces")
+                                         : std::string(", inside its header")));
   }
   return backend_->ImportAdapter(*tenant_, task_id_, std::move(bytes_));
 }
@@ -236,8 +236,7 @@ absl::StatusOr<v1::Task> AdapterImport::Finish() {
 // --- Backend ---------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<Backend>> Backend::Create(Options options) {
-  if (options.db == nullptr || options.jobs == nullptr || options.engine == nullptr ||
-      options.encoder == nullptr) {
+  if (options.db == nullptr || options.jobs == nullptr || options.engine == nullptr || options.encoder == nullptr) {
     return absl::InvalidArgumentError("Backend needs db, jobs, engine and encoder");
   }
   return std::unique_ptr<Backend>(new Backend(std::move(options)));
@@ -248,8 +247,9 @@ void Backend::EndUpload(const std::string& tenant, const std::string& dataset_id
   uploads_.erase(absl::StrCat(tenant, "/", dataset_id));
 }
 
-absl::StatusOr<std::unique_ptr<DatasetUpload>> Backend::BeginUpload(
-    const Tenant& tenant, const v1::UploadDatasetRequest::Metadata& meta, const std::string& route_task) {
+absl::StatusOr<std::unique_ptr<DatasetUpload>> Backend::BeginUpload(const Tenant& tenant,
+                                                                    const v1::UploadDatasetRequest::Metadata& meta,
+                                                                    const std::string& route_task) {
   RETURN_IF_ERROR(CheckUploadMetadata(meta, route_task));
   std::string id = meta.dataset_id();
   if (id.empty()) id = MintId("ds", NowMicros(), route_task);
@@ -311,7 +311,8 @@ absl::StatusOr<int64_t> Backend::StoredDatasetBytes(const std::string& tenant) c
   int64_t total = 0;
   std::string token;
   do {
-    ASSIGN_OR_RETURN(storage::DatasetStore::Page page, options_.db->datasets().List(tenant, storage::kMaxPageSize, token));
+    ASSIGN_OR_RETURN(storage::DatasetStore::Page page,
+                     options_.db->datasets().List(tenant, storage::kMaxPageSize, token));
     for (const v1::DatasetRecord& r : page.datasets) total += r.num_bytes();
     token = page.next_page_token;
   } while (!token.empty());
@@ -335,8 +336,8 @@ absl::Status Backend::CheckTaskQuota(const Tenant& tenant, const std::string& ta
     token = page.next_page_token;
   } while (!token.empty() && count < tenant.quotas().max_tasks);
   if (count >= tenant.quotas().max_tasks) {
-    return absl::ResourceExhaustedError(absl::StrCat("tenant '", tenant.id(), "' already has its maximum of ",
-                                                     tenant.quotas().max_tasks, " tasks"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("tenant '", tenant.id(), "' already has its maximum of ", tenant.quotas().max_tasks, " tasks"));
   }
   return absl::OkStatus();
 }
@@ -345,8 +346,7 @@ absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
                                                            const v1::CreateTrainingJobRequest& request) {
   RETURN_IF_ERROR(CheckCreateTrainingJobRequest(request));
   // Reject out-of-range hyperparameters before anything is stored.
-  RETURN_IF_ERROR(
-      training::ResolveHyperparameters(request.hyperparameters(), options_.training_defaults).status());
+  RETURN_IF_ERROR(training::ResolveHyperparameters(request.hyperparameters(), options_.training_defaults).status());
   RETURN_IF_ERROR(CheckTaskQuota(tenant, request.task_id()));
   // The queue checks the tenant's queue quota (and returns a retried
   // request's job whatever the queue holds).
@@ -411,7 +411,7 @@ absl::Status Backend::WatchTrainingJob(const Tenant& tenant, const v1::WatchTrai
     if (options_.jobs->shutting_down()) return absl::UnavailableError("adapterd is shutting down; watch again");
     ASSIGN_OR_RETURN(std::vector<v1::JobEvent> events,
                      options_.jobs->WaitForEvents(tenant.id(), request.job_id(), after,
-                                                   first ? absl::ZeroDuration() : options_.watch_poll));
+                                                  first ? absl::ZeroDuration() : options_.watch_poll));
     ASSIGN_OR_RETURN(v1::JobRecord job, options_.jobs->Get(tenant.id(), request.job_id()));
     if (first || !events.empty()) {
       v1::WatchTrainingJobResponse msg;
@@ -511,7 +511,8 @@ absl::StatusOr<std::unique_ptr<AdapterImport>> Backend::BeginImport(
   RETURN_IF_ERROR(CheckImportAdapterMetadata(metadata));
   if (metadata.total_bytes() > options_.max_adapter_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("the adapter file is ", metadata.total_bytes(),
-                                                     " bytes; this server imports at most ", options_.max_adapter_bytes));
+                                                     " bytes; this server imports at most ",
+                                                     options_.max_adapter_bytes));
   }
   ASSIGN_OR_RETURN(UsageLedger::Hold memory, import_bytes_.Open(tenant.id(), nullptr));
   // A declared size is reserved at once: refused now rather than after the
@@ -535,13 +536,13 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
   if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
   if (!absl::IsNotFound(existing.status())) return existing.status();
   RETURN_IF_ERROR(CheckTaskQuota(tenant, task_id));
-  RETURN_IF_ERROR(options_.jobs
-                      ->ImportVersion(training::TaskRecordFor(tenant.id(), task_id, info.config.labels,
-                                                              info.config.bottleneck_size,
-                                                              std::string(model::ActivationName(info.config.activation)),
-                                                              info.encoder_fingerprint),
-                                      std::move(bytes))
-                      .status());
+  RETURN_IF_ERROR(
+      options_.jobs
+          ->ImportVersion(training::TaskRecordFor(tenant.id(), task_id, info.config.labels, info.config.bottleneck_size,
+                                                  std::string(model::ActivationName(info.config.activation)),
+                                                  info.encoder_fingerprint),
+                          std::move(bytes))
+          .status());
   ASSIGN_OR_RETURN(v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), task_id));
   return TaskView(t, /*with_size=*/true);
 }

@@ -107,10 +107,10 @@ class AdapterImport {
 class Backend {
  public:
   struct Options {
-    storage::Database* db = nullptr;                  // not owned
-    training::JobManager* jobs = nullptr;  // not owned
-    serving::InferenceEngine* engine = nullptr;       // not owned
-    const model::BertEncoder* encoder = nullptr;      // not owned
+    storage::Database* db = nullptr;              // not owned
+    training::JobManager* jobs = nullptr;         // not owned
+    serving::InferenceEngine* engine = nullptr;   // not owned
+    const model::BertEncoder* encoder = nullptr;  // not owned
     training::Hyperparameters training_defaults;
     // Largest adapter file ImportAdapter accepts.
     int64_t max_adapter_bytes = 512ll << 20;
@@ -146,13 +146,11 @@ class Backend {
   absl::StatusOr<UsageLedger::Hold> AdmitClientStream(const Tenant& tenant);
 
   // --- training jobs ----------------------------------------------------------
-  absl::StatusOr<v1::TrainingJob> CreateTrainingJob(const Tenant& tenant,
-                                                    const v1::CreateTrainingJobRequest& request);
+  absl::StatusOr<v1::TrainingJob> CreateTrainingJob(const Tenant& tenant, const v1::CreateTrainingJobRequest& request);
   absl::StatusOr<v1::TrainingJob> GetTrainingJob(const Tenant& tenant, const v1::GetTrainingJobRequest& request);
   absl::StatusOr<v1::ListTrainingJobsResponse> ListTrainingJobs(const Tenant& tenant,
                                                                 const v1::ListTrainingJobsRequest& request);
-  absl::StatusOr<v1::TrainingJob> CancelTrainingJob(const Tenant& tenant,
-                                                    const v1::CancelTrainingJobRequest& request);
+  absl::StatusOr<v1::TrainingJob> CancelTrainingJob(const Tenant& tenant, const v1::CancelTrainingJobRequest& request);
   // Sends the snapshot, then new events, to `send` until the job is terminal
   // (OK), `send` returns false (CANCELLED), `stop()` returns an error (that
   // error: CANCELLED for a gone client, UNAVAILABLE while the server drains)

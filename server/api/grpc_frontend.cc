@@ -53,8 +53,9 @@ absl::StatusOr<TlsPem> LoadServingTls(const GrpcFrontendOptions& o) {
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsPem& tls) {
   if (tls.cert_chain.empty()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions ssl(tls.ca_certs.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                                             : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  grpc::SslServerCredentialsOptions ssl(tls.ca_certs.empty()
+                                            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   ssl.pem_root_certs = tls.ca_certs;
   ssl.pem_key_cert_pairs.push_back({tls.private_key, tls.cert_chain});
   return grpc::SslServerCredentials(ssl);

@@ -40,7 +40,7 @@ class TenantRegistry;
 // The flags (ServerOptions::grpc; docs/API.md, "Configuration reference").
 struct GrpcFrontendOptions {
   std::string listen_address = "127.0.0.1:8500";  // host:port (port 0 = any free)
-  int64_t max_message_bytes = 16 << 20;            // largest gRPC message either way
+  int64_t max_message_bytes = 16 << 20;           // largest gRPC message either way
   // TLS: both empty = plaintext. With tls_client_ca_file, every caller must
   // present a certificate that CA signed (mutual TLS). Replicas (--peers)
   // call each other over TLS too, presenting this certificate and trusting

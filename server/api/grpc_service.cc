@@ -129,8 +129,7 @@ grpc::Status GrpcService::Handle(const char* method, grpc::ServerContext* ctx,
   return ToGrpcStatus(status);
 }
 
-grpc::Status GrpcService::UploadDataset(grpc::ServerContext* ctx,
-                                        grpc::ServerReader<v1::UploadDatasetRequest>* reader,
+grpc::Status GrpcService::UploadDataset(grpc::ServerContext* ctx, grpc::ServerReader<v1::UploadDatasetRequest>* reader,
                                         v1::Dataset* response) {
   return Handle("UploadDataset", ctx, [&](const Tenant& tenant) -> absl::Status {
     // Before the first read: an idle stream holds a server thread.
@@ -143,13 +142,13 @@ grpc::Status GrpcService::UploadDataset(grpc::ServerContext* ctx,
       // no job for its task can read it.
       return absl::FailedPreconditionError(absl::StrCat(
           "this server is one of several task-sharded replicas: upload a dataset for the task that will train on it, "
-          "with the metadata ", std::string(kTaskRoutingHeader), ": <task_id> (adapterctl datasets upload --task)"));
+          "with the metadata ",
+          std::string(kTaskRoutingHeader), ": <task_id> (adapterctl datasets upload --task)"));
     }
     v1::UploadDatasetRequest msg;
     if (!reader->Read(&msg)) return absl::InvalidArgumentError("the upload stream is empty");
     if (!msg.has_metadata()) return absl::InvalidArgumentError("the first message must carry metadata");
-    ASSIGN_OR_RETURN(std::unique_ptr<DatasetUpload> upload,
-                     backend().BeginUpload(tenant, msg.metadata(), route_task));
+    ASSIGN_OR_RETURN(std::unique_ptr<DatasetUpload> upload, backend().BeginUpload(tenant, msg.metadata(), route_task));
     while (reader->Read(&msg)) {
       RETURN_IF_ERROR(StopReason(ctx, /*client_stream=*/true));
       if (!msg.has_chunk()) return absl::InvalidArgumentError("only the first message may carry metadata");
@@ -271,8 +270,8 @@ grpc::Status GrpcService::ExportAdapter(grpc::ServerContext* ctx, const v1::Expo
                                         grpc::ServerWriter<v1::ExportAdapterResponse>* writer) {
   return Handle("ExportAdapter", ctx, [&](const Tenant& t) {
     RETURN_IF_ERROR(CheckRoute(*ctx, request->task_id()));
-    return backend().ExportAdapter(
-        t, *request, [&](const v1::ExportAdapterResponse& msg) { return writer->Write(msg); });
+    return backend().ExportAdapter(t, *request,
+                                   [&](const v1::ExportAdapterResponse& msg) { return writer->Write(msg); });
   });
 }
 

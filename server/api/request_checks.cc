@@ -10,8 +10,7 @@ namespace {
 
 absl::Status CheckText(const std::string& text, const std::string& what) {
   if (text.size() > kMaxTextBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " has ", text.size(), " bytes; the limit is ", kMaxTextBytes));
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", text.size(), " bytes; the limit is ", kMaxTextBytes));
   }
   return absl::OkStatus();
 }
@@ -90,8 +89,8 @@ absl::Status CheckCreateTrainingJobRequest(const v1::CreateTrainingJobRequest& r
   if (!request.request_id().empty()) RETURN_IF_ERROR(ValidateId("request_id", request.request_id()));
   if (request.dataset_ids().empty()) return absl::InvalidArgumentError("dataset_ids is empty");
   if (request.dataset_ids_size() > kMaxDatasetsPerJob) {
-    return absl::InvalidArgumentError(absl::StrCat("dataset_ids has ", request.dataset_ids_size(),
-                                                   " entries; the limit is ", kMaxDatasetsPerJob));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset_ids has ", request.dataset_ids_size(), " entries; the limit is ", kMaxDatasetsPerJob));
   }
   for (const std::string& d : request.dataset_ids()) {
     RETURN_IF_ERROR(ValidateId("dataset_ids entry", d, kMaxMintedIdBytes));
@@ -123,9 +122,7 @@ absl::Status CheckWatchTrainingJobRequest(const v1::WatchTrainingJobRequest& req
   return absl::OkStatus();
 }
 
-absl::Status CheckGetTaskRequest(const v1::GetTaskRequest& request) {
-  return ValidateId("task_id", request.task_id());
-}
+absl::Status CheckGetTaskRequest(const v1::GetTaskRequest& request) { return ValidateId("task_id", request.task_id()); }
 
 absl::Status CheckListTasksRequest(const v1::ListTasksRequest& request) {
   return CheckPageRequest(request.page_size(), request.page_token());

@@ -19,8 +19,8 @@ namespace {
 // One merged response from every replica's response to the same request
 // (MergeShardPages over `items`, ordered by `id`).
 template <typename Response, typename Item>
-Response MergeResponses(std::vector<Response>& responses, int want, std::string_view listing,
-                        const std::string& tenant, google::protobuf::RepeatedPtrField<Item>* (Response::*items)(),
+Response MergeResponses(std::vector<Response>& responses, int want, std::string_view listing, const std::string& tenant,
+                        google::protobuf::RepeatedPtrField<Item>* (Response::*items)(),
                         const std::string& (Item::*id)() const) {
   std::vector<ShardPage<Item>> pages;
   for (Response& r : responses) {
@@ -32,8 +32,7 @@ Response MergeResponses(std::vector<Response>& responses, int want, std::string_
   }
   std::vector<Item> merged;
   const std::string next = MergeShardPages<Item>(
-      std::move(pages), want, [id](const Item& item) -> const std::string& { return (item.*id)(); },
-      &merged);
+      std::move(pages), want, [id](const Item& item) -> const std::string& { return (item.*id)(); }, &merged);
   Response out;
   for (Item& item : merged) *(out.*items)()->Add() = std::move(item);
   out.set_next_page_token(EncodePageToken(listing, tenant, next));
@@ -111,16 +110,14 @@ absl::Status ShardFanout::ForEachPeer(
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::ListTasksResponse> ShardFanout::ListTasks(const grpc::ServerContext& ctx,
-                                                             const std::string& tenant,
+absl::StatusOr<v1::ListTasksResponse> ShardFanout::ListTasks(const grpc::ServerContext& ctx, const std::string& tenant,
                                                              const v1::ListTasksRequest& request) const {
   ASSIGN_OR_RETURN(const int want, EffectivePageSize(request.page_size()));
   std::vector<v1::ListTasksResponse> responses(peers_.size());
   RETURN_IF_ERROR(ForEachPeer(ctx, [&](const Peer& p, grpc::ClientContext& c, size_t i) {
     return p.stub->ListTasks(&c, request, &responses[i]);
   }));
-  return MergeResponses(responses, want, "tasks", tenant, &v1::ListTasksResponse::mutable_tasks,
-                        &v1::Task::task_id);
+  return MergeResponses(responses, want, "tasks", tenant, &v1::ListTasksResponse::mutable_tasks, &v1::Task::task_id);
 }
 
 absl::StatusOr<v1::ListTrainingJobsResponse> ShardFanout::ListTrainingJobs(
@@ -130,8 +127,8 @@ absl::StatusOr<v1::ListTrainingJobsResponse> ShardFanout::ListTrainingJobs(
   RETURN_IF_ERROR(ForEachPeer(ctx, [&](const Peer& p, grpc::ClientContext& c, size_t i) {
     return p.stub->ListTrainingJobs(&c, request, &responses[i]);
   }));
-  return MergeResponses(responses, want, "jobs", tenant,
-                        &v1::ListTrainingJobsResponse::mutable_jobs, &v1::TrainingJob::job_id);
+  return MergeResponses(responses, want, "jobs", tenant, &v1::ListTrainingJobsResponse::mutable_jobs,
+                        &v1::TrainingJob::job_id);
 }
 
 absl::StatusOr<v1::ListDatasetsResponse> ShardFanout::ListDatasets(const grpc::ServerContext& ctx,

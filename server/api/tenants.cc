@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <set>
 #include <limits>
+#include <set>
 #include <type_traits>
 #include <utility>
 
@@ -49,8 +49,8 @@ Tenant::Tenant(std::string id, TenantQuotas quotas, absl::Time now) : id_(std::m
 
 absl::Status Tenant::AdmitPredict(absl::Time now) const {
   if (bucket_ == nullptr || bucket_->TryTake(1, now)) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat("tenant '", id_, "' exceeded its Predict rate of ",
-                                                   quotas_.predict_rate_per_second, " requests/s"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("tenant '", id_, "' exceeded its Predict rate of ", quotas_.predict_rate_per_second, " requests/s"));
 }
 
 namespace {
@@ -69,8 +69,8 @@ absl::Status ReadQuota(const Json& t, const char* key, const std::string& where,
   // Range-check as a double first: converting an out-of-range double to an
   // integer type is undefined behaviour. 2^digits is the first integer past
   // T's range, and exact as a double.
-  const double limit = std::is_integral_v<T> ? std::ldexp(1.0, std::numeric_limits<T>::digits)
-                                             : std::numeric_limits<double>::infinity();
+  const double limit =
+      std::is_integral_v<T> ? std::ldexp(1.0, std::numeric_limits<T>::digits) : std::numeric_limits<double>::infinity();
   if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() >= limit) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": '", key, "' must be a non-negative number no larger than ",
                                                    std::numeric_limits<T>::max()));
@@ -80,9 +80,8 @@ absl::Status ReadQuota(const Json& t, const char* key, const std::string& where,
 }
 
 bool IsHexSha256(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return s.size() == 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 }  // namespace
@@ -163,7 +162,8 @@ absl::StatusOr<std::shared_ptr<const TenantRegistry::Table>> TenantRegistry::Loa
         hashes.push_back(h.get<std::string>());
       } else if (h.is_array()) {
         for (const Json& e : h) {
-          if (!e.is_string()) return absl::InvalidArgumentError(absl::StrCat(where, ": api_key_sha256 entries must be strings"));
+          if (!e.is_string())
+            return absl::InvalidArgumentError(absl::StrCat(where, ": api_key_sha256 entries must be strings"));
           hashes.push_back(e.get<std::string>());
         }
       }
@@ -198,8 +198,7 @@ absl::StatusOr<std::shared_ptr<const Tenant>> TenantRegistry::Authenticate(const
     return absl::UnauthenticatedError("missing API key: send 'authorization: Bearer <key>' metadata");
   }
   constexpr std::string_view kBearer = "Bearer ";
-  if (!absl::StartsWithIgnoreCase(*authorization, std::string(kBearer)) ||
-      authorization->size() == kBearer.size()) {
+  if (!absl::StartsWithIgnoreCase(*authorization, std::string(kBearer)) || authorization->size() == kBearer.size()) {
     return absl::UnauthenticatedError("malformed authorization metadata: expected 'Bearer <key>'");
   }
   const std::string hash = Sha256Hex(std::string_view(*authorization).substr(kBearer.size()));

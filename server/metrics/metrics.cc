@@ -147,8 +147,8 @@ Histogram::Histogram(BucketBoundaries boundaries) : boundaries_(std::move(bounda
 
 void Histogram::Observe(double v) {
   // The first bucket whose upper bound is >= v (le is inclusive).
-  const size_t i = static_cast<size_t>(std::lower_bound(boundaries_.begin(), boundaries_.end(), v) -
-                                       boundaries_.begin());
+  const size_t i =
+      static_cast<size_t>(std::lower_bound(boundaries_.begin(), boundaries_.end(), v) - boundaries_.begin());
   absl::MutexLock lock(&mu_);
   ++counts_[std::isnan(v) ? boundaries_.size() : i];
   sum_ += v;

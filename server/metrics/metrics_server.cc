@@ -41,8 +41,7 @@ using State = MetricsServer::State;
 
 constexpr char kContentType[] = "text/plain; version=0.0.4; charset=utf-8";
 
-MHD_Result Reply(MHD_Connection* connection, unsigned int code, const std::string& body,
-                 const char* content_type) {
+MHD_Result Reply(MHD_Connection* connection, unsigned int code, const std::string& body, const char* content_type) {
   MHD_Response* response =
       MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
   if (response == nullptr) return MHD_NO;
@@ -53,8 +52,8 @@ MHD_Result Reply(MHD_Connection* connection, unsigned int code, const std::strin
   return r;
 }
 
-MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const char* method, const char*,
-                  const char*, size_t* upload_data_size, void** con_cls) {
+MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const char* method, const char*, const char*,
+                  size_t* upload_data_size, void** con_cls) {
   // A request with a body arrives in several calls; answer on the first and
   // ignore any body.
   if (*upload_data_size != 0) {
@@ -124,8 +123,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   int port = -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
-      port > 65535) {
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("metrics address '", address, "' is not host:port"));
   }
   const std::string host = address.substr(0, colon);
@@ -150,13 +148,13 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   // so that it always accepts the connection that triggers an eviction.
   // A scrape is one small request, so a short idle budget costs a
   // keep-alive scraper only a reconnect.
-  server->daemon_ = MHD_start_daemon(
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, &Admit, state, &Handle, state,
-      MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_EXTERNAL_LOGGER, &Log, &error,
-      MHD_OPTION_NOTIFY_CONNECTION, &Notify, state, MHD_OPTION_CONNECTION_TIMEOUT,
-      static_cast<unsigned int>(options.idle_timeout_seconds), MHD_OPTION_CONNECTION_LIMIT,
-      static_cast<unsigned int>(state->max_connections + 16), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-      static_cast<size_t>(16 * 1024), MHD_OPTION_END);
+  server->daemon_ =
+      MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, &Admit, state, &Handle,
+                       state, MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_EXTERNAL_LOGGER,
+                       &Log, &error, MHD_OPTION_NOTIFY_CONNECTION, &Notify, state, MHD_OPTION_CONNECTION_TIMEOUT,
+                       static_cast<unsigned int>(options.idle_timeout_seconds), MHD_OPTION_CONNECTION_LIMIT,
+                       static_cast<unsigned int>(state->max_connections + 16), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                       static_cast<size_t>(16 * 1024), MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot serve /metrics on ", address, ": ",
                                                error.empty() ? "the HTTP daemon failed to start" : error));

@@ -26,41 +26,41 @@ BucketBoundaries LoadBuckets();
 struct ServerMetrics {
   explicit ServerMetrics(Registry& registry);
 
-  Family<Counter>& requests_total;                // {method, code, tenant}
-  Family<Histogram>& request_duration_seconds;    // {method, tenant}
-  Family<Counter>& predict_texts_total;           // {tenant}
-  Family<Histogram>& batch_size;                  // rows per forward pass
-  Family<Histogram>& batch_tasks;                 // distinct tasks per forward pass
-  Family<Histogram>& batch_queue_wait_seconds;    // longest row wait per batch
-  Family<Histogram>& batch_padding_ratio;         // padding / all positions
-  Family<Counter>& batch_dropped_total;           // {reason}
-  Family<Counter>& adapter_cache_hits_total;      // {tier}
-  Family<Counter>& adapter_cache_misses_total;    // {tier}
-  Family<Counter>& adapter_cache_evictions_total; // {tier}
-  Family<Gauge>& adapter_cache_bytes;             // {tier}
-  Family<Gauge>& adapter_cache_entries;           // {tier}
-  Family<Gauge>& adapter_cache_budget_bytes;      // {tier}
-  Family<Histogram>& adapter_load_seconds;        // {tier}
-  Family<Gauge>& training_jobs;                   // {state}
-  Family<Gauge>& training_queue_depth;            // {tenant}
+  Family<Counter>& requests_total;                 // {method, code, tenant}
+  Family<Histogram>& request_duration_seconds;     // {method, tenant}
+  Family<Counter>& predict_texts_total;            // {tenant}
+  Family<Histogram>& batch_size;                   // rows per forward pass
+  Family<Histogram>& batch_tasks;                  // distinct tasks per forward pass
+  Family<Histogram>& batch_queue_wait_seconds;     // longest row wait per batch
+  Family<Histogram>& batch_padding_ratio;          // padding / all positions
+  Family<Counter>& batch_dropped_total;            // {reason}
+  Family<Counter>& adapter_cache_hits_total;       // {tier}
+  Family<Counter>& adapter_cache_misses_total;     // {tier}
+  Family<Counter>& adapter_cache_evictions_total;  // {tier}
+  Family<Gauge>& adapter_cache_bytes;              // {tier}
+  Family<Gauge>& adapter_cache_entries;            // {tier}
+  Family<Gauge>& adapter_cache_budget_bytes;       // {tier}
+  Family<Histogram>& adapter_load_seconds;         // {tier}
+  Family<Gauge>& training_jobs;                    // {state}
+  Family<Gauge>& training_queue_depth;             // {tenant}
   Family<Counter>& training_steps_total;
   Family<Counter>& training_examples_total;
-  Family<Counter>& executor_busy_seconds_total;   // {kind}
-  Family<Gauge>& device_memory_bytes;             // {device, kind}
-  Family<Gauge>& model_info;                      // 1; {fingerprint, device, dtype, layers, hidden}
-  Family<Gauge>& build_info;                      // 1; {version}
-  Family<Gauge>& serving;                         // 1 serving, 0 starting or draining
-  Family<Gauge>& data_dir_available_bytes;        // file system of --data_dir
+  Family<Counter>& executor_busy_seconds_total;  // {kind}
+  Family<Gauge>& device_memory_bytes;            // {device, kind}
+  Family<Gauge>& model_info;                     // 1; {fingerprint, device, dtype, layers, hidden}
+  Family<Gauge>& build_info;                     // 1; {version}
+  Family<Gauge>& serving;                        // 1 serving, 0 starting or draining
+  Family<Gauge>& data_dir_available_bytes;       // file system of --data_dir
   Family<Gauge>& data_dir_capacity_bytes;
-  Family<Counter>& backups_total;                 // {result: ok, error}
+  Family<Counter>& backups_total;  // {result: ok, error}
   Family<Gauge>& backup_last_success_timestamp_seconds;
   Family<Gauge>& backup_last_duration_seconds;
   // The gRPC server's TLS certificate (0 without TLS).
   Family<Gauge>& tls_certificate_not_before_timestamp_seconds;
   Family<Gauge>& tls_certificate_expiry_timestamp_seconds;
   // Memory by owner, where process_resident_memory_bytes goes.
-  Family<Gauge>& process_heap_bytes;              // {state: in_use, free}: glibc malloc
-  Family<Gauge>& storage_memory_bytes;            // {kind: memtables, table_readers, block_cache}
+  Family<Gauge>& process_heap_bytes;                    // {state: in_use, free}: glibc malloc
+  Family<Gauge>& storage_memory_bytes;                  // {kind: memtables, table_readers, block_cache}
   Family<Counter>& process_heap_released_bytes_total;   // resident bytes given back (ReleaseFreeHeap)
   Family<Counter>& process_heap_release_seconds_total;  // time spent giving them back
   // The process, under the names every Prometheus client library uses.

@@ -13,9 +13,8 @@
 namespace adapterd::model {
 namespace {
 
-constexpr const char* kOwnKeys[] = {"format",   "format_version", "bottleneck_size",
-                                    "activation", "init_std",     "labels",
-                                    "num_layers", "hidden_size",  "encoder_fingerprint"};
+constexpr const char* kOwnKeys[] = {"format", "format_version", "bottleneck_size", "activation",         "init_std",
+                                    "labels", "num_layers",     "hidden_size",     "encoder_fingerprint"};
 
 bool IsOwnKey(std::string_view key) {
   for (const char* k : kOwnKeys) {
@@ -24,19 +23,19 @@ bool IsOwnKey(std::string_view key) {
   return false;
 }
 
-absl::StatusOr<std::string> Get(const std::map<std::string, std::string, std::less<>>& md,
-                                std::string_view key) {
+absl::StatusOr<std::string> Get(const std::map<std::string, std::string, std::less<>>& md, std::string_view key) {
   auto it = md.find(key);
-  if (it == md.end()) return absl::InvalidArgumentError(absl::StrCat("adapter file: metadata key '", std::string(key), "' is missing"));
+  if (it == md.end())
+    return absl::InvalidArgumentError(absl::StrCat("adapter file: metadata key '", std::string(key), "' is missing"));
   return it->second;
 }
 
-absl::StatusOr<int64_t> GetInt(const std::map<std::string, std::string, std::less<>>& md,
-                               std::string_view key) {
+absl::StatusOr<int64_t> GetInt(const std::map<std::string, std::string, std::less<>>& md, std::string_view key) {
   ASSIGN_OR_RETURN(std::string v, Get(md, key));
   int64_t out;
   if (!absl::SimpleAtoi(v, &out)) {
-    return absl::InvalidArgumentError(absl::StrCat("adapter file: metadata '", std::string(key), "' is not an integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("adapter file: metadata '", std::string(key), "' is not an integer"));
   }
   return out;
 }
@@ -50,8 +49,8 @@ absl::StatusOr<AdapterFileInfo> InfoFromMetadata(const std::map<std::string, std
   AdapterFileInfo info;
   ASSIGN_OR_RETURN(int64_t version, GetInt(md, "format_version"));
   if (version < 1 || version > kAdapterFormatVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("adapter file has format_version ", version,
-                                                   "; this build reads 1..", kAdapterFormatVersion));
+    return absl::InvalidArgumentError(
+        absl::StrCat("adapter file has format_version ", version, "; this build reads 1..", kAdapterFormatVersion));
   }
   info.format_version = static_cast<int>(version);
   ASSIGN_OR_RETURN(info.config.bottleneck_size, GetInt(md, "bottleneck_size"));
@@ -67,7 +66,8 @@ absl::StatusOr<AdapterFileInfo> InfoFromMetadata(const std::map<std::string, std
     return absl::InvalidArgumentError("adapter file: metadata 'labels' must be a JSON array of strings");
   }
   for (const auto& l : j) {
-    if (!l.is_string()) return absl::InvalidArgumentError("adapter file: metadata 'labels' must be a JSON array of strings");
+    if (!l.is_string())
+      return absl::InvalidArgumentError("adapter file: metadata 'labels' must be a JSON array of strings");
     info.config.labels.push_back(l.get<std::string>());
   }
   ASSIGN_OR_RETURN(info.num_layers, GetInt(md, "num_layers"));
@@ -85,8 +85,7 @@ absl::StatusOr<AdapterFileInfo> InfoFromMetadata(const std::map<std::string, std
 }  // namespace
 
 absl::StatusOr<std::string> SerializeAdapterSet(const AdapterSet& set, std::string_view encoder_fingerprint,
-                                                const std::map<std::string, std::string>& extra,
-                                                DType dtype) {
+                                                const std::map<std::string, std::string>& extra, DType dtype) {
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) {
     return absl::InvalidArgumentError("adapter files hold F32, F16 or BF16 tensors");
   }
@@ -114,16 +113,15 @@ absl::StatusOr<AdapterFileInfo> ReadAdapterInfo(const std::map<std::string, std:
 }
 
 int64_t MaxAdapterFileBytes(const BertConfig& config, const AdapterFileInfo& info, int64_t header_bytes) {
-  const int64_t params = AdapterSetParameterCount(config.num_hidden_layers, config.hidden_size,
-                                                  info.config.bottleneck_size,
-                                                  static_cast<int64_t>(info.config.labels.size()));
+  const int64_t params =
+      AdapterSetParameterCount(config.num_hidden_layers, config.hidden_size, info.config.bottleneck_size,
+                               static_cast<int64_t>(info.config.labels.size()));
   return header_bytes + 4 * params;
 }
 
 absl::StatusOr<AdapterFileInfo> ReadAdapterInfo(std::string_view bytes) {
   ASSIGN_OR_RETURN(SafetensorsFile file,
-                   SafetensorsFile::Parse({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()},
-                                          nullptr));
+                   SafetensorsFile::Parse({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, nullptr));
   return InfoFromMetadata(file.metadata());
 }
 
@@ -136,8 +134,7 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> DeserializeAdapterSet(std::string_vi
     return absl::InvalidArgumentError("adapter sets load into a floating-point dtype");
   }
   ASSIGN_OR_RETURN(SafetensorsFile file,
-                   SafetensorsFile::Parse({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()},
-                                          nullptr));
+                   SafetensorsFile::Parse({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, nullptr));
   ASSIGN_OR_RETURN(AdapterFileInfo info, InfoFromMetadata(file.metadata()));
   if (info.format_version == 1) {
     const std::string_view want = options.v1_fingerprint.empty() ? encoder_fingerprint : options.v1_fingerprint;
@@ -153,10 +150,9 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> DeserializeAdapterSet(std::string_vi
         " (the fingerprint covers the encoder's weights and config, its vocabulary and its lower-casing)"));
   }
   if (info.num_layers != encoder_config.num_hidden_layers || info.hidden_size != encoder_config.hidden_size) {
-    return absl::FailedPreconditionError(absl::StrCat("adapter is for ", info.num_layers, " layers of width ",
-                                                      info.hidden_size, "; the encoder has ",
-                                                      encoder_config.num_hidden_layers, " of width ",
-                                                      encoder_config.hidden_size));
+    return absl::FailedPreconditionError(
+        absl::StrCat("adapter is for ", info.num_layers, " layers of width ", info.hidden_size, "; the encoder has ",
+                     encoder_config.num_hidden_layers, " of width ", encoder_config.hidden_size));
   }
   const int64_t num_layers = encoder_config.num_hidden_layers;
   // Every expected name maps to the tensor it fills; FromParts then checks shapes.
@@ -169,8 +165,8 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> DeserializeAdapterSet(std::string_vi
   for (int64_t i = 0; i < num_layers; ++i) {
     AdapterLayer& l = layers[static_cast<size_t>(i)];
     const std::string p = absl::StrCat("layers.", i, ".");
-    for (auto [prefix, a] : {std::pair{p + "attention_adapter", &l.attention_adapter},
-                             std::pair{p + "ffn_adapter", &l.ffn_adapter}}) {
+    for (auto [prefix, a] :
+         {std::pair{p + "attention_adapter", &l.attention_adapter}, std::pair{p + "ffn_adapter", &l.ffn_adapter}}) {
       slots[prefix + ".down.weight"] = &a->down_weight;
       slots[prefix + ".down.bias"] = &a->down_bias;
       slots[prefix + ".up.weight"] = &a->up_weight;
@@ -194,10 +190,12 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> DeserializeAdapterSet(std::string_vi
           absl::StrCat("adapter file: tensor '", name, "' has dtype ", std::string(DTypeName(view.dtype))));
     }
     ASSIGN_OR_RETURN(*it->second, ViewToTensor(view, file.holder(), device, options.dtype));
-    if (options.check_finite) RETURN_IF_ERROR(CheckFinite(*it->second, absl::StrCat("adapter file: tensor '", name, "'")));
+    if (options.check_finite)
+      RETURN_IF_ERROR(CheckFinite(*it->second, absl::StrCat("adapter file: tensor '", name, "'")));
   }
   for (const auto& [name, slot] : slots) {
-    if (!slot->defined()) return absl::InvalidArgumentError(absl::StrCat("adapter file: tensor '", name, "' is missing"));
+    if (!slot->defined())
+      return absl::InvalidArgumentError(absl::StrCat("adapter file: tensor '", name, "' is missing"));
   }
   return AdapterSet::FromParts(encoder_config, std::move(info.config), std::move(emb), std::move(layers),
                                std::move(head_w), std::move(head_b));

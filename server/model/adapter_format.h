@@ -43,8 +43,7 @@ struct AdapterFileInfo {
 // format version. Tensors are written as
 // `dtype` (F32, F16 or BF16). `extra` keys must not collide with the format's
 // own keys (INVALID_ARGUMENT).
-absl::StatusOr<std::string> SerializeAdapterSet(const AdapterSet& set,
-                                                std::string_view encoder_fingerprint,
+absl::StatusOr<std::string> SerializeAdapterSet(const AdapterSet& set, std::string_view encoder_fingerprint,
                                                 const std::map<std::string, std::string>& extra = {},
                                                 DType dtype = DType::kF32);
 

@@ -75,10 +75,14 @@ LayerNormAffine CopyLn(const at::Tensor& w, const at::Tensor& b, c10::Device dev
 
 std::string_view ActivationName(Activation a) {
   switch (a) {
-    case Activation::kGelu: return "gelu";
-    case Activation::kRelu: return "relu";
-    case Activation::kTanh: return "tanh";
-    case Activation::kSilu: return "silu";
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kTanh:
+      return "tanh";
+    case Activation::kSilu:
+      return "silu";
   }
   return "gelu";
 }
@@ -108,9 +112,10 @@ absl::Status AdapterConfig::Validate() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::CreateInitialized(
-    const BertConfig& encoder_config, const EncoderWeights& encoder, const AdapterConfig& config,
-    uint64_t seed, c10::Device device) {
+absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::CreateInitialized(const BertConfig& encoder_config,
+                                                                          const EncoderWeights& encoder,
+                                                                          const AdapterConfig& config, uint64_t seed,
+                                                                          c10::Device device) {
   RETURN_IF_ERROR(config.Validate());
   if (static_cast<int64_t>(encoder.layers.size()) != encoder_config.num_hidden_layers) {
     return absl::InvalidArgumentError("encoder weights do not match the encoder config");
@@ -144,16 +149,17 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::CreateInitialized(
   });
 }
 
-absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::FromParts(
-    const BertConfig& encoder_config, AdapterConfig config, LayerNormAffine embedding_layer_norm,
-    std::vector<AdapterLayer> layers, at::Tensor head_weight, at::Tensor head_bias) {
+absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::FromParts(const BertConfig& encoder_config,
+                                                                  AdapterConfig config,
+                                                                  LayerNormAffine embedding_layer_norm,
+                                                                  std::vector<AdapterLayer> layers,
+                                                                  at::Tensor head_weight, at::Tensor head_bias) {
   RETURN_IF_ERROR(config.Validate());
   const int64_t d = encoder_config.hidden_size;
   const int64_t m = config.bottleneck_size;
   if (static_cast<int64_t>(layers.size()) != encoder_config.num_hidden_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("adapter set has ", layers.size(),
-                                                   " layers, the encoder has ",
-                                                   encoder_config.num_hidden_layers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("adapter set has ", layers.size(), " layers, the encoder has ", encoder_config.num_hidden_layers));
   }
   auto set = std::unique_ptr<AdapterSet>(new AdapterSet());
   set->config_ = std::move(config);
@@ -229,8 +235,7 @@ void AdapterSet::SetRequiresGrad(bool requires_grad) {
   for (at::Tensor& t : Parameters()) t.requires_grad_(requires_grad);
 }
 
-absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::Clone(c10::Device device,
-                                                              c10::ScalarType dtype) const {
+absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::Clone(c10::Device device, c10::ScalarType dtype) const {
   return GuardTorch("clone adapter set", [&]() -> absl::StatusOr<std::unique_ptr<AdapterSet>> {
     auto copy = [&](const at::Tensor& t) { return t.detach().to(device, dtype, false, /*copy=*/true); };
     auto copy_adapter = [&](const BottleneckAdapter& a) {
@@ -257,8 +262,8 @@ int64_t AdapterSet::ByteSize() const {
 }
 
 absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
-    std::span<const std::shared_ptr<const AdapterSet>> sets, const BertConfig& encoder_config,
-    c10::Device device, c10::ScalarType dtype, bool build_gather_tensors) {
+    std::span<const std::shared_ptr<const AdapterSet>> sets, const BertConfig& encoder_config, c10::Device device,
+    c10::ScalarType dtype, bool build_gather_tensors) {
   if (sets.empty()) return absl::InvalidArgumentError("an adapter stack needs at least one set");
   auto stack = std::shared_ptr<AdapterStack>(new AdapterStack());
   int64_t max_m = 0;
@@ -316,12 +321,10 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
     };
     for (int64_t l = 0; l < encoder_config.num_hidden_layers; ++l) {
       StackedLayer sl;
-      sl.attention_adapter = stack_adapter([l](const AdapterSet& s) -> const BottleneckAdapter& {
-        return s.layers()[l].attention_adapter;
-      });
-      sl.ffn_adapter = stack_adapter([l](const AdapterSet& s) -> const BottleneckAdapter& {
-        return s.layers()[l].ffn_adapter;
-      });
+      sl.attention_adapter = stack_adapter(
+          [l](const AdapterSet& s) -> const BottleneckAdapter& { return s.layers()[l].attention_adapter; });
+      sl.ffn_adapter =
+          stack_adapter([l](const AdapterSet& s) -> const BottleneckAdapter& { return s.layers()[l].ffn_adapter; });
       sl.attention_ln_weight = stack_of([l](const AdapterSet& s) { return s.layers()[l].attention_layer_norm.weight; });
       sl.attention_ln_bias = stack_of([l](const AdapterSet& s) { return s.layers()[l].attention_layer_norm.bias; });
       sl.output_ln_weight = stack_of([l](const AdapterSet& s) { return s.layers()[l].output_layer_norm.weight; });

@@ -77,15 +77,17 @@ class AdapterSet {
   // encoder's, and a head with N(0, 0.02) truncated weights and zero bias.
   // Deterministic for a given seed whatever the device. Tensors are fp32 on
   // `device` and do not require grad until SetRequiresGrad(true).
-  static absl::StatusOr<std::unique_ptr<AdapterSet>> CreateInitialized(
-      const BertConfig& encoder_config, const EncoderWeights& encoder,
-      const AdapterConfig& config, uint64_t seed, c10::Device device);
+  static absl::StatusOr<std::unique_ptr<AdapterSet>> CreateInitialized(const BertConfig& encoder_config,
+                                                                       const EncoderWeights& encoder,
+                                                                       const AdapterConfig& config, uint64_t seed,
+                                                                       c10::Device device);
 
   // Adopts tensors (e.g. deserialised ones). Every shape is checked against
   // the configs; INVALID_ARGUMENT names the first wrong tensor.
-  static absl::StatusOr<std::unique_ptr<AdapterSet>> FromParts(
-      const BertConfig& encoder_config, AdapterConfig config, LayerNormAffine embedding_layer_norm,
-      std::vector<AdapterLayer> layers, at::Tensor head_weight, at::Tensor head_bias);
+  static absl::StatusOr<std::unique_ptr<AdapterSet>> FromParts(const BertConfig& encoder_config, AdapterConfig config,
+                                                               LayerNormAffine embedding_layer_norm,
+                                                               std::vector<AdapterLayer> layers, at::Tensor head_weight,
+                                                               at::Tensor head_bias);
 
   const AdapterConfig& config() const { return config_; }
   const LayerNormAffine& embedding_layer_norm() const { return embedding_layer_norm_; }
@@ -108,8 +110,7 @@ class AdapterSet {
   void SetRequiresGrad(bool requires_grad);
   // A deep copy on `device` with floating tensors cast to `dtype`; the copy
   // does not require grad.
-  absl::StatusOr<std::unique_ptr<AdapterSet>> Clone(c10::Device device,
-                                                    c10::ScalarType dtype) const;
+  absl::StatusOr<std::unique_ptr<AdapterSet>> Clone(c10::Device device, c10::ScalarType dtype) const;
 
   c10::Device device() const { return head_weight_.device(); }
   c10::ScalarType dtype() const { return head_weight_.scalar_type(); }
@@ -133,8 +134,7 @@ inline int64_t AdapterParameterCount(int64_t hidden, int64_t bottleneck) {
 // Number of parameters of one task's set (AdapterSet::Named()): per layer two
 // adapters and two LayerNorm affines, the embedding LayerNorm, and the head.
 inline int64_t AdapterSetParameterCount(int64_t layers, int64_t hidden, int64_t bottleneck, int64_t labels) {
-  return layers * (2 * AdapterParameterCount(hidden, bottleneck) + 4 * hidden) + 2 * hidden + labels * hidden +
-         labels;
+  return layers * (2 * AdapterParameterCount(hidden, bottleneck) + 4 * hidden) + 2 * hidden + labels * hidden + labels;
 }
 
 // T tasks' parameters on one device, in one dtype, for mixed-task batches.
@@ -162,8 +162,8 @@ class AdapterStack {
 
   // INVALID_ARGUMENT when `sets` is empty or a set does not fit the encoder.
   static absl::StatusOr<std::shared_ptr<const AdapterStack>> Create(
-      std::span<const std::shared_ptr<const AdapterSet>> sets, const BertConfig& encoder_config,
-      c10::Device device, c10::ScalarType dtype, bool build_gather_tensors);
+      std::span<const std::shared_ptr<const AdapterSet>> sets, const BertConfig& encoder_config, c10::Device device,
+      c10::ScalarType dtype, bool build_gather_tensors);
 
   int64_t size() const { return static_cast<int64_t>(slots_.size()); }
   const AdapterSet& slot(int64_t i) const { return *slots_[static_cast<size_t>(i)]; }

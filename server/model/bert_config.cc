@@ -46,8 +46,7 @@ absl::Status BertConfig::Validate() const {
   RETURN_IF_ERROR(positive("type_vocab_size", type_vocab_size));
   if (hidden_size % num_attention_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat("config: hidden_size ", hidden_size,
-                                                   " is not a multiple of num_attention_heads ",
-                                                   num_attention_heads));
+                                                   " is not a multiple of num_attention_heads ", num_attention_heads));
   }
   if (hidden_act != "gelu") {
     return absl::InvalidArgumentError(
@@ -69,8 +68,7 @@ absl::StatusOr<BertConfig> BertConfig::FromJson(std::string_view text) {
   if (j.is_discarded()) return absl::InvalidArgumentError("malformed JSON");
   if (!j.is_object()) return absl::InvalidArgumentError("top level must be an object");
   if (auto it = j.find("model_type"); it != j.end() && it->is_string() && *it != "bert") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model_type is '", it->get<std::string>(), "', expected 'bert'"));
+    return absl::InvalidArgumentError(absl::StrCat("model_type is '", it->get<std::string>(), "', expected 'bert'"));
   }
   BertConfig c;
   RETURN_IF_ERROR(ReadInt(j, "vocab_size", &c.vocab_size));

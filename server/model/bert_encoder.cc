@@ -22,10 +22,14 @@ enum class AdapterSite { kAttention, kFfn };
 
 at::Tensor Activate(Activation act, const at::Tensor& x) {
   switch (act) {
-    case Activation::kGelu: return at::gelu(x);
-    case Activation::kRelu: return at::relu(x);
-    case Activation::kTanh: return at::tanh(x);
-    case Activation::kSilu: return at::silu(x);
+    case Activation::kGelu:
+      return at::gelu(x);
+    case Activation::kRelu:
+      return at::relu(x);
+    case Activation::kTanh:
+      return at::tanh(x);
+    case Activation::kSilu:
+      return at::silu(x);
   }
   return at::gelu(x);
 }
@@ -75,10 +79,14 @@ const LayerNormAffine& LnOf(const AdapterSet& s, LnSite site, int64_t layer) {
 // torch.finfo(dtype).min, which HF uses for masked attention scores.
 double LowestValue(c10::ScalarType t) {
   switch (t) {
-    case at::kDouble: return std::numeric_limits<double>::lowest();
-    case at::kHalf: return -65504.0;
-    case at::kBFloat16: return -3.3895313892515355e38;
-    default: return std::numeric_limits<float>::lowest();
+    case at::kDouble:
+      return std::numeric_limits<double>::lowest();
+    case at::kHalf:
+      return -65504.0;
+    case at::kBFloat16:
+      return -3.3895313892515355e38;
+    default:
+      return std::numeric_limits<float>::lowest();
   }
 }
 
@@ -225,8 +233,7 @@ class BertEncoder::GatherOps final : public TaskOps {
   // accumulator: overwritten in place unless autograd tracks it.
   at::Tensor Adapter(AdapterSite site, int64_t layer, const at::Tensor& x) const override {
     const auto& l = stack_.stacked_layers()[static_cast<size_t>(layer)];
-    const AdapterStack::StackedAdapter& a =
-        site == AdapterSite::kAttention ? l.attention_adapter : l.ffn_adapter;
+    const AdapterStack::StackedAdapter& a = site == AdapterSite::kAttention ? l.attention_adapter : l.ffn_adapter;
     at::Tensor h = at::baddbmm(Rows(a.down_bias).unsqueeze(1), x, Rows(a.down_t));
     h = Activate(stack_.gather_activation(), h);
     const at::Tensor& tail = stack_.up_bias_selector();
@@ -248,12 +255,12 @@ class BertEncoder::GatherOps final : public TaskOps {
   double eps_;
 };
 
-absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoder::Create(const BertConfig& config,
-                                                                 EncoderWeights w, Options options) {
+absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoder::Create(const BertConfig& config, EncoderWeights w,
+                                                                 Options options) {
   RETURN_IF_ERROR(config.Validate());
   if (static_cast<int64_t>(w.layers.size()) != config.num_hidden_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("encoder has ", w.layers.size(), " layers, config says ",
-                                                   config.num_hidden_layers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("encoder has ", w.layers.size(), " layers, config says ", config.num_hidden_layers));
   }
   absl::Status shapes;
   ForEachEncoderTensor(config.num_hidden_layers, w.has_pooler(), [&](const EncoderTensorSpec& spec, int64_t layer) {
@@ -312,8 +319,7 @@ MixedStrategy BertEncoder::ChooseStrategy(int64_t batch, int64_t distinct_tasks,
   return MixedStrategy::kSegments;
 }
 
-absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input,
-                                                   const ForwardOptions& options) const {
+absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, const ForwardOptions& options) const {
   PlainOps ops(weights_, config_.layer_norm_eps);
   return Run(input, ops, options);
 }
@@ -330,8 +336,8 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
   if (!input.input_ids.defined() || input.input_ids.dim() != 2) {
     return absl::InvalidArgumentError("input_ids must be a [batch, seq_len] tensor");
   }
-  SegmentOps ops({{&task, 0, input.input_ids.size(0)}}, task.config().num_labels(),
-                 config_.layer_norm_eps, options_.device);
+  SegmentOps ops({{&task, 0, input.input_ids.size(0)}}, task.config().num_labels(), config_.layer_norm_eps,
+                 options_.device);
   return Run(input, ops, options);
 }
 
@@ -372,8 +378,8 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
 
   if (strategy == MixedStrategy::kGatherBmm) {
     return GuardTorch("mixed-task forward", [&]() -> absl::StatusOr<EncoderOutput> {
-      at::Tensor index = at::tensor(std::vector<int64_t>(row_slots.begin(), row_slots.end()), at::kLong)
-                             .to(options_.device);
+      at::Tensor index =
+          at::tensor(std::vector<int64_t>(row_slots.begin(), row_slots.end()), at::kLong).to(options_.device);
       GatherOps ops(stack, index, config_.layer_norm_eps);
       ASSIGN_OR_RETURN(EncoderOutput out, Run(input, ops, options));
       if (out.logits.size(-1) > max_labels) out.logits = out.logits.narrow(-1, 0, max_labels);
@@ -384,8 +390,7 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
   // Segments: stable-sort rows by slot, run, then restore the caller's order.
   std::vector<int64_t> order(static_cast<size_t>(batch));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return row_slots[a] < row_slots[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row_slots[a] < row_slots[b]; });
   std::vector<SegmentOps::Segment> segments;
   for (int64_t i = 0; i < batch; ++i) {
     const int64_t slot = row_slots[order[i]];
@@ -403,8 +408,7 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
   return GuardTorch("mixed-task forward", [&]() -> absl::StatusOr<EncoderOutput> {
     at::Tensor perm = at::tensor(order, at::kLong);
     auto permute = [&](const at::Tensor& t) { return t.defined() ? t.index_select(0, perm.to(t.device())) : t; };
-    EncoderInput sorted_input{permute(input.input_ids), permute(input.token_type_ids),
-                              permute(input.attention_mask)};
+    EncoderInput sorted_input{permute(input.input_ids), permute(input.token_type_ids), permute(input.attention_mask)};
     ASSIGN_OR_RETURN(EncoderOutput out, Run(sorted_input, *ops, options));
     at::Tensor inverse = at::empty_like(perm);
     inverse.index_put_({perm}, at::arange(batch, at::kLong));
@@ -426,8 +430,8 @@ absl::StatusOr<EncoderOutput> BertEncoder::Run(const EncoderInput& input, const 
   const int64_t batch = ids_in.size(0), len = ids_in.size(1);
   if (batch == 0 || len == 0) return absl::InvalidArgumentError("empty batch or empty sequences");
   if (len > config_.max_position_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat("sequence length ", len, " exceeds max_position_embeddings ",
-                                                   config_.max_position_embeddings));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence length ", len, " exceeds max_position_embeddings ", config_.max_position_embeddings));
   }
   for (const at::Tensor* t : {&input.token_type_ids, &input.attention_mask}) {
     if (t->defined() && t->sizes() != ids_in.sizes()) {
@@ -442,12 +446,10 @@ absl::StatusOr<EncoderOutput> BertEncoder::Run(const EncoderInput& input, const 
     }
     if (!options.inputs_checked && input.token_type_ids.defined() &&
         !AllBelow(input.token_type_ids, config_.type_vocab_size)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token_type_ids must be in [0, ", config_.type_vocab_size, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("token_type_ids must be in [0, ", config_.type_vocab_size, ")"));
     }
     at::Tensor ids = ids_in.to(dev, at::kLong);
-    at::Tensor types = input.token_type_ids.defined() ? input.token_type_ids.to(dev, at::kLong)
-                                                      : at::zeros_like(ids);
+    at::Tensor types = input.token_type_ids.defined() ? input.token_type_ids.to(dev, at::kLong) : at::zeros_like(ids);
     const double p_hidden = train ? config_.hidden_dropout_prob : 0.0;
     const double p_attn = train ? config_.attention_probs_dropout_prob : 0.0;
     const EncoderWeights& w = weights_;
@@ -458,7 +460,7 @@ absl::StatusOr<EncoderOutput> BertEncoder::Run(const EncoderInput& input, const 
     // inference does): summing residuals in bf16 alone lost enough to flip
     // 0.7% of held-out labels against fp32 (docs/PERFORMANCE.md), unless
     // Options::reduced_residual_stream asks for the encoder's dtype.
-    const at::ScalarType stream = options_.dtype == at::kDouble        ? at::kDouble
+    const at::ScalarType stream = options_.dtype == at::kDouble      ? at::kDouble
                                   : options_.reduced_residual_stream ? options_.dtype
                                                                      : at::kFloat;
     const bool mixed = options_.dtype != stream;
@@ -495,15 +497,13 @@ absl::StatusOr<EncoderOutput> BertEncoder::Run(const EncoderInput& input, const 
   });
 }
 
-absl::StatusOr<std::string> ComputeEncoderFingerprint(const BertConfig& config,
-                                                      const EncoderWeights& weights) {
+absl::StatusOr<std::string> ComputeEncoderFingerprint(const BertConfig& config, const EncoderWeights& weights) {
   EncoderFingerprinter fp(config);
   RETURN_IF_ERROR(GuardTorch("fingerprint encoder", [&]() -> absl::Status {
     for (const auto& [name, t] : weights.Named()) {
       ASSIGN_OR_RETURN(DType dtype, FromScalarType(t.scalar_type()));
       at::Tensor c = t.detach().to(at::kCPU).contiguous();
-      fp.Add(name, DTypeName(dtype), c.sizes().vec(), c.data_ptr(),
-             static_cast<size_t>(c.numel()) * c.element_size());
+      fp.Add(name, DTypeName(dtype), c.sizes().vec(), c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
     }
     return absl::OkStatus();
   }));

@@ -123,24 +123,20 @@ class BertEncoder {
 
   // Validates every tensor's shape against `config` (INVALID_ARGUMENT names
   // the tensor), moves them to options.device/dtype and freezes them.
-  static absl::StatusOr<std::unique_ptr<BertEncoder>> Create(const BertConfig& config,
-                                                             EncoderWeights weights,
+  static absl::StatusOr<std::unique_ptr<BertEncoder>> Create(const BertConfig& config, EncoderWeights weights,
                                                              Options options);
 
   // The plain encoder. options.train enables dropout (pretraining; with a
   // trainable encoder autograd then reaches the weights); strategy is unused.
-  absl::StatusOr<EncoderOutput> Forward(const EncoderInput& input,
-                                        const ForwardOptions& options = {}) const;
+  absl::StatusOr<EncoderOutput> Forward(const EncoderInput& input, const ForwardOptions& options = {}) const;
   absl::StatusOr<EncoderOutput> Forward(const EncoderInput& input, const AdapterSet& task,
                                         const ForwardOptions& options = {}) const;
   absl::StatusOr<EncoderOutput> Forward(const EncoderInput& input, const AdapterStack& stack,
-                                        std::span<const int64_t> row_slots,
-                                        const ForwardOptions& options = {}) const;
+                                        std::span<const int64_t> row_slots, const ForwardOptions& options = {}) const;
 
   // The strategy kAuto picks for a batch of `batch` rows over `distinct_tasks`
   // tasks (exposed for benchmarks and tests).
-  static MixedStrategy ChooseStrategy(int64_t batch, int64_t distinct_tasks, bool stack_can_gather,
-                                      c10::Device device);
+  static MixedStrategy ChooseStrategy(int64_t batch, int64_t distinct_tasks, bool stack_can_gather, c10::Device device);
 
   const BertConfig& config() const { return config_; }
   const EncoderWeights& weights() const { return weights_; }
@@ -164,8 +160,7 @@ class BertEncoder {
   BertEncoder(BertConfig config, EncoderWeights weights, Options options)
       : config_(std::move(config)), weights_(std::move(weights)), options_(std::move(options)) {}
 
-  absl::StatusOr<EncoderOutput> Run(const EncoderInput& input, const TaskOps& ops,
-                                    const ForwardOptions& options) const;
+  absl::StatusOr<EncoderOutput> Run(const EncoderInput& input, const TaskOps& ops, const ForwardOptions& options) const;
 
   BertConfig config_;
   EncoderWeights weights_;
@@ -175,8 +170,7 @@ class BertEncoder {
 // SHA-256 over the config and every encoder tensor (canonical name, dtype,
 // shape, bytes in Named() order), as "sha256:<hex>". The loader computes the
 // same value from the checkpoint's stored bytes.
-absl::StatusOr<std::string> ComputeEncoderFingerprint(const BertConfig& config,
-                                                      const EncoderWeights& weights);
+absl::StatusOr<std::string> ComputeEncoderFingerprint(const BertConfig& config, const EncoderWeights& weights);
 
 }  // namespace adapterd::model
 

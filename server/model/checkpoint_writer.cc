@@ -14,8 +14,7 @@
 
 namespace adapterd::model {
 
-absl::StatusOr<EncoderWeights> RandomEncoderWeights(const BertConfig& config, uint64_t seed,
-                                                    double init_range) {
+absl::StatusOr<EncoderWeights> RandomEncoderWeights(const BertConfig& config, uint64_t seed, double init_range) {
   RETURN_IF_ERROR(config.Validate());
   return GuardTorch("random encoder", [&]() -> absl::StatusOr<EncoderWeights> {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
@@ -25,26 +24,26 @@ absl::StatusOr<EncoderWeights> RandomEncoderWeights(const BertConfig& config, ui
     EncoderWeights w;
     w.layers.resize(static_cast<size_t>(config.num_hidden_layers));
     // Drawn in table order, so a seed gives the same weights whatever reads them.
-    ForEachEncoderTensor(config.num_hidden_layers, /*has_pooler=*/true,
-                         [&](const EncoderTensorSpec& spec, int64_t layer) {
-                           const std::vector<int64_t> shape = spec.Shape(config);
-                           TensorOf(w, spec, layer) = spec.role == EncoderTensorRole::kLayerNormGain
-                                                          ? normal(shape, 0.1).add_(1.0)
-                                                          : normal(shape, init_range);
-                         });
+    ForEachEncoderTensor(
+        config.num_hidden_layers, /*has_pooler=*/true, [&](const EncoderTensorSpec& spec, int64_t layer) {
+          const std::vector<int64_t> shape = spec.Shape(config);
+          TensorOf(w, spec, layer) =
+              spec.role == EncoderTensorRole::kLayerNormGain ? normal(shape, 0.1).add_(1.0) : normal(shape, init_range);
+        });
     return w;
   });
 }
 
-absl::StatusOr<std::string> SerializeEncoderWeights(const EncoderWeights& weights,
-                                                    const HfWriteOptions& options) {
+absl::StatusOr<std::string> SerializeEncoderWeights(const EncoderWeights& weights, const HfWriteOptions& options) {
   SafetensorsWriter writer;
   writer.SetMetadata("format", "pt");
   for (const auto& [canonical, t] : weights.Named()) {
     std::string name = canonical;
     if (options.legacy_layer_norm_names && name.find("LayerNorm.") != std::string::npos) {
-      if (name.ends_with(".weight")) name = name.substr(0, name.size() - 6) + "gamma";
-      else if (name.ends_with(".bias")) name = name.substr(0, name.size() - 4) + "beta";
+      if (name.ends_with(".weight"))
+        name = name.substr(0, name.size() - 6) + "gamma";
+      else if (name.ends_with(".bias"))
+        name = name.substr(0, name.size() - 4) + "beta";
     }
     if (options.bert_prefix) name = "bert." + name;
     RETURN_IF_ERROR(AddTensor(writer, name, t, options.dtype));
@@ -55,13 +54,12 @@ absl::StatusOr<std::string> SerializeEncoderWeights(const EncoderWeights& weight
   return writer.Serialize();
 }
 
-absl::Status WriteHfCheckpoint(const std::string& dir, const BertConfig& config,
-                               const EncoderWeights& weights, const std::vector<std::string>& vocab,
-                               const HfWriteOptions& options) {
+absl::Status WriteHfCheckpoint(const std::string& dir, const BertConfig& config, const EncoderWeights& weights,
+                               const std::vector<std::string>& vocab, const HfWriteOptions& options) {
   RETURN_IF_ERROR(config.Validate());
   if (static_cast<int64_t>(vocab.size()) > config.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat("vocab has ", vocab.size(), " tokens; config allows ",
-                                                   config.vocab_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocab has ", vocab.size(), " tokens; config allows ", config.vocab_size));
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

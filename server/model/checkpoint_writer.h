@@ -25,8 +25,7 @@ namespace adapterd::model {
 // embeddings ~ N(0, init_range) (HF's initializer_range), biases
 // ~ N(0, init_range), LayerNorm gains ~ 1 + N(0, 0.1). Non-trivial biases and
 // gains make tests catch mixed-up affines. fp32 on CPU; with a pooler.
-absl::StatusOr<EncoderWeights> RandomEncoderWeights(const BertConfig& config, uint64_t seed,
-                                                    double init_range = 0.02);
+absl::StatusOr<EncoderWeights> RandomEncoderWeights(const BertConfig& config, uint64_t seed, double init_range = 0.02);
 
 struct HfWriteOptions {
   // "bert." prefix on every tensor name (as BertForPreTraining saves them).
@@ -42,13 +41,11 @@ struct HfWriteOptions {
 };
 
 // Writes the directory (created if needed; files replaced atomically).
-absl::Status WriteHfCheckpoint(const std::string& dir, const BertConfig& config,
-                               const EncoderWeights& weights, const std::vector<std::string>& vocab,
-                               const HfWriteOptions& options = {});
+absl::Status WriteHfCheckpoint(const std::string& dir, const BertConfig& config, const EncoderWeights& weights,
+                               const std::vector<std::string>& vocab, const HfWriteOptions& options = {});
 
 // The model.safetensors bytes alone.
-absl::StatusOr<std::string> SerializeEncoderWeights(const EncoderWeights& weights,
-                                                    const HfWriteOptions& options = {});
+absl::StatusOr<std::string> SerializeEncoderWeights(const EncoderWeights& weights, const HfWriteOptions& options = {});
 
 }  // namespace adapterd::model
 

@@ -21,8 +21,8 @@
 #include "server/model/tensor_io.h"
 
 #if ADAPTERD_WITH_ONEDNN
-#include <oneapi/dnnl/dnnl.hpp>
 #include <torch/csrc/autograd/custom_function.h>
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 namespace adapterd::model {
@@ -112,16 +112,15 @@ at::Tensor OneDnnProduct(const at::Tensor& x_in, const at::Tensor& w, const at::
                          WeightUse use) {
   using dnnl::memory;
   if (x_in.scalar_type() == at::kBFloat16 && Bf16ProductsWidened()) {
-    at::Tensor y = OneDnnProduct(x_in.to(at::kFloat), w.to(at::kFloat), b.defined() ? b.to(at::kFloat) : b,
-                                 epilogue, use);
+    at::Tensor y =
+        OneDnnProduct(x_in.to(at::kFloat), w.to(at::kFloat), b.defined() ? b.to(at::kFloat) : b, epilogue, use);
     return y.defined() ? y.to(at::kBFloat16) : y;
   }
   const at::Tensor x = x_in.contiguous();
   const bool transposed = use == WeightUse::kTransposed;
   const int64_t k = transposed ? w.size(1) : w.size(0), n = transposed ? w.size(0) : w.size(1);
   const int64_t m = x.numel() / k;
-  const memory::data_type dt =
-      x.scalar_type() == at::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const memory::data_type dt = x.scalar_type() == at::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
   // The weight is row-major [N, K]: as the [K, N] right-hand matrix it is
   // in "ba" order; as a [N, K] one (the input gradient) in "ab".
   const memory::desc src_md({m, k}, dt, memory::format_tag::ab);
@@ -178,8 +177,7 @@ at::Tensor OneDnnSelfAttention(const at::Tensor& qkv_in, const at::Tensor& mask,
   using dnnl::memory;
   const at::Tensor qkv = qkv_in.contiguous();
   const int64_t b = qkv.size(0), l = qkv.size(1), d = qkv.size(2) / 3, dh = d / heads;
-  const memory::data_type dt =
-      qkv.scalar_type() == at::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const memory::data_type dt = qkv.scalar_type() == at::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
   // Element (b, h, i, e) of q is qkv[b, i, h*dh + e]; k and v follow at +d, +2d.
   const memory::dims head_strides{l * 3 * d, dh, 3 * d, 1};
   const memory::desc q_md({b, heads, l, dh}, dt, head_strides);
@@ -333,9 +331,15 @@ std::string DescribeCpuKernels() {
   }
   const char* why = "";
   switch (kCapabilityRequest) {
-    case CapabilityRequest::kLeftToEnvironment: why = " (ATEN_CPU_CAPABILITY from the environment)"; break;
-    case CapabilityRequest::kRequestedAvx512: why = " (requested: the CPU has AVX-512)"; break;
-    case CapabilityRequest::kNoAvx512: why = " (LibTorch's choice: no AVX-512 here)"; break;
+    case CapabilityRequest::kLeftToEnvironment:
+      why = " (ATEN_CPU_CAPABILITY from the environment)";
+      break;
+    case CapabilityRequest::kRequestedAvx512:
+      why = " (requested: the CPU has AVX-512)";
+      break;
+    case CapabilityRequest::kNoAvx512:
+      why = " (LibTorch's choice: no AVX-512 here)";
+      break;
   }
   std::string matmul = "ATen (at::linear)";
 #if ADAPTERD_WITH_ONEDNN

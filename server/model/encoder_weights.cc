@@ -21,8 +21,7 @@ using L = EncoderLayerWeights;
 
 constexpr EncoderTensorSpec kSpecs[] = {
     {"embeddings.word_embeddings.weight", &W::word_embeddings, nullptr, D::kVocab, D::kHidden, R::kMatrix},
-    {"embeddings.position_embeddings.weight", &W::position_embeddings, nullptr, D::kPositions, D::kHidden,
-     R::kMatrix},
+    {"embeddings.position_embeddings.weight", &W::position_embeddings, nullptr, D::kPositions, D::kHidden, R::kMatrix},
     {"embeddings.token_type_embeddings.weight", &W::token_type_embeddings, nullptr, D::kTokenTypes, D::kHidden,
      R::kMatrix},
     {"embeddings.LayerNorm.weight", &W::emb_ln_weight, nullptr, D::kHidden, std::nullopt, R::kLayerNormGain},
@@ -45,11 +44,16 @@ constexpr EncoderTensorSpec kSpecs[] = {
 
 int64_t Size(EncoderDim dim, const BertConfig& c) {
   switch (dim) {
-    case D::kVocab: return c.vocab_size;
-    case D::kPositions: return c.max_position_embeddings;
-    case D::kTokenTypes: return c.type_vocab_size;
-    case D::kHidden: return c.hidden_size;
-    case D::kIntermediate: return c.intermediate_size;
+    case D::kVocab:
+      return c.vocab_size;
+    case D::kPositions:
+      return c.max_position_embeddings;
+    case D::kTokenTypes:
+      return c.type_vocab_size;
+    case D::kHidden:
+      return c.hidden_size;
+    case D::kIntermediate:
+      return c.intermediate_size;
   }
   return 0;
 }
@@ -135,15 +139,17 @@ std::vector<std::pair<std::string, at::Tensor>> EncoderWeights::Named() const {
 
 std::vector<at::Tensor> EncoderWeights::Tensors() const {
   std::vector<at::Tensor> out;
-  ForEachEncoderTensor(static_cast<int64_t>(layers.size()), has_pooler(),
-                       [&](const EncoderTensorSpec& spec, int64_t layer) { out.push_back(TensorOf(*this, spec, layer)); });
+  ForEachEncoderTensor(
+      static_cast<int64_t>(layers.size()), has_pooler(),
+      [&](const EncoderTensorSpec& spec, int64_t layer) { out.push_back(TensorOf(*this, spec, layer)); });
   return out;
 }
 
 std::vector<at::Tensor*> EncoderWeights::MutableTensors() {
   std::vector<at::Tensor*> out;
-  ForEachEncoderTensor(static_cast<int64_t>(layers.size()), has_pooler(),
-                       [&](const EncoderTensorSpec& spec, int64_t layer) { out.push_back(&TensorOf(*this, spec, layer)); });
+  ForEachEncoderTensor(
+      static_cast<int64_t>(layers.size()), has_pooler(),
+      [&](const EncoderTensorSpec& spec, int64_t layer) { out.push_back(&TensorOf(*this, spec, layer)); });
   return out;
 }
 
@@ -152,18 +158,19 @@ struct EncoderFingerprinter::State {
 };
 
 EncoderFingerprinter::EncoderFingerprinter(const BertConfig& config) : state_(std::make_unique<State>()) {
-  state_->hasher.Update(absl::StrCat(
-      "adapterd-encoder-v1 vocab=", config.vocab_size, " hidden=", config.hidden_size,
-      " layers=", config.num_hidden_layers, " heads=", config.num_attention_heads,
-      " ff=", config.intermediate_size, " pos=", config.max_position_embeddings,
-      " types=", config.type_vocab_size, " eps=", config.layer_norm_eps, " act=", config.hidden_act, "\n"));
+  state_->hasher.Update(absl::StrCat("adapterd-encoder-v1 vocab=", config.vocab_size, " hidden=", config.hidden_size,
+                                     " layers=", config.num_hidden_layers, " heads=", config.num_attention_heads,
+                                     " ff=", config.intermediate_size, " pos=", config.max_position_embeddings,
+                                     " types=", config.type_vocab_size, " eps=", config.layer_norm_eps,
+                                     " act=", config.hidden_act, "\n"));
 }
 
 EncoderFingerprinter::~EncoderFingerprinter() = default;
 
-void EncoderFingerprinter::Add(std::string_view name, std::string_view dtype_name,
-                               std::span<const int64_t> shape, const void* data, size_t size) {
-  state_->hasher.Update(absl::StrCat(std::string(name), "|", std::string(dtype_name), "|", absl::StrJoin(shape, ","), "|"));
+void EncoderFingerprinter::Add(std::string_view name, std::string_view dtype_name, std::span<const int64_t> shape,
+                               const void* data, size_t size) {
+  state_->hasher.Update(
+      absl::StrCat(std::string(name), "|", std::string(dtype_name), "|", absl::StrJoin(shape, ","), "|"));
   state_->hasher.Update(data, size);
 }
 

@@ -25,17 +25,17 @@ struct EncoderLayerWeights {
   // Query, key and value projections fused row-wise: [3d, d] and [3d], in
   // q, k, v order, so attention runs one GEMM instead of three.
   at::Tensor qkv_weight, qkv_bias;
-  at::Tensor attn_out_weight, attn_out_bias;        // [d, d], [d]
-  at::Tensor attn_ln_weight, attn_ln_bias;          // [d]
+  at::Tensor attn_out_weight, attn_out_bias;          // [d, d], [d]
+  at::Tensor attn_ln_weight, attn_ln_bias;            // [d]
   at::Tensor intermediate_weight, intermediate_bias;  // [ff, d], [ff]
-  at::Tensor output_weight, output_bias;            // [d, ff], [d]
-  at::Tensor output_ln_weight, output_ln_bias;      // [d]
+  at::Tensor output_weight, output_bias;              // [d, ff], [d]
+  at::Tensor output_ln_weight, output_ln_bias;        // [d]
 };
 
 struct EncoderWeights {
-  at::Tensor word_embeddings;        // [vocab, d]
-  at::Tensor position_embeddings;    // [max_pos, d]
-  at::Tensor token_type_embeddings;  // [type_vocab, d]
+  at::Tensor word_embeddings;             // [vocab, d]
+  at::Tensor position_embeddings;         // [max_pos, d]
+  at::Tensor token_type_embeddings;       // [type_vocab, d]
   at::Tensor emb_ln_weight, emb_ln_bias;  // [d]
   std::vector<EncoderLayerWeights> layers;
   // Undefined tensors when the checkpoint has no pooler; the encoder then
@@ -79,8 +79,8 @@ struct EncoderTensorSpec {
   // name holds "{}" where the file says query, key or value.
   std::string_view name;
   // Exactly one of the two is set.
-  at::Tensor EncoderWeights::* top = nullptr;
-  at::Tensor EncoderLayerWeights::* layer = nullptr;
+  at::Tensor EncoderWeights::*top = nullptr;
+  at::Tensor EncoderLayerWeights::*layer = nullptr;
   // One or two dimensions (the second is absent when rank is 1). A fused
   // QKV tensor's first dimension is three times kHidden.
   EncoderDim rows = EncoderDim::kHidden;
@@ -128,8 +128,8 @@ class EncoderFingerprinter {
  public:
   explicit EncoderFingerprinter(const BertConfig& config);
   ~EncoderFingerprinter();
-  void Add(std::string_view name, std::string_view dtype_name, std::span<const int64_t> shape,
-           const void* data, size_t size);
+  void Add(std::string_view name, std::string_view dtype_name, std::span<const int64_t> shape, const void* data,
+           size_t size);
   // "sha256:<hex>". Call once.
   std::string Finish();
 

@@ -4,8 +4,8 @@
 
 #include <filesystem>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -70,8 +70,8 @@ absl::StatusOr<IndexedTensors> IndexByCanonicalName(const SafetensorsFile& file)
     std::string c = Canonical(name);
     if (c.empty()) continue;
     if (auto [it, inserted] = out.by_name.emplace(c, &view); !inserted) {
-      return absl::InvalidArgumentError(absl::StrCat("checkpoint has both '", out.original[c], "' and '", name,
-                                                     "' for tensor '", c, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint has both '", out.original[c], "' and '", name, "' for tensor '", c, "'"));
     }
     out.original[c] = name;
   }
@@ -79,8 +79,7 @@ absl::StatusOr<IndexedTensors> IndexByCanonicalName(const SafetensorsFile& file)
 }
 
 // The (canonical name, shape) of every tensor `config` implies, in order.
-std::vector<std::pair<std::string, std::vector<int64_t>>> ExpectedTensors(const BertConfig& config,
-                                                                           bool has_pooler) {
+std::vector<std::pair<std::string, std::vector<int64_t>>> ExpectedTensors(const BertConfig& config, bool has_pooler) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
   ForEachCheckpointTensor(config.num_hidden_layers, has_pooler,
                           [&](const std::string& name, const EncoderTensorSpec& spec, int64_t, int part) {
@@ -128,10 +127,9 @@ absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& fil
   const int64_t per_layer = one_layer - fixed;
   const int64_t held = static_cast<int64_t>(by_name.size());
   if (config.num_hidden_layers > std::max<int64_t>(0, held - fixed) / per_layer) {
-    return absl::InvalidArgumentError(absl::StrCat("config.json describes ", config.num_hidden_layers,
-                                                   " layers, but the checkpoint holds ", held,
-                                                   " encoder tensors: enough for at most ",
-                                                   std::max<int64_t>(0, held - fixed) / per_layer));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json describes ", config.num_hidden_layers, " layers, but the checkpoint holds ", held,
+                     " encoder tensors: enough for at most ", std::max<int64_t>(0, held - fixed) / per_layer));
   }
   const bool has_pooler = by_name.count("pooler.dense.weight") || by_name.count("pooler.dense.bias");
   const auto expected = ExpectedTensors(config, has_pooler);
@@ -192,7 +190,8 @@ absl::StatusOr<LoadedModel> LoadBertModel(const std::string& dir, const LoadOpti
       return absl::InvalidArgumentError(absl::StrCat(tok_config_path, ": malformed JSON"));
     }
     if (auto it = j.find("do_lower_case"); it != j.end()) {
-      if (!it->is_boolean()) return absl::InvalidArgumentError(absl::StrCat(tok_config_path, ": do_lower_case must be a boolean"));
+      if (!it->is_boolean())
+        return absl::InvalidArgumentError(absl::StrCat(tok_config_path, ": do_lower_case must be a boolean"));
       tok.do_lower_case = it->get<bool>();
     }
   }
@@ -229,9 +228,8 @@ absl::StatusOr<LoadedModel> LoadBertModel(const std::string& dir, const LoadOpti
 
 std::string ComputeModelFingerprint(std::string_view weights_fingerprint, const BertTokenizer& tokenizer) {
   Sha256 sha;
-  sha.Update(absl::StrCat("adapterd-model-v2\nweights=", std::string(weights_fingerprint),
-                          "\ndo_lower_case=", tokenizer.options().do_lower_case ? 1 : 0,
-                          "\nvocab=", tokenizer.vocab_size(), "\n"));
+  sha.Update(absl::StrCat("adapterd-model-v2\nweights=", std::string(weights_fingerprint), "\ndo_lower_case=",
+                          tokenizer.options().do_lower_case ? 1 : 0, "\nvocab=", tokenizer.vocab_size(), "\n"));
   // vocab.txt lines cannot hold '\n', so one per token is unambiguous.
   for (const std::string& token : tokenizer.tokens()) {
     sha.Update(token);

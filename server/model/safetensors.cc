@@ -42,9 +42,7 @@ class HeaderSax final : public nlohmann::json_sax<Json> {
   bool boolean(bool val) override { return Put(Json(val)) != nullptr; }
   bool number_integer(number_integer_t val) override { return Put(Json(val)) != nullptr; }
   bool number_unsigned(number_unsigned_t val) override { return Put(Json(val)) != nullptr; }
-  bool number_float(number_float_t val, const string_t& /*s*/) override {
-    return Put(Json(val)) != nullptr;
-  }
+  bool number_float(number_float_t val, const string_t& /*s*/) override { return Put(Json(val)) != nullptr; }
   bool string(string_t& val) override { return Put(Json(std::move(val))) != nullptr; }
   bool binary(binary_t& /*val*/) override {
     // Unreachable for JSON text (only the binary formats produce it).
@@ -117,9 +115,7 @@ absl::Status TensorError(absl::string_view name, absl::string_view problem) {
   return Invalid(absl::StrCat("tensor '", name, "': ", problem));
 }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
+std::string ShapeString(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
 
 // Debian's Abseil is built with its own absl::string_view, so StrCat accepts no
 // std::string_view.
@@ -150,8 +146,7 @@ bool CheckedNumel(const std::vector<int64_t>& shape, int64_t* numel) {
 // Byte size of `numel` elements of `dtype`; false on overflow.
 bool CheckedByteSize(int64_t numel, DType dtype, uint64_t* bytes) {
   if (numel < 0) return false;
-  return !__builtin_mul_overflow(static_cast<uint64_t>(numel),
-                                 static_cast<uint64_t>(DTypeSize(dtype)), bytes);
+  return !__builtin_mul_overflow(static_cast<uint64_t>(numel), static_cast<uint64_t>(DTypeSize(dtype)), bytes);
 }
 
 const char* JsonTypeName(const Json& value) {
@@ -169,11 +164,9 @@ struct ParsedEntry {
 };
 
 // Validates one tensor entry; `data` is the whole data section.
-absl::StatusOr<ParsedEntry> ParseEntry(const std::string& name, const Json& entry,
-                                       std::span<const std::byte> data) {
+absl::StatusOr<ParsedEntry> ParseEntry(const std::string& name, const Json& entry, std::span<const std::byte> data) {
   if (!entry.is_object()) {
-    return TensorError(name,
-                       absl::StrCat("entry is a JSON ", entry.type_name(), ", not an object"));
+    return TensorError(name, absl::StrCat("entry is a JSON ", entry.type_name(), ", not an object"));
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     if (!entry.contains(field)) {
@@ -195,8 +188,7 @@ absl::StatusOr<ParsedEntry> ParseEntry(const std::string& name, const Json& entr
   }
   absl::StatusOr<DType> parsed_dtype = ParseDType(dtype.get_ref<const std::string&>());
   if (!parsed_dtype.ok()) {
-    return TensorError(name,
-                       absl::StrCat("unknown dtype '", dtype.get_ref<const std::string&>(), "'"));
+    return TensorError(name, absl::StrCat("unknown dtype '", dtype.get_ref<const std::string&>(), "'"));
   }
   out.view.dtype = *parsed_dtype;
 
@@ -208,12 +200,11 @@ absl::StatusOr<ParsedEntry> ParseEntry(const std::string& name, const Json& entr
   for (size_t i = 0; i < shape.size(); ++i) {
     const Json& dim = shape[i];
     if (dim.is_number_integer() && !dim.is_number_unsigned()) {
-      return TensorError(name,
-                         absl::StrCat("shape dim ", i, " is negative (", dim.get<int64_t>(), ")"));
+      return TensorError(name, absl::StrCat("shape dim ", i, " is negative (", dim.get<int64_t>(), ")"));
     }
     if (!dim.is_number_unsigned()) {
-      return TensorError(name, absl::StrCat("shape dim ", i, " is a ", JsonTypeName(dim),
-                                            ", not a non-negative integer"));
+      return TensorError(name,
+                         absl::StrCat("shape dim ", i, " is a ", JsonTypeName(dim), ", not a non-negative integer"));
     }
     uint64_t value = dim.get<uint64_t>();
     if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
@@ -224,9 +215,8 @@ absl::StatusOr<ParsedEntry> ParseEntry(const std::string& name, const Json& entr
   int64_t numel = 0;
   uint64_t needed = 0;
   if (!CheckedNumel(out.view.shape, &numel) || !CheckedByteSize(numel, out.view.dtype, &needed)) {
-    return TensorError(
-        name, absl::StrCat("shape ", ShapeString(out.view.shape), " of ", DTypeStr(out.view.dtype),
-                           " overflows the element count or byte size"));
+    return TensorError(name, absl::StrCat("shape ", ShapeString(out.view.shape), " of ", DTypeStr(out.view.dtype),
+                                          " overflows the element count or byte size"));
   }
 
   const Json& offsets = entry["data_offsets"];
@@ -235,29 +225,25 @@ absl::StatusOr<ParsedEntry> ParseEntry(const std::string& name, const Json& entr
   }
   for (size_t i = 0; i < 2; ++i) {
     if (!offsets[i].is_number_unsigned()) {
-      return TensorError(name, absl::StrCat("data_offsets[", i, "] is a ", JsonTypeName(offsets[i]),
-                                            ", not a non-negative integer"));
+      return TensorError(
+          name, absl::StrCat("data_offsets[", i, "] is a ", JsonTypeName(offsets[i]), ", not a non-negative integer"));
     }
   }
   out.begin = offsets[0].get<uint64_t>();
   out.end = offsets[1].get<uint64_t>();
   if (out.begin > out.end) {
-    return TensorError(
-        name, absl::StrCat("data_offsets [", out.begin, ", ", out.end, ") have begin > end"));
+    return TensorError(name, absl::StrCat("data_offsets [", out.begin, ", ", out.end, ") have begin > end"));
   }
   if (out.end > data.size()) {
-    return TensorError(
-        name, absl::StrCat("data_offsets [", out.begin, ", ", out.end,
-                           ") are out of range: the data section holds ", data.size(), " bytes"));
+    return TensorError(name, absl::StrCat("data_offsets [", out.begin, ", ", out.end,
+                                          ") are out of range: the data section holds ", data.size(), " bytes"));
   }
   if (out.end - out.begin != needed) {
-    return TensorError(
-        name, absl::StrCat("data_offsets [", out.begin, ", ", out.end, ") hold ",
-                           out.end - out.begin, " bytes but shape ", ShapeString(out.view.shape),
-                           " of ", DTypeStr(out.view.dtype), " needs ", needed));
+    return TensorError(name, absl::StrCat("data_offsets [", out.begin, ", ", out.end, ") hold ", out.end - out.begin,
+                                          " bytes but shape ", ShapeString(out.view.shape), " of ",
+                                          DTypeStr(out.view.dtype), " needs ", needed));
   }
-  out.view.data =
-      data.subspan(static_cast<size_t>(out.begin), static_cast<size_t>(out.end - out.begin));
+  out.view.data = data.subspan(static_cast<size_t>(out.begin), static_cast<size_t>(out.end - out.begin));
   return out;
 }
 
@@ -268,8 +254,8 @@ absl::StatusOr<std::map<std::string, std::string, std::less<>>> ParseMetadata(co
   std::map<std::string, std::string, std::less<>> out;
   for (const auto& [key, item] : value.items()) {
     if (!item.is_string()) {
-      return Invalid(absl::StrCat("__metadata__ value for key '", key, "' is a JSON ",
-                                  item.type_name(), ", not a string"));
+      return Invalid(
+          absl::StrCat("__metadata__ value for key '", key, "' is a JSON ", item.type_name(), ", not a string"));
     }
     out.emplace(key, item.get<std::string>());
   }
@@ -287,14 +273,13 @@ absl::Status CheckCoverage(std::vector<const ParsedEntry*> entries, uint64_t dat
   const ParsedEntry* previous = nullptr;
   for (const ParsedEntry* e : entries) {
     if (e->begin < covered) {
-      return TensorError(
-          e->name, absl::StrCat("data_offsets [", e->begin, ", ", e->end, ") overlap tensor '",
-                                previous->name, "' [", previous->begin, ", ", previous->end, ")"));
+      return TensorError(e->name, absl::StrCat("data_offsets [", e->begin, ", ", e->end, ") overlap tensor '",
+                                               previous->name, "' [", previous->begin, ", ", previous->end, ")"));
     }
     if (e->begin > covered) {
-      return TensorError(e->name, absl::StrCat("gap before data_offsets [", e->begin, ", ", e->end,
-                                               "): uncovered bytes [", covered, ", ", e->begin,
-                                               ") of the data section"));
+      return TensorError(
+          e->name, absl::StrCat("gap before data_offsets [", e->begin, ", ", e->end, "): uncovered bytes [", covered,
+                                ", ", e->begin, ") of the data section"));
     }
     covered = e->end;
     previous = e;
@@ -382,12 +367,12 @@ std::string_view DTypeName(DType dtype) {
 }
 
 absl::StatusOr<DType> ParseDType(std::string_view name) {
-  for (DType dtype : {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32,
-                      DType::kI16, DType::kI8, DType::kU8, DType::kBool}) {
+  for (DType dtype : {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kI16,
+                      DType::kI8, DType::kU8, DType::kBool}) {
     if (DTypeName(dtype) == name) return dtype;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown safetensors dtype '",
-                                                 absl::string_view(name.data(), name.size()), "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown safetensors dtype '", absl::string_view(name.data(), name.size()), "'"));
 }
 
 int64_t TensorView::numel() const {
@@ -411,8 +396,8 @@ absl::StatusOr<std::optional<SafetensorsHeader>> ReadSafetensorsHeader(std::span
   const uint64_t header_len = ReadLittleEndian64(prefix.data());
   if (header_len == 0) return Invalid("header length is 0");
   if (header_len > limits.max_header_bytes) {
-    return Invalid(absl::StrCat("header length ", header_len, " exceeds the limit of ", limits.max_header_bytes,
-                                " bytes"));
+    return Invalid(
+        absl::StrCat("header length ", header_len, " exceeds the limit of ", limits.max_header_bytes, " bytes"));
   }
   if (prefix.size() - kLengthPrefixBytes < header_len) return std::nullopt;
   ASSIGN_OR_RETURN(const Json root,
@@ -438,8 +423,7 @@ absl::StatusOr<std::optional<SafetensorsHeader>> ReadSafetensorsHeader(std::span
   return out;
 }
 
-absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path,
-                                                      const SafetensorsLimits& limits) {
+absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path, const SafetensorsLimits& limits) {
   // I/O errors from MappedFile already name the path.
   ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapped, MappedFile::Open(path));
   std::span<const std::byte> bytes = mapped->bytes();
@@ -450,8 +434,7 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path,
   return file;
 }
 
-absl::StatusOr<SafetensorsFile> SafetensorsFile::FromString(std::string bytes,
-                                                            const SafetensorsLimits& limits) {
+absl::StatusOr<SafetensorsFile> SafetensorsFile::FromString(std::string bytes, const SafetensorsLimits& limits) {
   auto owned = std::make_shared<const std::string>(std::move(bytes));
   std::span<const std::byte> view(reinterpret_cast<const std::byte*>(owned->data()), owned->size());
   return Parse(view, std::move(owned), limits);
@@ -461,19 +444,18 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::span<const std::byte
                                                        std::shared_ptr<const void> holder,
                                                        const SafetensorsLimits& limits) {
   if (bytes.size() < kLengthPrefixBytes) {
-    return Invalid(
-        absl::StrCat("input is ", bytes.size(), " bytes, too short for the 8-byte header length"));
+    return Invalid(absl::StrCat("input is ", bytes.size(), " bytes, too short for the 8-byte header length"));
   }
   const uint64_t header_len = ReadLittleEndian64(bytes.data());
   const uint64_t available = bytes.size() - kLengthPrefixBytes;
   if (header_len == 0) return Invalid("header length is 0");
   if (header_len > limits.max_header_bytes) {
-    return Invalid(absl::StrCat("header length ", header_len, " exceeds the limit of ",
-                                limits.max_header_bytes, " bytes"));
+    return Invalid(
+        absl::StrCat("header length ", header_len, " exceeds the limit of ", limits.max_header_bytes, " bytes"));
   }
   if (header_len > available) {
-    return Invalid(absl::StrCat("header length ", header_len, " runs past the end of the input (",
-                                available, " bytes follow the length prefix)"));
+    return Invalid(absl::StrCat("header length ", header_len, " runs past the end of the input (", available,
+                                " bytes follow the length prefix)"));
   }
   const char* header_begin = reinterpret_cast<const char*>(bytes.data() + kLengthPrefixBytes);
   std::span<const std::byte> data = bytes.subspan(kLengthPrefixBytes + header_len);
@@ -513,8 +495,7 @@ void SafetensorsWriter::SetMetadata(std::string key, std::string value) {
 absl::Status SafetensorsWriter::Add(std::string name, DType dtype, std::vector<int64_t> shape,
                                     std::span<const std::byte> data) {
   auto error = [&](absl::string_view problem) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("safetensors writer: tensor '", name, "': ", problem));
+    return absl::InvalidArgumentError(absl::StrCat("safetensors writer: tensor '", name, "': ", problem));
   };
   if (name.empty()) return absl::InvalidArgumentError("safetensors writer: empty tensor name");
   if (name == kMetadataKey) return error("the name is reserved for the metadata");
@@ -529,8 +510,8 @@ absl::Status SafetensorsWriter::Add(std::string name, DType dtype, std::vector<i
     return error(absl::StrCat("shape ", ShapeString(shape), " overflows the element count"));
   }
   if (data.size() != needed) {
-    return error(absl::StrCat("data holds ", data.size(), " bytes but shape ", ShapeString(shape),
-                              " of ", DTypeStr(dtype), " needs ", needed));
+    return error(absl::StrCat("data holds ", data.size(), " bytes but shape ", ShapeString(shape), " of ",
+                              DTypeStr(dtype), " needs ", needed));
   }
   // Serialize() cannot fail, so a name that JSON cannot carry is refused here.
   try {
@@ -538,8 +519,7 @@ absl::Status SafetensorsWriter::Add(std::string name, DType dtype, std::vector<i
   } catch (const Json::exception&) {
     return error("the name is not valid UTF-8");
   }
-  Entry entry{dtype, std::move(shape),
-              std::string(reinterpret_cast<const char*>(data.data()), data.size())};
+  Entry entry{dtype, std::move(shape), std::string(reinterpret_cast<const char*>(data.data()), data.size())};
   entries_.emplace(std::move(name), std::move(entry));
   return absl::OkStatus();
 }
@@ -549,8 +529,7 @@ std::string SafetensorsWriter::Serialize() const {
   uint64_t offset = 0;
   for (const auto& [name, entry] : entries_) {
     const uint64_t end = offset + entry.bytes.size();
-    header[name] = {
-        {"dtype", DTypeStr(entry.dtype)}, {"shape", entry.shape}, {"data_offsets", {offset, end}}};
+    header[name] = {{"dtype", DTypeStr(entry.dtype)}, {"shape", entry.shape}, {"data_offsets", {offset, end}}};
     offset = end;
   }
   if (!metadata_.empty()) {

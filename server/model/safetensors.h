@@ -72,18 +72,15 @@ class SafetensorsFile {
  public:
   // Memory-maps `path` and parses it; the mapping lives as long as the file
   // object or any holder() copy.
-  static absl::StatusOr<SafetensorsFile> Open(const std::string& path,
-                                              const SafetensorsLimits& limits = {});
+  static absl::StatusOr<SafetensorsFile> Open(const std::string& path, const SafetensorsLimits& limits = {});
 
   // Parses bytes owned by the caller. `holder` is retained and should keep
   // `bytes` alive (it may be null when the caller guarantees that itself).
-  static absl::StatusOr<SafetensorsFile> Parse(std::span<const std::byte> bytes,
-                                               std::shared_ptr<const void> holder,
+  static absl::StatusOr<SafetensorsFile> Parse(std::span<const std::byte> bytes, std::shared_ptr<const void> holder,
                                                const SafetensorsLimits& limits = {});
 
   // Parses an owned buffer (moved in and kept alive by the result).
-  static absl::StatusOr<SafetensorsFile> FromString(std::string bytes,
-                                                    const SafetensorsLimits& limits = {});
+  static absl::StatusOr<SafetensorsFile> FromString(std::string bytes, const SafetensorsLimits& limits = {});
 
   // All tensors, by name (sorted).
   const std::map<std::string, TensorView, std::less<>>& tensors() const { return tensors_; }
@@ -126,8 +123,7 @@ class SafetensorsWriter {
   // Copies `data`. INVALID_ARGUMENT if the name is empty, reserved
   // ("__metadata__"), already added, a dimension is negative, or
   // data.size() != numel * DTypeSize(dtype).
-  absl::Status Add(std::string name, DType dtype, std::vector<int64_t> shape,
-                   std::span<const std::byte> data);
+  absl::Status Add(std::string name, DType dtype, std::vector<int64_t> shape, std::span<const std::byte> data);
 
   // The complete file.
   std::string Serialize() const;

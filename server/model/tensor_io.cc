@@ -20,42 +20,60 @@ namespace adapterd::model {
 
 absl::StatusOr<c10::ScalarType> ToScalarType(DType dtype) {
   switch (dtype) {
-    case DType::kF64: return at::kDouble;
-    case DType::kF32: return at::kFloat;
-    case DType::kF16: return at::kHalf;
-    case DType::kBF16: return at::kBFloat16;
-    case DType::kI64: return at::kLong;
-    case DType::kI32: return at::kInt;
-    case DType::kI16: return at::kShort;
-    case DType::kI8: return at::kChar;
-    case DType::kU8: return at::kByte;
-    case DType::kBool: return at::kBool;
+    case DType::kF64:
+      return at::kDouble;
+    case DType::kF32:
+      return at::kFloat;
+    case DType::kF16:
+      return at::kHalf;
+    case DType::kBF16:
+      return at::kBFloat16;
+    case DType::kI64:
+      return at::kLong;
+    case DType::kI32:
+      return at::kInt;
+    case DType::kI16:
+      return at::kShort;
+    case DType::kI8:
+      return at::kChar;
+    case DType::kU8:
+      return at::kByte;
+    case DType::kBool:
+      return at::kBool;
   }
   return absl::InvalidArgumentError("unknown dtype");
 }
 
 absl::StatusOr<DType> FromScalarType(c10::ScalarType type) {
   switch (type) {
-    case at::kDouble: return DType::kF64;
-    case at::kFloat: return DType::kF32;
-    case at::kHalf: return DType::kF16;
-    case at::kBFloat16: return DType::kBF16;
-    case at::kLong: return DType::kI64;
-    case at::kInt: return DType::kI32;
-    case at::kShort: return DType::kI16;
-    case at::kChar: return DType::kI8;
-    case at::kByte: return DType::kU8;
-    case at::kBool: return DType::kBool;
+    case at::kDouble:
+      return DType::kF64;
+    case at::kFloat:
+      return DType::kF32;
+    case at::kHalf:
+      return DType::kF16;
+    case at::kBFloat16:
+      return DType::kBF16;
+    case at::kLong:
+      return DType::kI64;
+    case at::kInt:
+      return DType::kI32;
+    case at::kShort:
+      return DType::kI16;
+    case at::kChar:
+      return DType::kI8;
+    case at::kByte:
+      return DType::kU8;
+    case at::kBool:
+      return DType::kBool;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("torch dtype ", c10::toString(type), " has no safetensors equivalent"));
   }
 }
 
-absl::StatusOr<at::Tensor> ViewToTensor(const TensorView& view,
-                                        const std::shared_ptr<const void>& holder,
-                                        c10::Device device, c10::ScalarType dtype,
-                                        bool allow_alias) {
+absl::StatusOr<at::Tensor> ViewToTensor(const TensorView& view, const std::shared_ptr<const void>& holder,
+                                        c10::Device device, c10::ScalarType dtype, bool allow_alias) {
   ASSIGN_OR_RETURN(c10::ScalarType src_type, ToScalarType(view.dtype));
   return GuardTorch("tensor from safetensors", [&]() -> absl::StatusOr<at::Tensor> {
     auto opts = at::TensorOptions().dtype(src_type).device(at::kCPU);
@@ -80,8 +98,7 @@ absl::StatusOr<at::Tensor> ViewToTensor(const TensorView& view,
   });
 }
 
-absl::Status AddTensor(SafetensorsWriter& writer, std::string name, const at::Tensor& tensor,
-                       DType dtype) {
+absl::Status AddTensor(SafetensorsWriter& writer, std::string name, const at::Tensor& tensor, DType dtype) {
   ASSIGN_OR_RETURN(c10::ScalarType st, ToScalarType(dtype));
   ASSIGN_OR_RETURN(at::Tensor cpu, GuardTorch("serialise tensor", [&]() -> absl::StatusOr<at::Tensor> {
                      return tensor.detach().to(at::kCPU, st).contiguous();
@@ -100,8 +117,7 @@ absl::Status CheckFinite(const at::Tensor& tensor, std::string_view what) {
                      // order, so a finite sum proves every element finite.
                      // Only a sum that overflows from finite elements needs
                      // the element-wise look.
-                     const at::Tensor sum =
-                         tensor.scalar_type() == at::kDouble ? tensor.sum() : tensor.sum(at::kFloat);
+                     const at::Tensor sum = tensor.scalar_type() == at::kDouble ? tensor.sum() : tensor.sum(at::kFloat);
                      if (std::isfinite(sum.item<double>())) return true;
                      return at::isfinite(tensor).all().item<bool>();
                    }));
@@ -114,8 +130,7 @@ absl::Status TorchExceptionToStatus(const std::exception& e, std::string_view co
   // c10 messages carry a C++ backtrace after the first line; keep the first.
   if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
   std::string msg = absl::StrCat(std::string(context), ": ", what);
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
-      dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr || dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
     return absl::ResourceExhaustedError(msg);
   }
   if (dynamic_cast<const c10::Error*>(&e) != nullptr) return absl::InvalidArgumentError(msg);

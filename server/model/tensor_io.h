@@ -33,14 +33,11 @@ absl::StatusOr<DType> FromScalarType(c10::ScalarType type);
 // never aliases the view's bytes unless `allow_alias` is set, the view is
 // already of that dtype, the device is CPU and the bytes are suitably
 // aligned; then it borrows them and keeps `holder` alive.
-absl::StatusOr<at::Tensor> ViewToTensor(const TensorView& view,
-                                        const std::shared_ptr<const void>& holder,
-                                        c10::Device device, c10::ScalarType dtype,
-                                        bool allow_alias = false);
+absl::StatusOr<at::Tensor> ViewToTensor(const TensorView& view, const std::shared_ptr<const void>& holder,
+                                        c10::Device device, c10::ScalarType dtype, bool allow_alias = false);
 
 // Adds a tensor (moved to CPU, made contiguous, cast to `dtype`) to a writer.
-absl::Status AddTensor(SafetensorsWriter& writer, std::string name, const at::Tensor& tensor,
-                       DType dtype);
+absl::Status AddTensor(SafetensorsWriter& writer, std::string name, const at::Tensor& tensor, DType dtype);
 
 // OK when every element of `tensor` is finite (integer tensors always are);
 // otherwise INVALID_ARGUMENT "<what> holds NaN or infinite values".

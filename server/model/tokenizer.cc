@@ -56,8 +56,7 @@ bool IsControl(Cp cp) {
 // HF treats every non-alphanumeric printable ASCII character as punctuation,
 // including symbols such as $ ^ ` that Unicode files under S*.
 bool IsPunctuation(Cp cp) {
-  if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
-      (cp >= 123 && cp <= 126)) {
+  if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126)) {
     return true;
   }
   if (cp < 0x80) return false;
@@ -78,9 +77,8 @@ bool IsPunctuation(Cp cp) {
 // The "CJK Unified Ideographs" blocks as HF defines them; Hangul, Hiragana
 // and Katakana are deliberately not included (they are space-separated).
 bool IsChineseChar(Cp cp) {
-  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
-         (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||
-         (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
+  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
+         (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
          (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
 }
 
@@ -98,11 +96,10 @@ bool IsCased(Cp cp) {
   }
   if (utf8proc_tolower(cp) != cp || utf8proc_toupper(cp) != cp) return true;
   static constexpr std::pair<Cp, Cp> kUnmappedCased[] = {
-      {0x00AA, 0x00AA},   {0x00BA, 0x00BA},   {0x02B0, 0x02B8},   {0x02C0, 0x02C1},
-      {0x02E0, 0x02E4},   {0x037A, 0x037A},   {0x1D2C, 0x1D6A},   {0x1D78, 0x1D78},
-      {0x1D9B, 0x1DBF},   {0x2071, 0x2071},   {0x207F, 0x207F},   {0x2090, 0x209C},
-      {0x2C7C, 0x2C7D},   {0xA69C, 0xA69D},   {0xA770, 0xA770},   {0xA7F8, 0xA7F9},
-      {0xAB5C, 0xAB5F},   {0x10780, 0x10780}, {0x10783, 0x10785}, {0x10787, 0x107B0},
+      {0x00AA, 0x00AA},   {0x00BA, 0x00BA},   {0x02B0, 0x02B8},   {0x02C0, 0x02C1},   {0x02E0, 0x02E4},
+      {0x037A, 0x037A},   {0x1D2C, 0x1D6A},   {0x1D78, 0x1D78},   {0x1D9B, 0x1DBF},   {0x2071, 0x2071},
+      {0x207F, 0x207F},   {0x2090, 0x209C},   {0x2C7C, 0x2C7D},   {0xA69C, 0xA69D},   {0xA770, 0xA770},
+      {0xA7F8, 0xA7F9},   {0xAB5C, 0xAB5F},   {0x10780, 0x10780}, {0x10783, 0x10785}, {0x10787, 0x107B0},
       {0x107B2, 0x107BA}, {0x1F130, 0x1F149}, {0x1F150, 0x1F169}, {0x1F170, 0x1F189},
   };
   for (const auto& [first, last] : kUnmappedCased) {
@@ -118,8 +115,7 @@ bool IsCaseIgnorable(Cp cp) {
       0x0027, 0x002E, 0x003A, 0x00B7, 0x0387, 0x055F, 0x05F4, 0x2018, 0x2019,
       0x2024, 0x2027, 0xFE13, 0xFE52, 0xFE55, 0xFF07, 0xFF0E, 0xFF1A,
   };
-  if (std::find(std::begin(kWordBreakIgnorable), std::end(kWordBreakIgnorable), cp) !=
-      std::end(kWordBreakIgnorable)) {
+  if (std::find(std::begin(kWordBreakIgnorable), std::end(kWordBreakIgnorable), cp) != std::end(kWordBreakIgnorable)) {
     return true;
   }
   switch (utf8proc_category(cp)) {
@@ -163,8 +159,7 @@ class Pipeline {
   // Basic tokenisation only (steps 1-5): words are appended to `words`
   // instead of being split into pieces.
   Pipeline(bool do_lower_case, std::vector<std::string>* words)
-      : vocab_(EmptyVocab()), unk_id_(0), do_lower_case_(do_lower_case), out_(nullptr),
-        words_(words) {}
+      : vocab_(EmptyVocab()), unk_id_(0), do_lower_case_(do_lower_case), out_(nullptr), words_(words) {}
 
   void Run(std::string_view text) {
     const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
@@ -175,8 +170,7 @@ class Pipeline {
       if (cp < 0x80) {
         ++pos;
       } else {
-        utf8proc_ssize_t n =
-            utf8proc_iterate(bytes + pos, static_cast<utf8proc_ssize_t>(size - pos), &cp);
+        utf8proc_ssize_t n = utf8proc_iterate(bytes + pos, static_cast<utf8proc_ssize_t>(size - pos), &cp);
         // A bad byte decodes as U+FFFD, which cleaning drops; skipping one
         // byte resynchronises on the next valid sequence.
         if (n <= 0) {
@@ -225,16 +219,14 @@ class Pipeline {
       norm_input_.clear();
       for (size_t i = 0; i < word_.size(); ++i) {
         Cp cp = word_[i];
-        lowered_.push_back(cp == kCapitalSigma ? (IsFinalSigma(word_, i) ? 0x03C2 : 0x03C3)
-                                               : utf8proc_tolower(cp));
+        lowered_.push_back(cp == kCapitalSigma ? (IsFinalSigma(word_, i) ? 0x03C2 : 0x03C3) : utf8proc_tolower(cp));
         AppendUtf8(lowered_.back(), &norm_input_);
       }
       word = lowered_;
       if (Normalize(static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE))) {
-        norm_.erase(
-            std::remove_if(norm_.begin(), norm_.end(),
-                           [](Cp cp) { return utf8proc_category(cp) == UTF8PROC_CATEGORY_MN; }),
-            norm_.end());
+        norm_.erase(std::remove_if(norm_.begin(), norm_.end(),
+                                   [](Cp cp) { return utf8proc_category(cp) == UTF8PROC_CATEGORY_MN; }),
+                    norm_.end());
         word = norm_;
       }
     } else {
@@ -243,9 +235,9 @@ class Pipeline {
       norm_input_.clear();
       for (Cp cp : word_) AppendUtf8(cp, &norm_input_);
       if (Normalize(static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE))) {
-        utf8proc_ssize_t n = utf8proc_normalize_utf32(
-            norm_.data(), static_cast<utf8proc_ssize_t>(norm_.size()),
-            static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+        utf8proc_ssize_t n =
+            utf8proc_normalize_utf32(norm_.data(), static_cast<utf8proc_ssize_t>(norm_.size()),
+                                     static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
         if (n >= 0) {
           norm_.resize(static_cast<size_t>(n));
           word = norm_;
@@ -264,8 +256,8 @@ class Pipeline {
     const auto* str = reinterpret_cast<const utf8proc_uint8_t*>(norm_input_.data());
     const auto len = static_cast<utf8proc_ssize_t>(norm_input_.size());
     norm_.resize(std::max<size_t>(norm_.capacity(), 2 * norm_input_.size() + 8));
-    utf8proc_ssize_t n = utf8proc_decompose(str, len, norm_.data(),
-                                            static_cast<utf8proc_ssize_t>(norm_.size()), options);
+    utf8proc_ssize_t n =
+        utf8proc_decompose(str, len, norm_.data(), static_cast<utf8proc_ssize_t>(norm_.size()), options);
     if (n > static_cast<utf8proc_ssize_t>(norm_.size())) {
       norm_.resize(static_cast<size_t>(n));
       n = utf8proc_decompose(str, len, norm_.data(), n, options);
@@ -373,8 +365,8 @@ int TruncatePair(size_t budget, std::vector<int32_t>* a, std::vector<int32_t>* b
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BertTokenizer>> BertTokenizer::FromVocabFile(
-    const std::string& path, const TokenizerOptions& options) {
+absl::StatusOr<std::unique_ptr<BertTokenizer>> BertTokenizer::FromVocabFile(const std::string& path,
+                                                                            const TokenizerOptions& options) {
   absl::StatusOr<std::string> contents = ReadFileToString(path);
   if (!contents.ok()) return contents.status();
   // One token per line, as HF's load_vocab; a final newline does not start
@@ -391,17 +383,15 @@ absl::StatusOr<std::unique_ptr<BertTokenizer>> BertTokenizer::FromVocabFile(
   }
   auto tokenizer = FromTokens(std::move(tokens), options);
   if (!tokenizer.ok()) {
-    return absl::Status(tokenizer.status().code(),
-                        absl::StrCat(path, ": ", tokenizer.status().message()));
+    return absl::Status(tokenizer.status().code(), absl::StrCat(path, ": ", tokenizer.status().message()));
   }
   return tokenizer;
 }
 
-absl::StatusOr<std::unique_ptr<BertTokenizer>> BertTokenizer::FromTokens(
-    std::vector<std::string> tokens, const TokenizerOptions& options) {
+absl::StatusOr<std::unique_ptr<BertTokenizer>> BertTokenizer::FromTokens(std::vector<std::string> tokens,
+                                                                         const TokenizerOptions& options) {
   if (options.max_seq_len < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_seq_len must be at least 2, got ", options.max_seq_len));
+    return absl::InvalidArgumentError(absl::StrCat("max_seq_len must be at least 2, got ", options.max_seq_len));
   }
   if (tokens.empty()) return absl::InvalidArgumentError("vocab is empty");
   if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
@@ -414,9 +404,8 @@ absl::StatusOr<std::unique_ptr<BertTokenizer>> BertTokenizer::FromTokens(
     auto [it, inserted] = tokenizer->ids_.emplace(tokens[i], static_cast<int32_t>(i));
     if (!inserted) {
       // Line numbers are 1-based ids, which is what a vocab.txt editor shows.
-      return absl::InvalidArgumentError(absl::StrCat("duplicate token \"", tokens[i], "\" on line ",
-                                                     i + 1, " (first on line ", it->second + 1,
-                                                     ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("duplicate token \"", tokens[i], "\" on line ", i + 1, " (first on line ", it->second + 1, ")"));
     }
   }
   struct Special {
@@ -424,15 +413,13 @@ absl::StatusOr<std::unique_ptr<BertTokenizer>> BertTokenizer::FromTokens(
     int32_t BertTokenizer::*id;
   };
   static constexpr Special kSpecials[] = {
-      {"[PAD]", &BertTokenizer::pad_id_},   {"[UNK]", &BertTokenizer::unk_id_},
-      {"[CLS]", &BertTokenizer::cls_id_},   {"[SEP]", &BertTokenizer::sep_id_},
-      {"[MASK]", &BertTokenizer::mask_id_},
+      {"[PAD]", &BertTokenizer::pad_id_}, {"[UNK]", &BertTokenizer::unk_id_},   {"[CLS]", &BertTokenizer::cls_id_},
+      {"[SEP]", &BertTokenizer::sep_id_}, {"[MASK]", &BertTokenizer::mask_id_},
   };
   for (const Special& special : kSpecials) {
     auto it = tokenizer->ids_.find(special.text);
     if (it == tokenizer->ids_.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("vocab is missing special token ", special.text));
+      return absl::InvalidArgumentError(absl::StrCat("vocab is missing special token ", special.text));
     }
     tokenizer.get()->*special.id = it->second;
   }
@@ -464,8 +451,7 @@ std::vector<std::string> BertTokenizer::Tokenize(std::string_view text) const {
   return pieces;
 }
 
-Encoding BertTokenizer::Encode(std::string_view text,
-                               std::optional<std::string_view> text_pair) const {
+Encoding BertTokenizer::Encode(std::string_view text, std::optional<std::string_view> text_pair) const {
   Encoding encoding;
   std::vector<int32_t> a = TokenizeToIds(text);
   std::vector<int32_t> b;

@@ -111,11 +111,11 @@ class BertTokenizer {
   // '\r' is stripped). Errors: the file's I/O error; INVALID_ARGUMENT for an
   // empty vocab, a duplicate token (names it and its line), or a missing
   // special token ([PAD] [UNK] [CLS] [SEP] [MASK]).
-  static absl::StatusOr<std::unique_ptr<BertTokenizer>> FromVocabFile(
-      const std::string& path, const TokenizerOptions& options);
+  static absl::StatusOr<std::unique_ptr<BertTokenizer>> FromVocabFile(const std::string& path,
+                                                                      const TokenizerOptions& options);
   // Same from tokens in id order.
-  static absl::StatusOr<std::unique_ptr<BertTokenizer>> FromTokens(
-      std::vector<std::string> tokens, const TokenizerOptions& options);
+  static absl::StatusOr<std::unique_ptr<BertTokenizer>> FromTokens(std::vector<std::string> tokens,
+                                                                   const TokenizerOptions& options);
 
   // Steps 1-6 above: word pieces as strings ("[UNK]" for unknown words).
   std::vector<std::string> Tokenize(std::string_view text) const;
@@ -124,13 +124,11 @@ class BertTokenizer {
 
   // Encodes one text, or a pair when `text_pair` is set, with specials and
   // truncation to options().max_seq_len.
-  Encoding Encode(std::string_view text,
-                  std::optional<std::string_view> text_pair = std::nullopt) const;
+  Encoding Encode(std::string_view text, std::optional<std::string_view> text_pair = std::nullopt) const;
 
   // Encodes rows and pads them to the longest. `text_pairs` is empty (single
   // texts) or the same size as `texts`.
-  EncodedBatch EncodeBatch(std::span<const std::string> texts,
-                           std::span<const std::string> text_pairs = {}) const;
+  EncodedBatch EncodeBatch(std::span<const std::string> texts, std::span<const std::string> text_pairs = {}) const;
 
   // Id of `token`, if present.
   std::optional<int32_t> TokenToId(std::string_view token) const;

@@ -12,9 +12,10 @@
 namespace adapterd::model {
 
 double LinearWarmupDecay(int64_t step, int64_t total_steps, int64_t warmup_steps, double base_lr) {
-  if (step < warmup_steps) return base_lr * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup_steps));
-  const double rest = static_cast<double>(total_steps - step) /
-                      static_cast<double>(std::max<int64_t>(1, total_steps - warmup_steps));
+  if (step < warmup_steps)
+    return base_lr * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup_steps));
+  const double rest =
+      static_cast<double>(total_steps - step) / static_cast<double>(std::max<int64_t>(1, total_steps - warmup_steps));
   return base_lr * std::max(0.0, rest);
 }
 

@@ -77,8 +77,7 @@ class AdapterCache::LruTier {
 
   void EraseTask(const TaskKey& task) {
     auto it = entries_.lower_bound(Key{task.first, task.second, kMinVersion});
-    while (it != entries_.end() && std::get<0>(it->first) == task.first &&
-           std::get<1>(it->first) == task.second) {
+    while (it != entries_.end() && std::get<0>(it->first) == task.first && std::get<1>(it->first) == task.second) {
       bytes_ -= it->second.bytes;
       lru_.erase(it->second.lru);
       it = entries_.erase(it);
@@ -123,8 +122,8 @@ absl::StatusOr<std::unique_ptr<AdapterCache>> AdapterCache::Create(Options optio
 
 AdapterCache::AdapterCache(Options options)
     : options_(std::move(options)),
-      host_(std::make_unique<LruTier<std::shared_ptr<const std::string>>>(
-          CacheTier::kHost, options_.host_budget_bytes, options_.observer)),
+      host_(std::make_unique<LruTier<std::shared_ptr<const std::string>>>(CacheTier::kHost, options_.host_budget_bytes,
+                                                                          options_.observer)),
       device_(std::make_unique<LruTier<std::shared_ptr<const LoadedAdapter>>>(
           CacheTier::kDevice, options_.device_budget_bytes, options_.observer)) {}
 
@@ -140,8 +139,7 @@ void AdapterCache::Report() {
 }
 
 absl::StatusOr<std::shared_ptr<const LoadedAdapter>> AdapterCache::Get(const std::string& tenant,
-                                                                       const std::string& task_id,
-                                                                       int64_t version) {
+                                                                       const std::string& task_id, int64_t version) {
   if (version < 0) return absl::InvalidArgumentError("adapter version must be >= 0");
   Key key(tenant, task_id, version);
   std::shared_ptr<Flight> flight;
@@ -187,8 +185,7 @@ AdapterCache::Result AdapterCache::Load(const Key& key, const std::shared_ptr<Fl
     const absl::Time start = absl::Now();
     if (asked == 0) {
       if (options_.observer != nullptr) options_.observer->OnCacheMiss(CacheTier::kHost);
-      ASSIGN_OR_RETURN(storage::AdapterStore::Current current,
-                       options_.db->adapters().GetCurrent(tenant, task_id));
+      ASSIGN_OR_RETURN(storage::AdapterStore::Current current, options_.db->adapters().GetCurrent(tenant, task_id));
       version = current.version;
       bytes = std::make_shared<const std::string>(std::move(current.bytes));
     } else {

@@ -121,8 +121,7 @@ class AdapterCache {
   AdapterCache& operator=(const AdapterCache&) = delete;
 
   // See the header comment. Blocks while the adapter loads.
-  absl::StatusOr<std::shared_ptr<const LoadedAdapter>> Get(const std::string& tenant,
-                                                           const std::string& task_id,
+  absl::StatusOr<std::shared_ptr<const LoadedAdapter>> Get(const std::string& tenant, const std::string& task_id,
                                                            int64_t version = 0);
 
   void Pin(const std::string& tenant, const std::string& task_id);

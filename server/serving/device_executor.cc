@@ -14,9 +14,8 @@ absl::StatusOr<std::unique_ptr<DeviceExecutor>> DeviceExecutor::Create(Options o
 
 DeviceExecutor::DeviceExecutor(Options options)
     : options_(std::move(options)),
-      debt_rate_(options_.min_training_share >= 1
-                     ? std::numeric_limits<double>::infinity()
-                     : options_.min_training_share / (1 - options_.min_training_share)) {
+      debt_rate_(options_.min_training_share >= 1 ? std::numeric_limits<double>::infinity()
+                                                  : options_.min_training_share / (1 - options_.min_training_share)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -61,9 +60,8 @@ void DeviceExecutor::Loop() {
   absl::MutexLock lock(&mu_);
   while (true) {
     mu_.Await(absl::Condition(
-        +[](DeviceExecutor* e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return e->stopping_ || !e->inference_.empty() || !e->training_.empty();
-        },
+        +[](DeviceExecutor* e)
+             ABSL_NO_THREAD_SAFETY_ANALYSIS { return e->stopping_ || !e->inference_.empty() || !e->training_.empty(); },
         this));
     if (stopping_) {
       for (TrainingItem* item : training_) {
@@ -76,8 +74,8 @@ void DeviceExecutor::Loop() {
     }
     const bool both_at_start = !inference_.empty() && !training_.empty();
     const bool run_training =
-        inference_.empty() || (!training_.empty() && (debt_rate_ == std::numeric_limits<double>::infinity() ||
-                                                      debt_seconds_ > 0));
+        inference_.empty() ||
+        (!training_.empty() && (debt_rate_ == std::numeric_limits<double>::infinity() || debt_seconds_ > 0));
     std::function<void()> inference;
     TrainingItem* training = nullptr;
     if (run_training) {
@@ -101,8 +99,7 @@ void DeviceExecutor::Loop() {
     }
     const double seconds = absl::ToDoubleSeconds(Now() - start);
     if (options_.observer != nullptr) {
-      options_.observer->OnExecutorBusy(training != nullptr ? WorkKind::kTraining : WorkKind::kInference,
-                                        seconds);
+      options_.observer->OnExecutorBusy(training != nullptr ? WorkKind::kTraining : WorkKind::kInference, seconds);
     }
     mu_.Lock();
 

@@ -16,8 +16,7 @@ void FailExpiredRows(const std::vector<BatchRow*>& expired, ServingObserver* obs
   }
 }
 
-absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(Options options,
-                                                                       RunBatchFn run_batch) {
+absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(Options options, RunBatchFn run_batch) {
   if (options.max_batch_size < 1) return absl::InvalidArgumentError("max_batch_size must be >= 1");
   if (options.max_queue_delay_us < 0) return absl::InvalidArgumentError("max_queue_delay_us must be >= 0");
   if (options.max_inflight_batches < 1) {

@@ -121,7 +121,7 @@ class DynamicBatcher {
 
   // Protects the queue, the in-flight count and the stopping flag.
   mutable absl::Mutex mu_;
-  absl::CondVar cv_;  // signalled on every change the loop waits for
+  absl::CondVar cv_;                                 // signalled on every change the loop waits for
   std::deque<BatchRow> queue_ ABSL_GUARDED_BY(mu_);  // arrival order
   int inflight_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

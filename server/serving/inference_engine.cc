@@ -26,11 +26,9 @@ absl::Status CheckText(const std::string& text, const char* field, size_t i) {
 }
 
 // Softmax probabilities [rows, max_labels] (float, CPU) of one padded batch.
-absl::StatusOr<at::Tensor> ForwardProbabilities(const model::BertEncoder& encoder,
-                                                const model::EncoderInput& input,
+absl::StatusOr<at::Tensor> ForwardProbabilities(const model::BertEncoder& encoder, const model::EncoderInput& input,
                                                 const std::vector<std::shared_ptr<const model::AdapterSet>>& sets,
-                                                const std::vector<int64_t>& slots,
-                                                model::MixedStrategy strategy) {
+                                                const std::vector<int64_t>& slots, model::MixedStrategy strategy) {
   c10::InferenceMode inference_mode;
   model::ForwardOptions fo;
   fo.strategy = strategy;
@@ -42,11 +40,9 @@ absl::StatusOr<at::Tensor> ForwardProbabilities(const model::BertEncoder& encode
     const bool gather = strategy == model::MixedStrategy::kGatherBmm ||
                         (strategy == model::MixedStrategy::kAuto &&
                          model::BertEncoder::ChooseStrategy(rows, static_cast<int64_t>(sets.size()), true,
-                                                            encoder.device()) ==
-                             model::MixedStrategy::kGatherBmm);
+                                                            encoder.device()) == model::MixedStrategy::kGatherBmm);
     ASSIGN_OR_RETURN(std::shared_ptr<const model::AdapterStack> stack,
-                     model::AdapterStack::Create(sets, encoder.config(), encoder.device(),
-                                                 encoder.dtype(), gather));
+                     model::AdapterStack::Create(sets, encoder.config(), encoder.device(), encoder.dtype(), gather));
     out = encoder.Forward(input, *stack, slots, fo);
   }
   if (!out.ok()) return out.status();
@@ -62,11 +58,10 @@ absl::StatusOr<std::unique_ptr<InferenceEngine>> InferenceEngine::Create(Options
     return absl::InvalidArgumentError("InferenceEngine needs an encoder, a tokenizer and a database");
   }
   if (options.max_seq_len == 0) options.max_seq_len = options.tokenizer->options().max_seq_len;
-  if (options.max_seq_len < 3 ||
-      options.max_seq_len > options.encoder->config().max_position_embeddings) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_seq_len must be in [3, ", options.encoder->config().max_position_embeddings,
-                     "], got ", options.max_seq_len));
+  if (options.max_seq_len < 3 || options.max_seq_len > options.encoder->config().max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat("max_seq_len must be in [3, ",
+                                                   options.encoder->config().max_position_embeddings, "], got ",
+                                                   options.max_seq_len));
   }
   auto engine = std::unique_ptr<InferenceEngine>(new InferenceEngine(std::move(options)));
   const Options& o = engine->options_;
@@ -99,21 +94,20 @@ absl::StatusOr<std::unique_ptr<InferenceEngine>> InferenceEngine::Create(Options
   bo.max_inflight_batches = o.max_inflight_batches;
   bo.observer = o.observer;
   InferenceEngine* self = engine.get();
-  ASSIGN_OR_RETURN(
-      engine->batcher_,
-      DynamicBatcher::Create(std::move(bo), [self](std::vector<BatchRow> rows, std::function<void()> done) {
-        auto batch = std::make_shared<std::vector<BatchRow>>(std::move(rows));
-        absl::Status s = self->executor_->SubmitInference([self, batch, done] {
-          self->RunBatch(*batch);
-          done();
-        });
-        if (s.ok()) return;
-        for (BatchRow& row : *batch) row.request->Fail(row.index, s);
-        if (self->options_.observer != nullptr) {
-          self->options_.observer->OnDropped(DropReason::kShutdown, static_cast<int64_t>(batch->size()));
-        }
-        done();
-      }));
+  ASSIGN_OR_RETURN(engine->batcher_, DynamicBatcher::Create(std::move(bo), [self](std::vector<BatchRow> rows,
+                                                                                  std::function<void()> done) {
+                     auto batch = std::make_shared<std::vector<BatchRow>>(std::move(rows));
+                     absl::Status s = self->executor_->SubmitInference([self, batch, done] {
+                       self->RunBatch(*batch);
+                       done();
+                     });
+                     if (s.ok()) return;
+                     for (BatchRow& row : *batch) row.request->Fail(row.index, s);
+                     if (self->options_.observer != nullptr) {
+                       self->options_.observer->OnDropped(DropReason::kShutdown, static_cast<int64_t>(batch->size()));
+                     }
+                     done();
+                   }));
   return engine;
 }
 
@@ -148,9 +142,8 @@ absl::Status InferenceEngine::Validate(const PredictRequest& request) const {
   if (request.texts.empty()) return absl::InvalidArgumentError("texts is empty");
   if (!request.text_pairs.empty() && request.text_pairs.size() != request.texts.size()) {
     return absl::InvalidArgumentError(absl::StrCat("text_pairs has ", request.text_pairs.size(),
-                                                   " entries but texts has ", request.texts.size(),
-                                                   " (text_pairs[", request.texts.size(),
-                                                   "] is the first unmatched index)"));
+                                                   " entries but texts has ", request.texts.size(), " (text_pairs[",
+                                                   request.texts.size(), "] is the first unmatched index)"));
   }
   for (size_t i = 0; i < request.texts.size(); ++i) RETURN_IF_ERROR(CheckText(request.texts[i], "texts", i));
   for (size_t i = 0; i < request.text_pairs.size(); ++i) {

@@ -36,8 +36,8 @@ absl::Status CheckSizes(const std::vector<Example>& train, const std::vector<Exa
     }
   }
   if (report.total_bytes > limits.max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("dataset holds ", report.total_bytes,
-                                                   " bytes of text; the limit is ", limits.max_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset holds ", report.total_bytes, " bytes of text; the limit is ", limits.max_bytes));
   }
   return absl::OkStatus();
 }
@@ -54,22 +54,22 @@ absl::Status CheckExamplesAndLabels(const std::vector<Example>& train, const std
   for (size_t i = 0; i < validation.size(); ++i) {
     RETURN_IF_ERROR(CheckExample(validation[i], "validation", i));
     if (!report.label_counts.contains(validation[i].label)) {
-      return Bad("validation", i, absl::StrCat("label '", validation[i].label, "' does not occur in the training data"));
+      return Bad("validation", i,
+                 absl::StrCat("label '", validation[i].label, "' does not occur in the training data"));
     }
   }
   if (report.num_train < limits.min_examples) {
-    return absl::InvalidArgumentError(absl::StrCat("dataset has ", report.num_train,
-                                                   " training examples; at least ", limits.min_examples,
-                                                   " are required"));
+    return absl::InvalidArgumentError(absl::StrCat("dataset has ", report.num_train, " training examples; at least ",
+                                                   limits.min_examples, " are required"));
   }
   if (report.label_counts.size() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dataset needs at least 2 distinct labels; found ", report.label_counts.size(),
-        report.label_counts.empty() ? "" : absl::StrCat(" ('", report.label_counts.begin()->first, "')")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset needs at least 2 distinct labels; found ", report.label_counts.size(),
+                     report.label_counts.empty() ? "" : absl::StrCat(" ('", report.label_counts.begin()->first, "')")));
   }
   if (static_cast<int64_t>(report.label_counts.size()) > limits.max_labels) {
-    return absl::InvalidArgumentError(absl::StrCat("dataset has ", report.label_counts.size(),
-                                                   " distinct labels; the limit is ", limits.max_labels));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset has ", report.label_counts.size(), " distinct labels; the limit is ", limits.max_labels));
   }
   return absl::OkStatus();
 }
@@ -85,8 +85,9 @@ absl::Status ResolveLabels(const std::vector<Example>& train, const std::vector<
   const std::set<std::string> known(existing_labels->begin(), existing_labels->end());
   for (size_t i = 0; i < train.size(); ++i) {
     if (!known.contains(train[i].label)) {
-      return Bad("train", i, absl::StrCat("label '", train[i].label, "' conflicts with the task's labels [",
-                                          absl::StrJoin(*existing_labels, ", "), "]"));
+      return Bad("train", i,
+                 absl::StrCat("label '", train[i].label, "' conflicts with the task's labels [",
+                              absl::StrJoin(*existing_labels, ", "), "]"));
     }
   }
   report.labels = *existing_labels;
@@ -95,7 +96,8 @@ absl::Status ResolveLabels(const std::vector<Example>& train, const std::vector<
     if (!report.label_counts.contains(l)) absent.push_back(l);
   }
   if (!absent.empty()) {
-    report.warnings.push_back(absl::StrCat("no training examples for the task's labels: ", absl::StrJoin(absent, ", ")));
+    report.warnings.push_back(
+        absl::StrCat("no training examples for the task's labels: ", absl::StrJoin(absent, ", ")));
   }
   return absl::OkStatus();
 }
@@ -115,8 +117,7 @@ absl::Status AddWarnings(const std::vector<Example>& train, const std::vector<Ex
     }
   }
   if (report.truncated_examples > 0) {
-    report.warnings.push_back(absl::StrCat(report.truncated_examples, " of ",
-                                           report.num_train + report.num_validation,
+    report.warnings.push_back(absl::StrCat(report.truncated_examples, " of ", report.num_train + report.num_validation,
                                            " examples are longer than max_seq_len ", max_seq_len,
                                            " tokens and will be truncated"));
   }
@@ -127,16 +128,16 @@ absl::Status AddWarnings(const std::vector<Example>& train, const std::vector<Ex
     if (count > hi) hi = count, hi_label = label;
   }
   if (static_cast<double>(hi) > limits.imbalance_warning_ratio * static_cast<double>(lo)) {
-    report.warnings.push_back(absl::StrCat("labels are imbalanced: '", hi_label, "' has ", hi, " examples, '",
-                                           lo_label, "' has ", lo));
+    report.warnings.push_back(
+        absl::StrCat("labels are imbalanced: '", hi_label, "' has ", hi, " examples, '", lo_label, "' has ", lo));
   }
   if (!validation.empty()) {
     std::set<std::pair<std::string, std::string>> seen;
     for (const Example& e : train) seen.emplace(e.text, e.text_pair);
     for (const Example& e : validation) report.train_validation_duplicates += seen.contains({e.text, e.text_pair});
     if (report.train_validation_duplicates > 0) {
-      report.warnings.push_back(absl::StrCat(report.train_validation_duplicates,
-                                             " validation examples also appear in the training data"));
+      report.warnings.push_back(
+          absl::StrCat(report.train_validation_duplicates, " validation examples also appear in the training data"));
     }
   }
   return absl::OkStatus();
@@ -144,8 +145,7 @@ absl::Status AddWarnings(const std::vector<Example>& train, const std::vector<Ex
 
 }  // namespace
 
-absl::StatusOr<DatasetReport> ValidateDataset(const std::vector<Example>& train,
-                                              const std::vector<Example>& validation,
+absl::StatusOr<DatasetReport> ValidateDataset(const std::vector<Example>& train, const std::vector<Example>& validation,
                                               const model::BertTokenizer& tokenizer, int max_seq_len,
                                               const DatasetLimits& limits,
                                               const std::vector<std::string>* existing_labels) {

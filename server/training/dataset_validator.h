@@ -54,8 +54,7 @@ struct DatasetReport {
 
 // `existing_labels` is the task's label list when retraining (nullptr for a
 // new task).
-absl::StatusOr<DatasetReport> ValidateDataset(const std::vector<Example>& train,
-                                              const std::vector<Example>& validation,
+absl::StatusOr<DatasetReport> ValidateDataset(const std::vector<Example>& train, const std::vector<Example>& validation,
                                               const model::BertTokenizer& tokenizer, int max_seq_len,
                                               const DatasetLimits& limits,
                                               const std::vector<std::string>* existing_labels = nullptr);

@@ -18,14 +18,14 @@ absl::Status Hyperparameters::Validate() const {
   RETURN_IF_ERROR(Range(learning_rate > 0 && learning_rate <= 1, "learning_rate", "must be in (0, 1]"));
   RETURN_IF_ERROR(Range(epochs >= 1 && epochs <= 1000, "epochs", "must be in [1, 1000]"));
   RETURN_IF_ERROR(Range(batch_size >= 1 && batch_size <= 4096, "batch_size", "must be in [1, 4096]"));
-  RETURN_IF_ERROR(Range(micro_batch_size >= 0 && micro_batch_size <= batch_size, "micro_batch_size",
-                        "must be in [0, batch_size]"));
+  RETURN_IF_ERROR(
+      Range(micro_batch_size >= 0 && micro_batch_size <= batch_size, "micro_batch_size", "must be in [0, batch_size]"));
   RETURN_IF_ERROR(Range(bottleneck_size >= 1 && bottleneck_size <= 4096, "bottleneck_size", "must be in [1, 4096]"));
   RETURN_IF_ERROR(model::ParseActivation(activation).status());
   RETURN_IF_ERROR(Range(init_std >= 0 && init_std <= 1, "init_std", "must be in [0, 1]"));
   RETURN_IF_ERROR(Range(max_seq_len >= 8 && max_seq_len <= 4096, "max_seq_len", "must be in [8, 4096]"));
-  RETURN_IF_ERROR(Range(validation_fraction > 0 && validation_fraction < 1, "validation_fraction",
-                        "must be in (0, 1)"));
+  RETURN_IF_ERROR(
+      Range(validation_fraction > 0 && validation_fraction < 1, "validation_fraction", "must be in (0, 1)"));
   RETURN_IF_ERROR(Range(warmup_fraction >= 0 && warmup_fraction < 1, "warmup_fraction", "must be in [0, 1)"));
   RETURN_IF_ERROR(Range(weight_decay >= 0 && weight_decay <= 1, "weight_decay", "must be in [0, 1]"));
   RETURN_IF_ERROR(Range(max_grad_norm > 0, "max_grad_norm", "must be > 0"));

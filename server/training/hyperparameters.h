@@ -20,9 +20,9 @@
 namespace adapterd::training {
 
 enum class TrainableParts {
-  kAdapters,           // adapters + every LayerNorm affine + head (the paper's method)
-  kHeadAndLayerNorm,   // baseline: adapters disabled (U = 0), LayerNorms + head train
-  kHeadOnly,           // baseline: adapters disabled, only the head trains
+  kAdapters,          // adapters + every LayerNorm affine + head (the paper's method)
+  kHeadAndLayerNorm,  // baseline: adapters disabled (U = 0), LayerNorms + head train
+  kHeadOnly,          // baseline: adapters disabled, only the head trains
   // Baseline for benchmarks and quality comparisons: adapters disabled, the
   // whole encoder trains (needs an encoder created with Options::trainable;
   // its weights change in place).

@@ -100,8 +100,8 @@ absl::Status CheckTransition(JobState from, JobState to) {
       ok = false;  // terminal or unspecified
   }
   if (ok) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat("job is ", JobStateName(from), "; it cannot become ",
-                                                    JobStateName(to)));
+  return absl::FailedPreconditionError(
+      absl::StrCat("job is ", JobStateName(from), "; it cannot become ", JobStateName(to)));
 }
 
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Options options) {
@@ -114,8 +114,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Options options) 
 
 int64_t JobManager::Now() const {
   if (options_.now_micros) return options_.now_micros();
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -133,8 +132,7 @@ absl::Status JobManager::Recover() {
   // Every unfinished job, page by page.
   std::vector<v1::JobRecord> unfinished;
   storage::JobStore::ListOptions list;
-  list.states = {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING,
-                 v1::JOB_STATE_CANCELLING};
+  list.states = {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLING};
   do {
     ASSIGN_OR_RETURN(storage::JobStore::Page page, jobs.List(list));
     unfinished.insert(unfinished.end(), page.jobs.begin(), page.jobs.end());
@@ -145,18 +143,24 @@ absl::Status JobManager::Recover() {
   std::set<std::string> queued;
   for (v1::JobRecord& job : unfinished) {
     switch (job.state()) {
-      case v1::JOB_STATE_RUNNING: running.push_back(job); break;
-      case v1::JOB_STATE_VALIDATING: validating.push_back(job); break;
-      case v1::JOB_STATE_QUEUED: queued.insert(job.job_id()); break;
+      case v1::JOB_STATE_RUNNING:
+        running.push_back(job);
+        break;
+      case v1::JOB_STATE_VALIDATING:
+        validating.push_back(job);
+        break;
+      case v1::JOB_STATE_QUEUED:
+        queued.insert(job.job_id());
+        break;
       case v1::JOB_STATE_CANCELLING:
         RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, "cancelled while the server was stopped"));
         break;
-      default: break;
+      default:
+        break;
     }
   }
-  std::sort(running.begin(), running.end(), [](const auto& a, const auto& b) {
-    return a.started_at_micros() < b.started_at_micros();
-  });
+  std::sort(running.begin(), running.end(),
+            [](const auto& a, const auto& b) { return a.started_at_micros() < b.started_at_micros(); });
   ASSIGN_OR_RETURN(std::vector<v1::QueueEntry> entries, jobs.ListQueue());
   {
     absl::MutexLock l(&mu_);
@@ -191,14 +195,12 @@ absl::Status JobManager::Recover() {
 }
 
 absl::Status JobManager::Transition(v1::JobRecord& job, JobState to, const std::string& reason,
-                                  const std::function<absl::Status(storage::Batch&)>& extra,
-                                  int64_t* enqueued_seq) {
+                                    const std::function<absl::Status(storage::Batch&)>& extra, int64_t* enqueued_seq) {
   absl::MutexLock t(&transition_mu_);
   ASSIGN_OR_RETURN(v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
   if (stored.state() != job.state()) {
-    return absl::FailedPreconditionError(absl::StrCat("job '", job.job_id(), "' is now ",
-                                                      JobStateName(stored.state()), ", not ",
-                                                      JobStateName(job.state())));
+    return absl::FailedPreconditionError(absl::StrCat("job '", job.job_id(), "' is now ", JobStateName(stored.state()),
+                                                      ", not ", JobStateName(job.state())));
   }
   RETURN_IF_ERROR(CheckTransition(stored.state(), to));
   v1::JobRecord next = job;
@@ -229,18 +231,16 @@ absl::Status JobManager::Transition(v1::JobRecord& job, JobState to, const std::
 absl::Status JobManager::ReserveSlot(const JobRequest& request) {
   absl::MutexLock l(&mu_);
   if (shutdown_) return absl::UnavailableError("the job queue is shutting down");
-  const int64_t tenant_waiting =
-      static_cast<int64_t>(scheduler_.size(request.tenant)) + validating_[request.tenant];
+  const int64_t tenant_waiting = static_cast<int64_t>(scheduler_.size(request.tenant)) + validating_[request.tenant];
   if (tenant_waiting >= request.max_queued_for_tenant) {
     return absl::ResourceExhaustedError(absl::StrCat("tenant '", request.tenant, "' already has ", tenant_waiting,
-                                                     " jobs waiting; its limit is ",
-                                                     request.max_queued_for_tenant));
+                                                     " jobs waiting; its limit is ", request.max_queued_for_tenant));
   }
   int total_validating = 0;
   for (const auto& [t, n] : validating_) total_validating += n;
   if (static_cast<int>(scheduler_.size()) + total_validating >= options_.limits.max_queued_total) {
-    return absl::ResourceExhaustedError(absl::StrCat("the training queue is full (",
-                                                     options_.limits.max_queued_total, " jobs waiting)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the training queue is full (", options_.limits.max_queued_total, " jobs waiting)"));
   }
   ++validating_[request.tenant];  // reserve the slot while validating
   return absl::OkStatus();
@@ -300,8 +300,8 @@ absl::StatusOr<v1::JobRecord> JobManager::Submit(const JobRequest& request) {
   storage::Batch create;
   absl::Status built = [&]() -> absl::Status {
     RETURN_IF_ERROR(create.CreateJob(job));
-    RETURN_IF_ERROR(
-        create.AppendEvent(job.job_id(), StateEvent(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_VALIDATING, "created", now)));
+    RETURN_IF_ERROR(create.AppendEvent(
+        job.job_id(), StateEvent(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_VALIDATING, "created", now)));
     RETURN_IF_ERROR(
         create.AppendEvent(job.job_id(), StateEvent(v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, "validated", now)));
     RETURN_IF_ERROR(AppendWarnings(create, job.job_id(), outcome->warnings, now));
@@ -368,7 +368,7 @@ absl::StatusOr<storage::JobStore::Page> JobManager::List(const storage::JobStore
 }
 
 absl::StatusOr<v1::JobRecord> JobManager::Cancel(const std::string& tenant, const std::string& job_id,
-                                               const std::string& reason) {
+                                                 const std::string& reason) {
   ASSIGN_OR_RETURN(v1::JobRecord job, options_.db->jobs().Get(tenant, job_id));
   if (!reason.empty() && !IsTerminal(job.state())) job.set_error_message(reason);
   auto why = [&](const char* client_reason) { return reason.empty() ? std::string(client_reason) : reason; };
@@ -487,8 +487,8 @@ absl::StatusOr<v1::DatasetRecord> JobManager::DeleteDataset(const std::string& t
 }
 
 absl::StatusOr<std::vector<v1::JobEvent>> JobManager::WaitForEvents(const std::string& tenant,
-                                                                  const std::string& job_id, int64_t after_seq,
-                                                                  absl::Duration timeout) const {
+                                                                    const std::string& job_id, int64_t after_seq,
+                                                                    absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     int64_t generation;
@@ -500,9 +500,8 @@ absl::StatusOr<std::vector<v1::JobEvent>> JobManager::WaitForEvents(const std::s
     ASSIGN_OR_RETURN(std::vector<v1::JobEvent> events, options_.db->jobs().ReadEvents(job_id, after_seq + 1));
     if (!events.empty() || IsTerminal(job.state()) || absl::Now() >= deadline || shutting_down()) return events;
     absl::MutexLock l(&events_mu_);
-    auto changed = [this, generation]() ABSL_SHARED_LOCKS_REQUIRED(events_mu_) {
-      return event_generation_ != generation;
-    };
+    auto changed = [this, generation]()
+                       ABSL_SHARED_LOCKS_REQUIRED(events_mu_) { return event_generation_ != generation; };
     events_mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
   }
 }
@@ -629,8 +628,8 @@ absl::StatusOr<storage::PromotionResult> JobManager::Complete(v1::JobRecord job,
     // One batch: the version, the job SUCCEEDED (if still in the state read),
     // its event, and its checkpoint gone.
     storage::Batch b;
-    RETURN_IF_ERROR(b.Promote({.task = task, .adapter_bytes = adapter_bytes, .expected_version = version,
-                               .keep_versions = keep_versions}));
+    RETURN_IF_ERROR(b.Promote(
+        {.task = task, .adapter_bytes = adapter_bytes, .expected_version = version, .keep_versions = keep_versions}));
     RETURN_IF_ERROR(b.UpdateJob(done, stored.state()));
     RETURN_IF_ERROR(b.AppendEvent(job.job_id(), StateEvent(stored.state(), v1::JOB_STATE_SUCCEEDED, "trained", now)));
     RETURN_IF_ERROR(b.DeleteCheckpoint(job.job_id()));

@@ -38,10 +38,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/api_util.h"
 #include "proto/adapterd/v1/records.pb.h"
 #include "server/training/job_queue.h"
 #include "storage/batch.h"
-#include "common/api_util.h"
 #include "storage/database.h"
 #include "storage/job_store.h"
 
@@ -173,8 +173,8 @@ class JobManager {
   absl::Status RecordEvent(v1::JobRecord& job, const v1::JobEvent& event);
   // RUNNING -> SUCCEEDED with the new adapter version, atomically
   // (storage::Promotion). `task` carries labels, adapter config, fingerprint.
-  absl::StatusOr<storage::PromotionResult> Complete(v1::JobRecord job, v1::TaskRecord task,
-                                                    std::string adapter_bytes, int keep_versions);
+  absl::StatusOr<storage::PromotionResult> Complete(v1::JobRecord job, v1::TaskRecord task, std::string adapter_bytes,
+                                                    int keep_versions);
   // RUNNING/CANCELLING -> FAILED with `error`.
   absl::Status Fail(v1::JobRecord job, const absl::Status& error);
   // CANCELLING (or RUNNING) -> CANCELLED.

@@ -83,7 +83,7 @@ absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const s
 }
 
 JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertTokenizer* tokenizer,
-                                     DatasetLimits limits, Hyperparameters defaults) {
+                                       DatasetLimits limits, Hyperparameters defaults) {
   return [=](const v1::JobRecord& job) -> absl::StatusOr<ValidationOutcome> {
     ASSIGN_OR_RETURN(Hyperparameters hp, ResolveHyperparameters(job.hyperparameters(), defaults));
     if (job.dataset_ids().empty()) return absl::InvalidArgumentError("a training job needs at least one dataset");
@@ -113,8 +113,7 @@ JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertT
 }
 
 absl::StatusOr<std::unique_ptr<JobRunner>> JobRunner::Create(Options options) {
-  if (options.jobs == nullptr || options.db == nullptr || options.encoder == nullptr ||
-      options.tokenizer == nullptr) {
+  if (options.jobs == nullptr || options.db == nullptr || options.encoder == nullptr || options.tokenizer == nullptr) {
     return absl::InvalidArgumentError("JobRunner needs a job manager, a database, an encoder and a tokenizer");
   }
   if (options.keep_versions < 1) return absl::InvalidArgumentError("keep_versions must be >= 1");
@@ -219,8 +218,8 @@ absl::StatusOr<std::optional<TrainerState>> JobRunner::ResumePoint(v1::JobRecord
   TrainerState resume = FromCheckpoint(*checkpoint);
   v1::JobEvent e;
   e.mutable_warning()->set_kind("resumed");
-  e.mutable_warning()->set_message(absl::StrCat("resumed from the checkpoint at step ", resume.step, " (",
-                                                resume.epoch, " epochs completed) after a restart"));
+  e.mutable_warning()->set_message(absl::StrCat("resumed from the checkpoint at step ", resume.step, " (", resume.epoch,
+                                                " epochs completed) after a restart"));
   (void)options_.jobs->RecordEvent(job, e);  // informational, best effort
   return resume;
 }
@@ -243,7 +242,7 @@ TrainerHooks JobRunner::MakeHooks(v1::JobRecord& job, const Hyperparameters& hp,
     (void)options_.jobs->RecordEvent(job, e);  // metrics are best effort; state is not
   };
   hooks.on_step = [this, &job, batch_size = hp.batch_size, epochs = hp.epochs, last_progress](int64_t step,
-                                                                                             int64_t total, double) {
+                                                                                              int64_t total, double) {
     if (options_.on_step) options_.on_step(batch_size);
     // Persist progress every 10 steps: enough for a live progress bar.
     if (step - *last_progress < 10 && step != total) return;
@@ -261,8 +260,7 @@ TrainerHooks JobRunner::MakeHooks(v1::JobRecord& job, const Hyperparameters& hp,
 }
 
 absl::StatusOr<storage::PromotionResult> JobRunner::Promote(v1::JobRecord& job, const TrainingData& data,
-                                                            const Hyperparameters& hp,
-                                                            const TrainingResult& result) {
+                                                            const Hyperparameters& hp, const TrainingResult& result) {
   // A run that diverged must not become a version that answers NaN.
   if (absl::Status finite = model::CheckFinite(*result.best); !finite.ok()) {
     return absl::FailedPreconditionError(

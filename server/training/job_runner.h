@@ -44,13 +44,13 @@ absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const s
 // The JobManager validator: resolves hyperparameters, loads the datasets and
 // runs ValidateDataset (against the task's labels when it exists).
 JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertTokenizer* tokenizer,
-                                     DatasetLimits limits, Hyperparameters defaults);
+                                       DatasetLimits limits, Hyperparameters defaults);
 
 class JobRunner {
  public:
   struct Options {
-    JobManager* jobs = nullptr;  // not owned
-    storage::Database* db = nullptr;            // not owned
+    JobManager* jobs = nullptr;                   // not owned
+    storage::Database* db = nullptr;              // not owned
     const model::BertEncoder* encoder = nullptr;  // not owned, fp32
     const model::BertTokenizer* tokenizer = nullptr;
     Hyperparameters defaults;

@@ -1,7 +1,9 @@
 #include "server/training/trainer.h"
 
 #include <ATen/ATen.h>
+// clip_grad.h uses torch::Tensor without including its declaration.
 #include <torch/types.h>
+
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/serialize.h>
@@ -53,12 +55,12 @@ absl::StatusOr<EncodedSet> EncodeAll(const BertTokenizer& tok, const std::vector
 }
 
 // Pads the chosen rows into a batch on `device`.
-EncoderInput MakeBatch(const EncodedSet& set, const std::vector<size_t>& rows, int32_t pad_id,
-                       c10::Device device) {
+EncoderInput MakeBatch(const EncodedSet& set, const std::vector<size_t>& rows, int32_t pad_id, c10::Device device) {
   const auto row = [&](size_t i) -> const Encoding& { return set.encodings[rows[i]]; };
   return model::ToEncoderInput(
-      model::PadRows(rows.size(), pad_id, [&](size_t i) -> const std::vector<int32_t>& { return row(i).input_ids; },
-                     [&](size_t i) -> const std::vector<int32_t>& { return row(i).token_type_ids; }),
+      model::PadRows(
+          rows.size(), pad_id, [&](size_t i) -> const std::vector<int32_t>& { return row(i).input_ids; },
+          [&](size_t i) -> const std::vector<int32_t>& { return row(i).token_type_ids; }),
       device);
 }
 
@@ -269,9 +271,9 @@ absl::Status TrainingRun::Restore(const TrainerState* resume) {
     }
     state_ = *resume;
     // A checkpoint written before adapter format 2 holds a format-1 file.
-    ASSIGN_OR_RETURN(set_, model::DeserializeAdapterSet(
-                               state_.adapter_bytes, encoder_.config(), fingerprint_, device_,
-                               {.v1_fingerprint = encoder_.weights_fingerprint(), .check_finite = false}));
+    ASSIGN_OR_RETURN(
+        set_, model::DeserializeAdapterSet(state_.adapter_bytes, encoder_.config(), fingerprint_, device_,
+                                           {.v1_fingerprint = encoder_.weights_fingerprint(), .check_finite = false}));
     if (set_->config().labels != config_.labels || set_->config().bottleneck_size != config_.bottleneck_size) {
       return absl::InvalidArgumentError("checkpoint does not belong to this training run");
     }

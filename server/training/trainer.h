@@ -57,7 +57,7 @@ struct TrainerState {
   int epoch = 0;                   // epochs completed
   std::optional<EpochReport> best;
   std::vector<EpochReport> history;
-  double epoch_loss_sum = 0;       // partial sums of the epoch in progress
+  double epoch_loss_sum = 0;  // partial sums of the epoch in progress
   int64_t epoch_examples = 0;
 };
 
@@ -113,8 +113,7 @@ std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::v
 // place), so full fine-tuning counts the encoder's size plus the head. The
 // same selection Train() hands to the optimiser (for reports such as
 // docs/QUALITY.md).
-int64_t TrainableParameterCount(const model::AdapterSet& set, TrainableParts parts,
-                                const model::BertEncoder& encoder);
+int64_t TrainableParameterCount(const model::AdapterSet& set, TrainableParts parts, const model::BertEncoder& encoder);
 
 // Accuracy and mean cross-entropy of `set` on `examples`.
 struct Evaluation {
@@ -122,8 +121,8 @@ struct Evaluation {
   double accuracy = 0;
 };
 absl::StatusOr<Evaluation> Evaluate(const model::BertEncoder& encoder, const model::BertTokenizer& tokenizer,
-                                    const model::AdapterSet& set, const std::vector<Example>& examples,
-                                    int max_seq_len, int batch_size = 64);
+                                    const model::AdapterSet& set, const std::vector<Example>& examples, int max_seq_len,
+                                    int batch_size = 64);
 
 }  // namespace adapterd::training
 

@@ -157,8 +157,8 @@ class ContractsTest : public ::testing::Test {
         EXPECT_EQ(view.dtype, model::DType::kF32);
         std::memcpy(data.data(), &value, sizeof(value));
       }
-      EXPECT_OK(writer.Add(name, view.dtype, view.shape,
-                           {reinterpret_cast<const std::byte*>(data.data()), data.size()}));
+      EXPECT_OK(
+          writer.Add(name, view.dtype, view.shape, {reinterpret_cast<const std::byte*>(data.data()), data.size()}));
     }
     return writer.Serialize();
   }
@@ -309,8 +309,8 @@ TEST_F(ContractsTest, RejectedCreateStoresNoJobAndLeavesTheRequestIdFree) {
   ASSERT_TRUE(upload_labels("ds-one-label", {"only"}).ok());
   // And labels that conflict with an existing task's (task-a: yes/no).
   ASSERT_TRUE(upload_labels("ds-other-labels", {"red", "blue"}).ok());
-  for (const auto& [task, dataset] : std::vector<std::pair<std::string, std::string>>{
-           {"task-one", "ds-one-label"}, {"task-a", "ds-other-labels"}}) {
+  for (const auto& [task, dataset] :
+       std::vector<std::pair<std::string, std::string>>{{"task-one", "ds-one-label"}, {"task-a", "ds-other-labels"}}) {
     v1::CreateTrainingJobRequest bad = TrainRequest(task, dataset);
     bad.set_request_id("req-" + dataset);
     for (int attempt = 0; attempt < 3; ++attempt) {

@@ -7,8 +7,8 @@ namespace adapterd::api {
 namespace {
 
 TEST(ValidateId, AcceptsTheDocumentedAlphabet) {
-  for (const std::string& id : {std::string("a"), std::string("task-1"), std::string("Task_2.v3"),
-                                std::string("0"), std::string(128, 'x')}) {
+  for (const std::string& id :
+       {std::string("a"), std::string("task-1"), std::string("Task_2.v3"), std::string("0"), std::string(128, 'x')}) {
     EXPECT_OK(ValidateId("task_id", id)) << id;
   }
 }

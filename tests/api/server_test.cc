@@ -141,7 +141,8 @@ absl::StatusOr<v1::TrainingJob> WaitForJob(v1::Adapterd::Stub& stub, const std::
   while (true) {
     absl::StatusOr<v1::TrainingJob> job = GetJob(stub, job_id);
     if (!job.ok() || pred(*job)) return job;
-    if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat("job ", job_id, " ", job->DebugString()));
+    if (absl::Now() > deadline)
+      return absl::DeadlineExceededError(absl::StrCat("job ", job_id, " ", job->DebugString()));
     absl::SleepFor(absl::Milliseconds(20));
   }
 }
@@ -431,7 +432,8 @@ std::vector<std::string> ListDatasetIds(v1::Adapterd::Stub& stub, int page_size,
 
 TEST_F(ServerTest, DatasetsAreListedAndDeletedButNotWhileAJobUsesThem) {
   v1::Dataset ds;
-  for (const char* id : {"del-a", "del-b", "del-c"}) ASSERT_TRUE(Upload(*stub_, PresenceUpload(id, 40, 7, 3, 2), &ds).ok());
+  for (const char* id : {"del-a", "del-b", "del-c"})
+    ASSERT_TRUE(Upload(*stub_, PresenceUpload(id, 40, 7, 3, 2), &ds).ok());
   int pages = 0;
   std::vector<std::string> ids = ListDatasetIds(*stub_, 2, &pages);
   EXPECT_GE(pages, 2);
@@ -631,7 +633,8 @@ TEST_F(ServerTest, BadRequestsGetTheirCodesAndTheServerStaysHealthy) {
          return CallPredict(s, r);
        }},
       {"predict: unknown task", C::NOT_FOUND, [](auto& s) { return CallPredict(s, PredictReq("nope", {"w1"})); }},
-      {"predict: task id ../x", C::INVALID_ARGUMENT, [](auto& s) { return CallPredict(s, PredictReq("../x", {"w1"})); }},
+      {"predict: task id ../x", C::INVALID_ARGUMENT,
+       [](auto& s) { return CallPredict(s, PredictReq("../x", {"w1"})); }},
       {"predict: empty task id", C::INVALID_ARGUMENT, [](auto& s) { return CallPredict(s, PredictReq("", {"w1"})); }},
       {"predict: 300-char task id", C::INVALID_ARGUMENT,
        [](auto& s) { return CallPredict(s, PredictReq(std::string(300, 'a'), {"w1"})); }},

@@ -34,12 +34,16 @@ class TenancyTest : public ::testing::Test {
     ASSERT_OK(WriteFixtureModel(dir_->Sub("model")));
     std::ofstream(dir_->Sub("tenants.json")) << absl::StrCat(
         R"({"tenants": [
-          {"id": "a", "api_key_sha256": ")", Sha256Hex(kKeyA), R"("},
-          {"id": "b", "api_key_sha256": [")", Sha256Hex(kKeyB), R"("]},
-          {"id": "tight", "api_key_sha256": ")", Sha256Hex(kKeyTight), R"(",
+          {"id": "a", "api_key_sha256": ")",
+        Sha256Hex(kKeyA), R"("},
+          {"id": "b", "api_key_sha256": [")",
+        Sha256Hex(kKeyB), R"("]},
+          {"id": "tight", "api_key_sha256": ")",
+        Sha256Hex(kKeyTight), R"(",
            "max_tasks": 1, "max_queued_jobs": 1, "max_texts_per_predict": 2,
            "max_dataset_bytes": 2000, "predict_rate_per_second": 0.001, "predict_burst": 2},
-          {"id": "datasets", "api_key_sha256": ")", Sha256Hex(kKeyDatasets), R"(", "max_dataset_bytes": 1500}
+          {"id": "datasets", "api_key_sha256": ")",
+        Sha256Hex(kKeyDatasets), R"(", "max_dataset_bytes": 1500}
         ]})");
     ServerOptions o = TestServerOptions(dir_->Sub("data"), dir_->Sub("model"));
     o.tenancy.tenants_file = dir_->Sub("tenants.json");
@@ -326,8 +330,8 @@ class QuotaVsServerDefaultTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir();
     ASSERT_OK(WriteFixtureModel(dir_->Sub("model")));
-    std::string tenants = absl::StrCat(R"({"tenants": [{"id": "blocker", "api_key_sha256": ")",
-                                       Sha256Hex(kBlockerKey), R"(", "max_dataset_bytes": 1000000})");
+    std::string tenants = absl::StrCat(R"({"tenants": [{"id": "blocker", "api_key_sha256": ")", Sha256Hex(kBlockerKey),
+                                       R"(", "max_dataset_bytes": 1000000})");
     for (const Case& c : Cases()) {
       absl::StrAppend(&tenants, R"(, {"id": ")", c.tenant, R"(", "api_key_sha256": ")", Sha256Hex(c.key), R"(")");
       if (c.tenant != "unset") {
@@ -357,8 +361,7 @@ class QuotaVsServerDefaultTest : public ::testing::Test {
     delete dir_;
   }
 
-  static v1::CreateTrainingJobRequest Job(const std::string& task, const std::string& dataset, int epochs,
-                                          int seed) {
+  static v1::CreateTrainingJobRequest Job(const std::string& task, const std::string& dataset, int epochs, int seed) {
     v1::CreateTrainingJobRequest r;
     r.set_task_id(task);
     r.add_dataset_ids(dataset);
@@ -395,7 +398,8 @@ TEST_F(QuotaVsServerDefaultTest, EachTenantGetsItsOwnQuotaAboveBelowOrAtTheDefau
     int64_t fitted = 1;
     for (;; ++fitted) {
       v1::Dataset ds;
-      const grpc::Status s = Upload(*stub_, PresenceUpload(absl::StrCat(c.tenant, "-", fitted), 32, 7, 1, 1), &ds, c.key);
+      const grpc::Status s =
+          Upload(*stub_, PresenceUpload(absl::StrCat(c.tenant, "-", fitted), 32, 7, 1, 1), &ds, c.key);
       if (!s.ok()) {
         EXPECT_EQ(s.error_code(), C::RESOURCE_EXHAUSTED) << s.error_message();
         break;

@@ -154,7 +154,7 @@ TEST(TenantRegistry, AnUnchangedTenantKeepsItsTokenBucketAcrossReloads) {
   ASSERT_OK(r.status());
   const std::string key = "Bearer k";
   ASSERT_OK((*(*r)->Authenticate(&key))->AdmitPredict(now));  // the burst of 1 is spent
-  ASSERT_OK((*r)->Reload());                                   // same file
+  ASSERT_OK((*r)->Reload());                                  // same file
   EXPECT_EQ((*(*r)->Authenticate(&key))->AdmitPredict(now).code(), absl::StatusCode::kResourceExhausted);
 }
 

@@ -10,11 +10,11 @@
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_certs.h"
 #include "common/tls.h"
-#include "tests/e2e/e2e_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/api/api_test_util.h"
 #include "tests/client/client_test_util.h"
+#include "tests/e2e/e2e_util.h"
 
 namespace adapterd::testing {
 namespace {
@@ -195,19 +195,19 @@ TEST_F(TlsTest, BadTlsFilesStopTheServerAtStartWithTheFlagNamed) {
 // ahead started SERVING without a word (clients refuse it until then).
 TEST_F(TlsTest, ACertificateNotYetValidOrExpiringSoonIsWarnedAbout) {
   const absl::Time now = absl::Now();
-  ASSERT_OK_AND_ASSIGN(TlsPem future, LoadTlsPem({.cert_file = pki_->future_cert_file,
-                                                  .key_file = pki_->future_key_file}));
+  ASSERT_OK_AND_ASSIGN(TlsPem future,
+                       LoadTlsPem({.cert_file = pki_->future_cert_file, .key_file = pki_->future_key_file}));
   EXPECT_NEAR(static_cast<double>(future.not_before_seconds), absl::ToUnixSeconds(now + absl::Hours(24 * 30)), 120);
   std::vector<std::string> w = TlsValidityWarnings(future, "future.pem", now);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_THAT(w[0], HasSubstr("not valid until"));
-  ASSERT_OK_AND_ASSIGN(TlsPem expiring, LoadTlsPem({.cert_file = pki_->expiring_cert_file,
-                                                    .key_file = pki_->expiring_key_file}));
+  ASSERT_OK_AND_ASSIGN(TlsPem expiring,
+                       LoadTlsPem({.cert_file = pki_->expiring_cert_file, .key_file = pki_->expiring_key_file}));
   w = TlsValidityWarnings(expiring, "expiring.pem", now);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_THAT(w[0], HasSubstr("expires at"));
-  ASSERT_OK_AND_ASSIGN(TlsPem fine, LoadTlsPem({.cert_file = pki_->server_cert_file,
-                                                .key_file = pki_->server_key_file}));
+  ASSERT_OK_AND_ASSIGN(TlsPem fine,
+                       LoadTlsPem({.cert_file = pki_->server_cert_file, .key_file = pki_->server_key_file}));
   EXPECT_TRUE(TlsValidityWarnings(fine, "server.pem", now, absl::Hours(1)).empty());
 
   // The serving certificate's validity is on /metrics, for an alert.

@@ -52,8 +52,8 @@ TEST_F(AdapterctlTest, HelpListsTheCommandsAndTheExitCodes) {
 
   const RunResult train = Run({"train", "--help"});
   EXPECT_EQ(train.exit_code, 0) << train.err;
-  for (const char* flag : {"--task", "--data", "--validation", "--detach", "--epochs", "--learning-rate",
-                           "--batch-size", "--seed"}) {
+  for (const char* flag :
+       {"--task", "--data", "--validation", "--detach", "--epochs", "--learning-rate", "--batch-size", "--seed"}) {
     EXPECT_THAT(train.out, HasSubstr(flag)) << flag;
   }
   const RunResult jobs = Run({"jobs", "--help"});
@@ -103,8 +103,8 @@ TEST_F(AdapterctlTest, HealthExitCodeFollowsTheServingStatus) {
 
 TEST_F(AdapterctlTest, PredictSendsTheKeyFromTheEnvironmentAndPrintsJson) {
   ASSERT_OK_AND_ASSIGN(auto server, FakeServer::Start());
-  const RunResult r = Run({"--server", server->address(), "--timeout", "10", "predict", "--task", "sentiment",
-                           "--json", "a good day", "a bad day"},
+  const RunResult r = Run({"--server", server->address(), "--timeout", "10", "predict", "--task", "sentiment", "--json",
+                           "a good day", "a bad day"},
                           {{"ADAPTERD_API_KEY", "env-key"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
@@ -148,8 +148,9 @@ TEST_F(AdapterctlTest, UploadingABadFileNamesTheLineAndCallsNothing) {
 
   // A number too large for a double, even in a field adapterctl ignores, is
   // a bad line like any other (it used to abort the process, exit 134).
-  const std::string huge = dir_.Write("huge.jsonl", "{\"text\":\"a\",\"label\":\"x\"}\n"
-                                                    "{\"text\":\"a\",\"label\":\"x\",\"n\":1e400}\n");
+  const std::string huge = dir_.Write("huge.jsonl",
+                                      "{\"text\":\"a\",\"label\":\"x\"}\n"
+                                      "{\"text\":\"a\",\"label\":\"x\",\"n\":1e400}\n");
   const RunResult overflow = Run({"--server", server->address(), "datasets", "upload", huge});
   EXPECT_EQ(overflow.exit_code, kExitInvalidArgument) << overflow.err;
   EXPECT_THAT(overflow.err, HasSubstr("huge.jsonl: line 2: invalid JSON: number overflow"));

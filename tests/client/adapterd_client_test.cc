@@ -42,9 +42,7 @@ std::vector<v1::Example> MakeExamples(int n) {
 
 class AdapterdClientTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_OK_AND_ASSIGN(server_, FakeServer::Start());
-  }
+  void SetUp() override { ASSERT_OK_AND_ASSIGN(server_, FakeServer::Start()); }
 
   std::unique_ptr<AdapterdClient> NewClient(AdapterdClient::Options options = {}) {
     options.server = server_->address();
@@ -70,16 +68,13 @@ TEST(AdapterdClientCreate, RejectsBadOptions) {
   EXPECT_THAT(with([](O& o) { o.server = ""; }), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("server")));
   EXPECT_THAT(with([](O& o) { o.default_deadline = absl::ZeroDuration(); }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("deadline")));
-  EXPECT_THAT(with([](O& o) { o.default_deadline = -absl::Seconds(1); }),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(with([](O& o) { o.default_deadline = -absl::Seconds(1); }), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(with([](O& o) { o.watch_deadline = absl::ZeroDuration(); }),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(with([](O& o) { o.upload_chunk_bytes = 0; }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("upload_chunk_bytes")));
-  EXPECT_THAT(with([](O& o) { o.max_receive_message_bytes = 0; }),
-              StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(with([](O& o) { o.max_send_message_bytes = -1; }),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(with([](O& o) { o.max_receive_message_bytes = 0; }), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(with([](O& o) { o.max_send_message_bytes = -1; }), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(with([](O& o) { o.api_key = "line\nbreak"; }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("API key")));
   EXPECT_THAT(with([](O& o) { o.api_key = "caf\xC3\xA9"; }), StatusIs(absl::StatusCode::kInvalidArgument));
@@ -125,8 +120,8 @@ TEST_F(AdapterdClientTest, SendsTheTaskIdAsMetadataOnEveryCallWithATask) {
   list.set_task_id("t-1");
   ASSERT_OK(client->ListTrainingJobs(list).status());
 
-  for (const char* method : {"Predict", "CreateTrainingJob", "GetTask", "ExportAdapter", "DeleteTask",
-                             "ImportAdapter", "ListTrainingJobs"}) {
+  for (const char* method : {"Predict", "CreateTrainingJob", "GetTask", "ExportAdapter", "DeleteTask", "ImportAdapter",
+                             "ListTrainingJobs"}) {
     const auto calls = fake().CallsOf(method);
     ASSERT_EQ(calls.size(), 1u) << method;
     EXPECT_THAT(calls[0].Metadata("x-task-id"), Optional(Eq("t-1"))) << method;
@@ -295,8 +290,7 @@ TEST_F(AdapterdClientTest, ExportConcatenatesChunksAndChecksTheSize) {
   EXPECT_EQ(exported.bytes, bytes);
 
   fake().SetExport(bytes, 4, 7, /*announced_total=*/1001);
-  EXPECT_THAT(client->ExportAdapter("t", 0).status(),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("1001")));
+  EXPECT_THAT(client->ExportAdapter("t", 0).status(), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("1001")));
   fake().SetExport("", 4, 7);
   EXPECT_THAT(client->ExportAdapter("t", 0).status(), StatusIs(absl::StatusCode::kDataLoss));
 }
@@ -340,10 +334,8 @@ TEST_F(AdapterdClientTest, WatchDeliversEveryMessageInOrderAndEnds) {
   options.default_deadline = absl::Milliseconds(1);  // must not apply to the watch
   auto client = NewClient(options);
   ASSERT_NE(client, nullptr);
-  fake().SetWatchResponses({WatchMessage(v1::JOB_STATE_QUEUED, {1, 2}),
-                            WatchMessage(v1::JOB_STATE_RUNNING, {3}),
-                            WatchMessage(v1::JOB_STATE_RUNNING, {4}),
-                            WatchMessage(v1::JOB_STATE_SUCCEEDED, {5})});
+  fake().SetWatchResponses({WatchMessage(v1::JOB_STATE_QUEUED, {1, 2}), WatchMessage(v1::JOB_STATE_RUNNING, {3}),
+                            WatchMessage(v1::JOB_STATE_RUNNING, {4}), WatchMessage(v1::JOB_STATE_SUCCEEDED, {5})});
   v1::WatchTrainingJobRequest request;
   request.set_job_id("job-7");
   request.set_after_seq(0);
@@ -358,8 +350,8 @@ TEST_F(AdapterdClientTest, WatchDeliversEveryMessageInOrderAndEnds) {
       },
       "task-a"));
   EXPECT_THAT(seqs, ElementsAre(1, 2, 3, 4, 5));
-  EXPECT_THAT(states, ElementsAre(v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_RUNNING,
-                                  v1::JOB_STATE_SUCCEEDED));
+  EXPECT_THAT(states,
+              ElementsAre(v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED));
   const auto calls = fake().CallsOf("WatchTrainingJob");
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_THAT(calls[0].Metadata("x-task-id"), Optional(Eq("task-a")));
@@ -398,12 +390,11 @@ TEST_F(AdapterdClientTest, WatchReportsTheStreamError) {
 TEST_F(AdapterdClientTest, ServerErrorsKeepTheirCodeAndMessage) {
   auto client = NewClient();
   ASSERT_NE(client, nullptr);
-  const grpc::StatusCode codes[] = {
-      grpc::StatusCode::INVALID_ARGUMENT,  grpc::StatusCode::NOT_FOUND,
-      grpc::StatusCode::ALREADY_EXISTS,    grpc::StatusCode::FAILED_PRECONDITION,
-      grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::UNAUTHENTICATED,
-      grpc::StatusCode::PERMISSION_DENIED, grpc::StatusCode::UNAVAILABLE,
-      grpc::StatusCode::INTERNAL,          grpc::StatusCode::DEADLINE_EXCEEDED};
+  const grpc::StatusCode codes[] = {grpc::StatusCode::INVALID_ARGUMENT,   grpc::StatusCode::NOT_FOUND,
+                                    grpc::StatusCode::ALREADY_EXISTS,     grpc::StatusCode::FAILED_PRECONDITION,
+                                    grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::UNAUTHENTICATED,
+                                    grpc::StatusCode::PERMISSION_DENIED,  grpc::StatusCode::UNAVAILABLE,
+                                    grpc::StatusCode::INTERNAL,           grpc::StatusCode::DEADLINE_EXCEEDED};
   v1::PredictRequest predict;
   predict.set_task_id("t");
   predict.add_texts("x");

@@ -7,8 +7,8 @@
 
 #include <fstream>
 #include <limits>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -278,8 +278,7 @@ TEST(CommandErrors, DescribeErrorNamesTheServerWhereItHelps) {
       absl::UnavailableError("replica 10.0.0.9:8500 did not answer (failed to connect to all addresses)"), server);
   EXPECT_THAT(replica, HasSubstr("adapterd at 10.1.2.3:8500 answered UNAVAILABLE: replica 10.0.0.9:8500"));
   EXPECT_THAT(replica, Not(HasSubstr("cannot reach")));
-  EXPECT_THAT(DescribeError(absl::DeadlineExceededError("Deadline Exceeded"), server),
-              HasSubstr("10.1.2.3:8500"));
+  EXPECT_THAT(DescribeError(absl::DeadlineExceededError("Deadline Exceeded"), server), HasSubstr("10.1.2.3:8500"));
   EXPECT_THAT(DescribeError(absl::UnauthenticatedError("unknown key"), server), HasSubstr("ADAPTERD_API_KEY"));
   EXPECT_THAT(DescribeError(absl::NotFoundError("task x"), server), HasSubstr("not found: task x"));
   EXPECT_THAT(DescribeError(absl::ResourceExhaustedError("quota"), server), HasSubstr("quota"));
@@ -310,8 +309,9 @@ TEST_F(CommandsTest, DatasetsUploadReportsLineErrorsWithoutCallingTheServer) {
 
 TEST_F(CommandsTest, DatasetsUploadUploadsAndPrintsTheDataset) {
   DatasetsUploadArgs args;
-  args.file = dir_.Write("reviews.jsonl", "{\"text\":\"a\",\"label\":\"pos\"}\n{\"text\":\"b\",\"label\":\"neg\"}\n"
-                                          "{\"text\":\"c\",\"label\":\"pos\"}\n");
+  args.file = dir_.Write("reviews.jsonl",
+                         "{\"text\":\"a\",\"label\":\"pos\"}\n{\"text\":\"b\",\"label\":\"neg\"}\n"
+                         "{\"text\":\"c\",\"label\":\"pos\"}\n");
   args.dataset_id = "reviews";
   ASSERT_OK(DatasetsUpload(env_, args));
   EXPECT_THAT(out_.str(), HasSubstr("reviews"));

@@ -104,34 +104,30 @@ struct ErrorCase {
 void ExpectErrors(const std::vector<ErrorCase>& cases) {
   for (const ErrorCase& c : cases) {
     EXPECT_THAT(c.result, StatusIs(absl::StatusCode::kInvalidArgument,
-                                   ::testing::AllOf(::testing::StartsWith(c.line),
-                                                    HasSubstr(c.message))))
+                                   ::testing::AllOf(::testing::StartsWith(c.line), HasSubstr(c.message))))
         << c.what;
   }
 }
 
 TEST(DatasetFile, CsvErrorsNameTheLine) {
   ExpectErrors({
-      {"missing header (data on line 1)", Csv("hello,positive\nbye,negative\n"), "d.csv: line 1: ",
-       "unknown column 'hello'"},
+      {"missing header (data on line 1)", Csv("hello,positive\nbye,negative\n"),
+       "d.csv: line 1: ", "unknown column 'hello'"},
       {"header without label", Csv("text,category\na,b\n"), "d.csv: line 1: ", "unknown column 'category'"},
       {"header without text", Csv("\n\nlabel\nx\n"), "d.csv: line 3: ", "no 'text' column"},
       {"duplicate column", Csv("text,label,text\na,b,c\n"), "d.csv: line 1: ", "duplicate column 'text'"},
       {"too few columns", Csv("text,label\na,b\nc\n"), "d.csv: line 3: ", "expected 2 fields (text,label), got 1"},
       {"too many columns", Csv("text,label\na,b,c\n"), "d.csv: line 2: ", "got 3"},
-      {"column count after a multi-line field", Csv("text,label\n\"a\nb\nc\",x\nd,e,f\n"), "d.csv: line 5: ",
-       "got 3"},
+      {"column count after a multi-line field", Csv("text,label\n\"a\nb\nc\",x\nd,e,f\n"), "d.csv: line 5: ", "got 3"},
       {"empty text", Csv("text,label\na,b\n,b\n"), "d.csv: line 3: ", "empty text"},
       {"empty quoted text", Csv("text,label\n\"\",b\n"), "d.csv: line 2: ", "empty text"},
       {"missing label", Csv("text,label\na,b\nhello,\n"), "d.csv: line 3: ", "empty label"},
-      {"missing label after a multi-line text", Csv("text,label\na,b\n\"x\ny\",\n"), "d.csv: line 3: ",
-       "empty label"},
-      {"unterminated quote", Csv("text,label\na,b\nc,d\n\"open,x\nmore\n"), "d.csv: line 4: ",
-       "unterminated quoted field"},
-      {"quote inside an unquoted field", Csv("text,label\nsay \"hi\",x\n"), "d.csv: line 2: ",
-       "quote inside an unquoted field"},
-      {"text after a closing quote", Csv("text,label\n\"a\"b,x\n"), "d.csv: line 2: ",
-       "after a closing quote"},
+      {"missing label after a multi-line text", Csv("text,label\na,b\n\"x\ny\",\n"), "d.csv: line 3: ", "empty label"},
+      {"unterminated quote", Csv("text,label\na,b\nc,d\n\"open,x\nmore\n"),
+       "d.csv: line 4: ", "unterminated quoted field"},
+      {"quote inside an unquoted field", Csv("text,label\nsay \"hi\",x\n"),
+       "d.csv: line 2: ", "quote inside an unquoted field"},
+      {"text after a closing quote", Csv("text,label\n\"a\"b,x\n"), "d.csv: line 2: ", "after a closing quote"},
       {"invalid UTF-8", Csv("text,label\nok,a\n\xff,b\n"), "d.csv: line 3: ", "invalid UTF-8 in text"},
   });
 }
@@ -139,18 +135,18 @@ TEST(DatasetFile, CsvErrorsNameTheLine) {
 TEST(DatasetFile, JsonLinesErrorsNameTheLine) {
   ExpectErrors({
       {"bad JSON", Jsonl("{\"text\":\"a\",\"label\":\"b\"}\n{nope\n"), "d.jsonl: line 2: ", "invalid JSON"},
-      {"truncated object", Jsonl("{\"text\":\"a\",\"label\":\"b\"}\n\n{\"text\":\"a\",\n"), "d.jsonl: line 3: ",
-       "invalid JSON"},
+      {"truncated object", Jsonl("{\"text\":\"a\",\"label\":\"b\"}\n\n{\"text\":\"a\",\n"),
+       "d.jsonl: line 3: ", "invalid JSON"},
       {"not an object", Jsonl("[\"a\",\"b\"]\n"), "d.jsonl: line 1: ", "expected a JSON object, got array"},
       {"text of the wrong type", Jsonl("{\"text\":\"a\",\"label\":\"b\"}\n\n{\"text\":5,\"label\":\"b\"}\n"),
        "d.jsonl: line 3: ", "\"text\" must be a string, got number"},
-      {"label of the wrong type", Jsonl("{\"text\":\"a\",\"label\":true}\n"), "d.jsonl: line 1: ",
-       "\"label\" must be a string or an integer, got boolean"},
+      {"label of the wrong type", Jsonl("{\"text\":\"a\",\"label\":true}\n"),
+       "d.jsonl: line 1: ", "\"label\" must be a string or an integer, got boolean"},
       {"fractional label", Jsonl("{\"text\":\"a\",\"label\":1.5}\n"), "d.jsonl: line 1: ", "got number"},
       {"text_pair of the wrong type", Jsonl("{\"text\":\"a\",\"text_pair\":[1],\"label\":\"b\"}\n"),
        "d.jsonl: line 1: ", "\"text_pair\" must be a string, got array"},
-      {"missing label", Jsonl("{\"text\":\"a\",\"label\":\"b\"}\n{\"text\":\"a\"}\n"), "d.jsonl: line 2: ",
-       "missing key \"label\""},
+      {"missing label", Jsonl("{\"text\":\"a\",\"label\":\"b\"}\n{\"text\":\"a\"}\n"),
+       "d.jsonl: line 2: ", "missing key \"label\""},
       {"missing text", Jsonl("{\"label\":\"a\"}\n"), "d.jsonl: line 1: ", "missing key \"text\""},
       {"null text", Jsonl("{\"text\":null,\"label\":\"a\"}\n"), "d.jsonl: line 1: ", "got null"},
       {"empty text", Jsonl("{\"text\":\"\",\"label\":\"a\"}\n"), "d.jsonl: line 1: ", "empty text"},
@@ -158,10 +154,10 @@ TEST(DatasetFile, JsonLinesErrorsNameTheLine) {
       {"invalid UTF-8", Jsonl("{\"text\":\"\xc3\",\"label\":\"a\"}\n"), "d.jsonl: line 1: ", "invalid UTF-8"},
       // nlohmann throws out_of_range (not parse_error) for these.
       {"number too large for a double in an ignored field",
-       Jsonl("{\"text\":\"a\",\"label\":\"b\"}\n{\"text\":\"a\",\"label\":\"x\",\"n\":1e400}\n"), "d.jsonl: line 2: ",
-       "invalid JSON: number overflow parsing '1e400'"},
-      {"number too large as the label", Jsonl("{\"text\":\"a\",\"label\":-1e999}\n"), "d.jsonl: line 1: ",
-       "number overflow"},
+       Jsonl("{\"text\":\"a\",\"label\":\"b\"}\n{\"text\":\"a\",\"label\":\"x\",\"n\":1e400}\n"),
+       "d.jsonl: line 2: ", "invalid JSON: number overflow parsing '1e400'"},
+      {"number too large as the label", Jsonl("{\"text\":\"a\",\"label\":-1e999}\n"),
+       "d.jsonl: line 1: ", "number overflow"},
   });
 }
 
@@ -169,8 +165,7 @@ TEST(DatasetFile, EmptyFilesAreErrors) {
   EXPECT_THAT(Csv(""), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("d.csv: the file is empty")));
   EXPECT_THAT(Csv("\xEF\xBB\xBF\r\n\n"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("d.csv: the file is empty")));
-  EXPECT_THAT(Jsonl("\n  \n"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("d.jsonl: the file is empty")));
+  EXPECT_THAT(Jsonl("\n  \n"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("d.jsonl: the file is empty")));
   EXPECT_THAT(Csv("text,label\n"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("d.csv: no examples after the header")));
 }
@@ -228,8 +223,8 @@ TEST(DatasetFile, ReadsFilesAndReportsMissingOnes) {
 TEST(DatasetFile, TheShippedExamplesParse) {
   const char* src = std::getenv("ADAPTERD_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "ADAPTERD_SOURCE_DIR is not set (run through ctest)";
-  for (const char* f : {"sentiment_train.csv", "sentiment_validation.csv", "topics_train.csv",
-                        "topics_validation.csv"}) {
+  for (const char* f :
+       {"sentiment_train.csv", "sentiment_validation.csv", "topics_train.csv", "topics_validation.csv"}) {
     ASSERT_OK_AND_ASSIGN(auto rows, ReadDatasetFile(std::string(src) + "/examples/" + f));
     EXPECT_GE(rows.size(), 100u) << f;
   }

@@ -22,13 +22,11 @@ std::optional<std::string> RecordedCall::Metadata(const std::string& key) const 
 
 // --- Recording -----------------------------------------------------------------
 
-std::optional<grpc::Status> FakeAdapterd::Record(const std::string& method,
-                                                 grpc::ServerContext* context) {
+std::optional<grpc::Status> FakeAdapterd::Record(const std::string& method, grpc::ServerContext* context) {
   RecordedCall call;
   call.method = method;
   for (const auto& [key, value] : context->client_metadata()) {
-    call.metadata.emplace(std::string(key.data(), key.size()),
-                          std::string(value.data(), value.size()));
+    call.metadata.emplace(std::string(key.data(), key.size()), std::string(value.data(), value.size()));
   }
   const auto deadline = context->deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
@@ -127,8 +125,7 @@ void FakeAdapterd::AddTask(const v1::Task& task) {
   tasks_[task.task_id()] = task;
 }
 
-void FakeAdapterd::SetExport(std::string bytes, int64_t version, size_t chunk_bytes,
-                             int64_t announced_total) {
+void FakeAdapterd::SetExport(std::string bytes, int64_t version, size_t chunk_bytes, int64_t announced_total) {
   absl::MutexLock lock(&mu_);
   export_bytes_ = std::move(bytes);
   export_version_ = version;
@@ -139,8 +136,7 @@ void FakeAdapterd::SetExport(std::string bytes, int64_t version, size_t chunk_by
 // --- The service --------------------------------------------------------------------
 
 grpc::Status FakeAdapterd::UploadDataset(grpc::ServerContext* context,
-                                         grpc::ServerReader<v1::UploadDatasetRequest>* reader,
-                                         v1::Dataset* response) {
+                                         grpc::ServerReader<v1::UploadDatasetRequest>* reader, v1::Dataset* response) {
   const std::optional<grpc::Status> error = Record("UploadDataset", context);
   std::vector<v1::UploadDatasetRequest> messages;
   v1::UploadDatasetRequest message;
@@ -165,9 +161,9 @@ grpc::Status FakeAdapterd::UploadDataset(grpc::ServerContext* context,
     }
     for (const auto& example : messages[i].chunk().examples()) {
       dataset.set_num_examples(dataset.num_examples() + 1);
-      dataset.set_num_bytes(dataset.num_bytes() + static_cast<int64_t>(example.text().size() +
-                                                                       example.text_pair().size() +
-                                                                       example.label().size()));
+      dataset.set_num_bytes(
+          dataset.num_bytes() +
+          static_cast<int64_t>(example.text().size() + example.text_pair().size() + example.label().size()));
       ++(*dataset.mutable_label_counts())[example.label()];
     }
   }
@@ -176,15 +172,13 @@ grpc::Status FakeAdapterd::UploadDataset(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAdapterd::GetDataset(grpc::ServerContext* context,
-                                      const v1::GetDatasetRequest* request,
+grpc::Status FakeAdapterd::GetDataset(grpc::ServerContext* context, const v1::GetDatasetRequest* request,
                                       v1::Dataset* response) {
   if (auto error = Record("GetDataset", context)) return *error;
   absl::MutexLock lock(&mu_);
   const auto it = datasets_.find(request->dataset_id());
   if (it == datasets_.end()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("dataset ", request->dataset_id(), " not found"));
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("dataset ", request->dataset_id(), " not found"));
   }
   *response = it->second;
   return grpc::Status::OK;
@@ -211,8 +205,7 @@ grpc::Status FakeAdapterd::DeleteDataset(grpc::ServerContext* context, const v1:
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAdapterd::CreateTrainingJob(grpc::ServerContext* context,
-                                             const v1::CreateTrainingJobRequest* request,
+grpc::Status FakeAdapterd::CreateTrainingJob(grpc::ServerContext* context, const v1::CreateTrainingJobRequest* request,
                                              v1::TrainingJob* response) {
   const std::optional<grpc::Status> error = Record("CreateTrainingJob", context);
   absl::MutexLock lock(&mu_);
@@ -229,22 +222,19 @@ grpc::Status FakeAdapterd::CreateTrainingJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAdapterd::GetTrainingJob(grpc::ServerContext* context,
-                                          const v1::GetTrainingJobRequest* request,
+grpc::Status FakeAdapterd::GetTrainingJob(grpc::ServerContext* context, const v1::GetTrainingJobRequest* request,
                                           v1::TrainingJob* response) {
   if (auto error = Record("GetTrainingJob", context)) return *error;
   absl::MutexLock lock(&mu_);
   const auto it = jobs_.find(request->job_id());
   if (it == jobs_.end()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("job ", request->job_id(), " not found"));
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("job ", request->job_id(), " not found"));
   }
   *response = it->second;
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAdapterd::ListTrainingJobs(grpc::ServerContext* context,
-                                            const v1::ListTrainingJobsRequest* request,
+grpc::Status FakeAdapterd::ListTrainingJobs(grpc::ServerContext* context, const v1::ListTrainingJobsRequest* request,
                                             v1::ListTrainingJobsResponse* response) {
   const std::optional<grpc::Status> error = Record("ListTrainingJobs", context);
   absl::MutexLock lock(&mu_);
@@ -264,8 +254,7 @@ grpc::Status FakeAdapterd::ListTrainingJobs(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAdapterd::CancelTrainingJob(grpc::ServerContext* context,
-                                             const v1::CancelTrainingJobRequest* request,
+grpc::Status FakeAdapterd::CancelTrainingJob(grpc::ServerContext* context, const v1::CancelTrainingJobRequest* request,
                                              v1::TrainingJob* response) {
   if (auto error = Record("CancelTrainingJob", context)) return *error;
   response->set_job_id(request->job_id());
@@ -273,9 +262,8 @@ grpc::Status FakeAdapterd::CancelTrainingJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAdapterd::WatchTrainingJob(
-    grpc::ServerContext* context, const v1::WatchTrainingJobRequest* request,
-    grpc::ServerWriter<v1::WatchTrainingJobResponse>* writer) {
+grpc::Status FakeAdapterd::WatchTrainingJob(grpc::ServerContext* context, const v1::WatchTrainingJobRequest* request,
+                                            grpc::ServerWriter<v1::WatchTrainingJobResponse>* writer) {
   const std::optional<grpc::Status> error = Record("WatchTrainingJob", context);
   std::vector<v1::WatchTrainingJobResponse> responses;
   {
@@ -296,15 +284,13 @@ grpc::Status FakeAdapterd::GetTask(grpc::ServerContext* context, const v1::GetTa
   absl::MutexLock lock(&mu_);
   const auto it = tasks_.find(request->task_id());
   if (it == tasks_.end()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("task ", request->task_id(), " not found"));
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("task ", request->task_id(), " not found"));
   }
   *response = it->second;
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAdapterd::ListTasks(grpc::ServerContext* context,
-                                     const v1::ListTasksRequest* request,
+grpc::Status FakeAdapterd::ListTasks(grpc::ServerContext* context, const v1::ListTasksRequest* request,
                                      v1::ListTasksResponse* response) {
   if (auto error = Record("ListTasks", context)) return *error;
   absl::MutexLock lock(&mu_);
@@ -312,20 +298,17 @@ grpc::Status FakeAdapterd::ListTasks(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAdapterd::DeleteTask(grpc::ServerContext* context,
-                                      const v1::DeleteTaskRequest* request,
+grpc::Status FakeAdapterd::DeleteTask(grpc::ServerContext* context, const v1::DeleteTaskRequest* request,
                                       v1::DeleteTaskResponse* response) {
   if (auto error = Record("DeleteTask", context)) return *error;
   absl::MutexLock lock(&mu_);
   if (tasks_.erase(request->task_id()) == 0) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("task ", request->task_id(), " not found"));
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("task ", request->task_id(), " not found"));
   }
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAdapterd::ExportAdapter(grpc::ServerContext* context,
-                                         const v1::ExportAdapterRequest* request,
+grpc::Status FakeAdapterd::ExportAdapter(grpc::ServerContext* context, const v1::ExportAdapterRequest* request,
                                          grpc::ServerWriter<v1::ExportAdapterResponse>* writer) {
   if (auto error = Record("ExportAdapter", context)) return *error;
   std::string bytes;
@@ -352,8 +335,7 @@ grpc::Status FakeAdapterd::ExportAdapter(grpc::ServerContext* context,
 }
 
 grpc::Status FakeAdapterd::ImportAdapter(grpc::ServerContext* context,
-                                         grpc::ServerReader<v1::ImportAdapterRequest>* reader,
-                                         v1::Task* response) {
+                                         grpc::ServerReader<v1::ImportAdapterRequest>* reader, v1::Task* response) {
   const std::optional<grpc::Status> error = Record("ImportAdapter", context);
   std::vector<v1::ImportAdapterRequest> messages;
   v1::ImportAdapterRequest message;
@@ -432,8 +414,6 @@ FakeServer::~FakeServer() {
 
 std::string FakeServer::address() const { return absl::StrCat("127.0.0.1:", port_); }
 
-void FakeServer::SetServing(bool serving) {
-  server_->GetHealthCheckService()->SetServingStatus("", serving);
-}
+void FakeServer::SetServing(bool serving) { server_->GetHealthCheckService()->SetServingStatus("", serving); }
 
 }  // namespace adapterd::client::testing

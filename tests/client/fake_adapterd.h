@@ -84,8 +84,7 @@ class FakeAdapterd final : public v1::Adapterd::Service {
   // ExportAdapter streams `bytes` in chunks of `chunk_bytes`; the first
   // message says version `version` and total_bytes `announced_total`
   // (-1 = the true size).
-  void SetExport(std::string bytes, int64_t version, size_t chunk_bytes,
-                 int64_t announced_total = -1);
+  void SetExport(std::string bytes, int64_t version, size_t chunk_bytes, int64_t announced_total = -1);
 
   // Predict's answer, per text: label "positive" when the text contains
   // "good", else "negative"; score kScore; all_scores (when asked) in label
@@ -94,8 +93,7 @@ class FakeAdapterd final : public v1::Adapterd::Service {
   static constexpr int64_t kCurrentVersion = 3;
 
   // --- The service ------------------------------------------------------------
-  grpc::Status UploadDataset(grpc::ServerContext* context,
-                             grpc::ServerReader<v1::UploadDatasetRequest>* reader,
+  grpc::Status UploadDataset(grpc::ServerContext* context, grpc::ServerReader<v1::UploadDatasetRequest>* reader,
                              v1::Dataset* response) override;
   grpc::Status GetDataset(grpc::ServerContext* context, const v1::GetDatasetRequest* request,
                           v1::Dataset* response) override;
@@ -103,40 +101,31 @@ class FakeAdapterd final : public v1::Adapterd::Service {
                             v1::ListDatasetsResponse* response) override;
   grpc::Status DeleteDataset(grpc::ServerContext* context, const v1::DeleteDatasetRequest* request,
                              v1::DeleteDatasetResponse* response) override;
-  grpc::Status CreateTrainingJob(grpc::ServerContext* context,
-                                 const v1::CreateTrainingJobRequest* request,
+  grpc::Status CreateTrainingJob(grpc::ServerContext* context, const v1::CreateTrainingJobRequest* request,
                                  v1::TrainingJob* response) override;
-  grpc::Status GetTrainingJob(grpc::ServerContext* context,
-                              const v1::GetTrainingJobRequest* request,
+  grpc::Status GetTrainingJob(grpc::ServerContext* context, const v1::GetTrainingJobRequest* request,
                               v1::TrainingJob* response) override;
-  grpc::Status ListTrainingJobs(grpc::ServerContext* context,
-                                const v1::ListTrainingJobsRequest* request,
+  grpc::Status ListTrainingJobs(grpc::ServerContext* context, const v1::ListTrainingJobsRequest* request,
                                 v1::ListTrainingJobsResponse* response) override;
-  grpc::Status CancelTrainingJob(grpc::ServerContext* context,
-                                 const v1::CancelTrainingJobRequest* request,
+  grpc::Status CancelTrainingJob(grpc::ServerContext* context, const v1::CancelTrainingJobRequest* request,
                                  v1::TrainingJob* response) override;
-  grpc::Status WatchTrainingJob(grpc::ServerContext* context,
-                                const v1::WatchTrainingJobRequest* request,
+  grpc::Status WatchTrainingJob(grpc::ServerContext* context, const v1::WatchTrainingJobRequest* request,
                                 grpc::ServerWriter<v1::WatchTrainingJobResponse>* writer) override;
-  grpc::Status GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request,
-                       v1::Task* response) override;
+  grpc::Status GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response) override;
   grpc::Status ListTasks(grpc::ServerContext* context, const v1::ListTasksRequest* request,
                          v1::ListTasksResponse* response) override;
   grpc::Status DeleteTask(grpc::ServerContext* context, const v1::DeleteTaskRequest* request,
                           v1::DeleteTaskResponse* response) override;
-  grpc::Status ExportAdapter(grpc::ServerContext* context,
-                             const v1::ExportAdapterRequest* request,
+  grpc::Status ExportAdapter(grpc::ServerContext* context, const v1::ExportAdapterRequest* request,
                              grpc::ServerWriter<v1::ExportAdapterResponse>* writer) override;
-  grpc::Status ImportAdapter(grpc::ServerContext* context,
-                             grpc::ServerReader<v1::ImportAdapterRequest>* reader,
+  grpc::Status ImportAdapter(grpc::ServerContext* context, grpc::ServerReader<v1::ImportAdapterRequest>* reader,
                              v1::Task* response) override;
   grpc::Status Predict(grpc::ServerContext* context, const v1::PredictRequest* request,
                        v1::PredictResponse* response) override;
 
  private:
   // Records the call; returns the error set by FailWith for it, if any.
-  std::optional<grpc::Status> Record(const std::string& method, grpc::ServerContext* context)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::optional<grpc::Status> Record(const std::string& method, grpc::ServerContext* context) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Protects everything below.
   mutable absl::Mutex mu_;

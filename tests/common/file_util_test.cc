@@ -22,7 +22,10 @@ TEST(FileUtil, WriteAtomicallyThenReadRoundTrips) {
   const ::adapterd::testing::TempDir tmp("file_util");
   std::string dir = tmp.path();
   std::string path = dir + "/f.bin";
-  std::string payload("a\0b\xff" "end", 7);
+  std::string payload(
+      "a\0b\xff"
+      "end",
+      7);
   ASSERT_OK(WriteFileAtomically(path, payload));
   ASSERT_OK_AND_ASSIGN(std::string back, ReadFileToString(path));
   EXPECT_EQ(back, payload);
@@ -73,7 +76,7 @@ TEST(FileUtil, PathIsWithinSeesThroughDotsAndLinks) {
   EXPECT_TRUE(PathIsWithin(dir + "/data/db", dir + "/data"));
   EXPECT_TRUE(PathIsWithin(dir + "/data", dir + "/data/"));
   EXPECT_TRUE(PathIsWithin(dir + "/data/./db/../db/backups", dir + "/data"));  // need not exist
-  EXPECT_FALSE(PathIsWithin(dir + "/data-backups", dir + "/data"));           // a prefix is not a parent
+  EXPECT_FALSE(PathIsWithin(dir + "/data-backups", dir + "/data"));            // a prefix is not a parent
   EXPECT_FALSE(PathIsWithin(dir + "/backups", dir + "/data"));
   std::filesystem::create_directory_symlink(dir + "/data/db", dir + "/link");
   EXPECT_TRUE(PathIsWithin(dir + "/link/x", dir + "/data"));

@@ -18,8 +18,8 @@ TEST(Routing, MintedIdsCarryTheirTask) {
 
 TEST(Routing, IdsWithoutATaskRouteNowhere) {
   EXPECT_EQ(RoutingTaskOf(FormatMintedId("job", 1, 2, "")), "");
-  EXPECT_EQ(RoutingTaskOf("job-0000000000001000002"), "");  // the old format
-  EXPECT_EQ(RoutingTaskOf("my-dataset.csv"), "");           // client-chosen
+  EXPECT_EQ(RoutingTaskOf("job-0000000000001000002"), "");    // the old format
+  EXPECT_EQ(RoutingTaskOf("my-dataset.csv"), "");             // client-chosen
   EXPECT_EQ(RoutingTaskOf("job-zzzzzzzzzzzzzzzzzzz.t"), "");  // not hex
   EXPECT_EQ(RoutingTaskOf("job-0000000000001000002."), "");   // empty task
   EXPECT_EQ(RoutingTaskOf("job-0000000000001000002xt"), "");  // no dot

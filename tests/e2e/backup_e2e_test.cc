@@ -29,8 +29,8 @@ TEST_F(BackupTest, OnlineBackupRestoresEveryTaskAndJob) {
 
   std::map<std::string, nlohmann::json> scores;
   for (const std::string task : {"sentiment", "topics"}) {
-    const CommandResult train = Ctl({"train", "--task", task, "--data", Example(task + "_train.csv"), "--epochs", "1",
-                                     "--seed", "11"});
+    const CommandResult train =
+        Ctl({"train", "--task", task, "--data", Example(task + "_train.csv"), "--epochs", "1", "--seed", "11"});
     ASSERT_EQ(train.exit_code, 0) << train.err << train.out;
     scores[task] = CtlJson(PredictArgs(task))["predictions"];
   }
@@ -41,8 +41,11 @@ TEST_F(BackupTest, OnlineBackupRestoresEveryTaskAndJob) {
   const nlohmann::json running = CtlJson({"train", "--detach", "--task", "late", "--data",
                                           Example("sentiment_train.csv"), "--epochs", "6", "--seed", "2"});
   const std::string late_job = running["job_id"].get<std::string>();
-  ASSERT_TRUE(PollUntil([&] { return CtlJson({"jobs", "get", late_job})["state"] == "JOB_STATE_RUNNING"; },
-                        absl::Minutes(2)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return CtlJson({"jobs", "get", late_job})["state"] == "JOB_STATE_RUNNING";
+      },
+      absl::Minutes(2)));
 
   server_->Signal(SIGUSR1);
   ASSERT_TRUE(PollUntil([&] { return server_->Log().find("backup 1 done") != std::string::npos; }, absl::Minutes(2)))
@@ -60,8 +63,8 @@ TEST_F(BackupTest, OnlineBackupRestoresEveryTaskAndJob) {
   EXPECT_EQ(StopServer(), 0) << server_->Log();
 
   // Verify, wipe, restore.
-  absl::StatusOr<CommandResult> verify = RunCommand({kAdapterd, "backups", "verify", "--backup_dir", backups},
-                                                    absl::Minutes(2));
+  absl::StatusOr<CommandResult> verify =
+      RunCommand({kAdapterd, "backups", "verify", "--backup_dir", backups}, absl::Minutes(2));
   ASSERT_TRUE(verify.ok());
   EXPECT_EQ(verify->exit_code, 0) << verify->err;
   EXPECT_THAT(verify->out, HasSubstr("is intact"));
@@ -105,8 +108,8 @@ TEST_F(BackupTest, ADamagedNewestBackupIsReportedAndRestoreNeedsAnExplicitId) {
   // Inside the data directory is refused at start-up.
   {
     absl::StatusOr<CommandResult> inside =
-        RunCommand({kAdapterd, "--model_dir", model_root_->Sub("model"), "--data_dir", dir_.Sub("data"),
-                    "--backup_dir", dir_.Sub("data/db")},
+        RunCommand({kAdapterd, "--model_dir", model_root_->Sub("model"), "--data_dir", dir_.Sub("data"), "--backup_dir",
+                    dir_.Sub("data/db")},
                    absl::Minutes(1));
     ASSERT_TRUE(inside.ok());
     EXPECT_EQ(inside->exit_code, 2) << inside->err;

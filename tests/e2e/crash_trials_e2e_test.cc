@@ -54,17 +54,23 @@ int g_trials = 10;
 uint64_t g_seed = 1;
 
 enum class Op { kEpoch, kCheckpoint, kPromotion, kImport, kUpload, kDelete, kBackup };
-constexpr Op kOps[] = {Op::kEpoch, Op::kCheckpoint, Op::kPromotion, Op::kImport,
-                       Op::kUpload, Op::kDelete, Op::kBackup};
+constexpr Op kOps[] = {Op::kEpoch, Op::kCheckpoint, Op::kPromotion, Op::kImport, Op::kUpload, Op::kDelete, Op::kBackup};
 const char* OpName(Op op) {
   switch (op) {
-    case Op::kEpoch: return "epoch";
-    case Op::kCheckpoint: return "checkpoint";
-    case Op::kPromotion: return "promotion";
-    case Op::kImport: return "import";
-    case Op::kUpload: return "upload";
-    case Op::kDelete: return "delete";
-    case Op::kBackup: return "backup";
+    case Op::kEpoch:
+      return "epoch";
+    case Op::kCheckpoint:
+      return "checkpoint";
+    case Op::kPromotion:
+      return "promotion";
+    case Op::kImport:
+      return "import";
+    case Op::kUpload:
+      return "upload";
+    case Op::kDelete:
+      return "delete";
+    case Op::kBackup:
+      return "backup";
   }
   return "?";
 }
@@ -202,7 +208,7 @@ class CrashTrialsTest : public ServerProcessTest {
   std::map<std::string, TaskRef> tasks_;
   std::map<std::string, v1::Dataset> datasets_;
   std::set<std::string> finished_jobs_;  // SUCCEEDED and accounted for
-  int inside_ = 0;                        // kills that landed inside their operation
+  int inside_ = 0;                       // kills that landed inside their operation
   // An exported adapter file and what it served when exported.
   std::string adapter_file_;
   TaskRef adapter_ref_;
@@ -368,12 +374,12 @@ TEST_F(CrashTrialsTest, InvariantsHoldAfterSigkillAtRandomMoments) {
       }
     }
     if (op == Op::kBackup) {
-      CommandResult list = *RunCommand({kAdapterd, "backups", "list", "--backup_dir", dir_.Sub("backups")},
-                                       absl::Minutes(2));
+      CommandResult list =
+          *RunCommand({kAdapterd, "backups", "list", "--backup_dir", dir_.Sub("backups")}, absl::Minutes(2));
       EXPECT_EQ(list.exit_code, 0) << list.err;
       if (!list.out.empty()) {  // one line per intact backup; a cut one is not listed
-        CommandResult verify = *RunCommand({kAdapterd, "backups", "verify", "--backup_dir", dir_.Sub("backups")},
-                                           absl::Minutes(2));
+        CommandResult verify =
+            *RunCommand({kAdapterd, "backups", "verify", "--backup_dir", dir_.Sub("backups")}, absl::Minutes(2));
         EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
       }
     }
@@ -387,8 +393,10 @@ TEST_F(CrashTrialsTest, InvariantsHoldAfterSigkillAtRandomMoments) {
   EXPECT_EQ(StopServer(), 0);
   std::string summary;
   for (const auto& [name, n] : ran) absl::StrAppend(&summary, " ", name, "=", n);
-  std::fprintf(stderr, "crash trials: %d run (seed %llu), %d killed inside their operation, invariants held after "
-               "each:%s\n", g_trials, static_cast<unsigned long long>(g_seed), inside_, summary.c_str());
+  std::fprintf(stderr,
+               "crash trials: %d run (seed %llu), %d killed inside their operation, invariants held after "
+               "each:%s\n",
+               g_trials, static_cast<unsigned long long>(g_seed), inside_, summary.c_str());
 }
 
 }  // namespace

@@ -59,11 +59,17 @@ class DiskFullTest : public ServerProcessTest {
     std::filesystem::create_directories(data);
     const std::string script =
         "set -e; data=$1; fill=$2; trigger=$3; shift 3; "
-        "mount -t tmpfs -o size=" + std::to_string(kTmpfsMiB) + "m adapterd-disk-full \"$data\"; "
-        "dd if=/dev/zero of=\"$data/ballast\" bs=1M count=" + std::to_string(kBallastMiB) + " status=none; "
+        "mount -t tmpfs -o size=" +
+        std::to_string(kTmpfsMiB) +
+        "m adapterd-disk-full \"$data\"; "
+        "dd if=/dev/zero of=\"$data/ballast\" bs=1M count=" +
+        std::to_string(kBallastMiB) +
+        " status=none; "
         "( while [ ! -e \"$fill\" ] && kill -0 $$ 2>/dev/null; do sleep 0.1; done; "
         "  avail=$(df --output=avail -B1 \"$data\" | tail -n 1); "
-        "  size=$((avail - " + std::to_string((kReserveMiB << 20) / 2) + ")); "
+        "  size=$((avail - " +
+        std::to_string((kReserveMiB << 20) / 2) +
+        ")); "
         "  if [ \"$size\" -gt 0 ]; then fallocate -l \"$size\" \"$data/filler\"; fi; "
         "  echo \"disk_full_test: filler made, $(df --output=avail -B1 \"$data\" | tail -n 1) bytes free\" >&2; "
         "  while [ ! -e \"$trigger\" ] && kill -0 $$ 2>/dev/null; do sleep 0.1; done; "
@@ -74,8 +80,9 @@ class DiskFullTest : public ServerProcessTest {
       wrapper_.push_back("--user");
       wrapper_.push_back("--map-root-user");
     }
-    for (const std::string& a : {std::string("--mount"), std::string("--propagation"), std::string("private"),
-                                 std::string("sh"), std::string("-c"), script, std::string("sh"), data, fill_trigger_, trigger_}) {
+    for (const std::string& a :
+         {std::string("--mount"), std::string("--propagation"), std::string("private"), std::string("sh"),
+          std::string("-c"), script, std::string("sh"), data, fill_trigger_, trigger_}) {
       wrapper_.push_back(a);
     }
     extra_args_ = {"--min_free_disk_bytes", std::to_string(kReserveMiB << 20)};
@@ -120,7 +127,8 @@ class DiskFullTest : public ServerProcessTest {
   }
 
   void TearDown() override {
-    if (HasFailure() && server_ != nullptr) std::fprintf(stderr, "--- adapterd's log ---\n%s\n", server_->Log().c_str());
+    if (HasFailure() && server_ != nullptr)
+      std::fprintf(stderr, "--- adapterd's log ---\n%s\n", server_->Log().c_str());
   }
 
   std::string fill_trigger_ = dir_.Sub("fill-the-disk");
@@ -172,8 +180,7 @@ TEST_F(DiskFullTest, AFullDiskFailsWritesClearlyKeepsServingAndRecoversWhenSpace
   // steps). Its failure is a small write: either it was recorded before the
   // filler, or the job waits, RUNNING, for space to record it.
   std::ofstream(fill_trigger_) << "go";
-  ASSERT_TRUE(PollUntil([&] { return server_->Log().find("filler made") != std::string::npos; },
-                        absl::Seconds(30)));
+  ASSERT_TRUE(PollUntil([&] { return server_->Log().find("filler made") != std::string::npos; }, absl::Seconds(30)));
   const std::string waiting = absl::StrCat("job ", during.job_id(), ": cannot record its failure yet");
   ASSERT_TRUE(PollUntil(
       [&] {
@@ -190,8 +197,8 @@ TEST_F(DiskFullTest, AFullDiskFailsWritesClearlyKeepsServingAndRecoversWhenSpace
 
   // Space returns: writes work again without a restart.
   std::ofstream(trigger_) << "go";
-  ASSERT_TRUE(PollUntil([&] { return server_->Log().find("ballast removed") != std::string::npos; },
-                        absl::Seconds(30)));
+  ASSERT_TRUE(
+      PollUntil([&] { return server_->Log().find("ballast removed") != std::string::npos; }, absl::Seconds(30)));
   meta.set_dataset_id("after");
   absl::StatusOr<v1::Dataset> after;
   ASSERT_TRUE(PollUntil(

@@ -64,16 +64,15 @@ constexpr double kMinTestAccuracy = 0.60;
 constexpr int kWalkthroughTrainTimeoutSeconds = 900;
 
 const std::vector<std::string> kTexts = {"the screen was great and fast, I love it",
-                                         "it arrived broken and the service was rude and slow",
-                                         "an ordinary chair"};
+                                         "it arrived broken and the service was rude and slow", "an ordinary chair"};
 
 TEST_F(E2eTest, TrainPredictExportImportAndRestartKeepBitIdenticalScores) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   CommandResult health = Ctl({"health"});
   EXPECT_EQ(health.exit_code, 0) << health.err;
 
-  CommandResult train = Ctl({"train", "--task", "sentiment", "--data", Example("sentiment_train.csv"),
-                             "--validation", Example("sentiment_validation.csv"), "--epochs", "2", "--seed", "7"});
+  CommandResult train = Ctl({"train", "--task", "sentiment", "--data", Example("sentiment_train.csv"), "--validation",
+                             Example("sentiment_validation.csv"), "--epochs", "2", "--seed", "7"});
   ASSERT_EQ(train.exit_code, 0) << train.err << train.out;
   EXPECT_THAT(train.out + train.err, HasSubstr("SUCCEEDED"));
 
@@ -247,8 +246,8 @@ TEST_F(E2eTest, SigkillDuringTrainingThenRestartResumesTheJobToSuccess) {
 
 TEST_F(E2eTest, PrometheusScrapesThePredictCountTheTestGenerated) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
-  CommandResult train = Ctl({"train", "--task", "sentiment", "--data", Example("sentiment_train.csv"), "--epochs",
-                             "1"});
+  CommandResult train =
+      Ctl({"train", "--task", "sentiment", "--data", Example("sentiment_train.csv"), "--epochs", "1"});
   ASSERT_EQ(train.exit_code, 0) << train.err;
   constexpr int kPredicts = 7;
   for (int i = 0; i < kPredicts; ++i) {
@@ -269,8 +268,7 @@ TEST_F(E2eTest, PrometheusScrapesThePredictCountTheTestGenerated) {
   // A sanitizer build's adapterd allocates through the sanitizer, not
   // glibc's malloc, whose accounting the heap series report: there they
   // exist but say nothing.
-  const std::optional<double> heap_in_use =
-      SampleValue(scrape.body, "adapterd_process_heap_bytes{state=\"in_use\"}");
+  const std::optional<double> heap_in_use = SampleValue(scrape.body, "adapterd_process_heap_bytes{state=\"in_use\"}");
   ASSERT_TRUE(heap_in_use.has_value());
   if (!kSanitizedAllocator) {
     EXPECT_GT(*heap_in_use, 1 << 20);
@@ -279,13 +277,12 @@ TEST_F(E2eTest, PrometheusScrapesThePredictCountTheTestGenerated) {
   EXPECT_GE(SampleValue(scrape.body, "adapterd_process_heap_released_bytes_total").value_or(-1), 0);
   EXPECT_GT(SampleValue(scrape.body, "adapterd_storage_memory_bytes{kind=\"memtables\"}").value_or(0), 0);
   for (const char* kind : {"table_readers", "block_cache"}) {
-    EXPECT_GE(SampleValue(scrape.body, absl::StrCat("adapterd_storage_memory_bytes{kind=\"", kind, "\"}"))
-                  .value_or(-1),
+    EXPECT_GE(SampleValue(scrape.body, absl::StrCat("adapterd_storage_memory_bytes{kind=\"", kind, "\"}")).value_or(-1),
               0)
         << kind;
   }
-  ASSERT_OK_AND_ASSIGN(CommandResult lint, RunCommand({"/usr/bin/promtool", "check", "metrics"}, absl::Minutes(1),
-                                                      scrape.body));
+  ASSERT_OK_AND_ASSIGN(CommandResult lint,
+                       RunCommand({"/usr/bin/promtool", "check", "metrics"}, absl::Minutes(1), scrape.body));
   EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
 
   // A real Prometheus scraping every second.
@@ -294,11 +291,11 @@ TEST_F(E2eTest, PrometheusScrapesThePredictCountTheTestGenerated) {
   std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                         << "scrape_configs:\n  - job_name: adapterd\n    static_configs:\n"
                         << "      - targets: ['127.0.0.1:" << metrics_port_ << "']\n";
-  ASSERT_OK_AND_ASSIGN(Process prometheus,
-                       Process::Start({"/usr/bin/prometheus", "--config.file=" + config,
-                                       "--storage.tsdb.path=" + dir_.Sub("tsdb"),
-                                       "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
-                                      dir_.Sub("prometheus.log")));
+  ASSERT_OK_AND_ASSIGN(
+      Process prometheus,
+      Process::Start({"/usr/bin/prometheus", "--config.file=" + config, "--storage.tsdb.path=" + dir_.Sub("tsdb"),
+                      "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
+                     dir_.Sub("prometheus.log")));
   const std::string query =
       "/api/v1/query?query=" + UrlEncode("sum(adapterd_requests_total{method=\"Predict\",code=\"OK\"})");
   std::string last;

@@ -113,7 +113,8 @@ absl::StatusOr<int> Process::Wait(absl::Duration timeout) {
       return absl::InternalError("waitpid failed");
     }
     if (absl::Now() >= end) {
-      return absl::DeadlineExceededError(absl::StrCat("pid ", pid_, " still running after ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("pid ", pid_, " still running after ", absl::FormatDuration(timeout)));
     }
     absl::SleepFor(absl::Milliseconds(20));
   }

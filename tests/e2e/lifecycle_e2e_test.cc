@@ -35,8 +35,8 @@
 #include "client/dataset_file.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
-#include "tests/e2e/e2e_util.h"
 #include "storage/database.h"
+#include "tests/e2e/e2e_util.h"
 #include "tests/e2e/server_fixture.h"
 
 namespace adapterd::e2e {
@@ -132,8 +132,7 @@ TEST_F(LifecycleTest, UploadWhoseClientIsKilledStoresNothingAndCanBeRetried) {
 // train` gives its data, then the user's flow runs against the real binary.
 TEST_F(LifecycleTest, ChunksOfAnUploadACrashCutShortNeverPoisonItsId) {
   const std::string data = Example("sentiment_train.csv");
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Example> examples,
-                       client::ReadDatasetFile(data, client::DatasetFormat::kAuto));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Example> examples, client::ReadDatasetFile(data, client::DatasetFormat::kAuto));
   const std::string id = client::DatasetIdForExamples(examples);
   {
     storage::Database::Options o;
@@ -160,19 +159,22 @@ TEST_F(LifecycleTest, ChunksOfAnUploadACrashCutShortNeverPoisonItsId) {
 TEST_F(LifecycleTest, SigtermEndsCallsUnavailableStoresNoPartialStreamAndStaysWithinTheDrain) {
   drain_seconds_ = "3";
   ASSERT_NO_FATAL_FAILURE(StartServer());
-  CommandResult train = Ctl({"train", "--task", "sentiment", "--data", Example("sentiment_train.csv"), "--epochs",
-                             "1", "--seed", "7"});
+  CommandResult train =
+      Ctl({"train", "--task", "sentiment", "--data", Example("sentiment_train.csv"), "--epochs", "1", "--seed", "7"});
   ASSERT_EQ(train.exit_code, 0) << train.err;
   const std::string exported = dir_.Sub("sentiment.safetensors");
   ASSERT_EQ(Ctl({"tasks", "export", "sentiment", "--out", exported}).exit_code, 0);
 
   // A job that runs far longer than the test, watched.
-  const nlohmann::json job = CtlJson({"train", "--detach", "--task", "long", "--data", Example("topics_train.csv"),
-                                      "--epochs", "500", "--seed", "3"});
+  const nlohmann::json job = CtlJson(
+      {"train", "--detach", "--task", "long", "--data", Example("topics_train.csv"), "--epochs", "500", "--seed", "3"});
   const std::string job_id = job.value("job_id", "");
   ASSERT_FALSE(job_id.empty()) << job.dump();
-  ASSERT_TRUE(PollUntil([&] { return CtlJson({"jobs", "get", job_id}).value("state", "") == "JOB_STATE_RUNNING"; },
-                        absl::Minutes(2)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return CtlJson({"jobs", "get", job_id}).value("state", "") == "JOB_STATE_RUNNING";
+      },
+      absl::Minutes(2)));
   Process watch = Probe({"watch", job_id}, "probe-watch");
   ASSERT_TRUE(Logged(watch, "event"));
   // Two client streams held open: every message sent, never half-closed.
@@ -271,8 +273,8 @@ TEST_F(LifecycleTest, JsonLogIsOneObjectPerLineAndCarriesNoKeysTextsOrLabels) {
   std::ostringstream csv;
   csv << "text,label\n";
   for (int i = 0; i < 24; ++i) {
-    csv << "zq-text-" << i << (i % 2 ? " great fast" : " broken slow") << "," << (i % 2 ? "zq-label-up" : "zq-label-down")
-        << "\n";
+    csv << "zq-text-" << i << (i % 2 ? " great fast" : " broken slow") << ","
+        << (i % 2 ? "zq-label-up" : "zq-label-down") << "\n";
   }
   const std::string data = dir_.Write("secret.csv", csv.str());
   extra_args_ = {"--tenants_file", tenants, "--log_format", "json"};
@@ -282,7 +284,8 @@ TEST_F(LifecycleTest, JsonLogIsOneObjectPerLineAndCarriesNoKeysTextsOrLabels) {
   EXPECT_EQ(Ctl({"--api-key", key, "predict", "--task", "zq-task", "zq-predict-me please"}).exit_code, 0);
   EXPECT_NE(Ctl({"--api-key", key, "predict", "--task", "zq-missing-task", "zq-predict-me too"}).exit_code, 0);
   EXPECT_NE(Ctl({"--api-key", key + "-wrong", "tasks", "list"}).exit_code, 0);
-  EXPECT_NE(Ctl({"--api-key", key, "datasets", "upload", "--id", "zq-bad", dir_.Write("bad.csv", "text,label\n,zq-label-x\n")})
+  EXPECT_NE(Ctl({"--api-key", key, "datasets", "upload", "--id", "zq-bad",
+                 dir_.Write("bad.csv", "text,label\n,zq-label-x\n")})
                 .exit_code,
             0);
   EXPECT_EQ(StopServer(), 0);
@@ -345,8 +348,9 @@ class BrokenModelTest : public LifecycleTest {
   }
   // Runs adapterd on `model_dir`; it must fail to start.
   CommandResult StartFails(const std::string& model_dir, std::vector<std::string> extra_flags = {}) {
-    std::vector<std::string> argv = {kAdapterd, "--listen", "127.0.0.1:0", "--metrics_listen", "", "--data_dir",
-                                     dir_.Sub("data"), "--model_dir", model_dir, "--threads", "1"};
+    std::vector<std::string> argv = {kAdapterd,    "--listen",       "127.0.0.1:0", "--metrics_listen", "",
+                                     "--data_dir", dir_.Sub("data"), "--model_dir", model_dir,          "--threads",
+                                     "1"};
     argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
     absl::StatusOr<CommandResult> r = RunCommand(argv, absl::Minutes(2));
     EXPECT_TRUE(r.ok()) << r.status();

@@ -154,8 +154,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string method = argv[2];
-  auto stub = Adapterd::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  auto stub =
+      Adapterd::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   const bool hold = std::string(argv[argc - 1]) == "hold";
   int n = 0;
   if (method == "upload" && argc >= 5 && absl::SimpleAtoi(argv[4], &n)) return Upload(*stub, argv[3], n, hold);

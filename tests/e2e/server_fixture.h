@@ -48,9 +48,9 @@ class ServerProcessTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     model_root_ = new TempDir();
-    auto r = RunCommand({kMakeModel, "--out", model_root_->Sub("model"), "--preset", "tiny", "--seed", "5",
-                         "--init_range", "0.2"},
-                        absl::Minutes(5));
+    auto r = RunCommand(
+        {kMakeModel, "--out", model_root_->Sub("model"), "--preset", "tiny", "--seed", "5", "--init_range", "0.2"},
+        absl::Minutes(5));
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->exit_code, 0) << r->err;
   }
@@ -64,13 +64,20 @@ class ServerProcessTest : public ::testing::Test {
   // tiny one unless `model_dir` is given.
   void StartServer(const std::string& model_dir = "", const std::string& threads = "1") {
     std::vector<std::string> argv = {kAdapterd,
-                                     "--listen", "127.0.0.1:0",
-                                     "--metrics_listen", "127.0.0.1:0",
-                                     "--data_dir", dir_.Sub("data"),
-                                     "--model_dir", model_dir.empty() ? model_root_->Sub("model") : model_dir,
-                                     "--threads", threads,
-                                     "--max_queue_delay_us", "500",
-                                     "--drain_seconds", drain_seconds_};
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--metrics_listen",
+                                     "127.0.0.1:0",
+                                     "--data_dir",
+                                     dir_.Sub("data"),
+                                     "--model_dir",
+                                     model_dir.empty() ? model_root_->Sub("model") : model_dir,
+                                     "--threads",
+                                     threads,
+                                     "--max_queue_delay_us",
+                                     "500",
+                                     "--drain_seconds",
+                                     drain_seconds_};
     argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
     argv.insert(argv.begin(), wrapper_.begin(), wrapper_.end());
     auto p = Process::Start(argv, dir_.Sub(absl::StrCat("adapterd.", ++starts_, ".log")));
@@ -108,8 +115,7 @@ class ServerProcessTest : public ::testing::Test {
     std::vector<std::string> argv = {kAdapterctl, "--server", absl::StrCat("127.0.0.1:", port), "--timeout",
                                      absl::StrCat(timeout_seconds)};
     argv.insert(argv.end(), args.begin(), args.end());
-    absl::StatusOr<CommandResult> r =
-        RunCommand(argv, absl::Seconds(std::max(300, timeout_seconds + 60)), stdin_text);
+    absl::StatusOr<CommandResult> r = RunCommand(argv, absl::Seconds(std::max(300, timeout_seconds + 60)), stdin_text);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : CommandResult{};
   }

@@ -31,7 +31,7 @@ using ::testing::HasSubstr;
 
 constexpr int kReplicas = 3;
 constexpr int kTasks = 12;
-constexpr int kExitNotFound = 4;     // adapterctl's exit codes (client/commands.h)
+constexpr int kExitNotFound = 4;  // adapterctl's exit codes (client/commands.h)
 constexpr int kExitUnavailable = 9;
 const char kNginx[] = "/usr/sbin/nginx";
 
@@ -79,14 +79,22 @@ class ShardingTest : public ServerProcessTest {
 
   void StartReplica(int i) {
     std::vector<std::string> argv = {kAdapterd,
-                                     "--listen", peers_[i],
-                                     "--metrics_listen", "127.0.0.1:0",
-                                     "--data_dir", dir_.Sub(absl::StrCat("replica-", i)),
-                                     "--model_dir", model_root_->Sub("model"),
-                                     "--threads", "1",
-                                     "--max_queue_delay_us", "500",
-                                     "--peers", absl::StrJoin(peers_, ","),
-                                     "--peer_secret_file", secret_file_};
+                                     "--listen",
+                                     peers_[i],
+                                     "--metrics_listen",
+                                     "127.0.0.1:0",
+                                     "--data_dir",
+                                     dir_.Sub(absl::StrCat("replica-", i)),
+                                     "--model_dir",
+                                     model_root_->Sub("model"),
+                                     "--threads",
+                                     "1",
+                                     "--max_queue_delay_us",
+                                     "500",
+                                     "--peers",
+                                     absl::StrJoin(peers_, ","),
+                                     "--peer_secret_file",
+                                     secret_file_};
     auto p = Process::Start(argv, dir_.Sub(absl::StrCat("replica-", i, ".", ++starts_, ".log")));
     ASSERT_TRUE(p.ok()) << p.status();
     replicas_[i] = std::make_unique<Process>(*std::move(p));
@@ -106,13 +114,13 @@ class ShardingTest : public ServerProcessTest {
     render.insert(render.end(), peers_.begin(), peers_.end());
     absl::StatusOr<CommandResult> r = RunCommand(render, absl::Seconds(30));
     ASSERT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->err : r.status().ToString());
-    auto p = Process::Start({kNginx, "-c", dir_.Sub("router/nginx.conf"), "-e", dir_.Sub("router/error.log"), "-g",
-                             "daemon off;"},
-                            dir_.Sub("nginx.log"));
+    auto p = Process::Start(
+        {kNginx, "-c", dir_.Sub("router/nginx.conf"), "-e", dir_.Sub("router/error.log"), "-g", "daemon off;"},
+        dir_.Sub("nginx.log"));
     ASSERT_TRUE(p.ok()) << p.status();
     router_ = std::make_unique<Process>(*std::move(p));
-    const bool up = PollUntil([&] { return !router_->running() || Ctl({"health"}).exit_code == 0; },
-                              absl::Seconds(30), absl::Milliseconds(200));
+    const bool up = PollUntil([&] { return !router_->running() || Ctl({"health"}).exit_code == 0; }, absl::Seconds(30),
+                              absl::Milliseconds(200));
     ASSERT_TRUE(up && router_->running()) << "router did not start:\n" << router_->Log();
   }
 
@@ -162,8 +170,8 @@ TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
   // `jobs watch` and `jobs get` reach the right replica too.
   std::map<std::string, std::string> job_of;
   for (int i = 0; i < kTasks; ++i) {
-    const nlohmann::json job = CtlJson({"train", "--detach", "--task", TaskName(i), "--data", dir_.Sub("small.csv"),
-                                        "--epochs", "1", "--seed", "3"});
+    const nlohmann::json job = CtlJson(
+        {"train", "--detach", "--task", TaskName(i), "--data", dir_.Sub("small.csv"), "--epochs", "1", "--seed", "3"});
     ASSERT_TRUE(job.contains("job_id")) << job.dump();
     job_of[TaskName(i)] = job["job_id"].get<std::string>();
   }
@@ -251,8 +259,11 @@ TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
   for (int i = 0; i < kTasks; ++i) {
     EXPECT_EQ(CtlJson(PredictArgs(TaskName(i)))["predictions"], scores[TaskName(i)]) << TaskName(i);
   }
-  EXPECT_TRUE(PollUntil([&] { return Ctl({"tasks", "list"}).exit_code == 0; }, absl::Seconds(30),
-                        absl::Milliseconds(250)));
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        return Ctl({"tasks", "list"}).exit_code == 0;
+      },
+      absl::Seconds(30), absl::Milliseconds(250)));
   EXPECT_EQ(CtlJson({"tasks", "list"})["tasks"].size(), static_cast<size_t>(kTasks));
 
   // The second outside test's cases, straight to the replicas: a call about

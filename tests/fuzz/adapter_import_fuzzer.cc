@@ -76,8 +76,8 @@ void WriteSeeds(const std::string& dir) {
       AdapterSet::CreateInitialized(Config(), *weights, adapter, /*seed=*/3, at::kCPU);
   if (!set.ok()) Die("adapter set", set.status());
   const std::map<std::string, std::string> extra = {{"task_id", "fuzz-task"}};
-  for (const auto& [name, dtype] : {std::pair{"f32", DType::kF32}, std::pair{"bf16", DType::kBF16},
-                                    std::pair{"f16", DType::kF16}}) {
+  for (const auto& [name, dtype] :
+       {std::pair{"f32", DType::kF32}, std::pair{"bf16", DType::kBF16}, std::pair{"f16", DType::kF16}}) {
     absl::StatusOr<std::string> bytes = SerializeAdapterSet(**set, kFingerprint, extra, dtype);
     if (!bytes.ok()) Die("serialise", bytes.status());
     const std::string path = dir + "/seed_" + name;
@@ -92,8 +92,8 @@ void CheckInfo(const AdapterFileInfo& info) {
   FUZZ_CHECK(info.config.Validate().ok()) << "accepted an invalid AdapterConfig";
   FUZZ_CHECK(info.format_version >= 1 && info.format_version <= kAdapterFormatVersion)
       << "accepted format_version " << info.format_version;
-  for (const char* own : {"format", "format_version", "bottleneck_size", "activation", "init_std",
-                          "labels", "num_layers", "hidden_size", "encoder_fingerprint"}) {
+  for (const char* own : {"format", "format_version", "bottleneck_size", "activation", "init_std", "labels",
+                          "num_layers", "hidden_size", "encoder_fingerprint"}) {
     FUZZ_CHECK(!info.extra.contains(own)) << "own key '" << own << "' among the extra keys";
   }
 }

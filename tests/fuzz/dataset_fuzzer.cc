@@ -67,8 +67,7 @@ std::string ToJsonl(const std::vector<v1::Example>& examples) {
 void CheckSame(const std::vector<v1::Example>& want, const absl::StatusOr<std::vector<v1::Example>>& got,
                const char* how) {
   FUZZ_CHECK(got.ok()) << "examples written back as " << how << " do not parse: " << got.status();
-  FUZZ_CHECK(got->size() == want.size()) << how << " round trip: " << got->size() << " examples, not "
-                                         << want.size();
+  FUZZ_CHECK(got->size() == want.size()) << how << " round trip: " << got->size() << " examples, not " << want.size();
   for (size_t i = 0; i < want.size(); ++i) {
     const v1::Example& a = want[i];
     const v1::Example& b = (*got)[i];
@@ -114,8 +113,7 @@ void CheckValidation(const std::vector<v1::Example>& examples) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace adapterd::client;
   if (size < 1) return 0;
-  static constexpr DatasetFormat kFormats[3] = {DatasetFormat::kCsv, DatasetFormat::kJsonl,
-                                                DatasetFormat::kAuto};
+  static constexpr DatasetFormat kFormats[3] = {DatasetFormat::kCsv, DatasetFormat::kJsonl, DatasetFormat::kAuto};
   const DatasetFormat format = kFormats[data[0] % 3];
   const std::string_view contents = adapterd::fuzz::AsStringView(data + 1, size - 1);
 

@@ -45,12 +45,12 @@ inline std::string_view AsStringView(const uint8_t* data, size_t size) {
 }  // namespace adapterd::fuzz
 
 // `switch` keeps the macro a single statement that an `else` cannot bind to.
-#define FUZZ_CHECK(cond)    \
-  switch (0)                \
-  case 0:                   \
-  default:                  \
-    if (cond) {             \
-    } else                  \
+#define FUZZ_CHECK(cond) \
+  switch (0)             \
+  case 0:                \
+  default:               \
+    if (cond) {          \
+    } else               \
       ::adapterd::fuzz::CheckFailure(__FILE__, __LINE__, #cond)
 
 #endif  // ADAPTERD_TESTS_FUZZ_FUZZ_CHECK_H_

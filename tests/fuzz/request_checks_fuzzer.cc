@@ -119,22 +119,38 @@ void FuzzSimple(std::string_view bytes, absl::Status (*check)(const T&)) {
 
 void FuzzOne(uint8_t kind, std::string_view bytes) {
   switch (kind % 16) {
-    case 0: return FuzzPredict(bytes);
-    case 1: return FuzzExample(bytes);
-    case 2: return FuzzUploadMetadata(bytes);
-    case 3: return FuzzCreateJob(bytes);
-    case 4: return FuzzListJobs(bytes);
-    case 5: return FuzzListTasks(bytes);
-    case 6: return FuzzSimple<v1::GetDatasetRequest>(bytes, &CheckGetDatasetRequest);
-    case 7: return FuzzSimple<v1::GetTrainingJobRequest>(bytes, &CheckGetTrainingJobRequest);
-    case 8: return FuzzSimple<v1::CancelTrainingJobRequest>(bytes, &CheckCancelTrainingJobRequest);
-    case 9: return FuzzSimple<v1::WatchTrainingJobRequest>(bytes, &CheckWatchTrainingJobRequest);
-    case 10: return FuzzSimple<v1::GetTaskRequest>(bytes, &CheckGetTaskRequest);
-    case 11: return FuzzSimple<v1::DeleteTaskRequest>(bytes, &CheckDeleteTaskRequest);
-    case 12: return FuzzSimple<v1::ExportAdapterRequest>(bytes, &CheckExportAdapterRequest);
-    case 13: return FuzzListDatasets(bytes);
-    case 14: return FuzzSimple<v1::DeleteDatasetRequest>(bytes, &CheckDeleteDatasetRequest);
-    default: return FuzzSimple<v1::ImportAdapterRequest::Metadata>(bytes, &CheckImportAdapterMetadata);
+    case 0:
+      return FuzzPredict(bytes);
+    case 1:
+      return FuzzExample(bytes);
+    case 2:
+      return FuzzUploadMetadata(bytes);
+    case 3:
+      return FuzzCreateJob(bytes);
+    case 4:
+      return FuzzListJobs(bytes);
+    case 5:
+      return FuzzListTasks(bytes);
+    case 6:
+      return FuzzSimple<v1::GetDatasetRequest>(bytes, &CheckGetDatasetRequest);
+    case 7:
+      return FuzzSimple<v1::GetTrainingJobRequest>(bytes, &CheckGetTrainingJobRequest);
+    case 8:
+      return FuzzSimple<v1::CancelTrainingJobRequest>(bytes, &CheckCancelTrainingJobRequest);
+    case 9:
+      return FuzzSimple<v1::WatchTrainingJobRequest>(bytes, &CheckWatchTrainingJobRequest);
+    case 10:
+      return FuzzSimple<v1::GetTaskRequest>(bytes, &CheckGetTaskRequest);
+    case 11:
+      return FuzzSimple<v1::DeleteTaskRequest>(bytes, &CheckDeleteTaskRequest);
+    case 12:
+      return FuzzSimple<v1::ExportAdapterRequest>(bytes, &CheckExportAdapterRequest);
+    case 13:
+      return FuzzListDatasets(bytes);
+    case 14:
+      return FuzzSimple<v1::DeleteDatasetRequest>(bytes, &CheckDeleteDatasetRequest);
+    default:
+      return FuzzSimple<v1::ImportAdapterRequest::Metadata>(bytes, &CheckImportAdapterMetadata);
   }
 }
 

@@ -36,8 +36,8 @@ void CheckLayout(const SafetensorsFile& file, std::span<const std::byte> input) 
     const int64_t numel = view.numel();
     FUZZ_CHECK(numel >= 0 && numel < (int64_t{1} << 62)) << "tensor '" << name << "': numel " << numel;
     FUZZ_CHECK(static_cast<uint64_t>(numel) * element == view.data.size())
-        << "tensor '" << name << "': " << view.data.size() << " bytes for " << numel
-        << " elements of " << element << " bytes";
+        << "tensor '" << name << "': " << view.data.size() << " bytes for " << numel << " elements of " << element
+        << " bytes";
     if (!view.data.empty()) {
       FUZZ_CHECK(view.data.data() >= begin && view.data.data() + view.data.size() <= end)
           << "tensor '" << name << "' lies outside the input";
@@ -50,15 +50,13 @@ void CheckLayout(const SafetensorsFile& file, std::span<const std::byte> input) 
   }
   // Non-empty tensors tile the tail of the input: sorted by address they are
   // contiguous and the last one ends where the input ends.
-  std::sort(ranges.begin(), ranges.end(),
-            [](const auto& a, const auto& b) { return a.data() < b.data(); });
+  std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) { return a.data() < b.data(); });
   for (size_t i = 1; i < ranges.size(); ++i) {
     FUZZ_CHECK(ranges[i - 1].data() + ranges[i - 1].size() == ranges[i].data())
         << "tensor byte ranges overlap or leave a gap";
   }
   if (!ranges.empty()) {
-    FUZZ_CHECK(ranges.back().data() + ranges.back().size() == end)
-        << "bytes after the last tensor belong to no tensor";
+    FUZZ_CHECK(ranges.back().data() + ranges.back().size() == end) << "bytes after the last tensor belong to no tensor";
   }
   for (const auto& [key, value] : file.metadata()) {
     FUZZ_CHECK(IsValidUtf8(key) && IsValidUtf8(value)) << "metadata is not valid UTF-8";
@@ -85,8 +83,7 @@ void CheckRoundTrip(const SafetensorsFile& file) {
     FUZZ_CHECK(other.dtype == view.dtype && other.shape == view.shape)
         << "tensor '" << name << "' changed dtype or shape";
     FUZZ_CHECK(other.data.size() == view.data.size() &&
-               (view.data.empty() ||
-                std::memcmp(other.data.data(), view.data.data(), view.data.size()) == 0))
+               (view.data.empty() || std::memcmp(other.data.data(), view.data.data(), view.data.size()) == 0))
         << "tensor '" << name << "' changed bytes";
     ++it;
   }

@@ -77,8 +77,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const std::string& id : ids) {
     FUZZ_CHECK(adapterd::api::ValidateId("tenant id", id).ok()) << "invalid tenant id accepted";
   }
-  for (const std::string& key : {std::string("Bearer k"), std::string("Bearer ") + std::string(bytes.substr(0, 16)),
-                                  std::string("nonsense")}) {
+  for (const std::string& key :
+       {std::string("Bearer k"), std::string("Bearer ") + std::string(bytes.substr(0, 16)), std::string("nonsense")}) {
     auto t = (*r)->Authenticate(&key);
     FUZZ_CHECK(t.ok() || t.status().code() == absl::StatusCode::kUnauthenticated) << t.status();
   }

@@ -38,12 +38,63 @@ constexpr int kMaxLens[8] = {2, 3, 4, 5, 8, 16, 64, 512};
 
 // The vocabulary of tests/model/tokenizer_test.cc.
 std::vector<std::string> TinyVocab() {
-  return {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "jump", "##s",
-          "##ed", "##ing", "over", "lazy", "dog", "un", "##aff", "##able", "hello", "world", "cafe",
-          "caf\u00e9", "naive", "Hello", "The", ".", ",", "!", "?", "'", "-", "[", "]", "$",
-          "\u201c", "\u201d", "\u2014", "\u00bf", "\u4e2d", "\u56fd", "\u4eba", "a", "##a", "##b",
-          "ab", "cl", "don", "t", "4", "##2", "\u03bf\u03b4\u03bf\u03c2", "\u03c3\u03b1", "he",
-          "##llo", "^", "`"};
+  return {"[PAD]",
+          "[UNK]",
+          "[CLS]",
+          "[SEP]",
+          "[MASK]",
+          "the",
+          "quick",
+          "brown",
+          "fox",
+          "jump",
+          "##s",
+          "##ed",
+          "##ing",
+          "over",
+          "lazy",
+          "dog",
+          "un",
+          "##aff",
+          "##able",
+          "hello",
+          "world",
+          "cafe",
+          "caf\u00e9",
+          "naive",
+          "Hello",
+          "The",
+          ".",
+          ",",
+          "!",
+          "?",
+          "'",
+          "-",
+          "[",
+          "]",
+          "$",
+          "\u201c",
+          "\u201d",
+          "\u2014",
+          "\u00bf",
+          "\u4e2d",
+          "\u56fd",
+          "\u4eba",
+          "a",
+          "##a",
+          "##b",
+          "ab",
+          "cl",
+          "don",
+          "t",
+          "4",
+          "##2",
+          "\u03bf\u03b4\u03bf\u03c2",
+          "\u03c3\u03b1",
+          "he",
+          "##llo",
+          "^",
+          "`"};
 }
 
 struct Tokenizers {
@@ -64,8 +115,7 @@ const Tokenizers& Get() {
               vocab == 0 ? BertTokenizer::FromTokens(TinyVocab(), options)
                          : BertTokenizer::FromVocabFile(ADAPTERD_FUZZ_VOCAB, options);
           if (!t.ok()) {
-            std::fprintf(stderr, "tokenizer_fuzzer: cannot build a tokenizer: %s\n",
-                         t.status().ToString().c_str());
+            std::fprintf(stderr, "tokenizer_fuzzer: cannot build a tokenizer: %s\n", t.status().ToString().c_str());
             std::abort();
           }
           out->t[vocab][lower][len] = *std::move(t);
@@ -102,15 +152,12 @@ void CheckSingle(const BertTokenizer& tok, std::string_view text) {
   FUZZ_CHECK(e.token_type_ids.size() == n) << "type ids size";
   FUZZ_CHECK(std::all_of(e.token_type_ids.begin(), e.token_type_ids.end(), [](int32_t t) { return t == 0; }))
       << "single text with a type id other than 0";
-  FUZZ_CHECK(e.input_ids.front() == tok.cls_id() && e.input_ids.back() == tok.sep_id())
-      << "missing [CLS]/[SEP]";
+  FUZZ_CHECK(e.input_ids.front() == tok.cls_id() && e.input_ids.back() == tok.sep_id()) << "missing [CLS]/[SEP]";
   const size_t kept = n - 2;
   FUZZ_CHECK(e.num_truncated >= 0 && kept + static_cast<size_t>(e.num_truncated) == pieces.size())
       << "kept " << kept << " + truncated " << e.num_truncated << " != " << pieces.size();
-  FUZZ_CHECK(e.num_truncated == 0 || n == std::max<size_t>(max_len, 2))
-      << "truncated although there was room";
-  FUZZ_CHECK(std::equal(pieces.begin(), pieces.begin() + static_cast<ptrdiff_t>(kept),
-                        e.input_ids.begin() + 1))
+  FUZZ_CHECK(e.num_truncated == 0 || n == std::max<size_t>(max_len, 2)) << "truncated although there was room";
+  FUZZ_CHECK(std::equal(pieces.begin(), pieces.begin() + static_cast<ptrdiff_t>(kept), e.input_ids.begin() + 1))
       << "kept pieces are not a prefix of the text's pieces";
 }
 
@@ -135,10 +182,9 @@ void CheckPair(const BertTokenizer& tok, std::string_view a, std::string_view b)
   const size_t budget = max_len > 3 ? max_len - 3 : 0;
   const auto [want_a, want_b] = ExpectedPairLengths(pa.size(), pb.size(), budget);
   FUZZ_CHECK(ka == want_a && kb == want_b)
-      << "longest_first kept (" << ka << ", " << kb << ") of (" << pa.size() << ", " << pb.size()
-      << ") with budget " << budget << ", expected (" << want_a << ", " << want_b << ")";
-  FUZZ_CHECK(static_cast<size_t>(e.num_truncated) == pa.size() + pb.size() - ka - kb)
-      << "pair truncation count";
+      << "longest_first kept (" << ka << ", " << kb << ") of (" << pa.size() << ", " << pb.size() << ") with budget "
+      << budget << ", expected (" << want_a << ", " << want_b << ")";
+  FUZZ_CHECK(static_cast<size_t>(e.num_truncated) == pa.size() + pb.size() - ka - kb) << "pair truncation count";
   FUZZ_CHECK(std::equal(pa.begin(), pa.begin() + static_cast<ptrdiff_t>(ka), e.input_ids.begin() + 1) &&
              std::equal(pb.begin(), pb.begin() + static_cast<ptrdiff_t>(kb),
                         e.input_ids.begin() + static_cast<ptrdiff_t>(zeros)))
@@ -149,10 +195,8 @@ void CheckBatch(const BertTokenizer& tok, std::string_view a, std::string_view b
   const std::vector<std::string> texts = {std::string(a), std::string(b)};
   const std::vector<std::string> pairs = {std::string(b), std::string(a)};
   const bool with_pairs = tok.options().max_seq_len >= 3;
-  const EncodedBatch batch =
-      with_pairs ? tok.EncodeBatch(texts, pairs) : tok.EncodeBatch(texts);
-  FUZZ_CHECK(batch.batch == 2 && batch.lengths.size() == 2 && batch.num_truncated.size() == 2)
-      << "batch rows";
+  const EncodedBatch batch = with_pairs ? tok.EncodeBatch(texts, pairs) : tok.EncodeBatch(texts);
+  FUZZ_CHECK(batch.batch == 2 && batch.lengths.size() == 2 && batch.num_truncated.size() == 2) << "batch rows";
   const size_t cells = static_cast<size_t>(batch.batch * batch.seq_len);
   FUZZ_CHECK(batch.input_ids.size() == cells && batch.token_type_ids.size() == cells &&
              batch.attention_mask.size() == cells)
@@ -166,8 +210,7 @@ void CheckBatch(const BertTokenizer& tok, std::string_view a, std::string_view b
       const size_t cell = r * static_cast<size_t>(batch.seq_len) + static_cast<size_t>(t);
       const bool real = t < batch.lengths[r];
       FUZZ_CHECK(batch.attention_mask[cell] == (real ? 1 : 0)) << "attention mask";
-      FUZZ_CHECK(batch.input_ids[cell] == (real ? e.input_ids[static_cast<size_t>(t)] : tok.pad_id()))
-          << "batch ids";
+      FUZZ_CHECK(batch.input_ids[cell] == (real ? e.input_ids[static_cast<size_t>(t)] : tok.pad_id())) << "batch ids";
     }
   }
 }

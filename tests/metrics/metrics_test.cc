@@ -257,8 +257,8 @@ TEST(ServerMetrics, EveryMetricPassesPromtoolAndAvoidsUnboundedLabels) {
   m.adapter_load_seconds.Add({{"tier", "device"}}).Observe(0.002);
   m.training_jobs.Add({{"state", "RUNNING"}}).Set(1);
   m.device_memory_bytes.Add({{"device", "cpu"}, {"kind", "encoder"}}).Set(1e6);
-  m.model_info.Add({{"fingerprint", "sha256:ab"}, {"device", "cpu"}, {"dtype", "fp32"},
-                    {"layers", "2"}, {"hidden", "128"}})
+  m.model_info
+      .Add({{"fingerprint", "sha256:ab"}, {"device", "cpu"}, {"dtype", "fp32"}, {"layers", "2"}, {"hidden", "128"}})
       .Set(1);
   const std::string text = r.Serialize();
   EXPECT_THAT(text, HasSubstr("adapterd_build_info{version=\""));

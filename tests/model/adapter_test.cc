@@ -30,8 +30,8 @@ using namespace ::adapterd::model::testing;  // NOLINT
 TEST(AdapterSet, ParameterCountPerAdapterIs2mdPlusDPlusM) {
   auto enc = MakeEncoder(TinyConfig());
   for (int64_t m : {1, 8, 64}) {
-    ASSERT_OK_AND_ASSIGN(auto set, AdapterSet::CreateInitialized(enc->config(), enc->weights(),
-                                                                 MakeAdapterConfig(3, m), 1, at::kCPU));
+    ASSERT_OK_AND_ASSIGN(
+        auto set, AdapterSet::CreateInitialized(enc->config(), enc->weights(), MakeAdapterConfig(3, m), 1, at::kCPU));
     const int64_t d = 32;
     const BottleneckAdapter& a = set->layers()[0].attention_adapter;
     const int64_t count = a.down_weight.numel() + a.down_bias.numel() + a.up_weight.numel() + a.up_bias.numel();
@@ -95,8 +95,8 @@ TEST(AdapterSet, ZeroUpProjectionGivesThePlainEncoderExactly) {
   EXPECT_TRUE(BitEqual(plain.last_hidden_state, adapted.last_hidden_state));
   EXPECT_TRUE(BitEqual(plain.pooled, adapted.pooled));
   // With the near-identity init (U != 0) the output moves, a little.
-  ASSERT_OK_AND_ASSIGN(auto fresh, AdapterSet::CreateInitialized(enc->config(), enc->weights(),
-                                                                 MakeAdapterConfig(2, 16), 9, at::kCPU));
+  ASSERT_OK_AND_ASSIGN(
+      auto fresh, AdapterSet::CreateInitialized(enc->config(), enc->weights(), MakeAdapterConfig(2, 16), 9, at::kCPU));
   ASSERT_OK_AND_ASSIGN(EncoderOutput near, enc->Forward(input, *fresh));
   const double diff = MaxAbsDiff(plain.last_hidden_state, near.last_hidden_state);
   EXPECT_GT(diff, 0.0);
@@ -139,7 +139,7 @@ TEST(AdapterSet, WeightDecayExcludesBiasesAndLayerNorms) {
   auto set = MakeTrainedLikeSet(*enc, 2, 1);
   const size_t decayed = set->DecayedParameters().size();
   const size_t undecayed = set->UndecayedParameters().size();
-  EXPECT_EQ(decayed, 2u * 2u * 2u + 1u);            // D and U of 4 adapters, head weight
+  EXPECT_EQ(decayed, 2u * 2u * 2u + 1u);                   // D and U of 4 adapters, head weight
   EXPECT_EQ(undecayed, 2u * 2u * 2u + 2u * 4u + 2u + 1u);  // adapter biases, LNs, emb LN, head bias
   EXPECT_EQ(decayed + undecayed, set->Parameters().size());
 }
@@ -254,16 +254,15 @@ TEST_F(MixedTaskTest, ReducedResidualStreamKeepsTheStreamInTheEncodersDtype) {
 TEST_F(MixedTaskTest, RowsAreInvariantToOtherRowsLengthsAndTasks) {
   ASSERT_OK_AND_ASSIGN(EncoderOutput base, enc_->Forward(MakeInput(rows_), *stack_, slots_));
   // Row 1 again, among different companions (other tasks, longer rows, more padding).
-  std::vector<std::vector<int64_t>> other_rows = {{2, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 3},
-                                                  rows_[1], {2, 43, 3}};
+  std::vector<std::vector<int64_t>> other_rows = {
+      {2, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 3}, rows_[1], {2, 43, 3}};
   std::vector<int64_t> other_slots = {3, slots_[1], 1};
   for (MixedStrategy s : {MixedStrategy::kSegments, MixedStrategy::kGatherBmm}) {
     ASSERT_OK_AND_ASSIGN(EncoderOutput out,
                          enc_->Forward(MakeInput(other_rows, 20), *stack_, other_slots, {.strategy = s}));
     EXPECT_LT(MaxAbsDiff(out.pooled[1], base.pooled[1]), 1e-5);
     EXPECT_LT(MaxAbsDiff(out.logits[1].narrow(0, 0, 2), base.logits[1].narrow(0, 0, 2)), 1e-5);
-    EXPECT_LT(MaxAbsDiff(out.last_hidden_state[1].narrow(0, 0, 3), base.last_hidden_state[1].narrow(0, 0, 3)),
-              1e-5);
+    EXPECT_LT(MaxAbsDiff(out.last_hidden_state[1].narrow(0, 0, 3), base.last_hidden_state[1].narrow(0, 0, 3)), 1e-5);
   }
 }
 
@@ -377,8 +376,8 @@ TEST(AdapterFormat, LoadsStraightIntoTheRequestedDtype) {
   auto enc = MakeEncoder(TinyConfig());
   auto set = MakeTrainedLikeSet(*enc, 3, 5, 8);
   ASSERT_OK_AND_ASSIGN(std::string bytes, SerializeAdapterSet(*set, enc->fingerprint()));
-  ASSERT_OK_AND_ASSIGN(auto bf16, DeserializeAdapterSet(bytes, enc->config(), enc->fingerprint(), at::kCPU,
-                                                        {.dtype = at::kBFloat16}));
+  ASSERT_OK_AND_ASSIGN(
+      auto bf16, DeserializeAdapterSet(bytes, enc->config(), enc->fingerprint(), at::kCPU, {.dtype = at::kBFloat16}));
   EXPECT_EQ(bf16->dtype(), at::kBFloat16);
   ASSERT_OK_AND_ASSIGN(auto converted, set->Clone(at::kCPU, at::kBFloat16));
   auto a = converted->Named();
@@ -407,9 +406,9 @@ TEST(AdapterFormat, LoadingOnAnotherEncoderIsRefused) {
 }
 
 // Re-serialises `bytes` after `edit` changes its tensors or metadata.
-std::string Rewrite(const std::string& bytes,
-                    const std::function<void(std::map<std::string, at::Tensor>&,
-                                             std::map<std::string, std::string>&)>& edit) {
+std::string Rewrite(
+    const std::string& bytes,
+    const std::function<void(std::map<std::string, at::Tensor>&, std::map<std::string, std::string>&)>& edit) {
   auto file = SafetensorsFile::FromString(bytes);
   EXPECT_TRUE(file.ok());
   std::map<std::string, at::Tensor> tensors;
@@ -440,7 +439,11 @@ TEST(AdapterFormat, MalformedFilesAreInvalidArgumentNamingTheProblem) {
        "'layers.1.ffn_adapter.up.bias' is missing"},
       {"unexpected tensor", Rewrite(good, [](auto& t, auto&) { t["layers.9.x"] = at::zeros({1}); }),
        "unexpected tensor 'layers.9.x'"},
-      {"mis-shaped", Rewrite(good, [](auto& t, auto&) { t["head.weight"] = at::zeros({3, 32}); }),
+      {"mis-shaped",
+       Rewrite(good,
+               [](auto& t, auto&) {
+                 t["head.weight"] = at::zeros({3, 32});
+               }),
        "'head.weight' has shape [3,32]"},
       {"not an adapter", Rewrite(good, [](auto&, auto& m) { m["format"] = "pt"; }), "not an adapter file"},
       {"future version", Rewrite(good, [](auto&, auto& m) { m["format_version"] = "99"; }), "format_version 99"},
@@ -464,7 +467,8 @@ TEST(AdapterFormat, NonFiniteTensorsAreRefusedNamingThem) {
   EXPECT_OK(CheckFinite(*set));
   ASSERT_OK_AND_ASSIGN(std::string good, SerializeAdapterSet(*set, enc->fingerprint()));
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
-    const std::string poisoned = Rewrite(good, [bad](auto& t, auto&) { t["layers.0.attention_adapter.down.bias"][1] = bad; });
+    const std::string poisoned =
+        Rewrite(good, [bad](auto& t, auto&) { t["layers.0.attention_adapter.down.bias"][1] = bad; });
     EXPECT_THAT(DeserializeAdapterSet(poisoned, enc->config(), enc->fingerprint(), at::kCPU),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          AllOf(HasSubstr("'layers.0.attention_adapter.down.bias'"), HasSubstr("NaN or infinite"))));
@@ -472,8 +476,8 @@ TEST(AdapterFormat, NonFiniteTensorsAreRefusedNamingThem) {
     // way in); CheckFinite then still names the tensor.
     ASSERT_OK_AND_ASSIGN(auto loaded, DeserializeAdapterSet(poisoned, enc->config(), enc->fingerprint(), at::kCPU,
                                                             {.check_finite = false}));
-    EXPECT_THAT(CheckFinite(*loaded), StatusIs(absl::StatusCode::kInvalidArgument,
-                                               HasSubstr("'layers.0.attention_adapter.down.bias'")));
+    EXPECT_THAT(CheckFinite(*loaded),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'layers.0.attention_adapter.down.bias'")));
   }
 }
 
@@ -492,9 +496,9 @@ TEST(AdapterFormat, FormatOneFilesMatchTheWeightsFingerprint) {
   ASSERT_OK_AND_ASSIGN(auto from_v1, DeserializeAdapterSet(v1, enc->config(), "sha256:model", at::kCPU, options));
   EXPECT_TRUE(BitEqual(from_v1->head_weight(), set->head_weight()));
   // Each version is held to its own fingerprint.
-  EXPECT_THAT(DeserializeAdapterSet(v1, enc->config(), "sha256:model", at::kCPU,
-                                    {.v1_fingerprint = "sha256:other-weights"}),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("format 1")));
+  EXPECT_THAT(
+      DeserializeAdapterSet(v1, enc->config(), "sha256:model", at::kCPU, {.v1_fingerprint = "sha256:other-weights"}),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("format 1")));
   EXPECT_THAT(DeserializeAdapterSet(v2, enc->config(), "sha256:weights", at::kCPU, options),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("vocabulary")));
 }

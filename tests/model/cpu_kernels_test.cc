@@ -158,7 +158,7 @@ TEST(CpuKernels, FrozenLinearLeavesTrainableWeightsAndOtherTypesToAten) {
   const at::Tensor xd = at::randn({4, 6}, at::kDouble), wd = w.to(at::kDouble), bd = b.to(at::kDouble);
   EXPECT_FALSE(FrozenLinearUsesOneDnn(xd, wd, bd));
   EXPECT_TRUE(at::equal(FrozenLinear(xd, wd, bd), at::linear(xd, wd, bd)));
-  EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), wd, bd));  // mixed dtypes
+  EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), wd, bd));                     // mixed dtypes
   EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), w.t().contiguous().t(), b));  // weight not row-major
   EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({0, 6}), w, b));
   BackendGuard restore;

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common/file_util.h"
 #include "common/testing/status_matchers.h"
@@ -52,10 +52,10 @@ TEST(BertEncoderGolden, MatchesIndependentReferenceTo1e5) {
   ASSERT_OK_AND_ASSIGN(SafetensorsFile expected, SafetensorsFile::Open(GoldenDir() + "/expected.safetensors"));
   ASSERT_NE(expected.Find("last_hidden_state"), nullptr);
   ASSERT_NE(expected.Find("pooler_output"), nullptr);
-  ASSERT_OK_AND_ASSIGN(at::Tensor hidden, ViewToTensor(*expected.Find("last_hidden_state"), expected.holder(),
-                                                       at::kCPU, at::kFloat));
-  ASSERT_OK_AND_ASSIGN(at::Tensor pooled, ViewToTensor(*expected.Find("pooler_output"), expected.holder(),
-                                                       at::kCPU, at::kFloat));
+  ASSERT_OK_AND_ASSIGN(at::Tensor hidden,
+                       ViewToTensor(*expected.Find("last_hidden_state"), expected.holder(), at::kCPU, at::kFloat));
+  ASSERT_OK_AND_ASSIGN(at::Tensor pooled,
+                       ViewToTensor(*expected.Find("pooler_output"), expected.holder(), at::kCPU, at::kFloat));
   ASSERT_EQ(out.last_hidden_state.sizes(), hidden.sizes());
   ASSERT_EQ(out.pooled.sizes(), pooled.sizes());
   // Padding positions are compared too: HF computes them the same way.
@@ -98,8 +98,7 @@ TEST(ModelLoader, BothNamingVariantsGiveIdenticalOutputs) {
 }
 
 // Rewrites a checkpoint's model.safetensors through `edit`.
-void EditCheckpoint(const std::string& dir,
-                    const std::function<void(std::map<std::string, at::Tensor>&)>& edit) {
+void EditCheckpoint(const std::string& dir, const std::function<void(std::map<std::string, at::Tensor>&)>& edit) {
   ASSERT_OK_AND_ASSIGN(SafetensorsFile f, SafetensorsFile::Open(dir + "/model.safetensors"));
   std::map<std::string, at::Tensor> tensors;
   for (const auto& [name, view] : f.tensors()) {
@@ -126,17 +125,15 @@ class ModelLoaderErrors : public ::testing::Test {
 
 TEST_F(ModelLoaderErrors, MissingTensorIsNamed) {
   EditCheckpoint(dir_, [](auto& t) { t.erase("encoder.layer.1.attention.self.key.bias"); });
-  EXPECT_THAT(LoadBertModel(dir_, {}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("missing tensor 'encoder.layer.1.attention.self.key.bias'")));
+  EXPECT_THAT(LoadBertModel(dir_, {}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                HasSubstr("missing tensor 'encoder.layer.1.attention.self.key.bias'")));
 }
 
 TEST_F(ModelLoaderErrors, MisShapedTensorIsNamedWithBothShapes) {
   EditCheckpoint(dir_, [](auto& t) { t["encoder.layer.0.intermediate.dense.weight"] = at::zeros({63, 32}); });
-  EXPECT_THAT(LoadBertModel(dir_, {}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("'encoder.layer.0.intermediate.dense.weight'"), HasSubstr("[63,32]"),
-                             HasSubstr("[64,32]"))));
+  EXPECT_THAT(LoadBertModel(dir_, {}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                AllOf(HasSubstr("'encoder.layer.0.intermediate.dense.weight'"),
+                                                      HasSubstr("[63,32]"), HasSubstr("[64,32]"))));
 }
 
 TEST_F(ModelLoaderErrors, ClsHeadsAndBuffersAreIgnored) {
@@ -171,9 +168,8 @@ TEST_F(ModelLoaderErrors, AConfigDescribingMoreLayersThanTheCheckpointHoldsIsRef
   BertConfig huge = config_;
   huge.num_hidden_layers = 1000000;
   ASSERT_OK(WriteFileAtomically(dir_ + "/config.json", huge.ToJson()));
-  EXPECT_THAT(LoadBertModel(dir_, {}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("1000000 layers"), HasSubstr("enough for at most 2"))));
+  EXPECT_THAT(LoadBertModel(dir_, {}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                AllOf(HasSubstr("1000000 layers"), HasSubstr("enough for at most 2"))));
   // One layer too many is named the same way.
   huge.num_hidden_layers = config_.num_hidden_layers + 1;
   ASSERT_OK(WriteFileAtomically(dir_ + "/config.json", huge.ToJson()));
@@ -201,10 +197,9 @@ TEST_F(ModelLoaderErrors, ATensorTheConfigDoesNotDescribeIsRefused) {
     t["encoder.layer.0.attention.self.extra.weight"] = at::zeros({32});
     t["embeddings.token_type_ids"] = at::zeros({1, 64});  // an HF buffer: fine
   });
-  EXPECT_THAT(LoadBertModel(dir_, {}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("'encoder.layer.0.attention.self.extra.weight'"),
-                             HasSubstr("not part of the BERT encoder"))));
+  EXPECT_THAT(LoadBertModel(dir_, {}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                AllOf(HasSubstr("'encoder.layer.0.attention.self.extra.weight'"),
+                                                      HasSubstr("not part of the BERT encoder"))));
 }
 
 TEST_F(ModelLoaderErrors, ACheckpointWithMoreLayersThanTheConfigIsRefused) {

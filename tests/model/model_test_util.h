@@ -53,8 +53,8 @@ inline AdapterConfig MakeAdapterConfig(int64_t num_labels, int64_t bottleneck = 
 
 // A set with non-trivial values everywhere (the up-projections too), so
 // outputs differ from the plain encoder and between tasks.
-inline std::shared_ptr<AdapterSet> MakeTrainedLikeSet(const BertEncoder& enc, int64_t num_labels,
-                                                      uint64_t seed, int64_t bottleneck = 8) {
+inline std::shared_ptr<AdapterSet> MakeTrainedLikeSet(const BertEncoder& enc, int64_t num_labels, uint64_t seed,
+                                                      int64_t bottleneck = 8) {
   AdapterConfig c = MakeAdapterConfig(num_labels, bottleneck);
   c.init_std = 0.2;
   auto set = AdapterSet::CreateInitialized(enc.config(), enc.weights(), c, seed, at::kCPU);

@@ -33,9 +33,7 @@ std::span<const std::byte> AsBytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-std::string_view AsString(std::span<const std::byte> b) {
-  return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
+std::string_view AsString(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
 std::string Le64(uint64_t v) {
   std::string out;
@@ -45,9 +43,7 @@ std::string Le64(uint64_t v) {
 
 // A file whose length prefix says `header_len`, followed by `rest` verbatim,
 // for inputs where the prefix must lie.
-std::string RawFile(uint64_t header_len, std::string_view rest) {
-  return Le64(header_len) + std::string(rest);
-}
+std::string RawFile(uint64_t header_len, std::string_view rest) { return Le64(header_len) + std::string(rest); }
 
 // A well-framed file: correct length prefix, then `header` and `data`.
 std::string MakeFile(std::string_view header, std::string_view data = "") {
@@ -202,8 +198,7 @@ TEST(Safetensors, HolderKeepsBytesAliveAfterFileIsDestroyed) {
 
 TEST(Safetensors, ParseBorrowsCallerBytesWithNullHolder) {
   std::string bytes = MakeFile(R"({"x":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})", "abc");
-  ASSERT_OK_AND_ASSIGN(SafetensorsFile file,
-                       SafetensorsFile::Parse(AsBytes(bytes), /*holder=*/nullptr));
+  ASSERT_OK_AND_ASSIGN(SafetensorsFile file, SafetensorsFile::Parse(AsBytes(bytes), /*holder=*/nullptr));
   EXPECT_EQ(file.holder(), nullptr);
   ASSERT_NE(file.Find("x"), nullptr);
   EXPECT_EQ(file.Find("x")->data.data(), AsBytes(bytes).data() + bytes.size() - 3);
@@ -216,8 +211,7 @@ TEST(Safetensors, ParseAcceptsHandWrittenFileWithZeroSizedTensorBetweenOthers) {
       "b": {"dtype":"I16","shape":[2],"data_offsets":[4,8]},
       "a": {"dtype":"BOOL","shape":[2,2],"data_offsets":[0,4]},
       "__metadata__": {} }   )";
-  ASSERT_OK_AND_ASSIGN(SafetensorsFile file,
-                       ParseString(MakeFile(header, std::string("\x01\x00\x00\x01wxyz", 8))));
+  ASSERT_OK_AND_ASSIGN(SafetensorsFile file, ParseString(MakeFile(header, std::string("\x01\x00\x00\x01wxyz", 8))));
   ASSERT_EQ(file.tensors().size(), 3u);
   EXPECT_EQ(file.Find("z")->numel(), 0);
   EXPECT_TRUE(file.Find("z")->data.empty());
@@ -243,11 +237,10 @@ TEST(Safetensors, DTypeNamesRoundTripAndSizesMatchFormat) {
     const char* name;
     size_t size;
   };
-  for (const Case& c :
-       {Case{DType::kF64, "F64", 8}, Case{DType::kF32, "F32", 4}, Case{DType::kF16, "F16", 2},
-        Case{DType::kBF16, "BF16", 2}, Case{DType::kI64, "I64", 8}, Case{DType::kI32, "I32", 4},
-        Case{DType::kI16, "I16", 2}, Case{DType::kI8, "I8", 1}, Case{DType::kU8, "U8", 1},
-        Case{DType::kBool, "BOOL", 1}}) {
+  for (const Case& c : {Case{DType::kF64, "F64", 8}, Case{DType::kF32, "F32", 4}, Case{DType::kF16, "F16", 2},
+                        Case{DType::kBF16, "BF16", 2}, Case{DType::kI64, "I64", 8}, Case{DType::kI32, "I32", 4},
+                        Case{DType::kI16, "I16", 2}, Case{DType::kI8, "I8", 1}, Case{DType::kU8, "U8", 1},
+                        Case{DType::kBool, "BOOL", 1}}) {
     SCOPED_TRACE(c.name);
     EXPECT_EQ(DTypeName(c.dtype), c.name);
     EXPECT_EQ(DTypeSize(c.dtype), c.size);
@@ -271,13 +264,10 @@ TEST(Safetensors, NumelOfScalarIsOneAndOfEmptyShapeIsZero) {
 // ---------------------------------------------------------------------------
 // Malformed framing.
 
-TEST(Safetensors, RejectsEmptyInput) {
-  EXPECT_THAT(ParseString(""), StatusIs(kInvalid, HasSubstr("too short")));
-}
+TEST(Safetensors, RejectsEmptyInput) { EXPECT_THAT(ParseString(""), StatusIs(kInvalid, HasSubstr("too short"))); }
 
 TEST(Safetensors, RejectsInputShorterThanLengthPrefix) {
-  EXPECT_THAT(ParseString(std::string("\x05\x00\x00", 3)),
-              StatusIs(kInvalid, HasSubstr("too short")));
+  EXPECT_THAT(ParseString(std::string("\x05\x00\x00", 3)), StatusIs(kInvalid, HasSubstr("too short")));
   EXPECT_THAT(ParseString(std::string(7, '\0')), StatusIs(kInvalid, HasSubstr("7 bytes")));
 }
 
@@ -294,37 +284,30 @@ TEST(Safetensors, RejectsHeaderLengthOverConfiguredLimit) {
   std::string bytes = MakeFile(R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", "a");
   SafetensorsLimits limits;
   limits.max_header_bytes = 16;
-  EXPECT_THAT(ParseString(bytes, limits),
-              StatusIs(kInvalid, AllOf(HasSubstr("exceeds the limit"), HasSubstr("16"))));
+  EXPECT_THAT(ParseString(bytes, limits), StatusIs(kInvalid, AllOf(HasSubstr("exceeds the limit"), HasSubstr("16"))));
   // The same file is fine under the default limit.
   EXPECT_OK(ParseString(bytes));
 }
 
 TEST(Safetensors, RejectsHugeHeaderLengthWithoutAllocating) {
-  EXPECT_THAT(ParseString(RawFile(uint64_t{1} << 63, "{}")),
-              StatusIs(kInvalid, HasSubstr("exceeds the limit")));
-  EXPECT_THAT(ParseString(RawFile(~uint64_t{0}, "{}")),
-              StatusIs(kInvalid, HasSubstr("exceeds the limit")));
+  EXPECT_THAT(ParseString(RawFile(uint64_t{1} << 63, "{}")), StatusIs(kInvalid, HasSubstr("exceeds the limit")));
+  EXPECT_THAT(ParseString(RawFile(~uint64_t{0}, "{}")), StatusIs(kInvalid, HasSubstr("exceeds the limit")));
 }
 
 TEST(Safetensors, RejectsTruncatedDataSection) {
   std::string bytes = SampleWriter(Sample()).Serialize();
   bytes.resize(bytes.size() - 2);  // cut inside the last tensor's bytes
-  EXPECT_THAT(ParseString(bytes),
-              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'scale'"), HasSubstr("out of range"))));
+  EXPECT_THAT(ParseString(bytes), StatusIs(kInvalid, AllOf(HasSubstr("tensor 'scale'"), HasSubstr("out of range"))));
 }
 
 // ---------------------------------------------------------------------------
 // Malformed JSON.
 
 TEST(Safetensors, RejectsMalformedJson) {
-  EXPECT_THAT(ParseString(MakeFile(R"({"x": {"dtype": "F32",)")),
-              StatusIs(kInvalid, HasSubstr("not valid JSON")));
-  EXPECT_THAT(ParseString(MakeFile("{} trailing")),
-              StatusIs(kInvalid, HasSubstr("not valid JSON")));
+  EXPECT_THAT(ParseString(MakeFile(R"({"x": {"dtype": "F32",)")), StatusIs(kInvalid, HasSubstr("not valid JSON")));
+  EXPECT_THAT(ParseString(MakeFile("{} trailing")), StatusIs(kInvalid, HasSubstr("not valid JSON")));
   // Padding with NULs instead of spaces is not JSON either.
-  EXPECT_THAT(ParseString(MakeFile(std::string("{}\0\0", 4))),
-              StatusIs(kInvalid, HasSubstr("not valid JSON")));
+  EXPECT_THAT(ParseString(MakeFile(std::string("{}\0\0", 4))), StatusIs(kInvalid, HasSubstr("not valid JSON")));
   // nlohmann alone would stop at the NUL and accept the object before it.
   EXPECT_THAT(ParseString(MakeFile(std::string("{}\0{\"junk\"", 9))),
               StatusIs(kInvalid, HasSubstr("NUL byte at header offset 2")));
@@ -341,8 +324,7 @@ TEST(Safetensors, RejectsJsonThatIsNotAnObject) {
 TEST(Safetensors, RejectsDuplicateTensorName) {
   std::string header = R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
                        R"( "w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})";
-  EXPECT_THAT(ParseString(MakeFile(header, "ab")),
-              StatusIs(kInvalid, AllOf(HasSubstr("duplicate"), HasSubstr("'w'"))));
+  EXPECT_THAT(ParseString(MakeFile(header, "ab")), StatusIs(kInvalid, AllOf(HasSubstr("duplicate"), HasSubstr("'w'"))));
 }
 
 TEST(Safetensors, RejectsDuplicateFieldInsideEntry) {
@@ -366,8 +348,7 @@ TEST(Safetensors, RejectsEntryThatIsNotAnObject) {
 
 TEST(Safetensors, RejectsEntryMissingField) {
   EXPECT_THAT(ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":[1]}})", "a")),
-              StatusIs(kInvalid,
-                       AllOf(HasSubstr("tensor 'w'"), HasSubstr("missing field 'data_offsets'"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("missing field 'data_offsets'"))));
   EXPECT_THAT(ParseString(MakeFile(R"({"w":{"shape":[1],"data_offsets":[0,1]}})", "a")),
               StatusIs(kInvalid, HasSubstr("missing field 'dtype'")));
 }
@@ -375,104 +356,85 @@ TEST(Safetensors, RejectsEntryMissingField) {
 TEST(Safetensors, RejectsEntryWithExtraField) {
   std::string header = R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"stride":[1]}})";
   EXPECT_THAT(ParseString(MakeFile(header, "a")),
-              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"),
-                                       HasSubstr("unexpected extra field 'stride'"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("unexpected extra field 'stride'"))));
 }
 
 TEST(Safetensors, RejectsUnknownDtype) {
-  EXPECT_THAT(
-      ParseString(MakeFile(R"({"w":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[0,1]}})", "a")),
-      StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("unknown dtype 'F8_E5M2'"))));
+  EXPECT_THAT(ParseString(MakeFile(R"({"w":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[0,1]}})", "a")),
+              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("unknown dtype 'F8_E5M2'"))));
   EXPECT_THAT(ParseString(MakeFile(R"({"w":{"dtype":4,"shape":[1],"data_offsets":[0,1]}})", "a")),
               StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("dtype"))));
 }
 
 TEST(Safetensors, RejectsNegativeShapeDim) {
-  EXPECT_THAT(
-      ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":[2,-1],"data_offsets":[0,0]}})")),
-      StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("shape dim 1 is negative"))));
+  EXPECT_THAT(ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":[2,-1],"data_offsets":[0,0]}})")),
+              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("shape dim 1 is negative"))));
 }
 
 TEST(Safetensors, RejectsNonIntegerShapeDim) {
   EXPECT_THAT(ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":[1.5],"data_offsets":[0,0]}})")),
-              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("shape dim 0"),
-                                       HasSubstr("non-integer"))));
-  EXPECT_THAT(
-      ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":["2"],"data_offsets":[0,2]}})", "ab")),
-      StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("not a non-negative integer"))));
-  EXPECT_THAT(
-      ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":7,"data_offsets":[0,7]}})", "abcdefg")),
-      StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("not an array"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("shape dim 0"), HasSubstr("non-integer"))));
+  EXPECT_THAT(ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":["2"],"data_offsets":[0,2]}})", "ab")),
+              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("not a non-negative integer"))));
+  EXPECT_THAT(ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":7,"data_offsets":[0,7]}})", "abcdefg")),
+              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("not an array"))));
 }
 
 TEST(Safetensors, RejectsShapeDimAboveInt64Max) {
-  EXPECT_THAT(ParseString(MakeFile(
-                  R"({"w":{"dtype":"U8","shape":[9223372036854775808],"data_offsets":[0,0]}})")),
+  EXPECT_THAT(ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":[9223372036854775808],"data_offsets":[0,0]}})")),
               StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("too large"))));
 }
 
 TEST(Safetensors, RejectsNumelOverflow) {
   // 2^40 * 2^40 overflows int64.
   EXPECT_THAT(
-      ParseString(MakeFile(
-          R"({"w":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,0]}})")),
+      ParseString(MakeFile(R"({"w":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,0]}})")),
       StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("overflow"))));
   // numel fits int64 but numel * 8 bytes does not fit uint64.
-  EXPECT_THAT(ParseString(MakeFile(
-                  R"({"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]}})")),
+  EXPECT_THAT(ParseString(MakeFile(R"({"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]}})")),
               StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("overflow"))));
 }
 
 TEST(Safetensors, RejectsDataOffsetsWithWrongArityOrType) {
   for (const char* offsets : {"[0]", "[0,1,1]", "[]", "\"0,1\"", "{}"}) {
     SCOPED_TRACE(offsets);
-    std::string header =
-        std::string(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":)") + offsets + "}}";
-    EXPECT_THAT(
-        ParseString(MakeFile(header, "a")),
-        StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("exactly 2 integers"))));
+    std::string header = std::string(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":)") + offsets + "}}";
+    EXPECT_THAT(ParseString(MakeFile(header, "a")),
+                StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("exactly 2 integers"))));
   }
   for (const char* offsets : {"[-1,0]", "[0,1.0]", "[0,\"1\"]", "[null,1]"}) {
     SCOPED_TRACE(offsets);
-    std::string header =
-        std::string(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":)") + offsets + "}}";
+    std::string header = std::string(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":)") + offsets + "}}";
     EXPECT_THAT(ParseString(MakeFile(header, "a")),
-                StatusIs(kInvalid,
-                         AllOf(HasSubstr("tensor 'w'"), HasSubstr("not a non-negative integer"))));
+                StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("not a non-negative integer"))));
   }
 }
 
 TEST(Safetensors, RejectsDataOffsetsWithBeginAfterEnd) {
-  EXPECT_THAT(
-      ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[2,1]}})", "ab")),
-      StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("begin > end"))));
+  EXPECT_THAT(ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[2,1]}})", "ab")),
+              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("begin > end"))));
 }
 
 TEST(Safetensors, RejectsDataOffsetsPastDataSection) {
   EXPECT_THAT(
       ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})", "abc")),
-      StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("out of range"),
-                               HasSubstr("holds 3 bytes"))));
-  EXPECT_THAT(
-      ParseString(MakeFile(
-          R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[18446744073709551615,0]}})", "a")),
-      StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("begin > end"))));
+      StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("out of range"), HasSubstr("holds 3 bytes"))));
+  EXPECT_THAT(ParseString(MakeFile(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[18446744073709551615,0]}})", "a")),
+              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'w'"), HasSubstr("begin > end"))));
 }
 
 TEST(Safetensors, RejectsShapeSizeMismatch) {
-  EXPECT_THAT(
-      ParseString(MakeFile(R"({"a.weight":{"dtype":"F32","shape":[2,3],"data_offsets":[0,12]}})",
-                           std::string(12, 'x'))),
-      StatusIs(kInvalid, HasSubstr("safetensors: tensor 'a.weight': data_offsets [0, 12) hold 12 "
-                                   "bytes but shape [2,3] of F32 needs 24")));
+  EXPECT_THAT(ParseString(MakeFile(R"({"a.weight":{"dtype":"F32","shape":[2,3],"data_offsets":[0,12]}})",
+                                   std::string(12, 'x'))),
+              StatusIs(kInvalid, HasSubstr("safetensors: tensor 'a.weight': data_offsets [0, 12) hold 12 "
+                                           "bytes but shape [2,3] of F32 needs 24")));
 }
 
 TEST(Safetensors, RejectsOverlappingTensors) {
   std::string header = R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
                        R"( "b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})";
-  EXPECT_THAT(
-      ParseString(MakeFile(header, "abcdef")),
-      StatusIs(kInvalid, AllOf(HasSubstr("tensor 'b'"), HasSubstr("overlap"), HasSubstr("'a'"))));
+  EXPECT_THAT(ParseString(MakeFile(header, "abcdef")),
+              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'b'"), HasSubstr("overlap"), HasSubstr("'a'"))));
   // Two tensors sharing the exact same bytes.
   std::string aliased = R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
                         R"( "b":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})";
@@ -482,26 +444,23 @@ TEST(Safetensors, RejectsOverlappingTensors) {
 TEST(Safetensors, RejectsGapBetweenTensors) {
   std::string header = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},)"
                        R"( "b":{"dtype":"U8","shape":[2],"data_offsets":[4,6]}})";
-  EXPECT_THAT(ParseString(MakeFile(header, "abcdef")),
-              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'b'"), HasSubstr("gap"),
-                                       HasSubstr("uncovered bytes [2, 4)"))));
+  EXPECT_THAT(
+      ParseString(MakeFile(header, "abcdef")),
+      StatusIs(kInvalid, AllOf(HasSubstr("tensor 'b'"), HasSubstr("gap"), HasSubstr("uncovered bytes [2, 4)"))));
 }
 
 TEST(Safetensors, RejectsUncoveredBytesAtEndOrBeforeFirstTensor) {
-  EXPECT_THAT(
-      ParseString(MakeFile(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", "abcd")),
-      StatusIs(kInvalid, HasSubstr("uncovered bytes [2, 4)")));
-  EXPECT_THAT(
-      ParseString(MakeFile(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})", "abcd")),
-      StatusIs(kInvalid, AllOf(HasSubstr("tensor 'a'"), HasSubstr("uncovered bytes [0, 2)"))));
+  EXPECT_THAT(ParseString(MakeFile(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", "abcd")),
+              StatusIs(kInvalid, HasSubstr("uncovered bytes [2, 4)")));
+  EXPECT_THAT(ParseString(MakeFile(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})", "abcd")),
+              StatusIs(kInvalid, AllOf(HasSubstr("tensor 'a'"), HasSubstr("uncovered bytes [0, 2)"))));
   // Data with no tensors at all.
   EXPECT_THAT(ParseString(MakeFile("{}", "zz")), StatusIs(kInvalid, HasSubstr("uncovered")));
 }
 
 TEST(Safetensors, RejectsMetadataWithNonStringValue) {
   EXPECT_THAT(ParseString(MakeFile(R"({"__metadata__":{"epoch":3}})")),
-              StatusIs(kInvalid, AllOf(HasSubstr("__metadata__"), HasSubstr("'epoch'"),
-                                       HasSubstr("not a string"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("__metadata__"), HasSubstr("'epoch'"), HasSubstr("not a string"))));
   EXPECT_THAT(ParseString(MakeFile(R"({"__metadata__":["a"]})")),
               StatusIs(kInvalid, AllOf(HasSubstr("__metadata__"), HasSubstr("not an object"))));
 }
@@ -513,8 +472,7 @@ TEST(Safetensors, OpenReportsMissingFileAndNamesPathOnBadContent) {
 
   const std::string bad = dir.path() + "/bad.safetensors";
   ASSERT_OK(WriteFileAtomically(bad, RawFile(0, "{}")));
-  EXPECT_THAT(SafetensorsFile::Open(bad),
-              StatusIs(kInvalid, AllOf(HasSubstr(bad), HasSubstr("header length is 0"))));
+  EXPECT_THAT(SafetensorsFile::Open(bad), StatusIs(kInvalid, AllOf(HasSubstr(bad), HasSubstr("header length is 0"))));
 
   const std::string empty = dir.path() + "/empty.safetensors";
   ASSERT_OK(WriteFileAtomically(empty, ""));
@@ -583,12 +541,9 @@ TEST(Safetensors, WriterRejectsDuplicateName) {
 TEST(Safetensors, WriterRejectsEmptyAndReservedNames) {
   SafetensorsWriter w;
   std::string a(4, '\0');
-  EXPECT_THAT(w.Add("", DType::kF32, {1}, AsBytes(a)),
-              StatusIs(kInvalid, HasSubstr("empty tensor name")));
-  EXPECT_THAT(w.Add("__metadata__", DType::kF32, {1}, AsBytes(a)),
-              StatusIs(kInvalid, HasSubstr("reserved")));
-  EXPECT_THAT(w.Add("bad\xff", DType::kU8, {4}, AsBytes(a)),
-              StatusIs(kInvalid, HasSubstr("UTF-8")));
+  EXPECT_THAT(w.Add("", DType::kF32, {1}, AsBytes(a)), StatusIs(kInvalid, HasSubstr("empty tensor name")));
+  EXPECT_THAT(w.Add("__metadata__", DType::kF32, {1}, AsBytes(a)), StatusIs(kInvalid, HasSubstr("reserved")));
+  EXPECT_THAT(w.Add("bad\xff", DType::kU8, {4}, AsBytes(a)), StatusIs(kInvalid, HasSubstr("UTF-8")));
   // Nothing rejected was kept.
   ASSERT_OK_AND_ASSIGN(SafetensorsFile file, ParseString(w.Serialize()));
   EXPECT_TRUE(file.tensors().empty());
@@ -598,15 +553,13 @@ TEST(Safetensors, WriterRejectsSizeMismatch) {
   SafetensorsWriter w;
   std::string a(10, '\0');
   EXPECT_THAT(w.Add("w", DType::kF32, {2, 2}, AsBytes(a)),
-              StatusIs(kInvalid, AllOf(HasSubstr("'w'"), HasSubstr("data holds 10 bytes"),
-                                       HasSubstr("needs 16"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("'w'"), HasSubstr("data holds 10 bytes"), HasSubstr("needs 16"))));
   EXPECT_THAT(w.Add("s", DType::kF32, {}, {}), StatusIs(kInvalid, HasSubstr("needs 4")));
 }
 
 TEST(Safetensors, WriterRejectsNegativeDimAndOverflowingShape) {
   SafetensorsWriter w;
-  EXPECT_THAT(w.Add("w", DType::kF32, {2, -3}, {}),
-              StatusIs(kInvalid, AllOf(HasSubstr("'w'"), HasSubstr("negative"))));
+  EXPECT_THAT(w.Add("w", DType::kF32, {2, -3}, {}), StatusIs(kInvalid, AllOf(HasSubstr("'w'"), HasSubstr("negative"))));
   EXPECT_THAT(w.Add("w", DType::kF32, {int64_t{1} << 40, int64_t{1} << 40}, {}),
               StatusIs(kInvalid, HasSubstr("overflow")));
 }

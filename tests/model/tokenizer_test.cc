@@ -216,8 +216,7 @@ TEST(BertTokenizer, EncodesTableCasesLikeHuggingFace) {
     SCOPED_TRACE(c.name);
     auto tokenizer = MakeTokenizer(c.do_lower_case, c.max_seq_len);
     ASSERT_NE(tokenizer, nullptr);
-    Encoding encoding =
-        c.pair.has_value() ? tokenizer->Encode(c.text, *c.pair) : tokenizer->Encode(c.text);
+    Encoding encoding = c.pair.has_value() ? tokenizer->Encode(c.text, *c.pair) : tokenizer->Encode(c.text);
     EXPECT_EQ(encoding.input_ids, c.ids);
     EXPECT_EQ(encoding.token_type_ids, ExpectedTypes(c.ids, c.pair.has_value()));
     EXPECT_EQ(encoding.num_truncated, c.num_truncated);
@@ -275,8 +274,8 @@ TEST(BertTokenizer, SpecialIdsComeFromTheVocab) {
   EXPECT_EQ(tokenizer->vocab_size(), static_cast<int64_t>(TestVocab().size()));
 
   // Specials anywhere in the vocab: padding and framing use their ids.
-  auto reordered = BertTokenizer::FromTokens(
-      {"hello", "[MASK]", "[SEP]", "world", "[CLS]", "[UNK]", "[PAD]"}, TokenizerOptions{});
+  auto reordered =
+      BertTokenizer::FromTokens({"hello", "[MASK]", "[SEP]", "world", "[CLS]", "[UNK]", "[PAD]"}, TokenizerOptions{});
   ASSERT_OK(reordered);
   const auto& t = **reordered;
   EXPECT_EQ(t.pad_id(), 6);
@@ -360,8 +359,7 @@ TEST(BertTokenizer, EncodeBatchOfNothingIsEmpty) {
 
 TEST(BertTokenizer, EncodeBatchMatchesEncodePerRow) {
   auto tokenizer = MakeTokenizer(kLower, /*max_seq_len=*/8);
-  const std::vector<std::string> texts = {"Unaffable jumping dogs", "\u4e2d",
-                                          "a b a b a b a b a b"};
+  const std::vector<std::string> texts = {"Unaffable jumping dogs", "\u4e2d", "a b a b a b a b a b"};
   EncodedBatch batch = tokenizer->EncodeBatch(texts);
   for (size_t r = 0; r < texts.size(); ++r) {
     SCOPED_TRACE(texts[r]);
@@ -411,20 +409,18 @@ TEST(BertTokenizer, FromVocabFileWithoutFinalNewlineKeepsLastToken) {
 }
 
 TEST(BertTokenizer, FromVocabFileMissingIsNotFound) {
-  EXPECT_THAT(
-      BertTokenizer::FromVocabFile(::testing::TempDir() + "/no/such/vocab.txt", TokenizerOptions{}),
-      StatusIs(absl::StatusCode::kNotFound, HasSubstr("vocab.txt")));
+  EXPECT_THAT(BertTokenizer::FromVocabFile(::testing::TempDir() + "/no/such/vocab.txt", TokenizerOptions{}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("vocab.txt")));
 }
 
 TEST(BertTokenizer, FromVocabFileWithDuplicateTokenIsInvalidArgument) {
   TempDir dir;
   // "the" is on lines 6 and 8.
-  const std::string path =
-      dir.Write("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nthe\n");
-  EXPECT_THAT(BertTokenizer::FromVocabFile(path, TokenizerOptions{}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("duplicate token \"the\""), HasSubstr("line 8"),
-                             HasSubstr("line 6"), HasSubstr(path))));
+  const std::string path = dir.Write("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nthe\n");
+  EXPECT_THAT(
+      BertTokenizer::FromVocabFile(path, TokenizerOptions{}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("duplicate token \"the\""), HasSubstr("line 8"), HasSubstr("line 6"), HasSubstr(path))));
 }
 
 TEST(BertTokenizer, FromVocabFileMissingSpecialTokenIsInvalidArgument) {

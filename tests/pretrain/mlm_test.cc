@@ -55,8 +55,10 @@ TEST(MaskTokensTest, RatesWithinTolerance) {
       ASSERT_FALSE(special) << "special token selected at " << i;
       EXPECT_EQ(label[i], in[i]) << "the label is the original token";
       ++selected;
-      if (out[i] == spec.mask_id) ++masked;
-      else if (out[i] == in[i]) ++unchanged;
+      if (out[i] == spec.mask_id)
+        ++masked;
+      else if (out[i] == in[i])
+        ++unchanged;
       else {
         ++random;
         EXPECT_GE(out[i], spec.first_normal_id) << "a random replacement must be a normal token";

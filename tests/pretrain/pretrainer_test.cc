@@ -26,16 +26,15 @@ using adapterd::testing::TempDir;
 // Documents with learnable regularities: fixed phrases around a varying
 // subject, so that a masked function word is predictable from its context.
 std::vector<std::string> Corpus(int n, uint64_t seed) {
-  const std::vector<std::string> subjects = {"the cat", "a dog", "the bird", "my friend", "the teacher",
-                                             "a farmer", "the pilot", "our neighbour"};
+  const std::vector<std::string> subjects = {"the cat",     "a dog",    "the bird",  "my friend",
+                                             "the teacher", "a farmer", "the pilot", "our neighbour"};
   const std::vector<std::string> places = {"garden", "kitchen", "station", "market", "library", "river"};
   std::mt19937_64 rng(seed);
   std::vector<std::string> docs;
   for (int i = 0; i < n; ++i) {
     const std::string& s = subjects[rng() % subjects.size()];
     const std::string& p = places[rng() % places.size()];
-    docs.push_back(s + " walked to the " + p + " and sat down. then " + s + " went back home from the " + p +
-                   ".");
+    docs.push_back(s + " walked to the " + p + " and sat down. then " + s + " went back home from the " + p + ".");
   }
   return docs;
 }
@@ -153,9 +152,7 @@ TEST(PretrainerTest, ResumedRunIsBitIdenticalToAnUninterruptedOne) {
     int64_t checks = 0;
     // Interrupted after 15 steps (the stop callback runs before each step);
     // Train checkpoints on the way out.
-    ASSERT_TRUE(p->Train(PackDocuments(f.docs, p->tokenizer(), 32), 10, nullptr,
-                         [&] { return checks++ == 15; })
-                    .ok());
+    ASSERT_TRUE(p->Train(PackDocuments(f.docs, p->tokenizer(), 32), 10, nullptr, [&] { return checks++ == 15; }).ok());
     ASSERT_EQ(p->step(), 15);
   }
   // A fresh process would re-read the checkpoint and its RNG state; perturb
@@ -197,9 +194,8 @@ TEST(PretrainerTest, NewCycleContinuesAFinishedRunWithAFreshSchedule) {
   EXPECT_EQ(p->total_steps(), 16);
   EXPECT_TRUE(at::equal(p->Parameters()[0], after_first[0])) << "the cycle starts from the checkpoint";
   std::vector<StepReport> reports;
-  ASSERT_TRUE(p->Train(PackDocuments(f.docs, p->tokenizer(), 32), 1,
-                       [&](const StepReport& r) { reports.push_back(r); })
-                  .ok());
+  ASSERT_TRUE(
+      p->Train(PackDocuments(f.docs, p->tokenizer(), 32), 1, [&](const StepReport& r) { reports.push_back(r); }).ok());
   EXPECT_EQ(p->step(), 16);
   ASSERT_EQ(reports.size(), 6u);
   // The cycle's own schedule: no warmup step (10% of 6), then linear decay
@@ -290,16 +286,13 @@ TEST(PretrainerTest, InvalidOptionsAreRejected) {
   const Fixture f = Make();
   TempDir dir("pretrain");
   PretrainOptions o = Options(0);  // no budget
-  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(), absl::StatusCode::kInvalidArgument);
   o = Options(5);
   o.dropout = 1.0;
-  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(), absl::StatusCode::kInvalidArgument);
   o = Options(5);
   o.autocast = "fp8";
-  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(), absl::StatusCode::kInvalidArgument);
   std::vector<std::string> shuffled = f.vocab;
   std::swap(shuffled[0], shuffled[10]);  // specials no longer first
   EXPECT_EQ(Pretrainer::Create(f.config, shuffled, Options(5), dir.path()).status().code(),

@@ -51,9 +51,8 @@ class Recorder {
     std::pair<Recorder*, size_t> arg(this, n);
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
-        +[](std::pair<Recorder*, size_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return a->first->batches_.size() >= a->second;
-        },
+        +[](std::pair<Recorder*, size_t>* a)
+             ABSL_NO_THREAD_SAFETY_ANALYSIS { return a->first->batches_.size() >= a->second; },
         &arg));
   }
   // Completes every row of batch `i` (value = its length) and releases its slot.
@@ -83,8 +82,8 @@ class Recorder {
   std::vector<std::function<void()>> done_ ABSL_GUARDED_BY(mu_);
 };
 
-std::unique_ptr<DynamicBatcher> MakeBatcher(Recorder& recorder, int64_t max_batch, int64_t delay_us,
-                                            int inflight = 1, ServingObserver* observer = nullptr) {
+std::unique_ptr<DynamicBatcher> MakeBatcher(Recorder& recorder, int64_t max_batch, int64_t delay_us, int inflight = 1,
+                                            ServingObserver* observer = nullptr) {
   DynamicBatcher::Options o;
   o.max_batch_size = max_batch;
   o.max_queue_delay_us = delay_us;

@@ -120,7 +120,8 @@ TEST_F(InferenceEngineTest, RowsAreIndependentInsideMixedTaskBatches) {
     std::vector<absl::StatusOr<PredictResult>> results(3);
     std::vector<std::thread> threads;
     for (int t = 0; t < 3; ++t) {
-      threads.emplace_back([&, t] { results[static_cast<size_t>(t)] = engine->Predict(Request(t, texts[static_cast<size_t>(t)])); });
+      threads.emplace_back(
+          [&, t] { results[static_cast<size_t>(t)] = engine->Predict(Request(t, texts[static_cast<size_t>(t)])); });
     }
     for (std::thread& th : threads) th.join();
     const std::vector<BatchStats> batches = observer.batches();

@@ -66,21 +66,20 @@ inline std::vector<std::string> Labels(int n) {
 
 // Serialised adapter bytes for `encoder`: a random (far from identity) set.
 // `fingerprint` overrides the encoder's (to fake another encoder).
-inline absl::StatusOr<std::string> AdapterBytes(const model::BertEncoder& encoder, int num_labels,
-                                                uint64_t seed, int64_t bottleneck = 8,
-                                                const std::string& fingerprint = "") {
+inline absl::StatusOr<std::string> AdapterBytes(const model::BertEncoder& encoder, int num_labels, uint64_t seed,
+                                                int64_t bottleneck = 8, const std::string& fingerprint = "") {
   model::AdapterConfig ac;
   ac.bottleneck_size = bottleneck;
   ac.init_std = 0.3;
   ac.labels = Labels(num_labels);
-  ASSIGN_OR_RETURN(auto set, model::AdapterSet::CreateInitialized(encoder.config(), encoder.weights(), ac,
-                                                                  seed, c10::Device(c10::kCPU)));
+  ASSIGN_OR_RETURN(auto set, model::AdapterSet::CreateInitialized(encoder.config(), encoder.weights(), ac, seed,
+                                                                  c10::Device(c10::kCPU)));
   return model::SerializeAdapterSet(*set, fingerprint.empty() ? encoder.fingerprint() : fingerprint);
 }
 
 // Promotes `bytes` as the task's next version (an import: no job).
-inline absl::StatusOr<int64_t> Promote(storage::Database& db, const std::string& tenant,
-                                       const std::string& task_id, int num_labels, std::string bytes) {
+inline absl::StatusOr<int64_t> Promote(storage::Database& db, const std::string& tenant, const std::string& task_id,
+                                       int num_labels, std::string bytes) {
   storage::Promotion p;
   p.task.set_tenant(tenant);
   p.task.set_task_id(task_id);

@@ -239,8 +239,7 @@ TEST(Backups, ADamagedNewestMetaFileIsReportedAndNeverSkipped) {
   ASSERT_NE(at, std::string::npos) << text;
   FlipBit(meta2, at + 3);
 
-  EXPECT_THAT(Backups::List(dir.Sub("backups")).status(),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("meta/2")));
+  EXPECT_THAT(Backups::List(dir.Sub("backups")).status(), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("meta/2")));
   ASSERT_OK_AND_ASSIGN(BackupDirectory state, Backups::Inspect(dir.Sub("backups")));
   ASSERT_EQ(state.backups.size(), 1u);
   EXPECT_EQ(state.backups[0].id, 1u);
@@ -285,7 +284,7 @@ TEST(Backups, ABitFlippedInAnyFileIsFound) {
   std::set<std::string> tops;
   for (const std::string& f : files) tops.insert(f.substr(0, f.find('/')));
   EXPECT_THAT(tops, ::testing::IsSupersetOf({std::string("meta"), std::string("private"),
-                                            std::string("shared_checksum"), std::string(kMetaChecksumsFile)}));
+                                             std::string("shared_checksum"), std::string(kMetaChecksumsFile)}));
   int trial = 0;
   for (const std::string& file : files) {
     const uintmax_t size = std::filesystem::file_size(std::filesystem::path(dir.Sub("backups")) / file);

@@ -95,8 +95,7 @@ int Promote(const std::string& path, int num_tasks, int keep) {
       job.set_state(adapterd::v1::JOB_STATE_RUNNING);
       Batch batch;
       Check(batch.CreateJob(job), "batch create job");
-      Check(batch.AppendEvent(job_id, StateEvent(adapterd::v1::JOB_STATE_QUEUED,
-                                                 adapterd::v1::JOB_STATE_RUNNING)),
+      Check(batch.AppendEvent(job_id, StateEvent(adapterd::v1::JOB_STATE_QUEUED, adapterd::v1::JOB_STATE_RUNNING)),
             "batch event");
       Check(db.Commit(batch), "create job");
     } else {

@@ -92,18 +92,15 @@ TEST(Database, MissingDatabaseIsNotFoundWithoutCreateIfMissing) {
   Database::Options o = At(dir.Sub("nope"));
   o.create_if_missing = false;
   EXPECT_THAT(Database::Open(o), StatusIs(absl::StatusCode::kNotFound, HasSubstr(dir.Sub("nope"))));
-  EXPECT_THAT(Database::Open(At("")),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("path")));
+  EXPECT_THAT(Database::Open(At("")), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("path")));
 }
 
 TEST(Database, CallsAfterCloseAreFailedPrecondition) {
   TempDir dir;
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
   ASSERT_OK(db->Close());
-  EXPECT_THAT(db->tasks().Get("a", "b"),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
-  EXPECT_THAT(db->jobs().Create(Job("a", "j")),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
+  EXPECT_THAT(db->tasks().Get("a", "b"), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
+  EXPECT_THAT(db->jobs().Create(Job("a", "j")), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
 }
 
 // RocksDB's accounting as /metrics reports it: writes fill the memtables, a
@@ -142,9 +139,9 @@ TEST(Database, SecondOpenInSameProcessIsLockedError) {
   TempDir dir;
   const std::string path = dir.Sub("db");
   ASSERT_OK_AND_ASSIGN(auto first, Database::Open(At(path)));
-  EXPECT_THAT(Database::Open(At(path)), StatusIs(absl::StatusCode::kFailedPrecondition,
-                                                 AllOf(HasSubstr("is locked by another process"),
-                                                       HasSubstr("lock file " + path + "/LOCK"))));
+  EXPECT_THAT(Database::Open(At(path)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("is locked by another process"), HasSubstr("lock file " + path + "/LOCK"))));
   ASSERT_OK(first->Close());
   EXPECT_OK(Database::Open(At(path)));
 }
@@ -154,10 +151,10 @@ TEST(Database, OpenWhileAnotherProcessHoldsItIsLockedError) {
   const std::string path = dir.Sub("db");
   ASSERT_OK_AND_ASSIGN(Child child, Child::Start({"hold", path}, dir.Sub("child.err")));
   ASSERT_OK(child.WaitReady(10000));
-  EXPECT_THAT(Database::Open(At(path)),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr("database '" + path + "' is locked by another process"),
-                             HasSubstr(path + "/LOCK"))));
+  EXPECT_THAT(
+      Database::Open(At(path)),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("database '" + path + "' is locked by another process"), HasSubstr(path + "/LOCK"))));
   child.KillAndWait();  // the kernel drops the dead process's lock
   EXPECT_OK(Database::Open(At(path)));
 }
@@ -167,9 +164,8 @@ TEST(Database, NewerSchemaVersionIsRefused) {
   const std::string path = dir.Sub("db");
   { ASSERT_OK(Database::Open(At(path)).status()); }
   ASSERT_OK(RawPut(path, "meta", keys::kSchemaVersion, "2"));
-  EXPECT_THAT(Database::Open(At(path)),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr("schema version 2"), HasSubstr("supports (1)"))));
+  EXPECT_THAT(Database::Open(At(path)), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                                 AllOf(HasSubstr("schema version 2"), HasSubstr("supports (1)"))));
   // The refused open released the database.
   ASSERT_OK(RawPut(path, "meta", keys::kSchemaVersion, "1"));
   EXPECT_OK(Database::Open(At(path)));
@@ -206,13 +202,10 @@ TEST(Database, CorruptRecordIsDataLossNamingFamilyAndKey) {
   ASSERT_OK(RawPut(path, "job_events", "j1/00000000000000000001", garbage));
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
   EXPECT_THAT(db->jobs().Get("acme", "j1"),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       AllOf(HasSubstr("column family 'jobs'"), HasSubstr("key 'acme/j1'"),
-                             HasSubstr("adapterd.v1.JobRecord"))));
-  EXPECT_THAT(db->tasks().Get("acme", "broken"),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("acme/broken")));
-  EXPECT_THAT(db->tasks().List("acme", 10, ""),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("acme/broken")));
+              StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr("column family 'jobs'"), HasSubstr("key 'acme/j1'"),
+                                                          HasSubstr("adapterd.v1.JobRecord"))));
+  EXPECT_THAT(db->tasks().Get("acme", "broken"), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("acme/broken")));
+  EXPECT_THAT(db->tasks().List("acme", 10, ""), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("acme/broken")));
   EXPECT_THAT(db->jobs().ReadEvents("j1", 1),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("j1/00000000000000000001")));
   // Good records next to the bad ones still read.
@@ -225,8 +218,7 @@ TEST(Database, RecordStoredUnderWrongKeyIsDataLoss) {
   { ASSERT_OK(Database::Open(At(path)).status()); }
   ASSERT_OK(RawPut(path, "jobs", "acme/j2", Job("other", "j9").SerializeAsString()));
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
-  EXPECT_THAT(db->jobs().Get("acme", "j2"),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("other/j9")));
+  EXPECT_THAT(db->jobs().Get("acme", "j2"), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("other/j9")));
 }
 
 TEST(FromRocks, MapsEveryKindToItsCode) {
@@ -266,8 +258,7 @@ TEST(FromRocks, MapsEveryKindToItsCode) {
 // A file system that fails every write with ENOSPC while `full` is set.
 class FullDiskFileSystem : public rocksdb::FileSystemWrapper {
  public:
-  explicit FullDiskFileSystem(std::shared_ptr<rocksdb::FileSystem> base)
-      : FileSystemWrapper(std::move(base)) {}
+  explicit FullDiskFileSystem(std::shared_ptr<rocksdb::FileSystem> base) : FileSystemWrapper(std::move(base)) {}
   const char* Name() const override { return "FullDiskFileSystem"; }
 
   std::atomic<bool> full{false};
@@ -292,8 +283,7 @@ class FullDiskFileSystem : public rocksdb::FileSystemWrapper {
       return FSWritableFileOwnerWrapper::Append(data, o, dbg);
     }
     rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
-                             const rocksdb::DataVerificationInfo& v,
-                             rocksdb::IODebugContext* dbg) override {
+                             const rocksdb::DataVerificationInfo& v, rocksdb::IODebugContext* dbg) override {
       if (*full_) return rocksdb::IOStatus::NoSpace("simulated full disk");
       return FSWritableFileOwnerWrapper::Append(data, o, v, dbg);
     }
@@ -333,8 +323,7 @@ TEST(Database, FullDiskIsResourceExhaustedAndLosesNothingCommitted) {
   }
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
   EXPECT_OK(db->jobs().Get("acme", "before"));
-  EXPECT_THAT(db->jobs().Get("acme", "during"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("during")));
+  EXPECT_THAT(db->jobs().Get("acme", "during"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("during")));
   EXPECT_EQ(db->jobs().Get("acme", "after").ok(), after.ok());
   EXPECT_OK(db->jobs().Create(Job("acme", "reopened")));
 }
@@ -381,8 +370,8 @@ TEST(Keys, IdsMustBeNonEmptyShortAndSlashFree) {
   EXPECT_OK(ValidateId("task_id", "sentiment-v2_x.y"));
   EXPECT_THAT(ValidateId("task_id", ""),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("task_id must not be empty")));
-  EXPECT_THAT(ValidateId("tenant", "a/b"), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                    AllOf(HasSubstr("tenant"), HasSubstr("'/'"))));
+  EXPECT_THAT(ValidateId("tenant", "a/b"),
+              StatusIs(absl::StatusCode::kInvalidArgument, AllOf(HasSubstr("tenant"), HasSubstr("'/'"))));
   EXPECT_THAT(ValidateId("job_id", std::string("a\0b", 3)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("job_id")));
   EXPECT_THAT(ValidateId("job_id", std::string(kMaxIdBytes + 1, 'x')),

@@ -80,7 +80,8 @@ TEST(PromoteAdapterVersion, WritesVersionTaskJobAndEventTogether) {
     ASSERT_OK(db->checkpoints().Put(c));
 
     int64_t event_seq = 0;
-    ASSERT_OK_AND_ASSIGN(PromotionResult r, PromoteJobVersion(*db, MakePromotion("x", 1), job, Succeeded(), &event_seq));
+    ASSERT_OK_AND_ASSIGN(PromotionResult r,
+                         PromoteJobVersion(*db, MakePromotion("x", 1), job, Succeeded(), &event_seq));
     EXPECT_EQ(r.version, 1);
     EXPECT_TRUE(r.removed_versions.empty());
     EXPECT_EQ(event_seq, 2);
@@ -101,8 +102,7 @@ TEST(PromoteAdapterVersion, WritesVersionTaskJobAndEventTogether) {
   ASSERT_OK_AND_ASSIGN(auto events, db->jobs().ReadEvents("job-x-1", 2));
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].state_change().to(), adapterd::v1::JOB_STATE_SUCCEEDED);
-  EXPECT_THAT(db->checkpoints().Get("job-x-1"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("job-x-1")));
+  EXPECT_THAT(db->checkpoints().Get("job-x-1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("job-x-1")));
 }
 
 // The compare-and-set the job manager relies on: a promotion whose job is no
@@ -116,10 +116,8 @@ TEST(PromoteAdapterVersion, JobNoLongerInExpectedStateWritesNothing) {
   ASSERT_OK(db->jobs().Put(cancelling));  // a cancel won the race
   EXPECT_THAT(PromoteJobVersion(*db, MakePromotion("x", 1), RunningJob("job-x-1", "x"), Succeeded()),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("JOB_STATE_CANCELLING")));
-  EXPECT_THAT(db->tasks().Get("acme", "x"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/x")));
-  EXPECT_THAT(db->adapters().Get("acme", "x", 1),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("version 1")));
+  EXPECT_THAT(db->tasks().Get("acme", "x"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/x")));
+  EXPECT_THAT(db->adapters().Get("acme", "x", 1), StatusIs(absl::StatusCode::kNotFound, HasSubstr("version 1")));
   EXPECT_EQ(db->jobs().LastEventSeq("job-x-1").value_or(-1), 0);
   ASSERT_OK_AND_ASSIGN(PromotionResult r, PromoteJobVersion(*db, MakePromotion("x", 1), cancelling, Succeeded()));
   EXPECT_EQ(r.version, 1);
@@ -128,8 +126,7 @@ TEST(PromoteAdapterVersion, JobNoLongerInExpectedStateWritesNothing) {
 TEST(PromoteAdapterVersion, PendingTaskHasNoCurrentVersion) {
   TempDir dir;
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
-  EXPECT_THAT(db->adapters().GetCurrent("acme", "x"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/x")));
+  EXPECT_THAT(db->adapters().GetCurrent("acme", "x"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/x")));
   TaskRecord t;
   t.set_tenant("acme");
   t.set_task_id("x");
@@ -152,8 +149,7 @@ TEST(PromoteAdapterVersion, RetentionKeepsExactlyTheLastK) {
     EXPECT_EQ(r.version, v);
     removed.push_back(r.removed_versions);
   }
-  EXPECT_THAT(removed, ElementsAre(ElementsAre(), ElementsAre(), ElementsAre(1), ElementsAre(2),
-                                   ElementsAre(3)));
+  EXPECT_THAT(removed, ElementsAre(ElementsAre(), ElementsAre(), ElementsAre(1), ElementsAre(2), ElementsAre(3)));
   ASSERT_OK_AND_ASSIGN(TaskRecord t, db->tasks().Get("acme", "x"));
   EXPECT_THAT(t.versions(), ElementsAre(4, 5));
   for (int v = 1; v <= 3; ++v) {
@@ -188,8 +184,7 @@ TEST(PromoteAdapterVersion, UnexpectedVersionWritesNothing) {
   EXPECT_EQ(t.current_version(), 1);
   ASSERT_OK_AND_ASSIGN(JobRecord job, db->jobs().Get("acme", "job-x-3"));
   EXPECT_EQ(job.state(), adapterd::v1::JOB_STATE_RUNNING);
-  EXPECT_THAT(db->adapters().Get("acme", "x", 3),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("version 3")));
+  EXPECT_THAT(db->adapters().Get("acme", "x", 3), StatusIs(absl::StatusCode::kNotFound, HasSubstr("version 3")));
   // expected_version 0 takes whatever is next; no job is needed (an import).
   Promotion import = MakePromotion("x", 0);
   ASSERT_OK_AND_ASSIGN(PromotionResult r, db->PromoteAdapterVersion(std::move(import)));
@@ -203,15 +198,12 @@ TEST(TaskStore, DeleteRemovesTaskAndEveryVersionAtomically) {
   const std::string path = dir.Sub("db");
   {
     ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
-    for (int v = 1; v <= 3; ++v)
-      ASSERT_OK(db->PromoteAdapterVersion(MakePromotion("x", v, 3)).status());
+    for (int v = 1; v <= 3; ++v) ASSERT_OK(db->PromoteAdapterVersion(MakePromotion("x", v, 3)).status());
     ASSERT_OK(db->PromoteAdapterVersion(MakePromotion("xy", 1)).status());  // shares a prefix
     ASSERT_OK(db->tasks().Delete("acme", "x"));
-    EXPECT_THAT(db->tasks().Get("acme", "x"),
-                StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/x")));
+    EXPECT_THAT(db->tasks().Get("acme", "x"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/x")));
     for (int v = 1; v <= 3; ++v) {
-      EXPECT_THAT(db->adapters().Get("acme", "x", v),
-                  StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/x")));
+      EXPECT_THAT(db->adapters().Get("acme", "x", v), StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/x")));
     }
     EXPECT_OK(db->adapters().GetCurrent("acme", "xy"));
     // A new task under the same id starts again at version 1.
@@ -257,8 +249,8 @@ TEST(PromoteAdapterVersion, ConcurrentPromotionsOfOneTaskGetDistinctVersions) {
 // Invariants after a writer was SIGKILLed at an arbitrary point (see
 // crash_child.cc): each task's record, adapter bytes, jobs, events and
 // checkpoints agree, whatever write the kill interrupted.
-void CheckCrashInvariants(const std::string& path, int num_tasks, int keep,
-                          std::map<std::string, int64_t>& last_seen, int64_t* total_versions) {
+void CheckCrashInvariants(const std::string& path, int num_tasks, int keep, std::map<std::string, int64_t>& last_seen,
+                          int64_t* total_versions) {
   *total_versions = 0;
   std::map<std::string, std::vector<int64_t>> expected_versions;
   {
@@ -295,12 +287,10 @@ void CheckCrashInvariants(const std::string& path, int num_tasks, int keep,
         ASSERT_OK_AND_ASSIGN(JobRecord job, db->jobs().Get("t", job_id));
         EXPECT_EQ(job.state(), adapterd::v1::JOB_STATE_SUCCEEDED) << job_id;
         EXPECT_EQ(job.result_version(), v) << job_id;
-        EXPECT_THAT(db->checkpoints().Get(job_id),
-                    StatusIs(absl::StatusCode::kNotFound, HasSubstr(job_id)));
+        EXPECT_THAT(db->checkpoints().Get(job_id), StatusIs(absl::StatusCode::kNotFound, HasSubstr(job_id)));
         ASSERT_OK_AND_ASSIGN(auto events, db->jobs().ReadEvents(job_id, 1));
         ASSERT_FALSE(events.empty()) << job_id;
-        for (size_t e = 0; e < events.size(); ++e)
-          EXPECT_EQ(events[e].seq(), static_cast<int64_t>(e + 1));
+        for (size_t e = 0; e < events.size(); ++e) EXPECT_EQ(events[e].seq(), static_cast<int64_t>(e + 1));
         EXPECT_EQ(events.back().state_change().to(), adapterd::v1::JOB_STATE_SUCCEEDED) << job_id;
       }
       // The job in flight when the child died never looks finished.
@@ -345,9 +335,8 @@ TEST(PromoteAdapterVersion, KilledWriterLeavesNoPartialPromotion) {
   int rounds_with_progress = 0;
   for (int delay : kDelaysMs) {
     SCOPED_TRACE(absl::StrCat("kill after ", delay, " ms"));
-    ASSERT_OK_AND_ASSIGN(
-        Child child, Child::Start({"promote", path, std::to_string(kTasks), std::to_string(kKeep)},
-                                  dir.Sub("child.err")));
+    ASSERT_OK_AND_ASSIGN(Child child, Child::Start({"promote", path, std::to_string(kTasks), std::to_string(kKeep)},
+                                                   dir.Sub("child.err")));
     ASSERT_OK(child.WaitReady(10000));
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     int status = 0;
@@ -363,8 +352,7 @@ TEST(PromoteAdapterVersion, KilledWriterLeavesNoPartialPromotion) {
   EXPECT_GE(rounds_with_progress, 3);
   EXPECT_GT(total, 20) << "the child promoted too little to test anything";
   RecordProperty("promotions", static_cast<int>(total));
-  std::printf("[          ] %lld promotions over %zu kills\n", static_cast<long long>(total),
-              std::size(kDelaysMs));
+  std::printf("[          ] %lld promotions over %zu kills\n", static_cast<long long>(total), std::size(kDelaysMs));
 }
 
 }  // namespace

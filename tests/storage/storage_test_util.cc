@@ -42,13 +42,11 @@ struct RawDb {
   static absl::StatusOr<std::unique_ptr<RawDb>> Open(const std::string& path) {
     auto raw = std::make_unique<RawDb>();
     rocksdb::DBOptions options;
-    RETURN_IF_ERROR(FromRocks(rocksdb::DB::ListColumnFamilies(options, path, &raw->names),
-                              "list column families"));
+    RETURN_IF_ERROR(FromRocks(rocksdb::DB::ListColumnFamilies(options, path, &raw->names), "list column families"));
     std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
     for (const auto& n : raw->names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
     rocksdb::DB* db = nullptr;
-    RETURN_IF_ERROR(
-        FromRocks(rocksdb::DB::Open(options, path, descriptors, &raw->handles, &db), "raw open"));
+    RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(options, path, descriptors, &raw->handles, &db), "raw open"));
     raw->db.reset(db);
     return raw;
   }
@@ -59,8 +57,8 @@ struct RawDb {
     }
     if (!create) return absl::NotFoundError(absl::StrCat("no column family ", name));
     rocksdb::ColumnFamilyHandle* h = nullptr;
-    RETURN_IF_ERROR(FromRocks(db->CreateColumnFamily(rocksdb::ColumnFamilyOptions(), name, &h),
-                              "create column family"));
+    RETURN_IF_ERROR(
+        FromRocks(db->CreateColumnFamily(rocksdb::ColumnFamilyOptions(), name, &h), "create column family"));
     names.push_back(name);
     handles.push_back(h);
     return h;
@@ -69,8 +67,7 @@ struct RawDb {
 
 }  // namespace
 
-absl::Status RawPut(const std::string& path, const std::string& cf, const std::string& key,
-                    const std::string& value) {
+absl::Status RawPut(const std::string& path, const std::string& cf, const std::string& key, const std::string& value) {
   ASSIGN_OR_RETURN(auto raw, RawDb::Open(path));
   ASSIGN_OR_RETURN(rocksdb::ColumnFamilyHandle * h, raw->Family(cf, /*create=*/true));
   rocksdb::WriteOptions wo;
@@ -109,30 +106,25 @@ std::string MakeAdapterBytes(const std::string& task_id, int64_t version, size_t
   return bytes + Sha256Hex(bytes);
 }
 
-absl::Status CheckAdapterBytes(const std::string& bytes, const std::string& task_id,
-                               int64_t version) {
+absl::Status CheckAdapterBytes(const std::string& bytes, const std::string& task_id, int64_t version) {
   const std::string header = absl::StrCat("adapter task=", task_id, " version=", version, "\n");
   if (bytes.size() < header.size() + 64 || bytes.compare(0, header.size(), header) != 0) {
-    return absl::DataLossError(
-        absl::StrCat("adapter bytes of ", task_id, " v", version, " have the wrong header"));
+    return absl::DataLossError(absl::StrCat("adapter bytes of ", task_id, " v", version, " have the wrong header"));
   }
   const std::string payload = bytes.substr(0, bytes.size() - 64);
   if (Sha256Hex(payload) != bytes.substr(bytes.size() - 64)) {
-    return absl::DataLossError(
-        absl::StrCat("adapter bytes of ", task_id, " v", version, " fail their checksum"));
+    return absl::DataLossError(absl::StrCat("adapter bytes of ", task_id, " v", version, " fail their checksum"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<Child> Child::Start(const std::vector<std::string>& args,
-                                   const std::string& stderr_path) {
+absl::StatusOr<Child> Child::Start(const std::vector<std::string>& args, const std::string& stderr_path) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   std::vector<std::string> argv_storage;
   argv_storage.push_back(ADAPTERD_STORAGE_CRASH_CHILD);
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
@@ -165,9 +157,8 @@ absl::Status Child::WaitReady(int timeout_ms) {
   std::string got;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (got.find("ready\n") == std::string::npos) {
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    deadline - std::chrono::steady_clock::now())
-                                    .count());
+    int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
     if (left <= 0) {
       return absl::DeadlineExceededError(absl::StrCat("child not ready; stderr: ", Stderr()));
     }

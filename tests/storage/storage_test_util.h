@@ -21,8 +21,7 @@ using ::adapterd::testing::TempDir;
 // Opens the (closed) database at `path` directly with RocksDB, with all of its
 // column families, and writes or deletes one key. `cf` is a column family name;
 // a missing one is created.
-absl::Status RawPut(const std::string& path, const std::string& cf, const std::string& key,
-                    const std::string& value);
+absl::Status RawPut(const std::string& path, const std::string& cf, const std::string& key, const std::string& value);
 // Every key of column family `cf` that starts with `prefix`, in order.
 absl::StatusOr<std::vector<std::string>> RawKeys(const std::string& path, const std::string& cf,
                                                  const std::string& prefix);
@@ -31,8 +30,7 @@ absl::StatusOr<std::vector<std::string>> RawKeys(const std::string& path, const 
 // that a torn or mixed-up value is detected. size >= 128.
 std::string MakeAdapterBytes(const std::string& task_id, int64_t version, size_t size);
 // OK iff `bytes` is exactly what MakeAdapterBytes(task_id, version, ...) made.
-absl::Status CheckAdapterBytes(const std::string& bytes, const std::string& task_id,
-                               int64_t version);
+absl::Status CheckAdapterBytes(const std::string& bytes, const std::string& task_id, int64_t version);
 
 // The batch training::JobManager::Complete commits, for storage's tests of
 // its atomicity: promotion `p` (its expected_version set), `job` updated to
@@ -47,8 +45,7 @@ absl::StatusOr<PromotionResult> PromoteJobVersion(Database& db, Promotion p, ada
 class Child {
  public:
   // Starts the helper with `args` (after the program name).
-  static absl::StatusOr<Child> Start(const std::vector<std::string>& args,
-                                     const std::string& stderr_path);
+  static absl::StatusOr<Child> Start(const std::vector<std::string>& args, const std::string& stderr_path);
   Child(Child&& other) noexcept;
   Child& operator=(Child&&) = delete;
   ~Child();  // SIGKILLs and reaps the child if still running

@@ -38,8 +38,7 @@ Database::Options At(const std::string& path) {
   return o;
 }
 
-JobRecord Job(const std::string& tenant, const std::string& id,
-              JobState state = adapterd::v1::JOB_STATE_QUEUED) {
+JobRecord Job(const std::string& tenant, const std::string& id, JobState state = adapterd::v1::JOB_STATE_QUEUED) {
   JobRecord j;
   j.set_tenant(tenant);
   j.set_job_id(id);
@@ -72,8 +71,7 @@ TEST(TaskStore, PutGetListDeleteRoundTrip) {
   EXPECT_EQ(got.current_version(), 0);
   EXPECT_EQ(got.state(), adapterd::v1::TASK_STATE_PENDING);
 
-  EXPECT_THAT(db->tasks().Get("acme", "nope"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/nope")));
+  EXPECT_THAT(db->tasks().Get("acme", "nope"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/nope")));
   EXPECT_THAT(db->tasks().Get("other", "sentiment"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("other/sentiment")));
 
@@ -82,8 +80,7 @@ TEST(TaskStore, PutGetListDeleteRoundTrip) {
   EXPECT_EQ(page.next_page_token, "");
 
   ASSERT_OK(db->tasks().Delete("acme", "sentiment"));
-  EXPECT_THAT(db->tasks().Get("acme", "sentiment"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("sentiment")));
+  EXPECT_THAT(db->tasks().Get("acme", "sentiment"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("sentiment")));
   EXPECT_THAT(db->tasks().Delete("acme", "sentiment"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/sentiment")));
 }
@@ -164,8 +161,7 @@ TEST(Stores, InvalidIdsAreRejectedEverywhere) {
               StatusIs(kInvalid, HasSubstr("no state")));
   EXPECT_THAT(db->jobs().AppendEvent("", Warning("w")), StatusIs(kInvalid, HasSubstr("job_id")));
   EXPECT_THAT(db->jobs().Enqueue("a", "", 0), StatusIs(kInvalid, HasSubstr("job_id")));
-  EXPECT_THAT(db->datasets().Get("a", std::string(300, 'd')),
-              StatusIs(kInvalid, HasSubstr("dataset_id")));
+  EXPECT_THAT(db->datasets().Get("a", std::string(300, 'd')), StatusIs(kInvalid, HasSubstr("dataset_id")));
   CheckpointRecord c;
   c.set_job_id("x/y");
   EXPECT_THAT(db->checkpoints().Put(c), StatusIs(kInvalid, HasSubstr("job_id")));
@@ -187,8 +183,7 @@ TEST(JobStore, CreateGetPutRoundTrip) {
   j.mutable_hyperparameters()->set_weight_decay(0.0);  // explicit zero survives
   j.add_dataset_ids("d1");
   ASSERT_OK(db->jobs().Create(j));
-  EXPECT_THAT(db->jobs().Create(j),
-              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("acme/j1")));
+  EXPECT_THAT(db->jobs().Create(j), StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("acme/j1")));
   ASSERT_OK_AND_ASSIGN(JobRecord got, db->jobs().Get("acme", "j1"));
   EXPECT_EQ(got.state(), adapterd::v1::JOB_STATE_VALIDATING);
   EXPECT_TRUE(got.hyperparameters().has_weight_decay());
@@ -198,8 +193,7 @@ TEST(JobStore, CreateGetPutRoundTrip) {
   ASSERT_OK_AND_ASSIGN(got, db->jobs().Get("acme", "j1"));
   EXPECT_EQ(got.state(), adapterd::v1::JOB_STATE_QUEUED);
   // Another tenant cannot see it.
-  EXPECT_THAT(db->jobs().Get("evil", "j1"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("evil/j1")));
+  EXPECT_THAT(db->jobs().Get("evil", "j1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("evil/j1")));
 }
 
 TEST(JobStore, UpdateIsCompareAndSetOnTheStoredState) {
@@ -213,8 +207,7 @@ TEST(JobStore, UpdateIsCompareAndSetOnTheStoredState) {
   job.set_state(adapterd::v1::JOB_STATE_FAILED);
   EXPECT_THAT(db->jobs().Update(job, adapterd::v1::JOB_STATE_RUNNING),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr("acme/j1"), HasSubstr("JOB_STATE_CANCELLING"),
-                             HasSubstr("JOB_STATE_RUNNING"))));
+                       AllOf(HasSubstr("acme/j1"), HasSubstr("JOB_STATE_CANCELLING"), HasSubstr("JOB_STATE_RUNNING"))));
   ASSERT_OK_AND_ASSIGN(JobRecord stored, db->jobs().Get("acme", "j1"));
   EXPECT_EQ(stored.state(), adapterd::v1::JOB_STATE_CANCELLING);
   EXPECT_THAT(db->jobs().Update(Job("acme", "nope"), adapterd::v1::JOB_STATE_RUNNING),
@@ -226,8 +219,7 @@ TEST(JobStore, UpdateIsCompareAndSetOnTheStoredState) {
   JobRecord again = job;
   again.set_state(adapterd::v1::JOB_STATE_RUNNING);
   ASSERT_OK(b.UpdateJob(again, adapterd::v1::JOB_STATE_CANCELLING));
-  EXPECT_THAT(db->Commit(b),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is JOB_STATE_CANCELLED")));
+  EXPECT_THAT(db->Commit(b), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is JOB_STATE_CANCELLED")));
   ASSERT_OK_AND_ASSIGN(stored, db->jobs().Get("acme", "j1"));
   EXPECT_EQ(stored.state(), adapterd::v1::JOB_STATE_CANCELLING);
 }
@@ -241,14 +233,13 @@ TEST(JobStore, RequestIdIsUniquePerTenantAndFindsTheJob) {
   ASSERT_OK(db->jobs().Create(a));
   JobRecord dup = Job("acme", "j2");
   dup.set_request_id("req-1");
-  EXPECT_THAT(db->jobs().Create(dup), StatusIs(absl::StatusCode::kAlreadyExists,
-                                               AllOf(HasSubstr("j1"), HasSubstr("req-1"))));
+  EXPECT_THAT(db->jobs().Create(dup),
+              StatusIs(absl::StatusCode::kAlreadyExists, AllOf(HasSubstr("j1"), HasSubstr("req-1"))));
   EXPECT_THAT(db->jobs().Get("acme", "j2"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("j2")));
   ASSERT_OK_AND_ASSIGN(JobRecord found, db->jobs().FindByRequestId("acme", "req-1"));
   EXPECT_EQ(found.job_id(), "j1");
   EXPECT_EQ(found.request_fingerprint(), "fp");
-  EXPECT_THAT(db->jobs().FindByRequestId("acme", "req-2"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("req-2")));
+  EXPECT_THAT(db->jobs().FindByRequestId("acme", "req-2"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("req-2")));
   // The same request id in another tenant is a different request.
   JobRecord other = Job("globex", "j3");
   other.set_request_id("req-1");
@@ -330,8 +321,7 @@ TEST(JobStore, QueueIsFifoAndKeepsOrderAndSeqsAcrossReopen) {
   {
     ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
     for (int i = 0; i < 5; ++i) {
-      ASSERT_OK_AND_ASSIGN(QueueEntry e,
-                           db->jobs().Enqueue(i % 2 ? "b" : "a", absl::StrCat("j", i), 100 + i));
+      ASSERT_OK_AND_ASSIGN(QueueEntry e, db->jobs().Enqueue(i % 2 ? "b" : "a", absl::StrCat("j", i), 100 + i));
       EXPECT_EQ(e.job_id(), absl::StrCat("j", i));
       seqs.push_back(e.seq());
     }
@@ -460,8 +450,7 @@ TEST(Batch, TransitionEventAndDequeueCommitTogetherOrNotAtAll) {
   EXPECT_EQ(stored.state(), adapterd::v1::JOB_STATE_RUNNING);
   ASSERT_OK_AND_ASSIGN(queue, db->jobs().ListQueue());
   EXPECT_TRUE(queue.empty());
-  EXPECT_THAT(db->Commit(good),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already")));
+  EXPECT_THAT(db->Commit(good), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already")));
 }
 
 TEST(DatasetStore, ManyChunksRoundTripThroughBlobFilesAndReopen) {
@@ -470,8 +459,7 @@ TEST(DatasetStore, ManyChunksRoundTripThroughBlobFilesAndReopen) {
   constexpr int kChunks = 300;
   constexpr int kPerChunk = 20;
   auto text = [](int c, int e) {
-    return absl::StrCat("chunk ", c, " example ", e, " ",
-                        std::string(static_cast<size_t>(e * 13), 'w'));
+    return absl::StrCat("chunk ", c, " example ", e, " ", std::string(static_cast<size_t>(e * 13), 'w'));
   };
   {
     Database::Options o = At(path);
@@ -491,8 +479,7 @@ TEST(DatasetStore, ManyChunksRoundTripThroughBlobFilesAndReopen) {
       ASSERT_OK(db->datasets().PutChunk("acme", "train", c, chunk));
     }
     // Not visible until its record is written.
-    EXPECT_THAT(db->datasets().Get("acme", "train"),
-                StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/train")));
+    EXPECT_THAT(db->datasets().Get("acme", "train"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/train")));
     rec.set_num_chunks(kChunks);
     rec.set_num_examples(kChunks * kPerChunk);
     rec.add_labels("neg");
@@ -506,15 +493,14 @@ TEST(DatasetStore, ManyChunksRoundTripThroughBlobFilesAndReopen) {
   EXPECT_EQ(rec.num_examples(), kChunks * kPerChunk);
   EXPECT_EQ(rec.label_counts().at("neg"), kChunks * kPerChunk / 2);
   int64_t expected = 0;
-  ASSERT_OK(db->datasets().ForEachChunk(
-      "acme", "train", [&](int64_t index, const DatasetChunk& chunk) -> absl::Status {
-        EXPECT_EQ(index, expected++);
-        EXPECT_EQ(chunk.examples_size(), kPerChunk);
-        for (int e = 0; e < chunk.examples_size(); ++e) {
-          EXPECT_EQ(chunk.examples(e).text(), text(static_cast<int>(index), e));
-        }
-        return absl::OkStatus();
-      }));
+  ASSERT_OK(db->datasets().ForEachChunk("acme", "train", [&](int64_t index, const DatasetChunk& chunk) -> absl::Status {
+    EXPECT_EQ(index, expected++);
+    EXPECT_EQ(chunk.examples_size(), kPerChunk);
+    for (int e = 0; e < chunk.examples_size(); ++e) {
+      EXPECT_EQ(chunk.examples(e).text(), text(static_cast<int>(index), e));
+    }
+    return absl::OkStatus();
+  }));
   EXPECT_EQ(expected, kChunks);
   ASSERT_OK_AND_ASSIGN(DatasetChunk c7, db->datasets().GetChunk("acme", "train", 7));
   EXPECT_EQ(c7.examples(3).text(), text(7, 3));
@@ -523,8 +509,7 @@ TEST(DatasetStore, ManyChunksRoundTripThroughBlobFilesAndReopen) {
   int calls = 0;
   EXPECT_THAT(db->datasets().ForEachChunk("acme", "train",
                                           [&](int64_t, const DatasetChunk&) -> absl::Status {
-                                            return ++calls == 3 ? absl::CancelledError("stop")
-                                                                : absl::OkStatus();
+                                            return ++calls == 3 ? absl::CancelledError("stop") : absl::OkStatus();
                                           }),
               StatusIs(absl::StatusCode::kCancelled, HasSubstr("stop")));
   EXPECT_EQ(calls, 3);
@@ -534,12 +519,9 @@ TEST(DatasetStore, ManyChunksRoundTripThroughBlobFilesAndReopen) {
   EXPECT_EQ(page.datasets[0].dataset_id(), "train");
 
   ASSERT_OK(db->datasets().Delete("acme", "train"));
-  EXPECT_THAT(db->datasets().Get("acme", "train"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("train")));
-  EXPECT_THAT(db->datasets().GetChunk("acme", "train", 0),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("chunk 0")));
-  EXPECT_THAT(db->datasets().Delete("acme", "train"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("train")));
+  EXPECT_THAT(db->datasets().Get("acme", "train"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("train")));
+  EXPECT_THAT(db->datasets().GetChunk("acme", "train", 0), StatusIs(absl::StatusCode::kNotFound, HasSubstr("chunk 0")));
+  EXPECT_THAT(db->datasets().Delete("acme", "train"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("train")));
 }
 
 TEST(DatasetStore, AtomicPutAndMissingChunkIsDataLoss) {
@@ -552,8 +534,7 @@ TEST(DatasetStore, AtomicPutAndMissingChunkIsDataLoss) {
   std::vector<DatasetChunk> chunks(2);
   chunks[0].add_examples()->set_text("a");
   chunks[1].add_examples()->set_text("b");
-  EXPECT_THAT(db->datasets().Put(rec, chunks),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("3 chunks")));
+  EXPECT_THAT(db->datasets().Put(rec, chunks), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("3 chunks")));
   rec.set_num_chunks(2);
   ASSERT_OK(db->datasets().Put(rec, chunks));
   int n = 0;
@@ -565,10 +546,9 @@ TEST(DatasetStore, AtomicPutAndMissingChunkIsDataLoss) {
   // A record that promises more chunks than are stored.
   rec.set_num_chunks(3);
   ASSERT_OK(db->datasets().PutRecord(rec));
-  EXPECT_THAT(db->datasets().ForEachChunk(
-                  "acme", "small", [](int64_t, const DatasetChunk&) { return absl::OkStatus(); }),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       AllOf(HasSubstr("3 chunks"), HasSubstr("m/acme/small"))));
+  EXPECT_THAT(
+      db->datasets().ForEachChunk("acme", "small", [](int64_t, const DatasetChunk&) { return absl::OkStatus(); }),
+      StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr("3 chunks"), HasSubstr("m/acme/small"))));
 }
 
 // Bytes of the files under `dir` whose names end in `suffix`.

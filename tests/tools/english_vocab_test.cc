@@ -63,8 +63,7 @@ TEST(EnglishVocab, CoversEveryPrintableAsciiCharacter) {
 TEST(EnglishVocab, TokenizesOrdinaryEnglishIntoWholeWords) {
   model::TokenizerOptions options;
   options.do_lower_case = true;
-  ASSERT_OK_AND_ASSIGN(auto tokenizer,
-                       model::BertTokenizer::FromTokens(DefaultEnglishVocab(), options));
+  ASSERT_OK_AND_ASSIGN(auto tokenizer, model::BertTokenizer::FromTokens(DefaultEnglishVocab(), options));
   const std::string paragraph =
       "The small team met early on Monday morning to discuss the new project. "
       "Several people said the plan was too expensive, but the manager believed it "
@@ -97,8 +96,8 @@ TEST(EnglishVocab, TokenizesOrdinaryEnglishIntoWholeWords) {
 }
 
 TEST(EnglishVocab, UnlistedWordsStillSplitWithoutUnknowns) {
-  ASSERT_OK_AND_ASSIGN(auto tokenizer, model::BertTokenizer::FromTokens(DefaultEnglishVocab(),
-                                                                        model::TokenizerOptions{}));
+  ASSERT_OK_AND_ASSIGN(auto tokenizer,
+                       model::BertTokenizer::FromTokens(DefaultEnglishVocab(), model::TokenizerOptions{}));
   for (const char* text : {"Zyxwvut qwerty 1234567890", "xylophones, quizzically!", "a-b/c&d"}) {
     SCOPED_TRACE(text);
     const std::vector<std::string> pieces = tokenizer->Tokenize(text);

@@ -32,12 +32,15 @@ class ContinualTest : public ::testing::Test {
     defaults_.learning_rate = 3e-3;
     defaults_.bottleneck_size = 16;
     defaults_.max_seq_len = 32;
-    auto q = JobManager::Create({.db = db_.get(),
-                               .validator = MakeJobValidator(db_.get(), tokenizer_.get(), {}, defaults_)});
+    auto q = JobManager::Create(
+        {.db = db_.get(), .validator = MakeJobValidator(db_.get(), tokenizer_.get(), {}, defaults_)});
     ASSERT_TRUE(q.ok()) << q.status();
     queue_ = *std::move(q);
-    auto r = JobRunner::Create({.jobs = queue_.get(), .db = db_.get(), .encoder = encoder_.get(),
-                                .tokenizer = tokenizer_.get(), .defaults = defaults_});
+    auto r = JobRunner::Create({.jobs = queue_.get(),
+                                .db = db_.get(),
+                                .encoder = encoder_.get(),
+                                .tokenizer = tokenizer_.get(),
+                                .defaults = defaults_});
     ASSERT_TRUE(r.ok()) << r.status();
     runner_ = *std::move(r);
   }

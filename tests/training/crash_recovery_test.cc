@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "common/testing/status_matchers.h"
 #include <ATen/ATen.h>
+#include "common/testing/status_matchers.h"
 
 #include "common/testing/temp_dir.h"
 #include "server/model/adapter_format.h"
@@ -78,16 +78,19 @@ TEST(CrashRecovery, KilledMidEpochResumesFromCheckpointToSucceeded) {
   defaults.max_seq_len = 32;
   defaults.learning_rate = 3e-3;
   defaults.checkpoint_every_steps = 2;
-  ASSERT_OK_AND_ASSIGN(auto queue, JobManager::Create({.db = db->get(),
-                                                      .validator = MakeJobValidator(db->get(), tokenizer.get(), {},
-                                                                                    defaults)}));
+  ASSERT_OK_AND_ASSIGN(
+      auto queue,
+      JobManager::Create({.db = db->get(), .validator = MakeJobValidator(db->get(), tokenizer.get(), {}, defaults)}));
   int64_t first_step_after_resume = -1;
-  ASSERT_OK_AND_ASSIGN(auto runner,
-                       JobRunner::Create({.jobs = queue.get(), .db = db->get(), .encoder = encoder.get(),
-                                          .tokenizer = tokenizer.get(), .defaults = defaults,
-                                          .after_checkpoint = [&](const v1::CheckpointRecord& c) {
-                                            if (first_step_after_resume < 0) first_step_after_resume = c.step();
-                                          }}));
+  ASSERT_OK_AND_ASSIGN(auto runner, JobRunner::Create({.jobs = queue.get(),
+                                                       .db = db->get(),
+                                                       .encoder = encoder.get(),
+                                                       .tokenizer = tokenizer.get(),
+                                                       .defaults = defaults,
+                                                       .after_checkpoint = [&](const v1::CheckpointRecord& c) {
+                                                         if (first_step_after_resume < 0)
+                                                           first_step_after_resume = c.step();
+                                                       }}));
   ASSERT_OK(runner->RunNext(absl::Seconds(1)));
   // It continued from the checkpoint rather than from step 0.
   EXPECT_GT(first_step_after_resume, ckpt.step());
@@ -105,20 +108,21 @@ TEST(CrashRecovery, KilledMidEpochResumesFromCheckpointToSucceeded) {
     auto clean_db = storage::Database::Open({.path = dir + "/clean"});
     ASSERT_TRUE(clean_db.ok()) << clean_db.status();
     ASSERT_OK(PutPresenceDataset(**clean_db, "acme", "ds", 400, 1, 21));
-    ASSERT_OK_AND_ASSIGN(auto clean_queue,
-                         JobManager::Create({.db = clean_db->get(),
-                                           .validator = MakeJobValidator(clean_db->get(), tokenizer.get(), {},
-                                                                         defaults)}));
+    ASSERT_OK_AND_ASSIGN(
+        auto clean_queue,
+        JobManager::Create(
+            {.db = clean_db->get(), .validator = MakeJobValidator(clean_db->get(), tokenizer.get(), {}, defaults)}));
     JobRequest req;
     req.tenant = "acme";
     req.task_id = "crashy";
     req.dataset_ids = {"ds"};
     req.max_queued_for_tenant = 1;
     ASSERT_OK(clean_queue->Submit(req).status());
-    ASSERT_OK_AND_ASSIGN(auto clean_runner,
-                         JobRunner::Create({.jobs = clean_queue.get(), .db = clean_db->get(),
-                                            .encoder = encoder.get(), .tokenizer = tokenizer.get(),
-                                            .defaults = defaults}));
+    ASSERT_OK_AND_ASSIGN(auto clean_runner, JobRunner::Create({.jobs = clean_queue.get(),
+                                                               .db = clean_db->get(),
+                                                               .encoder = encoder.get(),
+                                                               .tokenizer = tokenizer.get(),
+                                                               .defaults = defaults}));
     ASSERT_OK(clean_runner->RunNext(absl::Seconds(1)));
     ASSERT_OK_AND_ASSIGN(std::string clean_bytes, (*clean_db)->adapters().Get("acme", "crashy", 1));
     // The job id differs (it is in the metadata); compare the parameters.

@@ -62,8 +62,7 @@ TEST(DatasetValidator, EachRejectionRuleNamesTheExample) {
       {"too few", [](auto& t, auto&, auto&) { t.resize(5); }, "5 training examples; at least 8"},
       {"too many", [](auto&, auto&, auto& l) { l.max_examples = 10; }, "the limit is 10"},
       {"too big", [](auto&, auto&, auto& l) { l.max_bytes = 100; }, "bytes of text; the limit is 100"},
-      {"validation empty text", [](auto&, auto& v, auto&) { v[1].text = ""; },
-       "validation example 1: text is empty"},
+      {"validation empty text", [](auto&, auto& v, auto&) { v[1].text = ""; }, "validation example 1: text is empty"},
       {"validation unknown label", [](auto&, auto& v, auto&) { v[2].label = "meh"; },
        "validation example 2: label 'meh' does not occur in the training data"},
   };

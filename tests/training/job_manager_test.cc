@@ -1,7 +1,7 @@
 // The job queue over a real RocksDB: state machine, fairness, idempotency,
 // limits, cancellation in every state, events, and restart recovery.
-#include "common/testing/temp_dir.h"
 #include "server/training/job_manager.h"
+#include "common/testing/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -37,9 +37,7 @@ absl::StatusOr<ValidationOutcome> FakeValidator(const v1::JobRecord& job) {
 
 class JobManagerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    Reopen();
-  }
+  void SetUp() override { Reopen(); }
   void TearDown() override {
     queue_.reset();
     db_.reset();
@@ -51,11 +49,11 @@ class JobManagerTest : public ::testing::Test {
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = *std::move(db);
     auto q = JobManager::Create({.db = db_.get(),
-                               .limits = limits,
-                               .validator = FakeValidator,
-                               .on_task_changed = [this](const std::string& tenant, const std::string& task) {
-                                 changed_.push_back(tenant + "/" + task);
-                               }});
+                                 .limits = limits,
+                                 .validator = FakeValidator,
+                                 .on_task_changed = [this](const std::string& tenant, const std::string& task) {
+                                   changed_.push_back(tenant + "/" + task);
+                                 }});
     ASSERT_TRUE(q.ok()) << q.status();
     queue_ = *std::move(q);
   }
@@ -89,11 +87,11 @@ class JobManagerTest : public ::testing::Test {
 TEST(JobStateMachine, LegalAndIllegalTransitions) {
   using S = v1::JobState;
   const std::vector<std::pair<S, S>> legal = {
-      {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED},  {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_FAILED},
+      {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED},    {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_FAILED},
       {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_CANCELLED}, {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING},
-      {v1::JOB_STATE_QUEUED, v1::JOB_STATE_CANCELLED},   {v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED},
-      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED},     {v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLING},
-      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLED},  {v1::JOB_STATE_CANCELLING, v1::JOB_STATE_CANCELLED},
+      {v1::JOB_STATE_QUEUED, v1::JOB_STATE_CANCELLED},     {v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED},
+      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED},       {v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLING},
+      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLED},    {v1::JOB_STATE_CANCELLING, v1::JOB_STATE_CANCELLED},
       {v1::JOB_STATE_CANCELLING, v1::JOB_STATE_FAILED},
   };
   int checked = 0;
@@ -158,8 +156,8 @@ TEST_F(JobManagerTest, InvalidDataIsRefusedStoringNothingAndFreeingTheRequestId)
 }
 
 TEST_F(JobManagerTest, ServesTenantsRoundRobinInAScriptedOrder) {
-  std::vector<std::pair<std::string, std::string>> arrivals = {
-      {"A", "a1"}, {"A", "a2"}, {"A", "a3"}, {"B", "b1"}, {"C", "c1"}, {"A", "a4"}, {"B", "b2"}};
+  std::vector<std::pair<std::string, std::string>> arrivals = {{"A", "a1"}, {"A", "a2"}, {"A", "a3"}, {"B", "b1"},
+                                                               {"C", "c1"}, {"A", "a4"}, {"B", "b2"}};
   std::map<std::string, std::string> task_of_job;
   for (auto& [tenant, task] : arrivals) {
     ASSERT_OK_AND_ASSIGN(v1::JobRecord j, queue_->Submit(Request(tenant, task)));
@@ -203,7 +201,8 @@ TEST_F(JobManagerTest, LimitsArePerTenantAndTotal) {
   ASSERT_OK(queue_->Submit(request("A", "1", 2)).status());
   ASSERT_OK(queue_->Submit(request("A", "2", 2)).status());
   EXPECT_THAT(queue_->Submit(request("A", "3", 2)),
-              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("tenant 'A' already has 2 jobs waiting; its limit is 2")));
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("tenant 'A' already has 2 jobs waiting; its limit is 2")));
   ASSERT_OK(queue_->Submit(request("B", "1", 3)).status());
   ASSERT_OK(queue_->Submit(request("B", "2", 3)).status());
   EXPECT_THAT(queue_->Submit(request("B", "3", 3)),

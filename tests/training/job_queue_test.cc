@@ -42,7 +42,7 @@ TEST(JobQueue, ArrivalsDuringServiceJoinAtTheBack) {
   s.Push("A", "a2");
   s.Push("B", "b1");
   EXPECT_EQ(s.Pop()->job_id, "a1");  // rotation now B, A
-  s.Push("C", "c1");                  // B, A, C
+  s.Push("C", "c1");                 // B, A, C
   s.Push("B", "b2");
   EXPECT_EQ(Drain(s), (std::vector<std::string>{"b1", "a2", "c1", "b2"}));
 }
@@ -73,8 +73,8 @@ TEST(JobQueue, PushFrontUndoesAPop) {
     ASSERT_TRUE(e.has_value());
     s.PushFront(e->tenant, e->job_id);
     EXPECT_EQ(s.size(), tenant_has_more ? 3u : 2u);
-    EXPECT_EQ(Drain(s), tenant_has_more ? (std::vector<std::string>{"a1", "b1", "a2"})
-                                        : (std::vector<std::string>{"a1", "b1"}));
+    EXPECT_EQ(Drain(s),
+              tenant_has_more ? (std::vector<std::string>{"a1", "b1", "a2"}) : (std::vector<std::string>{"a1", "b1"}));
   }
 }
 

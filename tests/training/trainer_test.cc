@@ -82,8 +82,8 @@ TEST_F(TrainerTest, LearnsASyntheticTaskWellAboveTheMajorityRate) {
   ASSERT_EQ(reports.size(), 20u);
   int yes = 0;
   for (const Example& e : data_.validation) yes += e.label == "yes";
-  const double majority = std::max(yes, static_cast<int>(data_.validation.size()) - yes) /
-                          static_cast<double>(data_.validation.size());
+  const double majority =
+      std::max(yes, static_cast<int>(data_.validation.size()) - yes) / static_cast<double>(data_.validation.size());
   // With 10% of labels flipped the best achievable accuracy is ~0.90, and a
   // classifier that has not learned the rule scores the majority rate
   // (~0.5; two standard errors on 120 examples are ~0.09). 0.75 is only
@@ -181,12 +181,11 @@ TEST_F(TrainerTest, BaselinesTrainOnlyTheirParts) {
     EXPECT_EQ(l.attention_adapter.up_weight.abs().max().item<float>(), 0.0f);
     EXPECT_EQ(l.ffn_adapter.up_weight.abs().max().item<float>(), 0.0f);
   }
-  EXPECT_TRUE(BitEqual(head.best->layers()[0].output_layer_norm.weight,
-                       encoder_->weights().layers[0].output_ln_weight));
+  EXPECT_TRUE(
+      BitEqual(head.best->layers()[0].output_layer_norm.weight, encoder_->weights().layers[0].output_ln_weight));
   hp.trainable = TrainableParts::kHeadAndLayerNorm;
   ASSERT_OK_AND_ASSIGN(TrainingResult ln, Train(*encoder_, *tokenizer_, data_, hp));
-  EXPECT_FALSE(BitEqual(ln.best->layers()[0].output_layer_norm.weight,
-                        encoder_->weights().layers[0].output_ln_weight));
+  EXPECT_FALSE(BitEqual(ln.best->layers()[0].output_layer_norm.weight, encoder_->weights().layers[0].output_ln_weight));
   EXPECT_EQ(ln.best->layers()[1].ffn_adapter.up_weight.abs().max().item<float>(), 0.0f);
 }
 
@@ -195,8 +194,8 @@ TEST_F(TrainerTest, FullFineTuningBaselineNeedsATrainableEncoderAndUpdatesIt) {
   hp.epochs = 1;
   hp.trainable = TrainableParts::kFullFineTune;
   // The frozen (serving) encoder refuses: the baseline can never touch it.
-  EXPECT_THAT(Train(*encoder_, *tokenizer_, data_, hp), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                                 HasSubstr("trainable encoder")));
+  EXPECT_THAT(Train(*encoder_, *tokenizer_, data_, hp),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("trainable encoder")));
   auto weights = model::RandomEncoderWeights(encoder_->config(), 3, 0.2);
   ASSERT_TRUE(weights.ok());
   model::BertEncoder::Options opts;

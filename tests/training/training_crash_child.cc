@@ -50,11 +50,15 @@ int main(int argc, char** argv) {
     if (!(*queue)->Submit(req).ok()) return 1;
   }
   int checkpoints = 0;
-  auto runner = training::JobRunner::Create(
-      {.jobs = queue->get(), .db = db->get(), .encoder = encoder.get(), .tokenizer = tokenizer.get(),
-       .defaults = defaults, .after_checkpoint = [&](const v1::CheckpointRecord&) {
-         if (++checkpoints == marker_after) ::close(::open(marker.c_str(), O_CREAT | O_WRONLY, 0644));
-       }});
+  auto runner = training::JobRunner::Create({.jobs = queue->get(),
+                                             .db = db->get(),
+                                             .encoder = encoder.get(),
+                                             .tokenizer = tokenizer.get(),
+                                             .defaults = defaults,
+                                             .after_checkpoint = [&](const v1::CheckpointRecord&) {
+                                               if (++checkpoints == marker_after)
+                                                 ::close(::open(marker.c_str(), O_CREAT | O_WRONLY, 0644));
+                                             }});
   if (!runner.ok()) return 1;
   while ((*runner)->RunNext(absl::ZeroDuration()).code() != absl::StatusCode::kNotFound) {
   }

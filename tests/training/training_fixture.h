@@ -66,11 +66,12 @@ inline v1::DatasetChunk PresenceChunk(int n, int key, double noise, uint64_t see
 }
 
 // Stores a dataset in `chunks` pieces.
-inline absl::Status PutPresenceDataset(storage::Database& db, const std::string& tenant, const std::string& id,
-                                       int n, int key, uint64_t seed, int chunks = 3) {
+inline absl::Status PutPresenceDataset(storage::Database& db, const std::string& tenant, const std::string& id, int n,
+                                       int key, uint64_t seed, int chunks = 3) {
   v1::DatasetChunk all = PresenceChunk(n, key, 0.05, seed);
   std::vector<v1::DatasetChunk> parts(static_cast<size_t>(chunks));
-  for (int i = 0; i < all.examples_size(); ++i) *parts[static_cast<size_t>(i % chunks)].add_examples() = all.examples(i);
+  for (int i = 0; i < all.examples_size(); ++i)
+    *parts[static_cast<size_t>(i % chunks)].add_examples() = all.examples(i);
   v1::DatasetRecord record;
   record.set_tenant(tenant);
   record.set_dataset_id(id);

@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   std::string dtype = "F32";
   bool bert_prefix = false;
   app.add_option("--out", out_dir, "Output directory (created if missing)")->required();
-  app.add_option("--preset", preset, "Size preset: tiny (2x128), mini (4x256), small (4x512), base (12x768), large (24x1024)")
+  app.add_option("--preset", preset,
+                 "Size preset: tiny (2x128), mini (4x256), small (4x512), base (12x768), large (24x1024)")
       ->capture_default_str();
   app.add_option("--layers", layers, "Override num_hidden_layers");
   app.add_option("--hidden", hidden, "Override hidden_size (intermediate defaults to 4x)");

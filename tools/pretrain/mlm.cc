@@ -39,8 +39,7 @@ MaskedBatch MaskTokens(const at::Tensor& input_ids, const MaskingSpec& spec, uin
   return out;
 }
 
-MlmHead MlmHead::Random(const model::BertConfig& config, uint64_t seed, double init_range,
-                        c10::Device device) {
+MlmHead MlmHead::Random(const model::BertConfig& config, uint64_t seed, double init_range, c10::Device device) {
   at::Generator gen = at::detail::createCPUGenerator(seed);
   const int64_t d = config.hidden_size;
   MlmHead h;
@@ -52,8 +51,7 @@ MlmHead MlmHead::Random(const model::BertConfig& config, uint64_t seed, double i
   return h;
 }
 
-absl::StatusOr<MlmHead> MlmHead::FromSafetensors(const model::SafetensorsFile& file,
-                                                 const model::BertConfig& config,
+absl::StatusOr<MlmHead> MlmHead::FromSafetensors(const model::SafetensorsFile& file, const model::BertConfig& config,
                                                  c10::Device device) {
   const int64_t d = config.hidden_size;
   auto read = [&](const std::string& name, std::vector<int64_t> shape) -> absl::StatusOr<at::Tensor> {
@@ -88,8 +86,7 @@ std::vector<at::Tensor> MlmHead::Tensors() const {
   return {dense_weight, dense_bias, ln_weight, ln_bias, decoder_bias};
 }
 
-at::Tensor MlmHead::Logits(const at::Tensor& hidden, const at::Tensor& word_embeddings,
-                           double layer_norm_eps) const {
+at::Tensor MlmHead::Logits(const at::Tensor& hidden, const at::Tensor& word_embeddings, double layer_norm_eps) const {
   at::Tensor t = at::gelu(at::linear(hidden, dense_weight, dense_bias));
   // In the weights' dtype: under CPU autocast the matmul above yields bf16,
   // and LibTorch's CPU layer_norm wants input and weights of one dtype.

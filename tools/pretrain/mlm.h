@@ -67,12 +67,10 @@ struct MlmHead {
   at::Tensor decoder_bias;              // [vocab]
 
   // BERT's initialisation: dense ~ N(0, init_range), zero biases, LN 1/0.
-  static MlmHead Random(const model::BertConfig& config, uint64_t seed, double init_range,
-                        c10::Device device);
+  static MlmHead Random(const model::BertConfig& config, uint64_t seed, double init_range, c10::Device device);
   // Reads the cls.predictions.* tensors above from a checkpoint
   // (INVALID_ARGUMENT naming a missing or mis-shaped one), as fp32.
-  static absl::StatusOr<MlmHead> FromSafetensors(const model::SafetensorsFile& file,
-                                                 const model::BertConfig& config,
+  static absl::StatusOr<MlmHead> FromSafetensors(const model::SafetensorsFile& file, const model::BertConfig& config,
                                                  c10::Device device);
 
   // Under the HF names above.
@@ -80,8 +78,7 @@ struct MlmHead {
   std::vector<at::Tensor> Tensors() const;
 
   // Logits [N, vocab] for hidden states [N, d].
-  at::Tensor Logits(const at::Tensor& hidden, const at::Tensor& word_embeddings,
-                    double layer_norm_eps) const;
+  at::Tensor Logits(const at::Tensor& hidden, const at::Tensor& word_embeddings, double layer_norm_eps) const;
 };
 
 }  // namespace adapterd::pretrain

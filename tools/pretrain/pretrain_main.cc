@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -57,7 +57,6 @@ absl::StatusOr<std::vector<std::string>> ReadVocab(const std::string& path) {
   return tokens;
 }
 
-
 struct VocabArgs {
   std::vector<std::string> corpus;
   std::string out;
@@ -76,8 +75,8 @@ absl::Status RunVocab(const VocabArgs& a) {
   std::string text;
   for (const std::string& t : vocab) absl::StrAppend(&text, t, "\n");
   RETURN_IF_ERROR(WriteFileAtomically(a.out, text));
-  std::cout << "vocab: " << vocab.size() << " tokens from " << lines << " documents ("
-            << builder.num_distinct_words() << " distinct words) -> " << a.out << "\n";
+  std::cout << "vocab: " << vocab.size() << " tokens from " << lines << " documents (" << builder.num_distinct_words()
+            << " distinct words) -> " << a.out << "\n";
   return absl::OkStatus();
 }
 
@@ -110,8 +109,7 @@ std::string CpuModel() {
 absl::Status RunTrain(TrainArgs a) {
   model::SetComputeThreads(a.threads);
   ASSIGN_OR_RETURN(std::vector<std::string> vocab, ReadVocab(a.vocab));
-  ASSIGN_OR_RETURN(model::BertConfig config,
-                   model::BertConfig::Preset(a.preset, static_cast<int64_t>(vocab.size())));
+  ASSIGN_OR_RETURN(model::BertConfig config, model::BertConfig::Preset(a.preset, static_cast<int64_t>(vocab.size())));
   if (a.layers > 0) config.num_hidden_layers = a.layers;
   if (a.hidden > 0) {
     config.hidden_size = a.hidden;
@@ -125,8 +123,7 @@ absl::Status RunTrain(TrainArgs a) {
                                                                    : a.out_dtype == "bf16" ? "BF16"
                                                                                            : "F32"));
 
-  ASSIGN_OR_RETURN(std::unique_ptr<Pretrainer> trainer,
-                   Pretrainer::Create(config, vocab, a.options, a.work_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<Pretrainer> trainer, Pretrainer::Create(config, vocab, a.options, a.work_dir));
   std::cout << (trainer->resumed()             ? absl::StrCat("resumed at step ", trainer->step())
                 : trainer->init_from().empty() ? std::string("fresh model")
                                                : absl::StrCat("model from ", trainer->init_from()))
@@ -138,8 +135,8 @@ absl::Status RunTrain(TrainArgs a) {
   ASSIGN_OR_RETURN(const std::vector<std::string> docs, ReadLines(a.corpus));
   const PackedCorpus corpus = PackDocuments(docs, trainer->tokenizer(), a.options.seq_len);
   std::cout << "corpus: " << corpus.num_documents << " documents, " << corpus.num_tokens << " tokens, "
-            << corpus.sequences.size() << " sequences of <= " << a.options.seq_len << " ([UNK] "
-            << corpus.num_unk << ")\n"
+            << corpus.sequences.size() << " sequences of <= " << a.options.seq_len << " ([UNK] " << corpus.num_unk
+            << ")\n"
             << std::flush;
 
   std::signal(SIGINT, OnSignal);
@@ -153,12 +150,15 @@ absl::Status RunTrain(TrainArgs a) {
       corpus, a.report_every,
       [&](const StepReport& r) {
         std::printf("step %6lld/%lld  loss %.4f  masked acc %.3f  lr %.2e  %.0f tok/s  %.0f s\n",
-                    static_cast<long long>(r.step), static_cast<long long>(r.total_steps), r.loss,
-                    r.accuracy, r.learning_rate, r.tokens_per_second, r.elapsed_seconds);
+                    static_cast<long long>(r.step), static_cast<long long>(r.total_steps), r.loss, r.accuracy,
+                    r.learning_rate, r.tokens_per_second, r.elapsed_seconds);
         std::fflush(stdout);
-        log << nlohmann::json{{"step", r.step},       {"total_steps", r.total_steps},
-                              {"loss", r.loss},       {"accuracy", r.accuracy},
-                              {"lr", r.learning_rate}, {"tokens_per_second", r.tokens_per_second},
+        log << nlohmann::json{{"step", r.step},
+                              {"total_steps", r.total_steps},
+                              {"loss", r.loss},
+                              {"accuracy", r.accuracy},
+                              {"lr", r.learning_rate},
+                              {"tokens_per_second", r.tokens_per_second},
                               {"seconds", r.elapsed_seconds}}
                    .dump()
             << "\n"
@@ -166,8 +166,8 @@ absl::Status RunTrain(TrainArgs a) {
       },
       [] { return g_stop.load(); }));
   if (g_stop) {  // not an error, but the run is unfinished: no export, exit 130
-    return absl::CancelledError(absl::StrCat("stopped by a signal at step ", trainer->step(),
-                                             "; the checkpoint in ", a.work_dir, " resumes it"));
+    return absl::CancelledError(absl::StrCat("stopped by a signal at step ", trainer->step(), "; the checkpoint in ",
+                                             a.work_dir, " resumes it"));
   }
 
   nlohmann::json summary = {{"steps", trainer->step()},
@@ -195,10 +195,9 @@ absl::Status RunTrain(TrainArgs a) {
     const PackedCorpus held_corpus = PackDocuments(held, trainer->tokenizer(), a.options.seq_len);
     ASSIGN_OR_RETURN(const MlmEvaluation e,
                      EvaluateMlm(trainer->encoder(), trainer->head(), held_corpus,
-                                 HeldOutMasking(trainer->tokenizer(), config), /*seed=*/1234,
-                                 a.eval_sequences, 64));
-    std::printf("held-out: masked-token accuracy %.4f (unigram baseline %.4f), loss %.4f, %lld masked\n",
-                e.accuracy, e.unigram_accuracy, e.loss, static_cast<long long>(e.num_masked));
+                                 HeldOutMasking(trainer->tokenizer(), config), /*seed=*/1234, a.eval_sequences, 64));
+    std::printf("held-out: masked-token accuracy %.4f (unigram baseline %.4f), loss %.4f, %lld masked\n", e.accuracy,
+                e.unigram_accuracy, e.loss, static_cast<long long>(e.num_masked));
     summary["heldout"] = {{"documents", held_corpus.num_documents},
                           {"masked_tokens", e.num_masked},
                           {"accuracy", e.accuracy},
@@ -223,15 +222,14 @@ struct EvalArgs {
 
 absl::Status RunEval(const EvalArgs& a) {
   ASSIGN_OR_RETURN(model::LoadedModel m, model::LoadBertModel(a.model_dir, {.max_seq_len = a.seq_len}));
-  ASSIGN_OR_RETURN(model::SafetensorsFile file,
-                   model::SafetensorsFile::Open(a.model_dir + "/model.safetensors"));
+  ASSIGN_OR_RETURN(model::SafetensorsFile file, model::SafetensorsFile::Open(a.model_dir + "/model.safetensors"));
   ASSIGN_OR_RETURN(const MlmHead head, MlmHead::FromSafetensors(file, m.config, c10::Device(c10::kCPU)));
   ASSIGN_OR_RETURN(const std::vector<std::string> docs, ReadLines(a.corpus));
   const PackedCorpus corpus = PackDocuments(docs, *m.tokenizer, a.seq_len);
   ASSIGN_OR_RETURN(const MlmEvaluation e, EvaluateMlm(*m.encoder, head, corpus, HeldOutMasking(*m.tokenizer, m.config),
                                                       a.seed, a.max_sequences, 64));
-  std::printf("masked-token accuracy %.4f (unigram baseline %.4f), loss %.4f, %lld masked tokens\n",
-              e.accuracy, e.unigram_accuracy, e.loss, static_cast<long long>(e.num_masked));
+  std::printf("masked-token accuracy %.4f (unigram baseline %.4f), loss %.4f, %lld masked tokens\n", e.accuracy,
+              e.unigram_accuracy, e.loss, static_cast<long long>(e.num_masked));
   return absl::OkStatus();
 }
 
@@ -244,12 +242,12 @@ int Main(int argc, char** argv) {
   vocab->add_option("--corpus", va.corpus, "corpus files, one document per line")->required();
   vocab->add_option("--out", va.out, "vocab.txt to write")->required();
   vocab->add_option("--size", va.options.vocab_size, "vocabulary size")->capture_default_str();
-  vocab->add_option("--min_word_frequency", va.options.min_word_frequency, "ignore rarer words")
-      ->capture_default_str();
+  vocab->add_option("--min_word_frequency", va.options.min_word_frequency, "ignore rarer words")->capture_default_str();
   vocab->add_option("--min_pair_frequency", va.options.min_pair_frequency, "never merge rarer pairs")
       ->capture_default_str();
-  vocab->add_option("--min_char_frequency", va.options.min_char_frequency,
-                    "non-ASCII characters rarer than this are left out (their words become [UNK])")
+  vocab
+      ->add_option("--min_char_frequency", va.options.min_char_frequency,
+                   "non-ASCII characters rarer than this are left out (their words become [UNK])")
       ->capture_default_str();
 
   TrainArgs ta;
@@ -275,15 +273,19 @@ int Main(int argc, char** argv) {
   train->add_option("--warmup", ta.options.warmup_fraction, "warmup fraction")->capture_default_str();
   train->add_option("--weight_decay", ta.options.weight_decay, "AdamW weight decay")->capture_default_str();
   train->add_option("--seed", ta.options.seed, "seed")->capture_default_str();
-  train->add_option("--dropout", ta.options.dropout,
-                    "dropout while pretraining (negative: the config's 0.1; the exported config keeps 0.1)")
+  train
+      ->add_option("--dropout", ta.options.dropout,
+                   "dropout while pretraining (negative: the config's 0.1; the exported config keeps 0.1)")
       ->capture_default_str();
-  train->add_option("--init_range", ta.options.init_range,
-                    "std of the weights' normal initialisation (BERT: 0.02 at hidden 768)")
+  train
+      ->add_option("--init_range", ta.options.init_range,
+                   "std of the weights' normal initialisation (BERT: 0.02 at hidden 768)")
       ->capture_default_str();
   train->add_option("--checkpoint_every", ta.options.checkpoint_every_steps, "checkpoint every N steps")
       ->capture_default_str();
-  train->add_option("--autocast", ta.options.autocast, "off, bf16, or auto (bf16 with CUDA or a CPU with amx_bf16/avx512_bf16)")
+  train
+      ->add_option("--autocast", ta.options.autocast,
+                   "off, bf16, or auto (bf16 with CUDA or a CPU with amx_bf16/avx512_bf16)")
       ->capture_default_str();
   train->add_option("--device", ta.device, "cpu or cuda[:N]")->capture_default_str();
   train->add_flag("--new_cycle", ta.options.new_cycle,
@@ -305,9 +307,12 @@ int Main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   absl::Status status;
-  if (*vocab) status = RunVocab(va);
-  else if (*train) status = RunTrain(ta);
-  else status = RunEval(ea);
+  if (*vocab)
+    status = RunVocab(va);
+  else if (*train)
+    status = RunTrain(ta);
+  else
+    status = RunEval(ea);
   if (!status.ok()) {
     std::cerr << "adapterd-pretrain: " << status << "\n";
     // 130 (interrupted, as a shell reports SIGINT): scripts stop there

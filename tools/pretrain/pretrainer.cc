@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
+// clip_grad.h uses torch::Tensor without including its declaration.
 #include <torch/types.h>
+
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/serialize.h>
@@ -42,9 +44,10 @@ constexpr char kCheckpoint[] = "checkpoint";
 // HuggingFace BERT directory `dir` (a checkpoint or an ExportHf output, any
 // dtype), which must hold exactly `config` and `vocab`: FAILED_PRECONDITION
 // naming the difference otherwise.
-absl::StatusOr<std::pair<model::EncoderWeights, MlmHead>> LoadPretrained(
-    const fs::path& dir, const model::BertConfig& config, const std::vector<std::string>& vocab,
-    c10::Device device) {
+absl::StatusOr<std::pair<model::EncoderWeights, MlmHead>> LoadPretrained(const fs::path& dir,
+                                                                         const model::BertConfig& config,
+                                                                         const std::vector<std::string>& vocab,
+                                                                         c10::Device device) {
   const std::string config_path = (dir / "config.json").string();
   ASSIGN_OR_RETURN(const std::string config_json, ReadFileToString(config_path));
   absl::StatusOr<model::BertConfig> parsed = model::BertConfig::FromJson(config_json);
@@ -53,9 +56,8 @@ absl::StatusOr<std::pair<model::EncoderWeights, MlmHead>> LoadPretrained(
   }
   const model::BertConfig& saved = *parsed;
   if (saved.ToJson() != config.ToJson()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the model in ", dir.string(), " is for another model config: ", saved.ToJson(),
-                     " vs ", config.ToJson()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the model in ", dir.string(), " is for another model config: ", saved.ToJson(), " vs ", config.ToJson()));
   }
   ASSIGN_OR_RETURN(const std::string vocab_txt, ReadFileToString((dir / "vocab.txt").string()));
   if (vocab_txt != absl::StrJoin(vocab, "\n") + "\n") {
@@ -67,8 +69,7 @@ absl::StatusOr<std::pair<model::EncoderWeights, MlmHead>> LoadPretrained(
   RETURN_IF_ERROR(GuardTorch("copy the head", [&]() {
     // Never train mapped file bytes (a trainable BertEncoder copies the
     // encoder's weights itself).
-    for (at::Tensor* t : {&head.dense_weight, &head.dense_bias, &head.ln_weight, &head.ln_bias,
-                          &head.decoder_bias}) {
+    for (at::Tensor* t : {&head.dense_weight, &head.dense_bias, &head.ln_weight, &head.ln_bias, &head.decoder_bias}) {
       *t = t->clone();
     }
   }));
@@ -90,8 +91,10 @@ class AutocastScope {
   }
   ~AutocastScope() {
     if (!on_) return;
-    if (cuda_) at::autocast::set_enabled(false);
-    else at::autocast::set_cpu_enabled(false);
+    if (cuda_)
+      at::autocast::set_enabled(false);
+    else
+      at::autocast::set_cpu_enabled(false);
     at::autocast::clear_cache();
   }
   AutocastScope(const AutocastScope&) = delete;
@@ -132,8 +135,7 @@ struct LossAndAccuracy {
 
 // MLM loss and accuracy of `batch` (already masked: MaskTokens).
 absl::StatusOr<LossAndAccuracy> MlmStep(const model::BertEncoder& encoder, const MlmHead& head,
-                                        const MaskedBatch& batch, const at::Tensor& attention,
-                                        bool train, bool bf16) {
+                                        const MaskedBatch& batch, const at::Tensor& attention, bool train, bool bf16) {
   LossAndAccuracy out;
   out.masked = batch.num_selected;
   if (batch.num_selected == 0) return out;
@@ -148,8 +150,7 @@ absl::StatusOr<LossAndAccuracy> MlmStep(const model::BertEncoder& encoder, const
         enc.last_hidden_state.reshape({-1, enc.last_hidden_state.size(-1)}).index_select(0, positions);
     const at::Tensor targets = labels.index_select(0, positions);
     const at::Tensor logits =
-        head.Logits(hidden, encoder.weights().word_embeddings, encoder.config().layer_norm_eps)
-            .to(at::kFloat);
+        head.Logits(hidden, encoder.weights().word_embeddings, encoder.config().layer_norm_eps).to(at::kFloat);
     out.loss = at::cross_entropy_loss(logits, targets);
     out.correct = (logits.argmax(-1) == targets).sum().item<int64_t>();
     return out;
@@ -160,8 +161,8 @@ absl::StatusOr<LossAndAccuracy> MlmStep(const model::BertEncoder& encoder, const
 
 bool CpuHasFastBf16() { return !CurrentFastBf16Feature().empty(); }
 
-PackedCorpus PackDocuments(const std::vector<std::string>& documents,
-                           const model::BertTokenizer& tokenizer, int seq_len) {
+PackedCorpus PackDocuments(const std::vector<std::string>& documents, const model::BertTokenizer& tokenizer,
+                           int seq_len) {
   PackedCorpus out;
   const size_t capacity = static_cast<size_t>(std::max(seq_len, 8));
   std::vector<int32_t> current = {tokenizer.cls_id()};
@@ -215,8 +216,8 @@ absl::Status PretrainOptions::Validate() const {
 }
 
 absl::StatusOr<MlmEvaluation> EvaluateMlm(const model::BertEncoder& encoder, const MlmHead& head,
-                                          const PackedCorpus& corpus, const MaskingSpec& masking,
-                                          uint64_t seed, int64_t max_sequences, int batch_size) {
+                                          const PackedCorpus& corpus, const MaskingSpec& masking, uint64_t seed,
+                                          int64_t max_sequences, int batch_size) {
   at::NoGradGuard no_grad;
   const size_t n = max_sequences > 0 ? std::min(corpus.sequences.size(), static_cast<size_t>(max_sequences))
                                      : corpus.sequences.size();
@@ -282,26 +283,23 @@ Pretrainer::Pretrainer(std::unique_ptr<State> state) : state_(std::move(state)) 
 Pretrainer::~Pretrainer() = default;
 
 absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::BertConfig& config,
-                                                               std::vector<std::string> vocab,
-                                                               PretrainOptions options,
+                                                               std::vector<std::string> vocab, PretrainOptions options,
                                                                std::string work_dir) {
   RETURN_IF_ERROR(options.Validate());
   RETURN_IF_ERROR(config.Validate());
   if (static_cast<int64_t>(vocab.size()) != config.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat("the vocabulary has ", vocab.size(),
-                                                   " tokens but the config says ", config.vocab_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the vocabulary has ", vocab.size(), " tokens but the config says ", config.vocab_size));
   }
   auto s = std::make_unique<State>();
   s->config = config;
   s->options = std::move(options);
   s->work_dir = std::move(work_dir);
   ASSIGN_OR_RETURN(s->tokenizer,
-                   model::BertTokenizer::FromTokens(vocab, {.do_lower_case = true,
-                                                           .max_seq_len = s->options.seq_len}));
+                   model::BertTokenizer::FromTokens(vocab, {.do_lower_case = true, .max_seq_len = s->options.seq_len}));
   s->vocab = std::move(vocab);
   const model::BertTokenizer& tok = *s->tokenizer;
-  const int64_t first_normal =
-      1 + std::max({tok.pad_id(), tok.unk_id(), tok.cls_id(), tok.sep_id(), tok.mask_id()});
+  const int64_t first_normal = 1 + std::max({tok.pad_id(), tok.unk_id(), tok.cls_id(), tok.sep_id(), tok.mask_id()});
   if (first_normal != 5) {
     return absl::InvalidArgumentError("the vocabulary must start with the 5 special tokens");
   }
@@ -318,8 +316,7 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
   model::EncoderWeights weights;
   if (fs::exists(ckpt / "state.json")) {
     ASSIGN_OR_RETURN(const std::string state_json, ReadFileToString((ckpt / "state.json").string()));
-    ASSIGN_OR_RETURN(std::tie(weights, s->head),
-                     LoadPretrained(ckpt, config, s->vocab, s->options.device));
+    ASSIGN_OR_RETURN(std::tie(weights, s->head), LoadPretrained(ckpt, config, s->vocab, s->options.device));
     try {
       const nlohmann::json j = nlohmann::json::parse(state_json);
       s->step = j.at("step").get<int64_t>();
@@ -354,8 +351,8 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
       weights.emb_ln_weight.fill_(1);
       weights.emb_ln_bias.zero_();
       for (model::EncoderLayerWeights& l : weights.layers) {
-        for (at::Tensor* b : {&l.qkv_bias, &l.attn_out_bias, &l.intermediate_bias, &l.output_bias,
-                              &l.attn_ln_bias, &l.output_ln_bias}) {
+        for (at::Tensor* b : {&l.qkv_bias, &l.attn_out_bias, &l.intermediate_bias, &l.output_bias, &l.attn_ln_bias,
+                              &l.output_ln_bias}) {
           b->zero_();
         }
         l.attn_ln_weight.fill_(1);
@@ -374,28 +371,28 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
     train_config.hidden_dropout_prob = s->options.dropout;
     train_config.attention_probs_dropout_prob = s->options.dropout;
   }
-  ASSIGN_OR_RETURN(s->encoder, model::BertEncoder::Create(
-                                   train_config, std::move(weights),
-                                   {.device = s->options.device, .dtype = at::kFloat,
-                                    .fingerprint = "pretraining", .trainable = true}));
+  ASSIGN_OR_RETURN(
+      s->encoder,
+      model::BertEncoder::Create(
+          train_config, std::move(weights),
+          {.device = s->options.device, .dtype = at::kFloat, .fingerprint = "pretraining", .trainable = true}));
   RETURN_IF_ERROR(GuardTorch("build the optimiser", [&]() {
     for (const at::Tensor& t : s->encoder->weights().Tensors()) {
       (t.dim() >= 2 ? s->decayed : s->undecayed).push_back(t);
     }
     for (at::Tensor& t : std::vector<at::Tensor>{s->head.dense_weight}) s->decayed.push_back(t);
-    for (at::Tensor& t : std::vector<at::Tensor>{s->head.dense_bias, s->head.ln_weight, s->head.ln_bias,
-                                                 s->head.decoder_bias}) {
+    for (at::Tensor& t :
+         std::vector<at::Tensor>{s->head.dense_bias, s->head.ln_weight, s->head.ln_bias, s->head.decoder_bias}) {
       s->undecayed.push_back(t);
     }
     for (at::Tensor& t : s->decayed) t.requires_grad_(true);
     for (at::Tensor& t : s->undecayed) t.requires_grad_(true);
     const PretrainOptions& o = s->options;
     auto adamw = [&](double wd) {
-      return std::make_unique<torch::optim::AdamWOptions>(
-          torch::optim::AdamWOptions(o.learning_rate)
-              .betas({o.adam_beta1, o.adam_beta2})
-              .eps(o.adam_epsilon)
-              .weight_decay(wd));
+      return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(o.learning_rate)
+                                                              .betas({o.adam_beta1, o.adam_beta2})
+                                                              .eps(o.adam_epsilon)
+                                                              .weight_decay(wd));
     };
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(s->decayed, adamw(o.weight_decay));
@@ -424,8 +421,8 @@ absl::Status Pretrainer::SaveCheckpoint() const {
   write.bert_prefix = true;  // as HF BertForMaskedLM saves it (encoder under "bert.", head under "cls.")
   write.extra_tensors = s.head.Named();
   RETURN_IF_ERROR(model::WriteHfCheckpoint(tmp.string(), s.config, s.encoder->weights(), s.vocab, write));
-  RETURN_IF_ERROR(GuardTorch("save the optimiser state",
-                             [&]() { torch::save(*s.optimizer, (tmp / "optimizer.pt").string()); }));
+  RETURN_IF_ERROR(
+      GuardTorch("save the optimiser state", [&]() { torch::save(*s.optimizer, (tmp / "optimizer.pt").string()); }));
   RETURN_IF_ERROR(WriteFileAtomically((tmp / "rng.bin").string(), model::CaptureCpuGeneratorState()));
   const nlohmann::json state = {{"step", s.step},
                                 {"total_steps", s.total_steps},
@@ -494,12 +491,11 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
       (void)ignored;
       s.optimizer->zero_grad();
     }
-    const double per_step =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-        static_cast<double>(o.timing_steps);
+    const double per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                            static_cast<double>(o.timing_steps);
     // Clipping, the optimiser and reporting cost a little on top.
-    s.total_steps = s.cycle_start_step +
-                    std::max<int64_t>(1, static_cast<int64_t>(o.max_minutes * 60.0 / (per_step * 1.05)));
+    s.total_steps =
+        s.cycle_start_step + std::max<int64_t>(1, static_cast<int64_t>(o.max_minutes * 60.0 / (per_step * 1.05)));
     RETURN_IF_ERROR(model::RestoreCpuGeneratorState(rng));
   }
   const int64_t cycle_steps = s.total_steps - s.cycle_start_step;
@@ -507,9 +503,7 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
 
   const auto start = std::chrono::steady_clock::now();
   const double seconds_before = s.train_seconds;
-  auto since_start = [&]() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
+  auto since_start = [&]() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double window_start = 0;
   int64_t window_tokens = 0;
   while (s.step < s.total_steps) {
@@ -517,8 +511,7 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
     if (stop && stop()) break;
     s.optimizer->zero_grad();
     ASSIGN_OR_RETURN(LossAndAccuracy r, forward_backward(s.step));
-    const double lr =
-        model::LinearWarmupDecay(s.step - s.cycle_start_step, cycle_steps, warmup, o.learning_rate);
+    const double lr = model::LinearWarmupDecay(s.step - s.cycle_start_step, cycle_steps, warmup, o.learning_rate);
     RETURN_IF_ERROR(GuardTorch("optimiser step", [&]() {
       torch::nn::utils::clip_grad_norm_(params, o.max_grad_norm);
       for (auto& group : s.optimizer->param_groups()) {

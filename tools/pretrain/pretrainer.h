@@ -78,12 +78,12 @@ struct PackedCorpus {
 
 // Tokenizes `documents` with `tokenizer` (its max_seq_len is ignored) and
 // packs them into sequences of at most `seq_len` (>= 8) tokens.
-PackedCorpus PackDocuments(const std::vector<std::string>& documents,
-                           const model::BertTokenizer& tokenizer, int seq_len);
+PackedCorpus PackDocuments(const std::vector<std::string>& documents, const model::BertTokenizer& tokenizer,
+                           int seq_len);
 
 struct PretrainOptions {
-  int64_t max_steps = 0;     // 0: use max_minutes
-  double max_minutes = 0;    // 0: no time limit (max_steps must be set)
+  int64_t max_steps = 0;   // 0: use max_minutes
+  double max_minutes = 0;  // 0: no time limit (max_steps must be set)
   int64_t timing_steps = 10;
   int batch_size = 32;
   int seq_len = 128;
@@ -103,10 +103,10 @@ struct PretrainOptions {
   double dropout = -1;
   uint64_t seed = 42;
   int64_t checkpoint_every_steps = 200;  // 0: only at the end
-  std::string autocast = "off";           // off | bf16 | auto
-  bool new_cycle = false;                 // see "Budget" above; needs a checkpoint
-  std::string init_from;                  // see "init_from" above; "" = random initialisation
-  MaskingSpec masking;                    // ids and vocab size are filled in by Create()
+  std::string autocast = "off";          // off | bf16 | auto
+  bool new_cycle = false;                // see "Budget" above; needs a checkpoint
+  std::string init_from;                 // see "init_from" above; "" = random initialisation
+  MaskingSpec masking;                   // ids and vocab size are filled in by Create()
   c10::Device device = c10::Device(c10::kCPU);
 
   absl::Status Validate() const;
@@ -132,8 +132,8 @@ struct MlmEvaluation {
 // Masked-token loss and accuracy of `encoder` + `head` on `corpus`
 // (no dropout), masks drawn with `seed`; the first `max_sequences` (0 = all).
 absl::StatusOr<MlmEvaluation> EvaluateMlm(const model::BertEncoder& encoder, const MlmHead& head,
-                                          const PackedCorpus& corpus, const MaskingSpec& masking,
-                                          uint64_t seed, int64_t max_sequences, int batch_size);
+                                          const PackedCorpus& corpus, const MaskingSpec& masking, uint64_t seed,
+                                          int64_t max_sequences, int batch_size);
 
 class Pretrainer {
  public:
@@ -142,8 +142,7 @@ class Pretrainer {
   // init_from directory must hold this config and vocab: FAILED_PRECONDITION
   // otherwise.
   static absl::StatusOr<std::unique_ptr<Pretrainer>> Create(const model::BertConfig& config,
-                                                            std::vector<std::string> vocab,
-                                                            PretrainOptions options,
+                                                            std::vector<std::string> vocab, PretrainOptions options,
                                                             std::string work_dir);
   ~Pretrainer();
 
@@ -151,8 +150,7 @@ class Pretrainer {
   // step), checkpointing as configured and at the end. `report` is called
   // every `report_every` steps and after the last one.
   absl::Status Train(const PackedCorpus& corpus, int64_t report_every,
-                     const std::function<void(const StepReport&)>& report,
-                     const std::function<bool()>& stop = nullptr);
+                     const std::function<void(const StepReport&)>& report, const std::function<bool()>& stop = nullptr);
 
   // Writes a HuggingFace BERT directory: config.json, model.safetensors
   // (encoder without pooler + the MLM head, in `dtype`), vocab.txt,

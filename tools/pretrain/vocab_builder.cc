@@ -44,8 +44,7 @@ struct PairStat {
 // The merge loop's state. Words are symbol-id sequences with frequencies.
 class Merger {
  public:
-  Merger(std::vector<Symbol> symbols, std::vector<std::vector<int32_t>> words,
-         std::vector<int64_t> freqs)
+  Merger(std::vector<Symbol> symbols, std::vector<std::vector<int32_t>> words, std::vector<int64_t> freqs)
       : symbols_(std::move(symbols)), words_(std::move(words)), freqs_(std::move(freqs)) {
     for (size_t i = 0; i < symbols_.size(); ++i) ids_[symbols_[i].Token()] = static_cast<int32_t>(i);
     counts_.assign(symbols_.size(), 0);
@@ -73,9 +72,9 @@ class Merger {
       if (stat.count < min_pair) continue;
       const auto a = static_cast<int32_t>(key >> 32);
       const auto b = static_cast<int32_t>(key & 0xffffffffu);
-      const double score = static_cast<double>(stat.count) *
-                           (stat.log_count + log_total_ - log_counts_[static_cast<size_t>(a)] -
-                            log_counts_[static_cast<size_t>(b)]);
+      const double score =
+          static_cast<double>(stat.count) *
+          (stat.log_count + log_total_ - log_counts_[static_cast<size_t>(a)] - log_counts_[static_cast<size_t>(b)]);
       if (!found || score > best_score || (score == best_score && key < best_key)) {
         best_score = score;
         best_key = key;
@@ -179,9 +178,7 @@ void VocabBuilder::AddText(std::string_view text) {
   }
 }
 
-void VocabBuilder::AddWord(std::string_view word, int64_t count) {
-  word_counts_[std::string(word)] += count;
-}
+void VocabBuilder::AddWord(std::string_view word, int64_t count) { word_counts_[std::string(word)] += count; }
 
 absl::StatusOr<std::vector<std::string>> VocabBuilder::Build(const VocabOptions& options) const {
   constexpr int kAsciiPrintable = 126 - 33 + 1;  // '!'..'~'
@@ -192,8 +189,7 @@ absl::StatusOr<std::vector<std::string>> VocabBuilder::Build(const VocabOptions&
                      " (5 special tokens and both forms of the printable ASCII characters)"));
   }
   if (options.max_alphabet < kAsciiPrintable) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_alphabet must be at least ", kAsciiPrintable));
+    return absl::InvalidArgumentError(absl::StrCat("max_alphabet must be at least ", kAsciiPrintable));
   }
 
   // Words in a deterministic order (the hash map's is not).
@@ -216,9 +212,9 @@ absl::StatusOr<std::vector<std::string>> VocabBuilder::Build(const VocabOptions&
     if (!ascii && c >= options.min_char_frequency) others.emplace_back(-c, ch);
   }
   std::sort(others.begin(), others.end());
-  const size_t room = std::min<size_t>(
-      static_cast<size_t>(options.max_alphabet) - alphabet.size(),
-      (static_cast<size_t>(options.vocab_size) - std::size(kSpecialTokens)) / 2 - alphabet.size());
+  const size_t room =
+      std::min<size_t>(static_cast<size_t>(options.max_alphabet) - alphabet.size(),
+                       (static_cast<size_t>(options.vocab_size) - std::size(kSpecialTokens)) / 2 - alphabet.size());
   for (size_t i = 0; i < others.size() && i < room; ++i) alphabet.push_back(others[i].second);
 
   std::vector<Symbol> symbols;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -97,7 +98,7 @@ std::optional<double> CgroupCpuQuota(const std::string& cgroup_root, const std::
     // v1: the cpu hierarchy is mounted as "cpu,cpuacct" (often with a "cpu"
     // link) under the root. Inside a container the process's own cgroup is
     // the mount's root, so the walk up to "" finds it there.
-    for (const std::string& mount : {cgroup_root + "/" + controllers, cgroup_root + "/cpu"}) {
+    for (const std::string& mount : {absl::StrCat(cgroup_root, "/", controllers), absl::StrCat(cgroup_root, "/cpu")}) {
       for (const std::string& dir : SelfAndAncestors(path)) KeepTightest(best, ReadCfsQuota(mount + dir));
     }
   }

@@ -26,7 +26,7 @@ std::string Sha256::HexDigest() {
   EVP_DigestFinal_ex(ctx_->md, digest, &len);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  out.reserve(len * 2);
+  out.reserve(static_cast<size_t>(len) * 2);
   for (unsigned int i = 0; i < len; ++i) {
     out.push_back(kHex[digest[i] >> 4]);
     out.push_back(kHex[digest[i] & 0xf]);

@@ -54,11 +54,11 @@ function(adapterd_test)
   endif()
 endfunction()
 
-# --- Precompiled headers (issue 34) -------------------------------------------
-# LibTorch's headers are most of a LibTorch translation unit's compile time:
-# <ATen/ATen.h> alone is 280,000 preprocessed lines (measured: 13.2 s of
-# bert_encoder.cc's 13.2 s at -O2 -g1 without the header precompiled, 6.2 s
-# with it). adapterd_apply_precompiled_headers() sorts every source file into
+# --- Precompiled headers ------------------------------------------------------
+# LibTorch's headers are most of a LibTorch translation unit's compile time
+# (<ATen/ATen.h> alone preprocesses to hundreds of thousands of lines; the
+# figures: docs/ARCHITECTURE.md, "What CI's time goes to").
+# adapterd_apply_precompiled_headers() sorts every source file into
 # one of three headers, each built once per build tree:
 #   adapterd_torch_pch       LibTorch, for the files that include a LibTorch
 #                            header, directly or through the project's own
@@ -67,14 +67,12 @@ endfunction()
 #                            files in tests/;
 #   adapterd_test_pch        GoogleTest, GoogleMock, gRPC, the project's
 #                            protos, nlohmann-json and Abseil, for the test
-#                            targets with no LibTorch file (includes-only of
-#                            tests/client/commands_test.cc: 8.8 s; the file
-#                            at -O0: 14.9 s without the header, 10.9 s with).
+#                            targets with no LibTorch file.
 # The tests' two are built at the tests' level (ADAPTERD_TEST_OPTIMIZATION):
 # GCC refuses a header built at another (__OPTIMIZE__ differs). Other files,
 # and the non-LibTorch files of a target that has LibTorch ones, compile as
-# before; library files without LibTorch gained too little from a shared
-# header to pay for its load (~3 s for a 300 MB header). Which files include
+# before; library files without LibTorch gain too little from a shared
+# header to pay for loading one that large. Which files include
 # LibTorch is read from the sources at configure time, so a new file needs no
 # list to be kept. Consumers compile with -Winvalid-pch: a header GCC cannot
 # use is a warning (an error under ADAPTERD_WERROR), never a silent slowdown.

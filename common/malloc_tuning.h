@@ -4,10 +4,9 @@
 // By default glibc serves an allocation above its mmap threshold (128 KiB,
 // rising dynamically up to 32 MiB) with a fresh mmap and returns it with
 // munmap, and trims the heap top above 2x that threshold; each reuse then
-// page-faults its memory in again. On the development VM a fault costs about
-// 2 us, so a 9.7 MB buffer costs ~5 ms before a byte is written: that was
-// most of a cold adapter load's RocksDB read (10.2 ms -> 1.2 ms with these
-// settings, checksums off), and 3-6% of an fp32 BERT-base batch.
+// page-faults its memory in again, page by page, before a byte is written:
+// most of a cold adapter load's RocksDB read, and a few percent of an fp32
+// BERT-base batch (docs/PERFORMANCE.md, "CPU kernels", has the figures).
 //
 // KeepLargeBuffersOnTheHeap() sets M_MMAP_THRESHOLD to glibc's maximum
 // (32 MiB: larger blocks are still mapped) and M_TRIM_THRESHOLD to 1 GiB, so
@@ -58,7 +57,7 @@ std::optional<ProcessMemory> ReadProcessMemory();
 
 // Returns the freed pages of every arena to the kernel (glibc malloc_trim(0):
 // the heap's top beyond a page, and the whole pages inside free blocks,
-// which stay mapped and fault back in on reuse, ~2 us per 4 KiB page here).
+// which stay mapped and fault back in on reuse).
 // Returns the resident bytes it gave back (ReadProcessMemory before and
 // after, 0 if none or unknown). Walks every arena under its lock: call it
 // off the hot paths. Thread-safe.
@@ -66,10 +65,9 @@ std::optional<ProcessMemory> ReadProcessMemory();
 // Why adapterd calls it on a schedule (--heap_release_interval_seconds):
 // with the settings above, and glibc keeping each arena's high-water mark,
 // threads of every kind (gRPC handlers on their own arenas, training,
-// uploads, imports) leave freed memory behind that only they would reuse.
-// In the soak (bench/soak.sh) the server's RSS grew 40.7 MiB in 25 minutes
-// after warm-up, 39.9 MiB of it freed memory glibc held
-// (docs/PERFORMANCE.md, "Soak").
+// uploads, imports) leave freed memory behind that only they would reuse:
+// in the soak (bench/soak.sh) nearly all of the server's RSS growth after
+// warm-up was freed memory glibc held (docs/PERFORMANCE.md, "Soak").
 int64_t ReleaseFreeHeap();
 
 }  // namespace adapterd

@@ -66,7 +66,7 @@ absl::StatusOr<ModelInfo> LoadModels(const ServerOptions& o, Server::Parts& p) {
   const ServingDtype serving_dtype = ResolveServingDtype(o.model.dtype, o.model.device, CurrentFastBf16Feature());
   LOG(INFO) << "serving dtype " << serving_dtype.dtype << " (" << serving_dtype.reason << ")";
   ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(serving_dtype.dtype));
-  // "cuda" is cuda:0 (c10::Device("cuda") has no index: issue 33).
+  // "cuda" is cuda:0 (c10::Device("cuda") has no index).
   ASSIGN_OR_RETURN(c10::Device device, model::ParseDevice(o.model.device));
   const ResidualStream stream = ResolveResidualStream(o.model.residual_stream, o.model.device, serving_dtype.dtype);
   LOG(INFO) << "residual stream " << (stream.reduced ? serving_dtype.dtype : "fp32") << " (" << stream.reason << ")";

@@ -95,11 +95,11 @@ struct ServerOptions {
 // The serving dtype `--dtype requested` means on `device`, and why (for the
 // start-up log). "auto" is bf16 on CUDA and on CPUs with native bf16 dot
 // products (`cpu_bf16_feature`: "amx_bf16" or "avx512_bf16", common/
-// cpu_features.h), where bf16 matrix products run ~3x faster than fp32; fp32
+// cpu_features.h), where bf16 matrix products run faster than fp32; fp32
 // elsewhere, where bf16 is emulated and slower. Any other value is used as
-// given. bf16 keeps fp32's label on 99.7% and 99.9% of the two real
-// datasets' test texts (docs/PERFORMANCE.md; the bf16 encoder keeps its
-// residual stream in fp32, server/model/bert_encoder.h).
+// given. bf16 nearly always keeps fp32's label (docs/PERFORMANCE.md has the
+// agreement on the real datasets; the bf16 encoder keeps its residual stream
+// in fp32, server/model/bert_encoder.h).
 struct ServingDtype {
   std::string dtype;  // fp32 | bf16 | fp16
   std::string reason;

@@ -60,9 +60,9 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const Database::Options& o, ColumnFam
   rocksdb::ColumnFamilyOptions c;
   if (IsBlobFamily(cf)) {
     // A memtable holds its values until a flush moves them to a blob file:
-    // at RocksDB's default 64 MiB per family, checkpoints and adapters piled
-    // up ~100 MiB of resident memory in the soak (bench/soak.sh) before a
-    // flush. Written-once blobs gain nothing from a large memtable.
+    // at RocksDB's default size per family, checkpoints and adapters pile up
+    // resident memory before a flush (docs/PERFORMANCE.md, "Soak").
+    // Written-once blobs gain nothing from a large memtable.
     c.write_buffer_size = kBlobFamilyWriteBufferBytes;
   }
   if (o.write_buffer_size > 0) c.write_buffer_size = o.write_buffer_size;

@@ -294,7 +294,7 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
     // units meet zero rows of U^T. U's bias is row max_m, then zero rows to k.
     // Every slot's [U^T; b_U; zeros] goes into one cat (one kernel on a GPU,
     // as one stack was): a cat per slot costs a launch per task and adapter,
-    // which halved the engine's mixed-task rate on the H100 (issue 33).
+    // which a GPU waits on (docs/PERFORMANCE.md, "GPU").
     const int64_t d = encoder_config.hidden_size, k = (max_m + 1 + 7) / 8 * 8;
     const at::TensorOptions opts = at::TensorOptions().device(device).dtype(dtype);
     stack->up_bias_selector_ = at::zeros({k - max_m}, opts);

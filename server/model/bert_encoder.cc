@@ -45,8 +45,8 @@ at::Tensor ApplyAdapter(const BottleneckAdapter& a, Activation act, const at::Te
 // than the affine (the fp32 residual stream of a bf16/fp16 encoder), the
 // normalisation runs in x's dtype and the affine promotes to it. On CUDA the
 // affine is widened first (2 x d elements) so that one kernel normalises and
-// applies it: the separate addcmul was a second pass over the whole stream
-// (issue 33). CPUs keep the two steps, whose rounding their tests pin.
+// applies it, where a separate addcmul would be a second pass over the whole
+// stream. CPUs keep the two steps, whose rounding their tests pin.
 at::Tensor AffineLayerNorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) {
   if (x.scalar_type() == w.scalar_type()) return at::layer_norm(x, {x.size(-1)}, w, b, eps);
   if (x.is_cuda()) return at::layer_norm(x, {x.size(-1)}, w.to(x.scalar_type()), b.to(x.scalar_type()), eps);
@@ -224,8 +224,8 @@ class BertEncoder::GatherOps final : public TaskOps {
     }
     at::Tensor y = at::layer_norm(x, {x.size(-1)}, {}, {}, eps_);
     // The rows' affines in y's dtype ([B, d], small): a product of mixed
-    // dtypes takes a slower kernel over the whole stream (on the H100, 37 ms
-    // of a 285 ms batch; issue 33).
+    // dtypes takes a slower kernel over the whole stream (docs/PERFORMANCE.md,
+    // "GPU").
     return at::addcmul(As(Rows(*b), y).unsqueeze(1), y, As(Rows(*w), y).unsqueeze(1));
   }
   // x + U act(D x + b_D) + b_U, with b_U inside the product (the hidden
@@ -298,23 +298,17 @@ int64_t BertEncoder::NumParameters() const {
 
 MixedStrategy BertEncoder::ChooseStrategy(int64_t batch, int64_t distinct_tasks, bool stack_can_gather,
                                           c10::Device device) {
-  // On CPUs, segments (docs/PERFORMANCE.md, "Many tasks at the cost of one").
-  // Measured in the serving engine (adapterd-loadgen, BERT-base m = 64, bf16,
-  // 32-word texts, 32 clients, 100 Zipf tasks, every task resident): 100
-  // tasks / 1 task = 0.896 with segments, 0.695 with the gathered bmm. The
-  // gather path must stack every task's adapters into [T, ...] tensors for
-  // each batch (2 x 4.8 MB copied per task per batch) and then copy each
-  // row's weights again; segments copy no weights, run the adapters as one
-  // product per task over its tokens, and normalise all rows in one
-  // LayerNorm. (Encoder alone, stack built outside the timing, b32 x 48 with
-  // 16 tasks: segments 0.923, gathered 0.941 of one task.)
+  // On CPUs, segments (docs/PERFORMANCE.md, "Many tasks at the cost of one",
+  // has the measurements). The gather path must stack every task's adapters
+  // into [T, ...] tensors for each batch and then copy each row's weights
+  // again; segments copy no weights, run the adapters as one product per
+  // task over its tokens, and normalise all rows in one LayerNorm.
   //
-  // On CUDA, gathered when it can (issue 33, docs/PERFORMANCE.md "GPU"):
-  // each segment's products are separate kernel launches, 24 layers x 2
-  // adapters x ~5 per task, and an H100 waits on them. BERT-large bf16,
-  // batch 1000 x 128, 1000 tasks: gathered 3,427 seq/s, segments 345 (one
-  // task: 3,922).
-  (void)batch;
+  // On CUDA, gathered when it can (docs/PERFORMANCE.md, "GPU"): each
+  // segment's products are separate kernel launches, a few per adapter and
+  // layer for every task, and the GPU waits on them; the gathered products
+  // are a handful of launches whatever the number of tasks.
+  (void)batch;  // the choice does not depend on the batch size
   if (device.is_cuda() && stack_can_gather && distinct_tasks > 1) return MixedStrategy::kGatherBmm;
   return MixedStrategy::kSegments;
 }

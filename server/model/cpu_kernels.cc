@@ -55,8 +55,8 @@ at::Tensor AtenLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor
 
 // LibTorch 1.13's CPU product of reduced-precision matrices whose right
 // operand is not transposed (probs v) adds every partial sum into the bf16
-// output, rounding each time: measured 6x the error of one rounding (a
-// 64-token context: relative error 0.010 against 0.0017). Where oneDNN has
+// output, rounding each time, several times the error of one rounding
+// (docs/PERFORMANCE.md, "bf16 without AVX-512"). Where oneDNN has
 // no bf16 (CPUs without AVX-512), the attention of a bf16 or fp16 encoder
 // therefore runs in fp32 on its bf16 inputs and rounds its output once, as
 // oneDNN's products do. CUDA's kernels accumulate in fp32 already.

@@ -7,7 +7,7 @@
 //     frozen (not requiring grad), through a oneDNN matmul primitive reading
 //     LibTorch's [N, K] weight in place (no packed copy, no extra memory),
 //     with the epilogue fused as a post-op; oneDNN's primitive cache makes a
-//     repeated shape a lookup (~5 us measured). When autograd tracks x
+//     repeated shape a lookup. When autograd tracks x
 //     (adapter training: the adapters below make every layer's input require
 //     grad), the backward is the input gradient g w, also through oneDNN, and
 //     the epilogue runs in ATen so autograd sees it;
@@ -22,24 +22,24 @@
 // runs oneDNN's fp32 product with the epilogue, and rounds the output to
 // bf16 once, which is what oneDNN's bf16 product computes (fp32
 // accumulation, bias and epilogue, one rounding). The alternative,
-// at::linear in bf16, is LibTorch 1.13's scalar bf16 GEMM there: measured
-// 300 held-out texts through a 4-layer encoder in 52.8 s against 0.9 s in
-// fp32 (docs/PERFORMANCE.md, "bf16 without AVX-512"). The weights stay
+// at::linear in bf16, is LibTorch 1.13's scalar bf16 GEMM there, which is
+// many times slower than fp32 (docs/PERFORMANCE.md, "bf16 without
+// AVX-512"). The weights stay
 // bf16 in memory; each product converts its weight, which costs memory
 // traffic of one pass over the weight.
 //
-// Why: Debian's LibTorch 1.13 sends fp32 at::linear to OpenBLAS (measured
-// 150-190 GFLOP/s on the 2-core AVX-512 development machine) while oneDNN's
-// brgemm kernels reach 210-225 on the same weights; and the exact-erf GELU
-// after the FFN's first product is a separate pass (20 ms per layer at
-// BERT-base, batch 32 x 128) that the post-op removes.
+// Why: Debian's LibTorch 1.13 sends fp32 at::linear to OpenBLAS, which is
+// slower than oneDNN's brgemm kernels on the same weights; and the exact-erf
+// GELU after the FFN's first product is a separate pass over the
+// activations that the post-op removes (docs/PERFORMANCE.md has the
+// figures).
 //
 // ATen kernels: LibTorch picks its vector kernels (ATEN_CPU_CAPABILITY) on
 // its first operator call, and Debian's 1.13 picks AVX2 even on CPUs with
 // AVX-512. Linking this library requests "avx512" before that, on CPUs with
 // AVX-512 F/BW/DQ/VL, unless the environment already sets
-// ATEN_CPU_CAPABILITY (measured: bf16 batched attention products 2.5x
-// faster, fp32 softmax 1.3x).
+// ATEN_CPU_CAPABILITY: the batched attention products and the softmax run
+// faster in the AVX-512 kernels (docs/PERFORMANCE.md).
 //
 // Thread safety: every function may be called from any thread; the backend
 // switch is meant for benchmarks and tests, set before serving starts.

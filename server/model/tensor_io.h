@@ -80,8 +80,8 @@ absl::StatusOr<c10::Device> ParseDevice(std::string_view name);
 // are sized: LibTorch's intra-op (OpenMP) pool, and OpenBLAS's own pthread
 // pool when LibTorch's BLAS is OpenBLAS (Debian's is; its fp32 GEMMs run
 // there). at::set_num_threads leaves OpenBLAS's pool at one thread per CPU,
-// so a "one thread" process computed on two and two such processes slowed
-// each other 2x (docs/PERFORMANCE.md). With more than one thread, libgomp's
+// so a "one thread" process computed on two, and two such processes slowed
+// each other down (docs/PERFORMANCE.md). With more than one thread, libgomp's
 // idle workers spin while OpenBLAS works unless OMP_WAIT_POLICY=PASSIVE;
 // libgomp reads that only at load, so the launch scripts export it.
 // Returns the count set. Process-global: call once at start-up, before any

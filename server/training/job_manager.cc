@@ -563,7 +563,8 @@ std::optional<v1::JobRecord> JobManager::NextJob(absl::Duration timeout) {
 absl::Status JobManager::CountResumedAttempt(v1::JobRecord& job) {
   absl::MutexLock t(&transition_mu_);
   ASSIGN_OR_RETURN(v1::JobRecord next, options_.db->jobs().Get(job.tenant(), job.job_id()));
-  // Versions before attempts were counted stored 0 for a started job.
+  // A started job's record may hold 0 attempts (records from before they were
+  // counted): it has had at least one.
   next.set_attempts(std::max(next.attempts(), 1) + 1);
   next.set_updated_at_micros(Now());
   storage::Batch b;

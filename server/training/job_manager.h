@@ -111,8 +111,8 @@ class JobManager {
   };
 
   // Restores state from storage: RUNNING jobs are scheduled first (to resume),
-  // CANCELLING ones become CANCELLED, VALIDATING ones (stored only by
-  // versions before Submit validated first) are validated again, QUEUED ones
+  // CANCELLING ones become CANCELLED, VALIDATING ones (a record that
+  // predates validation before storing) are validated again, QUEUED ones
   // keep their arrival order.
   static absl::StatusOr<std::unique_ptr<JobManager>> Create(Options options);
 

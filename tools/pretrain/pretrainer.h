@@ -40,10 +40,9 @@
 // Precision: autocast "bf16" runs matmuls in bfloat16 under LibTorch's CPU
 // autocast (weights and optimiser stay fp32); "auto" chooses it on CUDA and
 // on CPUs with native bf16 dot products (amx_bf16 or avx512_bf16 in
-// /proc/cpuinfo), where it is faster: 1.35x the fp32 tokens/s on this
-// project's 2-core AMD EPYC (avx512_bf16, no AMX) for the default model,
-// with the same loss curve (models/adapterd-mini-en/MODEL_CARD.md). Without
-// them oneDNN emulates bf16 and it is slower.
+// /proc/cpuinfo), where it trains faster with the same loss curve
+// (models/adapterd-mini-en/MODEL_CARD.md has the figures). Without them
+// oneDNN emulates bf16 and it is slower.
 //
 // Thread safety: one Pretrainer per process (LibTorch's CPU generator is
 // process-global).

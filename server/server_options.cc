@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cctype>
+#include <functional>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -109,6 +111,126 @@ std::string EnvName(const std::string& flag) {
   return name;
 }
 
+namespace {
+
+// Adds the flags `add` defines to `app` under the help heading `heading`.
+void FlagGroup(CLI::App& app, const std::string& heading, const std::function<void()>& add) {
+  const size_t before = app.get_options().size();
+  add();
+  std::vector<CLI::Option*> options = app.get_options();
+  for (size_t i = before; i < options.size(); ++i) options[i]->group(heading);
+}
+
+void AddGrpcFlags(CLI::App& app, api::GrpcFrontendOptions& g) {
+  FlagGroup(app, "gRPC, TLS and replicas", [&] {
+    app.add_option("--listen", g.listen_address, "gRPC listen address host:port (port 0 picks a free port)");
+    app.add_option("--max_message_bytes", g.max_message_bytes, "Largest gRPC message accepted or sent");
+    app.add_option("--tls_cert_file", g.tls_cert_file,
+                   "PEM certificate chain (leaf first) for gRPC over TLS; with --tls_key_file. Empty = plaintext");
+    app.add_option("--tls_key_file", g.tls_key_file, "PEM private key of --tls_cert_file");
+    app.add_option("--tls_client_ca_file", g.tls_client_ca_file,
+                   "PEM CA certificate(s): callers must present a certificate signed by one (mutual TLS)");
+    app.add_option("--tls_peer_ca_file", g.tls_peer_ca_file,
+                   "PEM CA certificate(s) that sign the --peers replicas' certificates (default: system roots)");
+    app.add_option("--peers", g.peers,
+                   "Every replica's gRPC host:port, this one's included (comma-separated): list calls then answer "
+                   "for all replicas, and calls about a task must carry it in x-task-id (docs/DEPLOYMENT.md)")
+        ->delimiter(',');
+    app.add_option("--peer_secret_file", g.peer_secret_file,
+                   "File with the secret all --peers replicas share (>= 16 bytes): marks their fan-out calls");
+  });
+}
+
+void AddStorageAndModelFlags(CLI::App& app, ServerOptions::Storage& s, ServerOptions::Model& m) {
+  FlagGroup(app, "Storage", [&] {
+    app.add_option("--data_dir", s.data_dir, "Directory for durable state (RocksDB in <data_dir>/db)");
+    app.add_option("--keep_versions", s.keep_versions, "Adapter versions kept per task (the newest N)");
+    app.add_option("--min_free_disk_bytes", s.min_free_disk_bytes,
+                   "Writes fail RESOURCE_EXHAUSTED (disk full) while --data_dir's file system has less free; "
+                   "0 = no reserve");
+  });
+  FlagGroup(app, "Model", [&] {
+    app.add_option("--model_dir", m.model_dir,
+                   "HuggingFace BERT directory: config.json, model.safetensors, vocab.txt [, tokenizer_config.json]")
+        ->required();
+    app.add_option("--device", m.device, "cpu, cuda or cuda:N");
+    app.add_option("--dtype", m.dtype,
+                   "Serving dtype: auto (bf16 on CUDA and on CPUs with AMX or AVX512-BF16, fp32 elsewhere), fp32, "
+                   "bf16 or fp16; training always runs in fp32");
+    app.add_option("--residual_stream", m.residual_stream,
+                   "Where a bf16/fp16 encoder sums its residuals: auto (the serving dtype on CUDA, fp32 on CPUs), "
+                   "fp32, or serving");
+    app.add_option("--max_seq_len", m.max_seq_len, "Tokens per input; longer inputs are truncated");
+    app.add_option("--threads", m.threads,
+                   "Intra-op CPU threads for LibTorch; 0 = the CPUs this process may use (affinity and cgroup quota)");
+  });
+}
+
+void AddServingAndTrainingFlags(CLI::App& app, ServerOptions::Serving& s, ServerOptions::Training& t) {
+  FlagGroup(app, "Serving", [&] {
+    app.add_option("--device_cache_bytes", s.device_cache_bytes, "Byte budget of the device adapter tier");
+    app.add_option("--host_cache_bytes", s.host_cache_bytes, "Byte budget of the host adapter tier");
+    app.add_option("--pin", s.pinned_tasks,
+                   "tenant/task_id whose device-tier adapter is never evicted (repeat or comma-separate)")
+        ->delimiter(',');
+    app.add_option("--max_batch_size", s.max_batch_size, "Most rows in one forward pass (across tasks)");
+    app.add_option("--max_queue_delay_us", s.max_queue_delay_us, "Longest a row waits for its batch to fill");
+    app.add_option("--training_share", s.training_share,
+                   "Minimum fraction of device time training gets while jobs are pending (0..1)");
+  });
+  FlagGroup(app, "Training", [&] {
+    app.add_option("--training_micro_batch", t.micro_batch,
+                   "Rows per training micro-batch: Predict batches run between micro-batches");
+    app.add_option("--max_queued_jobs_total", t.max_queued_jobs_total, "Jobs waiting across all tenants");
+    app.add_option("--max_dataset_examples", t.max_dataset_examples, "Most examples a training job may use");
+  });
+}
+
+void AddTenancyFlags(CLI::App& app, ServerOptions::Tenancy& t) {
+  FlagGroup(app, "Tenants and their quotas", [&] {
+    app.add_option("--tenants_file", t.tenants_file,
+                   "JSON tenants file (API key SHA-256 hashes and quotas); empty = single tenant, no key");
+    app.add_option("--max_tasks", t.defaults.max_tasks, "Tasks per tenant (default quota)");
+    app.add_option("--max_queued_jobs", t.defaults.max_queued_jobs, "Jobs waiting per tenant (default quota)");
+    app.add_option("--max_texts_per_predict", t.defaults.max_texts_per_predict, "Texts in one Predict (default quota)");
+    app.add_option("--max_dataset_bytes", t.defaults.max_dataset_bytes,
+                   "Bytes of text in all of a tenant's datasets, stored and being uploaded (default quota)");
+    app.add_option("--predict_rate", t.defaults.predict_rate_per_second,
+                   "Predict requests/s per tenant; 0 = unlimited (default quota)");
+    app.add_option("--predict_burst", t.defaults.predict_burst,
+                   "Token-bucket size for --predict_rate; 0 = max(1, rate)");
+    app.add_option("--max_client_streams", t.max_client_streams,
+                   "UploadDataset and ImportAdapter streams open at once, all tenants together");
+    app.add_option("--max_client_streams_per_tenant", t.max_client_streams_per_tenant,
+                   "UploadDataset and ImportAdapter streams one tenant may have open at once");
+    app.add_option("--max_import_bytes_in_flight", t.max_import_bytes_in_flight,
+                   "Adapter file bytes all ImportAdapter calls in progress may hold in memory at once");
+  });
+}
+
+void AddBackupAndProcessFlags(CLI::App& app, ServerOptions::Backups& b, ServerOptions::Process& p) {
+  FlagGroup(app, "Backups", [&] {
+    app.add_option(
+        "--backup_dir", b.dir,
+        "Directory for online RocksDB backups (BackupEngine); empty = none. Restore with `adapterd restore`");
+    app.add_option("--backup_interval_seconds", b.interval_seconds,
+                   "Seconds between scheduled backups (with --backup_dir); SIGUSR1 takes one at once");
+    app.add_option("--backups_to_keep", b.keep, "Backups kept in --backup_dir; older ones are purged");
+  });
+  FlagGroup(app, "Process", [&] {
+    app.add_option("--metrics_listen", p.metrics_address, "Prometheus /metrics address host:port; empty disables it");
+    app.add_option("--heap_release_interval_seconds", p.heap_release_interval_seconds,
+                   "Seconds between returns of the C heap's freed memory to the kernel (malloc_trim); 0 = never");
+    app.add_option("--drain_seconds", p.drain_seconds,
+                   "Bound on the whole shutdown after SIGTERM/SIGINT: calls in flight may finish within it")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--log_format", p.log_format,
+                   "text (glog's lines on stderr) or json (one JSON object per line, for log collectors)");
+  });
+}
+
+}  // namespace
+
 absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_code) {
   ServerOptions o;
   CLI::App app{
@@ -116,84 +238,11 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
       "Serves the adapterd.v1.Adapterd gRPC API, trains submitted jobs, and exposes Prometheus metrics."};
   app.set_config("--config", "", "Read options from an INI/TOML file (key = value, flag names without dashes)");
   app.option_defaults()->always_capture_default();
-  app.add_option("--listen", o.grpc.listen_address, "gRPC listen address host:port (port 0 picks a free port)");
-  app.add_option("--metrics_listen", o.process.metrics_address,
-                 "Prometheus /metrics address host:port; empty disables it");
-  app.add_option("--max_message_bytes", o.grpc.max_message_bytes, "Largest gRPC message accepted or sent");
-  app.add_option("--tls_cert_file", o.grpc.tls_cert_file,
-                 "PEM certificate chain (leaf first) for gRPC over TLS; with --tls_key_file. Empty = plaintext");
-  app.add_option("--tls_key_file", o.grpc.tls_key_file, "PEM private key of --tls_cert_file");
-  app.add_option("--tls_client_ca_file", o.grpc.tls_client_ca_file,
-                 "PEM CA certificate(s): callers must present a certificate signed by one (mutual TLS)");
-  app.add_option("--tls_peer_ca_file", o.grpc.tls_peer_ca_file,
-                 "PEM CA certificate(s) that sign the --peers replicas' certificates (default: system roots)");
-  app.add_option("--data_dir", o.storage.data_dir, "Directory for durable state (RocksDB in <data_dir>/db)");
-  app.add_option("--keep_versions", o.storage.keep_versions, "Adapter versions kept per task (the newest N)");
-  app.add_option("--min_free_disk_bytes", o.storage.min_free_disk_bytes,
-                 "Writes fail RESOURCE_EXHAUSTED (disk full) while --data_dir's file system has less free; "
-                 "0 = no reserve");
-  app.add_option("--model_dir", o.model.model_dir,
-                 "HuggingFace BERT directory: config.json, model.safetensors, vocab.txt [, tokenizer_config.json]")
-      ->required();
-  app.add_option("--device", o.model.device, "cpu, cuda or cuda:N");
-  app.add_option("--dtype", o.model.dtype,
-                 "Serving dtype: auto (bf16 on CUDA and on CPUs with AMX or AVX512-BF16, fp32 elsewhere), fp32, "
-                 "bf16 or fp16; training always runs in fp32");
-  app.add_option("--residual_stream", o.model.residual_stream,
-                 "Where a bf16/fp16 encoder sums its residuals: auto (the serving dtype on CUDA, fp32 on CPUs), "
-                 "fp32, or serving");
-  app.add_option("--max_seq_len", o.model.max_seq_len, "Tokens per input; longer inputs are truncated");
-  app.add_option("--threads", o.model.threads,
-                 "Intra-op CPU threads for LibTorch; 0 = the CPUs this process may use (affinity and cgroup quota)");
-  app.add_option("--device_cache_bytes", o.serving.device_cache_bytes, "Byte budget of the device adapter tier");
-  app.add_option("--host_cache_bytes", o.serving.host_cache_bytes, "Byte budget of the host adapter tier");
-  app.add_option("--pin", o.serving.pinned_tasks,
-                 "tenant/task_id whose device-tier adapter is never evicted (repeat or comma-separate)")
-      ->delimiter(',');
-  app.add_option("--max_batch_size", o.serving.max_batch_size, "Most rows in one forward pass (across tasks)");
-  app.add_option("--max_queue_delay_us", o.serving.max_queue_delay_us, "Longest a row waits for its batch to fill");
-  app.add_option("--training_share", o.serving.training_share,
-                 "Minimum fraction of device time training gets while jobs are pending (0..1)");
-  app.add_option("--training_micro_batch", o.training.micro_batch,
-                 "Rows per training micro-batch: Predict batches run between micro-batches");
-  app.add_option("--max_queued_jobs_total", o.training.max_queued_jobs_total, "Jobs waiting across all tenants");
-  app.add_option("--max_dataset_examples", o.training.max_dataset_examples, "Most examples a training job may use");
-  app.add_option("--tenants_file", o.tenancy.tenants_file,
-                 "JSON tenants file (API key SHA-256 hashes and quotas); empty = single tenant, no key");
-  app.add_option("--max_tasks", o.tenancy.defaults.max_tasks, "Tasks per tenant (default quota)");
-  app.add_option("--max_queued_jobs", o.tenancy.defaults.max_queued_jobs, "Jobs waiting per tenant (default quota)");
-  app.add_option("--max_texts_per_predict", o.tenancy.defaults.max_texts_per_predict,
-                 "Texts in one Predict (default quota)");
-  app.add_option("--max_dataset_bytes", o.tenancy.defaults.max_dataset_bytes,
-                 "Bytes of text in all of a tenant's datasets, stored and being uploaded (default quota)");
-  app.add_option("--predict_rate", o.tenancy.defaults.predict_rate_per_second,
-                 "Predict requests/s per tenant; 0 = unlimited (default quota)");
-  app.add_option("--predict_burst", o.tenancy.defaults.predict_burst,
-                 "Token-bucket size for --predict_rate; 0 = max(1, rate)");
-  app.add_option("--max_client_streams", o.tenancy.max_client_streams,
-                 "UploadDataset and ImportAdapter streams open at once, all tenants together");
-  app.add_option("--max_client_streams_per_tenant", o.tenancy.max_client_streams_per_tenant,
-                 "UploadDataset and ImportAdapter streams one tenant may have open at once");
-  app.add_option("--max_import_bytes_in_flight", o.tenancy.max_import_bytes_in_flight,
-                 "Adapter file bytes all ImportAdapter calls in progress may hold in memory at once");
-  app.add_option("--peers", o.grpc.peers,
-                 "Every replica's gRPC host:port, this one's included (comma-separated): list calls then answer "
-                 "for all replicas, and calls about a task must carry it in x-task-id (docs/DEPLOYMENT.md)")
-      ->delimiter(',');
-  app.add_option("--peer_secret_file", o.grpc.peer_secret_file,
-                 "File with the secret all --peers replicas share (>= 16 bytes): marks their fan-out calls");
-  app.add_option("--backup_dir", o.backups.dir,
-                 "Directory for online RocksDB backups (BackupEngine); empty = none. Restore with `adapterd restore`");
-  app.add_option("--backup_interval_seconds", o.backups.interval_seconds,
-                 "Seconds between scheduled backups (with --backup_dir); SIGUSR1 takes one at once");
-  app.add_option("--backups_to_keep", o.backups.keep, "Backups kept in --backup_dir; older ones are purged");
-  app.add_option("--heap_release_interval_seconds", o.process.heap_release_interval_seconds,
-                 "Seconds between returns of the C heap's freed memory to the kernel (malloc_trim); 0 = never");
-  app.add_option("--drain_seconds", o.process.drain_seconds,
-                 "Bound on the whole shutdown after SIGTERM/SIGINT: calls in flight may finish within it")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--log_format", o.process.log_format,
-                 "text (glog's lines on stderr) or json (one JSON object per line, for log collectors)");
+  AddGrpcFlags(app, o.grpc);
+  AddStorageAndModelFlags(app, o.storage, o.model);
+  AddServingAndTrainingFlags(app, o.serving, o.training);
+  AddTenancyFlags(app, o.tenancy);
+  AddBackupAndProcessFlags(app, o.backups, o.process);
   app.set_version_flag("--version", "adapterd 0.1.0");
   // Every option also reads ADAPTERD_<NAME> from the environment.
   for (CLI::Option* opt : app.get_options()) {

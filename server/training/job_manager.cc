@@ -65,6 +65,36 @@ absl::Status AppendWarnings(storage::Batch& batch, const std::string& job_id, co
   return absl::OkStatus();
 }
 
+// A new job's record as a request describes it, VALIDATING. The id carries
+// the task, so a router can route calls naming only the job
+// (common/routing.h); its time prefix keeps id order = creation order.
+v1::JobRecord NewJobRecord(const JobRequest& request, const std::string& fingerprint, int64_t now) {
+  v1::JobRecord job;
+  job.set_job_id(MintId("job", now, request.task_id));
+  job.set_tenant(request.tenant);
+  job.set_task_id(request.task_id);
+  job.set_request_id(request.request_id);
+  job.set_request_fingerprint(fingerprint);
+  job.set_state(v1::JOB_STATE_VALIDATING);
+  *job.mutable_hyperparameters() = request.hyperparameters;
+  for (const std::string& d : request.dataset_ids) job.add_dataset_ids(d);
+  job.set_validation_dataset_id(request.validation_dataset_id);
+  return job;
+}
+
+// Adds a validated job to `batch`: the record, its history (created,
+// validated, the dataset warnings) and its queue entry, for one synced write.
+absl::Status AddNewJob(storage::Batch& batch, const v1::JobRecord& job, const std::vector<std::string>& warnings,
+                       int64_t now) {
+  RETURN_IF_ERROR(batch.CreateJob(job));
+  RETURN_IF_ERROR(
+      batch.AppendEvent(job.job_id(), StateEvent(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_VALIDATING, "created", now)));
+  RETURN_IF_ERROR(
+      batch.AppendEvent(job.job_id(), StateEvent(v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, "validated", now)));
+  RETURN_IF_ERROR(AppendWarnings(batch, job.job_id(), warnings, now));
+  return batch.Enqueue(job.tenant(), job.job_id(), now);
+}
+
 }  // namespace
 
 v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::string& task_id,
@@ -246,6 +276,20 @@ absl::Status JobManager::ReserveSlot(const JobRequest& request) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::optional<v1::JobRecord>> JobManager::JobOfRequest(const JobRequest& request,
+                                                                      const std::string& fingerprint) const {
+  if (request.request_id.empty()) return std::nullopt;
+  absl::StatusOr<v1::JobRecord> existing = options_.db->jobs().FindByRequestId(request.tenant, request.request_id);
+  if (absl::IsNotFound(existing.status())) return std::nullopt;
+  if (!existing.ok()) return existing.status();
+  if (existing->request_fingerprint() != fingerprint) {
+    return absl::InvalidArgumentError(absl::StrCat("request_id '", request.request_id,
+                                                   "' was already used for a different request (job ",
+                                                   existing->job_id(), ")"));
+  }
+  return *existing;
+}
+
 absl::StatusOr<v1::JobRecord> JobManager::Submit(const JobRequest& request) {
   if (request.max_queued_for_tenant < 1) {
     return absl::InvalidArgumentError("JobRequest.max_queued_for_tenant must be at least 1 (the tenant's quota)");
@@ -253,38 +297,17 @@ absl::StatusOr<v1::JobRecord> JobManager::Submit(const JobRequest& request) {
   // Held until the job is stored: a task or dataset delete waits for it.
   absl::ReaderMutexLock deletes(&deletes_mu_);
   const std::string fingerprint = RequestFingerprint(request);
-  if (!request.request_id.empty()) {
-    absl::StatusOr<v1::JobRecord> existing = options_.db->jobs().FindByRequestId(request.tenant, request.request_id);
-    if (existing.ok()) {
-      if (existing->request_fingerprint() != fingerprint) {
-        return absl::InvalidArgumentError(absl::StrCat("request_id '", request.request_id,
-                                                       "' was already used for a different request (job ",
-                                                       existing->job_id(), ")"));
-      }
-      return *existing;
-    }
-    if (!absl::IsNotFound(existing.status())) return existing.status();
-  }
+  ASSIGN_OR_RETURN(std::optional<v1::JobRecord> existing, JobOfRequest(request, fingerprint));
+  if (existing.has_value()) return *std::move(existing);
   RETURN_IF_ERROR(ReserveSlot(request));
-  // Validate before anything is stored: a rejected request leaves no record
-  // and does not claim its request_id. The slot reserved above keeps
-  // concurrent validations within the limits.
-  v1::JobRecord job;
-  // The id carries the task, so a router can route calls naming only the
-  // job (common/routing.h); its time prefix keeps id order = creation order.
-  job.set_job_id(MintId("job", Now(), request.task_id));
-  job.set_tenant(request.tenant);
-  job.set_task_id(request.task_id);
-  job.set_request_id(request.request_id);
-  job.set_request_fingerprint(fingerprint);
-  job.set_state(v1::JOB_STATE_VALIDATING);
-  *job.mutable_hyperparameters() = request.hyperparameters;
-  for (const std::string& d : request.dataset_ids) job.add_dataset_ids(d);
-  job.set_validation_dataset_id(request.validation_dataset_id);
   auto release_slot = [&] {
     absl::MutexLock l(&mu_);
     --validating_[request.tenant];
   };
+  // Validate before anything is stored: a rejected request leaves no record
+  // and does not claim its request_id. The slot reserved above keeps
+  // concurrent validations within the limits.
+  v1::JobRecord job = NewJobRecord(request, fingerprint, Now());
   absl::StatusOr<ValidationOutcome> outcome = options_.validator(job);
   if (!outcome.ok()) {
     release_slot();
@@ -295,31 +318,18 @@ absl::StatusOr<v1::JobRecord> JobManager::Submit(const JobRequest& request) {
   job.set_state(v1::JOB_STATE_QUEUED);
   job.set_created_at_micros(now);
   job.set_updated_at_micros(now);
-  // One synced batch: the record, its history (created, validated, the
-  // dataset warnings) and the queue entry.
   storage::Batch create;
-  absl::Status built = [&]() -> absl::Status {
-    RETURN_IF_ERROR(create.CreateJob(job));
-    RETURN_IF_ERROR(create.AppendEvent(
-        job.job_id(), StateEvent(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_VALIDATING, "created", now)));
-    RETURN_IF_ERROR(
-        create.AppendEvent(job.job_id(), StateEvent(v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, "validated", now)));
-    RETURN_IF_ERROR(AppendWarnings(create, job.job_id(), outcome->warnings, now));
-    return create.Enqueue(job.tenant(), job.job_id(), now);
-  }();
-  if (built.ok()) built = options_.db->Commit(create);
-  if (!built.ok()) {
+  absl::Status stored = AddNewJob(create, job, outcome->warnings, now);
+  if (stored.ok()) stored = options_.db->Commit(create);
+  if (!stored.ok()) {
     release_slot();
-    if (absl::IsAlreadyExists(built) && !request.request_id.empty()) {
-      // Lost a race with the same request_id: answer as the winner did.
-      ASSIGN_OR_RETURN(v1::JobRecord winner, options_.db->jobs().FindByRequestId(request.tenant, request.request_id));
-      if (winner.request_fingerprint() != fingerprint) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("request_id '", request.request_id, "' was already used for a different request"));
-      }
-      return winner;
+    // Lost a race with the same request_id: answer as the winner's request
+    // is answered.
+    if (absl::IsAlreadyExists(stored)) {
+      ASSIGN_OR_RETURN(std::optional<v1::JobRecord> winner, JobOfRequest(request, fingerprint));
+      if (winner.has_value()) return *std::move(winner);
     }
-    return built;
+    return stored;
   }
   {
     absl::MutexLock l(&mu_);

@@ -197,6 +197,11 @@ class JobManager {
   // validating slot for `request`'s tenant; the caller gives it back.
   // UNAVAILABLE after Shutdown, RESOURCE_EXHAUSTED over either limit.
   absl::Status ReserveSlot(const JobRequest& request);
+  // The job an earlier request with `request`'s request_id created: nullopt
+  // when there is none (or no request_id), INVALID_ARGUMENT naming the job
+  // when that request was a different one.
+  absl::StatusOr<std::optional<v1::JobRecord>> JobOfRequest(const JobRequest& request,
+                                                            const std::string& fingerprint) const;
   explicit JobManager(Options options) : options_(std::move(options)) {}
 
   absl::Status Recover();

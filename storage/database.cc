@@ -86,11 +86,9 @@ Database::Database() = default;
 
 Database::~Database() { Close().IgnoreError(); }
 
-absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options) {
-  const std::string& path = options.path;
-  if (path.empty()) return absl::InvalidArgumentError("Database::Options.path is empty");
-  rocksdb::Env* env = options.env ? options.env.get() : rocksdb::Env::Default();
+namespace {
 
+rocksdb::DBOptions RocksOptions(const Database::Options& options, rocksdb::Env* env) {
   rocksdb::DBOptions dbo;
   dbo.env = env;
   dbo.create_if_missing = options.create_if_missing;
@@ -107,7 +105,40 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options)
   // descriptors would grow with the database, past a container's nofile
   // limit (1024 is common). A bounded cache reopens cold files instead.
   dbo.max_open_files = 256;
+  return dbo;
+}
 
+// The column families to open: the default one, this build's, and any a
+// newer schema added (RocksDB refuses to open a database without all of its
+// families).
+absl::StatusOr<std::vector<rocksdb::ColumnFamilyDescriptor>> FamiliesToOpen(const Database::Options& options,
+                                                                            const rocksdb::DBOptions& dbo,
+                                                                            bool exists) {
+  std::vector<std::string> existing;
+  if (exists) {
+    RETURN_IF_ERROR(FromRocks(rocksdb::DB::ListColumnFamilies(dbo, options.path, &existing),
+                              absl::StrCat("list column families of database '", options.path, "'")));
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
+  for (int i = 0; i < kNumColumnFamilies; ++i) {
+    auto cf = static_cast<ColumnFamily>(i);
+    descriptors.emplace_back(ColumnFamilyName(cf), FamilyOptions(options, cf));
+  }
+  for (const std::string& name : existing) {
+    bool known = std::any_of(descriptors.begin(), descriptors.end(), [&](const auto& d) { return d.name == name; });
+    if (!known) descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  }
+  return descriptors;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options) {
+  const std::string& path = options.path;
+  if (path.empty()) return absl::InvalidArgumentError("Database::Options.path is empty");
+  rocksdb::Env* env = options.env ? options.env.get() : rocksdb::Env::Default();
+  const rocksdb::DBOptions dbo = RocksOptions(options, env);
   const bool exists = env->FileExists(path + "/CURRENT").ok();
   if (!exists && !options.create_if_missing) {
     return absl::NotFoundError(absl::StrCat("database '", path, "' does not exist (and create_if_missing is false)"));
@@ -121,24 +152,8 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options)
           absl::StrCat("cannot create database directory '", path, "': ", ec.message()));
     }
   }
-  // RocksDB refuses to open a database without all of its column families, so
-  // families this build does not know (a newer schema's) are opened too.
-  std::vector<std::string> existing;
-  if (exists) {
-    RETURN_IF_ERROR(FromRocks(rocksdb::DB::ListColumnFamilies(dbo, path, &existing),
-                              absl::StrCat("list column families of database '", path, "'")));
-  }
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
-  for (int i = 0; i < kNumColumnFamilies; ++i) {
-    auto cf = static_cast<ColumnFamily>(i);
-    descriptors.emplace_back(ColumnFamilyName(cf), FamilyOptions(options, cf));
-  }
-  for (const std::string& name : existing) {
-    bool known = std::any_of(descriptors.begin(), descriptors.end(), [&](const auto& d) { return d.name == name; });
-    if (!known) descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
-  }
-
+  ASSIGN_OR_RETURN(const std::vector<rocksdb::ColumnFamilyDescriptor> descriptors,
+                   FamiliesToOpen(options, dbo, exists));
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::Status s = rocksdb::DB::Open(dbo, path, descriptors, &handles, &raw);
@@ -150,24 +165,8 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options)
     }
     return FromRocks(s, absl::StrCat("open database '", path, "'"));
   }
-
   auto db = std::unique_ptr<Database>(new Database());
-  db->path_ = path;
-  db->sync_writes_ = options.sync_writes;
-  db->min_free_bytes_ = options.min_free_bytes;
-  db->env_ = options.env;
-  db->db_.reset(raw);
-  db->extra_handles_.push_back(handles[0]);  // default family: unused
-  for (int i = 0; i < kNumColumnFamilies; ++i) db->handles_[i] = handles[i + 1];
-  for (size_t i = kNumColumnFamilies + 1; i < handles.size(); ++i) {
-    db->extra_handles_.push_back(handles[i]);
-  }
-  db->tasks_ = std::make_unique<TaskStore>(db.get());
-  db->adapters_ = std::make_unique<AdapterStore>(db.get());
-  db->jobs_ = std::make_unique<JobStore>(db.get());
-  db->datasets_ = std::make_unique<DatasetStore>(db.get());
-  db->checkpoints_ = std::make_unique<CheckpointStore>(db.get());
-
+  db->Adopt(options, raw, handles);
   RETURN_IF_ERROR(db->InitSchema());
   RETURN_IF_ERROR(db->LoadQueueSeq());
   // Uploads a crash interrupted: their space comes back. Best effort (a full
@@ -180,6 +179,23 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const Options& options)
     LOG(INFO) << "storage: removed the chunks of " << *swept << " dataset uploads that never finished";
   }
   return db;
+}
+
+void Database::Adopt(const Options& options, rocksdb::DB* raw,
+                     const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
+  path_ = options.path;
+  sync_writes_ = options.sync_writes;
+  min_free_bytes_ = options.min_free_bytes;
+  env_ = options.env;
+  db_.reset(raw);
+  extra_handles_.push_back(handles[0]);  // default family: unused
+  for (int i = 0; i < kNumColumnFamilies; ++i) handles_[i] = handles[i + 1];
+  for (size_t i = kNumColumnFamilies + 1; i < handles.size(); ++i) extra_handles_.push_back(handles[i]);
+  tasks_ = std::make_unique<TaskStore>(this);
+  adapters_ = std::make_unique<AdapterStore>(this);
+  jobs_ = std::make_unique<JobStore>(this);
+  datasets_ = std::make_unique<DatasetStore>(this);
+  checkpoints_ = std::make_unique<CheckpointStore>(this);
 }
 
 std::optional<int64_t> Database::FreeBytes() const {

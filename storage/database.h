@@ -185,6 +185,10 @@ class Database {
 
   // Per-Commit state of the resolved operations (defined in database.cc).
   struct CommitState;
+  // Open's last step: takes the opened RocksDB and its handles (the default
+  // family's first, then this build's families in ColumnFamily order, then
+  // any others) and creates the stores.
+  void Adopt(const Options& options, rocksdb::DB* raw, const std::vector<rocksdb::ColumnFamilyHandle*>& handles);
   // Called with the (key, value) of each entry in order; return false to stop.
   using ScanFn = std::function<absl::StatusOr<bool>(std::string_view key, std::string_view value)>;
 

@@ -259,13 +259,11 @@ absl::Status Server::StartTraining() {
 absl::Status Server::CreateBackend() {
   Parts& p = *parts_;
   const ServerOptions& o = options_;
-  const training::Hyperparameters defaults = TrainingDefaults(o);
   api::Backend::Options bo;
   bo.db = p.db.get();
   bo.jobs = p.jobs.get();
   bo.engine = p.engine.get();
   bo.encoder = p.model.encoder.get();
-  bo.training_defaults = defaults;
   bo.max_client_streams = o.tenancy.max_client_streams;
   bo.max_client_streams_per_tenant = o.tenancy.max_client_streams_per_tenant;
   bo.max_import_bytes_in_flight = o.tenancy.max_import_bytes_in_flight;

@@ -18,7 +18,6 @@
 #include "server/api/request_checks.h"
 #include "server/model/adapter_format.h"
 #include "server/model/safetensors.h"
-#include "server/training/hyperparameters.h"
 #include "storage/adapter_store.h"
 #include "storage/dataset_store.h"
 #include "storage/job_store.h"
@@ -345,11 +344,11 @@ absl::Status Backend::CheckTaskQuota(const Tenant& tenant, const std::string& ta
 absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
                                                            const v1::CreateTrainingJobRequest& request) {
   RETURN_IF_ERROR(CheckCreateTrainingJobRequest(request));
-  // Reject out-of-range hyperparameters before anything is stored.
-  RETURN_IF_ERROR(training::ResolveHyperparameters(request.hyperparameters(), options_.training_defaults).status());
   RETURN_IF_ERROR(CheckTaskQuota(tenant, request.task_id()));
-  // The queue checks the tenant's queue quota (and returns a retried
-  // request's job whatever the queue holds).
+  // The job manager checks the rest, each once: a retried request's job is
+  // returned whatever the queue holds, then the tenant's queue quota, then
+  // validation (hyperparameter ranges first, then the data) before anything
+  // is stored.
   training::JobRequest job;
   job.tenant = tenant.id();
   job.task_id = request.task_id();

@@ -111,7 +111,6 @@ class Backend {
     training::JobManager* jobs = nullptr;         // not owned
     serving::InferenceEngine* engine = nullptr;   // not owned
     const model::BertEncoder* encoder = nullptr;  // not owned
-    training::Hyperparameters training_defaults;
     // Largest adapter file ImportAdapter accepts.
     int64_t max_adapter_bytes = 512ll << 20;
     // Adapter file bytes all imports in progress may hold in memory at once.

@@ -1,8 +1,9 @@
 // A training job's hyperparameters: what the trainer takes, their ranges,
 // and the mapping from the API's message (a job's explicit fields over the
-// server's defaults). The one place a hyperparameter is checked: the API
-// checks a request through ResolveHyperparameters, the runner resolves the
-// stored job the same way.
+// server's defaults). The one place a hyperparameter is checked: the job
+// manager's validator resolves a request (the first step of its validation,
+// before any data is read) and stores the result whole; the runner reads the
+// stored job back through the same function.
 //
 // No LibTorch in this header.
 //

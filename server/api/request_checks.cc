@@ -4,6 +4,7 @@
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "server/api/ids.h"
+#include "server/serving/predict_checks.h"
 
 namespace adapterd::api {
 namespace {
@@ -29,19 +30,13 @@ absl::Status CheckJobId(const std::string& job_id) { return ValidateId("job_id",
 
 absl::Status CheckPredictRequest(const v1::PredictRequest& request) {
   RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
-  if (request.texts().empty()) return absl::InvalidArgumentError("texts is empty");
-  if (!request.text_pairs().empty() && request.text_pairs_size() != request.texts_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("text_pairs has ", request.text_pairs_size(),
-                                                   " entries but texts has ", request.texts_size(),
-                                                   ": give one pair per text, or none"));
-  }
+  RETURN_IF_ERROR(serving::CheckPredictInputs(request.texts(), request.text_pairs(), request.version()));
   for (int i = 0; i < request.texts_size(); ++i) {
     RETURN_IF_ERROR(CheckText(request.texts(i), absl::StrCat("texts[", i, "]")));
   }
   for (int i = 0; i < request.text_pairs_size(); ++i) {
     RETURN_IF_ERROR(CheckText(request.text_pairs(i), absl::StrCat("text_pairs[", i, "]")));
   }
-  if (request.version() < 0) return absl::InvalidArgumentError("version must not be negative");
   return absl::OkStatus();
 }
 

@@ -13,17 +13,10 @@
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "server/model/tensor_io.h"
+#include "server/serving/predict_checks.h"
 
 namespace adapterd::serving {
 namespace {
-
-absl::Status CheckText(const std::string& text, const char* field, size_t i) {
-  if (text.empty()) return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] is empty"));
-  if (!IsValidUtf8(text)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] is not valid UTF-8"));
-  }
-  return absl::OkStatus();
-}
 
 // Softmax probabilities [rows, max_labels] (float, CPU) of one padded batch.
 absl::StatusOr<at::Tensor> ForwardProbabilities(const model::BertEncoder& encoder, const model::EncoderInput& input,
@@ -138,18 +131,7 @@ void InferenceEngine::Shutdown() {
 absl::Status InferenceEngine::Validate(const PredictRequest& request) const {
   if (request.tenant.empty()) return absl::InvalidArgumentError("tenant is empty");
   if (request.task_id.empty()) return absl::InvalidArgumentError("task_id is empty");
-  if (request.version < 0) return absl::InvalidArgumentError("version must be >= 0");
-  if (request.texts.empty()) return absl::InvalidArgumentError("texts is empty");
-  if (!request.text_pairs.empty() && request.text_pairs.size() != request.texts.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("text_pairs has ", request.text_pairs.size(),
-                                                   " entries but texts has ", request.texts.size(), " (text_pairs[",
-                                                   request.texts.size(), "] is the first unmatched index)"));
-  }
-  for (size_t i = 0; i < request.texts.size(); ++i) RETURN_IF_ERROR(CheckText(request.texts[i], "texts", i));
-  for (size_t i = 0; i < request.text_pairs.size(); ++i) {
-    RETURN_IF_ERROR(CheckText(request.text_pairs[i], "text_pairs", i));
-  }
-  return absl::OkStatus();
+  return CheckPredictInputs(request.texts, request.text_pairs, request.version);
 }
 
 absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& request) {

@@ -193,7 +193,7 @@ TEST_F(InferenceEngineTest, BadRequestsAreInvalidArgumentNamingTheField) {
       {"bad utf8", bad_utf8, "texts[2] is not valid UTF-8"},
       {"pair count", pairs, "text_pairs has 1 entries"},
       {"no task", no_task, "task_id is empty"},
-      {"negative version", negative, "version must be >= 0"},
+      {"negative version", negative, "version must not be negative"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(engine->Predict(c.request), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))

@@ -90,8 +90,10 @@ ServerMetrics::ServerMetrics(Registry& r)
           r.AddCounter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.")),
       process_start_time_seconds(
           r.AddGauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.")) {
-  // Unlabelled families show 0 from the start, so rate() works from the
-  // first scrape.
+  AddFixedSeries();
+}
+
+void ServerMetrics::AddFixedSeries() {
   for (Family<Histogram>* h : {&batch_size, &batch_tasks, &batch_queue_wait_seconds, &batch_padding_ratio}) {
     h->Add({});
   }

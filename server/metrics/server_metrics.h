@@ -70,6 +70,12 @@ struct ServerMetrics {
   Family<Gauge>& process_max_fds;
   Family<Counter>& process_cpu_seconds_total;
   Family<Gauge>& process_start_time_seconds;
+
+ private:
+  // The constructor's second step: the series known up front (unlabelled
+  // families, and each label value a family always has) exist from the
+  // start, at 0, so rate() works from the first scrape.
+  void AddFixedSeries();
 };
 
 }  // namespace adapterd::metrics

@@ -11,19 +11,6 @@
 namespace adapterd {
 namespace {
 
-const char* LevelName(char severity) {
-  switch (severity) {
-    case 'W':
-      return "WARNING";
-    case 'E':
-      return "ERROR";
-    case 'F':
-      return "FATAL";
-    default:
-      return "INFO";
-  }
-}
-
 // JSON string escaping of valid UTF-8 (RFC 8259: quote, backslash and the
 // control characters).
 void AppendJsonString(std::string* out, std::string_view s) {
@@ -61,9 +48,8 @@ class JsonSink : public google::LogSink {
  public:
   void send(google::LogSeverity severity, const char*, const char* base_filename, int line,
             const google::LogMessageTime& time, const char* message, size_t message_len) override {
-    std::string out =
-        JsonLogLine(google::GetLogSeverityName(severity)[0], time.timestamp(), time.usec(),
-                    static_cast<long long>(::gettid()), base_filename, line, std::string_view(message, message_len));
+    std::string out = JsonLogLine(severity, time.timestamp(), time.usec(), static_cast<long long>(::gettid()),
+                                  base_filename, line, std::string_view(message, message_len));
     out.push_back('\n');
     std::fwrite(out.data(), 1, out.size(), stderr);
   }
@@ -77,12 +63,13 @@ absl::StatusOr<LogFormat> ParseLogFormat(std::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("log format must be text or json, not '", std::string(name), "'"));
 }
 
-std::string JsonLogLine(char severity, long long unix_seconds, int micros, long long thread, std::string_view file,
-                        int line, std::string_view message) {
+std::string JsonLogLine(google::LogSeverity severity, long long unix_seconds, int micros, long long thread,
+                        std::string_view file, int line, std::string_view message) {
   const absl::Time t = absl::FromUnixSeconds(unix_seconds) + absl::Microseconds(micros);
   std::string out = "{\"ts\":";
   AppendJsonString(&out, absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone()));
-  absl::StrAppend(&out, ",\"level\":\"", LevelName(severity), "\",\"thread\":", thread, ",\"source\":");
+  absl::StrAppend(&out, ",\"level\":\"", google::GetLogSeverityName(severity), "\",\"thread\":", thread,
+                  ",\"source\":");
   AppendJsonString(&out, absl::StrCat(ToValidUtf8(file), ":", line));
   out.append(",\"msg\":");
   AppendJsonString(&out, ToValidUtf8(message));
@@ -106,8 +93,14 @@ void InitLogging(const char* program, LogFormat format) {
   FLAGS_logtostderr = false;
   FLAGS_alsologtostderr = false;
   FLAGS_stderrthreshold = google::NUM_SEVERITIES;
-  static JsonSink* sink = new JsonSink();
-  google::AddLogSink(sink);
+  // Registered once, however often InitLogging runs; never destroyed (glog
+  // may log until the process ends).
+  static JsonSink* const sink = [] {
+    auto* s = new JsonSink();
+    google::AddLogSink(s);
+    return s;
+  }();
+  (void)sink;
 }
 
 }  // namespace adapterd

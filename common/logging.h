@@ -44,8 +44,8 @@ void InitLogging(const char* program, LogFormat format);
 
 // One log line of the json format (what InitLogging's sink writes, without
 // the newline). Exposed for tests.
-std::string JsonLogLine(char severity, long long unix_seconds, int micros, long long thread, std::string_view file,
-                        int line, std::string_view message);
+std::string JsonLogLine(google::LogSeverity severity, long long unix_seconds, int micros, long long thread,
+                        std::string_view file, int line, std::string_view message);
 
 }  // namespace adapterd
 

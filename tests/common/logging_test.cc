@@ -23,7 +23,7 @@ TEST(LogFormat, ParsesTheTwoNamesAndRefusesOthers) {
 
 TEST(JsonLogLine, IsOneParsableObjectWithUtcMicrosecondTimestamp) {
   // 2026-11-27T06:14:11Z = 1795760051.
-  const std::string line = JsonLogLine('W', 1795760051, 42, 4242, "server.cc", 189, "disk \"full\"");
+  const std::string line = JsonLogLine(google::GLOG_WARNING, 1795760051, 42, 4242, "server.cc", 189, "disk \"full\"");
   EXPECT_EQ(line, R"({"ts":"2026-11-27T06:14:11.000042Z","level":"WARNING","thread":4242,"source":"server.cc:189",)"
                   R"("msg":"disk \"full\""})");
   const nlohmann::json j = nlohmann::json::parse(line);
@@ -31,14 +31,15 @@ TEST(JsonLogLine, IsOneParsableObjectWithUtcMicrosecondTimestamp) {
 }
 
 TEST(JsonLogLine, EscapesControlCharactersAndReplacesInvalidUtf8) {
-  const std::string line = JsonLogLine('E', 0, 0, 1, "a.cc", 1, std::string("tab\tnew\nline\x01 bad\xff end"));
+  const std::string line =
+      JsonLogLine(google::GLOG_ERROR, 0, 0, 1, "a.cc", 1, std::string("tab\tnew\nline\x01 bad\xff end"));
   EXPECT_EQ(line.find('\n'), std::string::npos);         // one line, whatever the message
   const nlohmann::json j = nlohmann::json::parse(line);  // throws on invalid JSON or UTF-8
   EXPECT_EQ(j["level"], "ERROR");
   EXPECT_EQ(j["msg"], "tab\tnew\nline\x01 bad\xEF\xBF\xBD end");
   EXPECT_EQ(j["ts"], "1970-01-01T00:00:00.000000Z");
-  EXPECT_NE(JsonLogLine('I', 0, 0, 1, "a.cc", 1, "x").find(R"("level":"INFO")"), std::string::npos);
-  EXPECT_NE(JsonLogLine('F', 0, 0, 1, "a.cc", 1, "x").find(R"("level":"FATAL")"), std::string::npos);
+  EXPECT_NE(JsonLogLine(google::GLOG_INFO, 0, 0, 1, "a.cc", 1, "x").find(R"("level":"INFO")"), std::string::npos);
+  EXPECT_NE(JsonLogLine(google::GLOG_FATAL, 0, 0, 1, "a.cc", 1, "x").find(R"("level":"FATAL")"), std::string::npos);
 }
 
 }  // namespace

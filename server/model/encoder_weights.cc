@@ -114,6 +114,13 @@ void ForEachCheckpointTensor(
   });
 }
 
+int64_t CheckpointTensorCount(int64_t num_layers, bool has_pooler) {
+  int64_t n = 0;
+  ForEachCheckpointTensor(num_layers, has_pooler,
+                          [&](const std::string&, const EncoderTensorSpec&, int64_t, int) { ++n; });
+  return n;
+}
+
 at::Tensor& TensorOf(EncoderWeights& w, const EncoderTensorSpec& spec, int64_t layer) {
   return spec.layer != nullptr ? w.layers[static_cast<size_t>(layer)].*spec.layer : w.*spec.top;
 }

@@ -110,6 +110,10 @@ void ForEachCheckpointTensor(
     int64_t num_layers, bool has_pooler,
     const std::function<void(const std::string& name, const EncoderTensorSpec&, int64_t layer, int part)>& fn);
 
+// How many tensors a checkpoint of `num_layers` layers stores (what
+// ForEachCheckpointTensor visits).
+int64_t CheckpointTensorCount(int64_t num_layers, bool has_pooler);
+
 // The full canonical name of `spec` in layer `layer` (ignored outside the
 // layers); for a fused spec, `part` 0, 1, 2 names the query, key or value
 // projection, and -1 all three ("...attention.self.{query,key,value}.weight").

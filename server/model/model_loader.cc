@@ -121,10 +121,8 @@ absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& fil
   // describes far more layers than the checkpoint holds is refused before
   // the list of expected tensors is built (a huge num_hidden_layers would
   // otherwise cost seconds and gigabytes to refuse).
-  int64_t fixed = 0, one_layer = 0;
-  ForEachCheckpointTensor(0, false, [&](const std::string&, const EncoderTensorSpec&, int64_t, int) { ++fixed; });
-  ForEachCheckpointTensor(1, false, [&](const std::string&, const EncoderTensorSpec&, int64_t, int) { ++one_layer; });
-  const int64_t per_layer = one_layer - fixed;
+  const int64_t fixed = CheckpointTensorCount(0, false);
+  const int64_t per_layer = CheckpointTensorCount(1, false) - fixed;
   const int64_t held = static_cast<int64_t>(by_name.size());
   if (config.num_hidden_layers > std::max<int64_t>(0, held - fixed) / per_layer) {
     return absl::InvalidArgumentError(

@@ -1,0 +1,155 @@
+// Stored data written by an earlier adapterd reads back the same with today's.
+//
+// Each directory under tests/e2e/compat/ (named by the commit whose binaries
+// wrote it; tests/e2e/compat/make_fixture.sh wrote it and says what it holds)
+// is a data directory those binaries left behind when killed mid-training,
+// and the answers they gave about it before. This test starts today's real
+// `adapterd` on a copy of it and checks, through the real `adapterctl`:
+// - every finished job, its whole event log, every dataset, the trained
+//   tasks and their predictions read back exactly as that binary answered
+//   (the protos' JSON, scores included, compared whole);
+// - the job killed while RUNNING resumes from its stored checkpoint and
+//   succeeds, and the job that was QUEUED behind it runs too.
+// A change to the storage records' schema that old data cannot meet (a field
+// renumbered or retyped, a key changed) fails here.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "tests/e2e/server_fixture.h"
+
+namespace adapterd::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string CompatRoot() { return kSourceDir + "/tests/e2e/compat"; }
+
+// The fixture directories (each holds jobs.env), sorted.
+std::vector<std::string> FixtureNames() {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(CompatRoot())) {
+    if (fs::exists(entry.path() / "jobs.env")) names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+nlohmann::json ReadJson(const fs::path& path) {
+  nlohmann::json j = nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << path;
+  return j;
+}
+
+// jobs.env: NAME=job id lines ('#' starts a comment).
+std::map<std::string, std::string> ReadJobIds(const fs::path& path) {
+  std::map<std::string, std::string> ids;
+  for (absl::string_view line : absl::StrSplit(ReadFile(path), '\n', absl::SkipWhitespace())) {
+    if (absl::StartsWith(line, "#")) continue;
+    std::pair<std::string, std::string> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+    ids[kv.first] = kv.second;
+  }
+  return ids;
+}
+
+class StoredDataCompatTest : public ServerProcessTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  // `adapterctl --json` output that may span lines, parsed; `exit_code` is
+  // the one expected (12: watching a CANCELLED job).
+  nlohmann::json CtlJsonOut(const std::vector<std::string>& args, int exit_code = 0) {
+    std::vector<std::string> all = {"--json"};
+    all.insert(all.end(), args.begin(), args.end());
+    CommandResult r = Ctl(all);
+    EXPECT_EQ(r.exit_code, exit_code) << r.err << r.out;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(j.is_discarded()) << r.out;
+    return j;
+  }
+};
+
+TEST_P(StoredDataCompatTest, EveryRecordReadsBackAsItsWriterAnsweredAndInterruptedJobsResume) {
+  const fs::path fixture = fs::path(CompatRoot()) / GetParam();
+  const fs::path expected = fixture / "expected";
+  std::map<std::string, std::string> jobs = ReadJobIds(fixture / "jobs.env");
+  for (const char* name : {"DONE", "RETRAINED", "CANCELLED", "RUNNING", "QUEUED"}) {
+    ASSERT_FALSE(jobs[name].empty()) << name << " missing from jobs.env";
+  }
+  fs::copy(fixture / "data", dir_.Sub("data"), fs::copy_options::recursive);
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+
+  // Finished jobs and their whole event logs (a watch of a finished job
+  // prints the job and every event, then ends).
+  for (const std::string name : {"done", "retrained", "cancelled"}) {
+    std::string upper = name;
+    for (char& c : upper) c = static_cast<char>(std::toupper(c));
+    const std::string& id = jobs[upper];
+    EXPECT_EQ(CtlJsonOut({"jobs", "get", id}), ReadJson(expected / ("job-" + name + ".json"))) << name;
+    EXPECT_EQ(CtlJsonOut({"jobs", "watch", id}, name == "cancelled" ? 12 : 0),
+              ReadJson(expected / ("events-" + name + ".json")))
+        << name;
+  }
+  EXPECT_EQ(CtlJsonOut({"datasets", "list"}), ReadJson(expected / "datasets.json"));
+  EXPECT_EQ(CtlJsonOut({"tasks", "get", "sentiment"}), ReadJson(expected / "task.json"));
+  // Scores bit for bit: the stored adapters on the regenerated encoder.
+  EXPECT_EQ(CtlJsonOut({"predict", "--task", "sentiment", "--all-scores", "great and fast, I love it",
+                        "broken, rude and slow"}),
+            ReadJson(expected / "predict.json"));
+  // Every task listed then is listed the same now (the resumed and queued
+  // jobs add tasks of their own).
+  const nlohmann::json tasks_now = CtlJsonOut({"tasks", "list"});
+  for (const nlohmann::json& task : ReadJson(expected / "tasks.json")["tasks"]) {
+    bool found = false;
+    for (const nlohmann::json& now : tasks_now["tasks"]) {
+      if (now["task_id"] == task["task_id"]) {
+        found = true;
+        EXPECT_EQ(now, task);
+      }
+    }
+    EXPECT_TRUE(found) << task["task_id"];
+  }
+
+  // The job killed while RUNNING resumes from its checkpoint and succeeds;
+  // the QUEUED one runs after it.
+  for (const char* name : {"RUNNING", "QUEUED"}) {
+    CommandResult watch = Ctl({"jobs", "watch", jobs[name]}, "", 600);
+    EXPECT_EQ(watch.exit_code, 0) << name << ": " << watch.err << watch.out;
+  }
+  const nlohmann::json resumed = CtlJsonOut({"jobs", "watch", jobs["RUNNING"]});
+  EXPECT_EQ(resumed["job"]["state"], "JOB_STATE_SUCCEEDED");
+  EXPECT_EQ(resumed["job"]["attempts"], 2);
+  int64_t resumed_at = -1;
+  for (const nlohmann::json& event : resumed["events"]) {
+    if (!event.contains("warning") || event["warning"]["kind"] != "resumed") continue;
+    const std::string message = event["warning"]["message"];
+    std::vector<std::string> words = absl::StrSplit(message, ' ');
+    ASSERT_GE(words.size(), 7u) << message;
+    ASSERT_TRUE(absl::SimpleAtoi(words[6], &resumed_at)) << message;  // "resumed from the checkpoint at step N ..."
+  }
+  EXPECT_GE(resumed_at, 16) << "the job did not resume from its stored checkpoint";
+  EXPECT_EQ(CtlJsonOut({"jobs", "get", jobs["QUEUED"]})["state"], "JOB_STATE_SUCCEEDED");
+  EXPECT_EQ(Ctl({"predict", "--task", "resumed", "great and fast"}).exit_code, 0);
+  EXPECT_EQ(StopServer(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(WrittenBy, StoredDataCompatTest, ::testing::ValuesIn(FixtureNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return "commit_" + info.param; });
+
+}  // namespace
+}  // namespace adapterd::e2e

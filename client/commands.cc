@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "common/api_util.h"
 #include "common/file_util.h"
+#include "common/job_state.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"

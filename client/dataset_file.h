@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/v1/adapterd_service.pb.h"
 
 namespace adapterd::client {
 

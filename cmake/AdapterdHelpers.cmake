@@ -219,12 +219,12 @@ function(adapterd_apply_precompiled_headers)
     if(NOT ADAPTERD_MODEL_ONLY)
       _adapterd_pch_target(adapterd_test_pch "the other tests' precompiled header"
         HEADERS ${gtest_headers} <grpcpp/grpcpp.h>
-          [["proto/adapterd/v1/adapterd_service.grpc.pb.h"]] [["proto/adapterd/v1/records.pb.h"]]
+          [["proto/adapterd/v1/adapterd_service.grpc.pb.h"]] [["proto/adapterd/storage/v1/records.pb.h"]]
           <nlohmann/json.hpp> [["absl/status/status.h"]] [["absl/status/statusor.h"]]
           [["absl/strings/str_cat.h"]] [["absl/strings/str_split.h"]] [["absl/synchronization/mutex.h"]]
           [["absl/time/clock.h"]] [["absl/time/time.h"]]
           <filesystem> <fstream> <map> <memory> <set> <sstream> <string> <thread> <vector>
-        LIBS GTest::gtest GTest::gmock adapterd::proto_grpc nlohmann_json::nlohmann_json
+        LIBS GTest::gtest GTest::gmock adapterd::proto_grpc adapterd::storage_proto nlohmann_json::nlohmann_json
           absl::status absl::statusor absl::strings absl::synchronization absl::time
         OPTIONS ${ADAPTERD_TEST_OPTIMIZATION})
     endif()

@@ -1,6 +1,6 @@
-// Helpers on the public API's types that the server and the client share:
-// job states and the gRPC status conversion. A library of its own,
-// adapterd::api_util (the rest of common/ does not depend on the protos).
+// What the server and the client share of gRPC: the status conversion. A
+// library of its own, adapterd::api_util (the rest of common/ does not depend
+// on gRPC). Job states: common/job_state.h.
 //
 // Thread safety: pure functions.
 #ifndef ADAPTERD_COMMON_API_UTIL_H_
@@ -11,16 +11,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "proto/adapterd/v1/records.pb.h"
 
 namespace adapterd {
-
-// SUCCEEDED, FAILED or CANCELLED: a job in one of these never changes again.
-bool IsTerminal(v1::JobState state);
-
-// "QUEUED", "RUNNING", ...: the enum's name without JOB_STATE_, or the
-// number for a value this build does not know.
-std::string JobStateName(v1::JobState state);
 
 // A grpc::Status as an absl::Status with the same code (the two share
 // google.rpc.Code's numbering) and message. The server's other direction,

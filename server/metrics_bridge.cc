@@ -208,16 +208,16 @@ void MetricsBridge::Collect() {
   }
   // Count every job by state, and queued jobs by tenant, across tenants,
   // paging through the job table.
-  std::map<v1::JobState, int64_t> counts;
+  std::map<storage::v1::JobState, int64_t> counts;
   std::map<std::string, int64_t> queued;
   storage::JobStore::ListOptions lo;
   lo.page_size = 1 << 30;  // capped by the store at its maximum page size
   while (true) {
     absl::StatusOr<storage::JobStore::Page> page = db_->jobs().List(lo);
     if (!page.ok()) return;  // keep the previous values rather than report a partial count
-    for (const v1::JobRecord& job : page->jobs) {
+    for (const storage::v1::JobRecord& job : page->jobs) {
       ++counts[job.state()];
-      if (job.state() == v1::JOB_STATE_QUEUED) ++queued[job.tenant()];
+      if (job.state() == storage::v1::JOB_STATE_QUEUED) ++queued[job.tenant()];
     }
     if (page->next_page_token.empty()) break;
     lo.page_token = page->next_page_token;
@@ -228,10 +228,10 @@ void MetricsBridge::Collect() {
     metrics_->training_queue_depth.Add({{"tenant", tenant}})
         .Set(it == queued.end() ? 0.0 : static_cast<double>(it->second));
   }
-  for (int s = v1::JobState_MIN; s <= v1::JobState_MAX; ++s) {
-    if (!v1::JobState_IsValid(s) || s == 0) continue;  // 0 = JOB_STATE_UNSPECIFIED
-    const auto state = static_cast<v1::JobState>(s);
-    std::string name = v1::JobState_Name(state);
+  for (int s = storage::v1::JobState_MIN; s <= storage::v1::JobState_MAX; ++s) {
+    if (!storage::v1::JobState_IsValid(s) || s == 0) continue;  // 0 = JOB_STATE_UNSPECIFIED
+    const auto state = static_cast<storage::v1::JobState>(s);
+    std::string name = storage::v1::JobState_Name(state);
     if (name.rfind("JOB_STATE_", 0) == 0) name = name.substr(10);
     metrics_->training_jobs.Add({{"state", name}}).Set(static_cast<double>(counts[state]));
   }

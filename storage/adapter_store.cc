@@ -10,7 +10,7 @@
 
 namespace adapterd::storage {
 
-using adapterd::v1::TaskRecord;
+using v1::TaskRecord;
 
 absl::StatusOr<std::string> AdapterStore::Get(std::string_view tenant, std::string_view task_id,
                                               int64_t version) const {

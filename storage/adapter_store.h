@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 
 namespace adapterd::storage {
 
@@ -31,7 +31,7 @@ class AdapterStore {
   absl::StatusOr<std::string> Get(std::string_view tenant, std::string_view task_id, int64_t version) const;
 
   struct Current {
-    adapterd::v1::TaskRecord task;
+    v1::TaskRecord task;
     int64_t version = 0;
     std::string bytes;
   };

@@ -9,10 +9,10 @@
 
 namespace adapterd::storage {
 
-using adapterd::v1::CheckpointRecord;
-using adapterd::v1::JobEvent;
-using adapterd::v1::JobRecord;
-using adapterd::v1::TaskRecord;
+using v1::CheckpointRecord;
+using v1::JobEvent;
+using v1::JobRecord;
+using v1::TaskRecord;
 
 const char* ColumnFamilyName(ColumnFamily cf) {
   switch (cf) {
@@ -45,7 +45,7 @@ absl::Status ValidateJob(const JobRecord& job) {
   RETURN_IF_ERROR(ValidateId("tenant", job.tenant()));
   RETURN_IF_ERROR(ValidateId("task_id", job.task_id()));
   if (!job.request_id().empty()) RETURN_IF_ERROR(ValidateId("request_id", job.request_id()));
-  if (job.state() == adapterd::v1::JOB_STATE_UNSPECIFIED) {
+  if (job.state() == v1::JOB_STATE_UNSPECIFIED) {
     return absl::InvalidArgumentError(absl::StrCat("job '", job.job_id(), "' has no state"));
   }
   return absl::OkStatus();
@@ -83,7 +83,7 @@ absl::Status Batch::PutJob(const JobRecord& job) {
   return absl::OkStatus();
 }
 
-absl::Status Batch::UpdateJob(const JobRecord& job, adapterd::v1::JobState expected_state) {
+absl::Status Batch::UpdateJob(const JobRecord& job, v1::JobState expected_state) {
   RETURN_IF_ERROR(ValidateJob(job));
   AddResolved(JobUpdate{job, expected_state});
   return absl::OkStatus();
@@ -98,7 +98,7 @@ absl::Status Batch::AppendEvent(std::string_view job_id, const JobEvent& event) 
 absl::Status Batch::Enqueue(std::string_view tenant, std::string_view job_id, int64_t enqueued_at_micros) {
   RETURN_IF_ERROR(ValidateId("tenant", tenant));
   RETURN_IF_ERROR(ValidateId("job_id", job_id));
-  adapterd::v1::QueueEntry entry;
+  v1::QueueEntry entry;
   entry.set_tenant(std::string(tenant));
   entry.set_job_id(std::string(job_id));
   entry.set_enqueued_at_micros(enqueued_at_micros);
@@ -128,7 +128,7 @@ absl::Status Batch::DeleteCheckpoint(std::string_view job_id) {
   return absl::OkStatus();
 }
 
-absl::Status Batch::PutDatasetRecord(const adapterd::v1::DatasetRecord& record) {
+absl::Status Batch::PutDatasetRecord(const v1::DatasetRecord& record) {
   RETURN_IF_ERROR(ValidateId("tenant", record.tenant()));
   RETURN_IF_ERROR(ValidateId("dataset_id", record.dataset_id()));
   if (record.num_chunks() < 0) {
@@ -141,7 +141,7 @@ absl::Status Batch::PutDatasetRecord(const adapterd::v1::DatasetRecord& record) 
 }
 
 absl::Status Batch::PutDatasetChunk(std::string_view tenant, std::string_view dataset_id, int64_t index,
-                                    const adapterd::v1::DatasetChunk& chunk) {
+                                    const v1::DatasetChunk& chunk) {
   RETURN_IF_ERROR(ValidateId("tenant", tenant));
   RETURN_IF_ERROR(ValidateId("dataset_id", dataset_id));
   if (index < 0) return absl::InvalidArgumentError(absl::StrCat("invalid chunk index ", index));

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 
 namespace adapterd::storage {
 
@@ -69,7 +69,7 @@ struct Promotion {
   // adapter_config, encoder_fingerprint, current_job_id, timestamps. Its
   // version fields and state are ignored and computed; created_at_micros of
   // an existing task is kept. The task is created if it does not exist.
-  adapterd::v1::TaskRecord task;
+  v1::TaskRecord task;
   // The adapter set's bytes (safetensors layout); must be non-empty.
   std::string adapter_bytes;
   // 0: promote whatever the next version is. Otherwise the version the caller
@@ -93,7 +93,7 @@ struct PromotionResult {
 // A job event as committed, with its seq assigned.
 struct CommittedEvent {
   std::string job_id;
-  adapterd::v1::JobEvent event;
+  v1::JobEvent event;
 };
 
 class Batch {
@@ -107,7 +107,7 @@ class Batch {
   // Upserts a task's metadata. Version fields, current_job_id and state are
   // kept from the stored record (zero/PENDING for a new task), as is an
   // existing created_at_micros.
-  absl::Status PutTask(const adapterd::v1::TaskRecord& task);
+  absl::Status PutTask(const v1::TaskRecord& task);
   // Deletes a task and every adapter version it has. NOT_FOUND at commit if
   // the task does not exist.
   absl::Status DeleteTask(std::string_view tenant, std::string_view task_id);
@@ -115,33 +115,33 @@ class Batch {
   // Writes a new job (and its request_id index entry). ALREADY_EXISTS at
   // commit if the job id exists, or the tenant already has a job with this
   // request_id (the message names that job). state must be set.
-  absl::Status CreateJob(const adapterd::v1::JobRecord& job);
+  absl::Status CreateJob(const v1::JobRecord& job);
   // Overwrites (or creates) a job record, blindly. Does not touch the request
   // index: create jobs with CreateJob.
-  absl::Status PutJob(const adapterd::v1::JobRecord& job);
+  absl::Status PutJob(const v1::JobRecord& job);
   // Overwrites a job record only if the stored job is in `expected_state`
   // (compare-and-set, checked at commit): NOT_FOUND if the job does not exist,
   // FAILED_PRECONDITION naming both states if it is in another state. Use it
   // for transitions that may race (a cancel against the trainer finishing).
-  absl::Status UpdateJob(const adapterd::v1::JobRecord& job, adapterd::v1::JobState expected_state);
+  absl::Status UpdateJob(const v1::JobRecord& job, v1::JobState expected_state);
   // Appends an event to a job's log; its seq is assigned at commit (the
   // job's last seq + 1, in commit order).
-  absl::Status AppendEvent(std::string_view job_id, const adapterd::v1::JobEvent& event);
+  absl::Status AppendEvent(std::string_view job_id, const v1::JobEvent& event);
 
   // Adds a job to the end of the durable FIFO; the seq is assigned at commit.
   absl::Status Enqueue(std::string_view tenant, std::string_view job_id, int64_t enqueued_at_micros);
   // Removes a queue entry (no-op if absent).
   absl::Status Dequeue(int64_t queue_seq);
 
-  absl::Status PutCheckpoint(const adapterd::v1::CheckpointRecord& checkpoint);
+  absl::Status PutCheckpoint(const v1::CheckpointRecord& checkpoint);
   // No-op if absent.
   absl::Status DeleteCheckpoint(std::string_view job_id);
 
   // Dataset metadata (makes the dataset visible) and chunks; see
   // storage/dataset_store.h.
-  absl::Status PutDatasetRecord(const adapterd::v1::DatasetRecord& record);
+  absl::Status PutDatasetRecord(const v1::DatasetRecord& record);
   absl::Status PutDatasetChunk(std::string_view tenant, std::string_view dataset_id, int64_t index,
-                               const adapterd::v1::DatasetChunk& chunk);
+                               const v1::DatasetChunk& chunk);
   // Removes the record and every chunk (no-op for what is absent).
   absl::Status DeleteDataset(std::string_view tenant, std::string_view dataset_id);
   // Removes every chunk of a dataset id and leaves its record (if any).
@@ -157,7 +157,7 @@ class Batch {
 
   // After a successful Commit: what was assigned, in the order added.
   const std::vector<CommittedEvent>& committed_events() const { return committed_events_; }
-  const std::vector<adapterd::v1::QueueEntry>& committed_queue_entries() const { return committed_queue_entries_; }
+  const std::vector<v1::QueueEntry>& committed_queue_entries() const { return committed_queue_entries_; }
   const std::vector<PromotionResult>& committed_promotions() const { return committed_promotions_; }
 
  private:
@@ -178,25 +178,25 @@ class Batch {
     std::string end;
   };
   struct TaskPut {
-    adapterd::v1::TaskRecord task;
+    v1::TaskRecord task;
   };
   struct TaskDelete {
     std::string tenant;
     std::string task_id;
   };
   struct JobCreate {
-    adapterd::v1::JobRecord job;
+    v1::JobRecord job;
   };
   struct JobUpdate {
-    adapterd::v1::JobRecord job;
-    adapterd::v1::JobState expected_state;
+    v1::JobRecord job;
+    v1::JobState expected_state;
   };
   struct EventAppend {
     std::string job_id;
-    adapterd::v1::JobEvent event;
+    v1::JobEvent event;
   };
   struct EnqueueOp {
-    adapterd::v1::QueueEntry entry;
+    v1::QueueEntry entry;
   };
   struct PromoteOp {
     Promotion promotion;
@@ -216,7 +216,7 @@ class Batch {
   bool needs_lock_ = false;
   bool committed_ = false;
   std::vector<CommittedEvent> committed_events_;
-  std::vector<adapterd::v1::QueueEntry> committed_queue_entries_;
+  std::vector<v1::QueueEntry> committed_queue_entries_;
   std::vector<PromotionResult> committed_promotions_;
 };
 

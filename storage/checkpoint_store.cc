@@ -8,7 +8,7 @@
 
 namespace adapterd::storage {
 
-using adapterd::v1::CheckpointRecord;
+using v1::CheckpointRecord;
 
 absl::Status CheckpointStore::Put(const CheckpointRecord& checkpoint) {
   Batch batch;

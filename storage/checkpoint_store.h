@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 
 namespace adapterd::storage {
 
@@ -21,9 +21,9 @@ class CheckpointStore {
   explicit CheckpointStore(Database* db) : db_(db) {}
 
   // Replaces the job's checkpoint (durably, when sync_writes).
-  absl::Status Put(const adapterd::v1::CheckpointRecord& checkpoint);
+  absl::Status Put(const v1::CheckpointRecord& checkpoint);
   // NOT_FOUND "no checkpoint for job '...'".
-  absl::StatusOr<adapterd::v1::CheckpointRecord> Get(std::string_view job_id) const;
+  absl::StatusOr<v1::CheckpointRecord> Get(std::string_view job_id) const;
   // OK whether or not a checkpoint existed. (A promotion deletes its job's
   // checkpoint itself; Batch::DeleteCheckpoint pairs it with a transition.)
   absl::Status Delete(std::string_view job_id);

@@ -27,10 +27,10 @@
 
 namespace adapterd::storage {
 
-using adapterd::v1::JobEvent;
-using adapterd::v1::JobRecord;
-using adapterd::v1::QueueEntry;
-using adapterd::v1::TaskRecord;
+using v1::JobEvent;
+using v1::JobRecord;
+using v1::QueueEntry;
+using v1::TaskRecord;
 
 struct Database::CommitState {
   // Each task as this commit leaves it so far (nullopt: deleted).
@@ -41,7 +41,7 @@ struct Database::CommitState {
   absl::flat_hash_set<std::string> created_jobs;
   absl::flat_hash_set<std::string> created_requests;
   // States of the jobs this commit's resolved operations wrote so far.
-  absl::flat_hash_map<std::string, adapterd::v1::JobState> jobs;
+  absl::flat_hash_map<std::string, v1::JobState> jobs;
   int64_t queue_seq = 0;
   std::vector<CommittedEvent> events;
   std::vector<QueueEntry> queue_entries;
@@ -491,8 +491,8 @@ absl::StatusOr<std::optional<TaskRecord>> Database::LoadTaskLocked(CommitState& 
   return std::optional<TaskRecord>(std::move(rec));
 }
 
-absl::Status Database::CheckJobStateLocked(CommitState& st, const std::string& key, adapterd::v1::JobState expected) {
-  adapterd::v1::JobState state;
+absl::Status Database::CheckJobStateLocked(CommitState& st, const std::string& key, v1::JobState expected) {
+  v1::JobState state;
   auto pending = st.jobs.find(key);
   if (pending != st.jobs.end()) {
     state = pending->second;
@@ -503,8 +503,8 @@ absl::Status Database::CheckJobStateLocked(CommitState& st, const std::string& k
     state = stored.state();
   }
   if (state != expected) {
-    return absl::FailedPreconditionError(absl::StrCat("job '", key, "' is ", adapterd::v1::JobState_Name(state),
-                                                      ", not ", adapterd::v1::JobState_Name(expected)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", key, "' is ", v1::JobState_Name(state), ", not ", v1::JobState_Name(expected)));
   }
   return absl::OkStatus();
 }
@@ -582,7 +582,7 @@ absl::Status Database::ResolveTaskPut(const Batch::TaskPut& op, CommitState& st,
     rec.set_latest_version(0);
     rec.clear_current_job_id();
   }
-  rec.set_state(rec.current_version() > 0 ? adapterd::v1::TASK_STATE_READY : adapterd::v1::TASK_STATE_PENDING);
+  rec.set_state(rec.current_version() > 0 ? v1::TASK_STATE_READY : v1::TASK_STATE_PENDING);
   std::string value;
   RETURN_IF_ERROR(SerializeRecord(rec, &value));
   RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kTasks), key, value)));
@@ -685,7 +685,7 @@ absl::Status Database::ResolvePromote(Batch::PromoteOp& op, CommitState& st, roc
   rec.set_latest_version(version);
   rec.clear_versions();
   for (int64_t v : kept) rec.add_versions(v);
-  rec.set_state(adapterd::v1::TASK_STATE_READY);
+  rec.set_state(v1::TASK_STATE_READY);
 
   RETURN_IF_ERROR(
       AddToBatch(wb.Put(handle(ColumnFamily::kAdapters), keys::Adapter(tenant, task_id, version), p.adapter_bytes)));

@@ -4,7 +4,7 @@
 //   auto db = storage::Database::Open({.path = "/var/lib/adapterd/db"});
 //   ASSIGN_OR_RETURN(TaskRecord t, (*db)->tasks().Get("acme", "sentiment"));
 //
-// Storage knows bytes and protos (proto/adapterd/v1/records.proto), never
+// Storage knows bytes and protos (proto/adapterd/storage/v1/records.proto), never
 // tensors.
 //
 // Durability: with Options::sync_writes (the default) every write, and so
@@ -53,7 +53,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "google/protobuf/message_lite.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 #include "storage/adapter_store.h"
 #include "storage/batch.h"
 #include "storage/checkpoint_store.h"
@@ -243,15 +243,15 @@ class Database {
   absl::Status ResolvePromote(Batch::PromoteOp& op, CommitState& st, rocksdb::WriteBatch& wb)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Writes `job` and records its state for later checks in the commit.
-  absl::Status PutJobLocked(const adapterd::v1::JobRecord& job, CommitState& st, rocksdb::WriteBatch& wb)
+  absl::Status PutJobLocked(const v1::JobRecord& job, CommitState& st, rocksdb::WriteBatch& wb)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Writes `event` as job_id's next event; returns its seq.
-  absl::StatusOr<int64_t> AppendEventLocked(const std::string& job_id, adapterd::v1::JobEvent event, CommitState& st,
+  absl::StatusOr<int64_t> AppendEventLocked(const std::string& job_id, v1::JobEvent event, CommitState& st,
                                             rocksdb::WriteBatch& wb) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  absl::StatusOr<std::optional<adapterd::v1::TaskRecord>> LoadTaskLocked(CommitState& st, const std::string& key)
+  absl::StatusOr<std::optional<v1::TaskRecord>> LoadTaskLocked(CommitState& st, const std::string& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // OK if the job at `key` (as this commit leaves it so far) is in `expected`.
-  absl::Status CheckJobStateLocked(CommitState& st, const std::string& key, adapterd::v1::JobState expected)
+  absl::Status CheckJobStateLocked(CommitState& st, const std::string& key, v1::JobState expected)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   absl::StatusOr<int64_t> NextEventSeqLocked(CommitState& st, const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);

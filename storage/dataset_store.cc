@@ -17,8 +17,8 @@
 
 namespace adapterd::storage {
 
-using adapterd::v1::DatasetChunk;
-using adapterd::v1::DatasetRecord;
+using v1::DatasetChunk;
+using v1::DatasetRecord;
 
 namespace {
 

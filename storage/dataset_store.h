@@ -22,7 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 
 namespace adapterd::storage {
 
@@ -42,29 +42,27 @@ class DatasetStore {
   absl::StatusOr<int64_t> RemoveUncommittedChunks();
   // Writes chunk `index` (>= 0) of a dataset being uploaded.
   absl::Status PutChunk(std::string_view tenant, std::string_view dataset_id, int64_t index,
-                        const adapterd::v1::DatasetChunk& chunk);
+                        const v1::DatasetChunk& chunk);
   // Writes the metadata, making the dataset visible. Chunks
   // 0..record.num_chunks()-1 must have been written (ForEachChunk checks).
-  absl::Status PutRecord(const adapterd::v1::DatasetRecord& record);
+  absl::Status PutRecord(const v1::DatasetRecord& record);
   // Writes the metadata and all chunks atomically. INVALID_ARGUMENT unless
   // record.num_chunks() == chunks.size().
-  absl::Status Put(const adapterd::v1::DatasetRecord& record, const std::vector<adapterd::v1::DatasetChunk>& chunks);
+  absl::Status Put(const v1::DatasetRecord& record, const std::vector<v1::DatasetChunk>& chunks);
 
   // NOT_FOUND "dataset 'tenant/id' not found".
-  absl::StatusOr<adapterd::v1::DatasetRecord> Get(std::string_view tenant, std::string_view dataset_id) const;
+  absl::StatusOr<v1::DatasetRecord> Get(std::string_view tenant, std::string_view dataset_id) const;
   // NOT_FOUND if the chunk does not exist.
-  absl::StatusOr<adapterd::v1::DatasetChunk> GetChunk(std::string_view tenant, std::string_view dataset_id,
-                                                      int64_t index) const;
+  absl::StatusOr<v1::DatasetChunk> GetChunk(std::string_view tenant, std::string_view dataset_id, int64_t index) const;
   // Calls fn(index, chunk) for chunks 0..num_chunks-1 in order, reading them
   // one at a time from one snapshot; stops at fn's first error and returns it.
   // NOT_FOUND if the dataset does not exist; DATA_LOSS if a chunk is missing
   // or unexpected, or the count differs from the record's num_chunks.
-  absl::Status ForEachChunk(
-      std::string_view tenant, std::string_view dataset_id,
-      const std::function<absl::Status(int64_t index, const adapterd::v1::DatasetChunk& chunk)>& fn) const;
+  absl::Status ForEachChunk(std::string_view tenant, std::string_view dataset_id,
+                            const std::function<absl::Status(int64_t index, const v1::DatasetChunk& chunk)>& fn) const;
 
   struct Page {
-    std::vector<adapterd::v1::DatasetRecord> datasets;
+    std::vector<v1::DatasetRecord> datasets;
     std::string next_page_token;  // "" when there are no more
   };
   // A tenant's datasets in dataset_id order (paging as TaskStore::List).

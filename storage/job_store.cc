@@ -11,9 +11,9 @@
 
 namespace adapterd::storage {
 
-using adapterd::v1::JobEvent;
-using adapterd::v1::JobRecord;
-using adapterd::v1::QueueEntry;
+using v1::JobEvent;
+using v1::JobRecord;
+using v1::QueueEntry;
 
 namespace {
 
@@ -39,7 +39,7 @@ absl::Status JobStore::Put(const JobRecord& job) {
   return db_->Commit(batch);
 }
 
-absl::Status JobStore::Update(const JobRecord& job, adapterd::v1::JobState expected_state) {
+absl::Status JobStore::Update(const JobRecord& job, v1::JobState expected_state) {
   Batch batch;
   RETURN_IF_ERROR(batch.UpdateJob(job, expected_state));
   return db_->Commit(batch);

@@ -28,7 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 
 namespace adapterd::storage {
 
@@ -42,30 +42,30 @@ class JobStore {
   // Writes a new job. ALREADY_EXISTS if the job id exists or the tenant
   // already has a job with the same non-empty request_id (the message names
   // it; look it up with FindByRequestId to answer idempotently).
-  absl::Status Create(const adapterd::v1::JobRecord& job);
+  absl::Status Create(const v1::JobRecord& job);
   // Overwrites a job record, blindly (last writer wins).
-  absl::Status Put(const adapterd::v1::JobRecord& job);
+  absl::Status Put(const v1::JobRecord& job);
   // Overwrites a job record only if the stored job is in `expected_state`
   // (compare-and-set): NOT_FOUND if absent, FAILED_PRECONDITION naming both
   // states otherwise. See Batch::UpdateJob.
-  absl::Status Update(const adapterd::v1::JobRecord& job, adapterd::v1::JobState expected_state);
+  absl::Status Update(const v1::JobRecord& job, v1::JobState expected_state);
   // NOT_FOUND "job 'tenant/job_id' not found" (also for another tenant's job).
-  absl::StatusOr<adapterd::v1::JobRecord> Get(std::string_view tenant, std::string_view job_id) const;
+  absl::StatusOr<v1::JobRecord> Get(std::string_view tenant, std::string_view job_id) const;
   // The tenant's job created with `request_id`; NOT_FOUND if none.
-  absl::StatusOr<adapterd::v1::JobRecord> FindByRequestId(std::string_view tenant, std::string_view request_id) const;
+  absl::StatusOr<v1::JobRecord> FindByRequestId(std::string_view tenant, std::string_view request_id) const;
 
   struct ListOptions {
     // Whose jobs; "" = every tenant's (for restart recovery).
     std::string tenant;
     // Only jobs in one of these states; empty = all states.
-    std::vector<adapterd::v1::JobState> states;
+    std::vector<v1::JobState> states;
     // <= 0: kDefaultPageSize; capped at kMaxPageSize.
     int page_size = 0;
     // "" or a previous next_page_token.
     std::string page_token;
   };
   struct Page {
-    std::vector<adapterd::v1::JobRecord> jobs;
+    std::vector<v1::JobRecord> jobs;
     // "" when there are no more jobs. A filtered listing can return a short
     // (even empty) page with a non-empty token; keep paging until it is "".
     std::string next_page_token;
@@ -76,19 +76,18 @@ class JobStore {
 
   // --- Queue ----------------------------------------------------------------
   // Appends the job to the FIFO; returns the entry with its seq.
-  absl::StatusOr<adapterd::v1::QueueEntry> Enqueue(std::string_view tenant, std::string_view job_id,
-                                                   int64_t enqueued_at_micros);
+  absl::StatusOr<v1::QueueEntry> Enqueue(std::string_view tenant, std::string_view job_id, int64_t enqueued_at_micros);
   // Removes an entry by seq; OK if absent.
   absl::Status Dequeue(int64_t queue_seq);
   // Every entry, oldest first (arrival order, kept across restarts).
-  absl::StatusOr<std::vector<adapterd::v1::QueueEntry>> ListQueue() const;
+  absl::StatusOr<std::vector<v1::QueueEntry>> ListQueue() const;
 
   // --- Events ---------------------------------------------------------------
   // Appends an event; returns its seq (the job's last seq + 1).
-  absl::StatusOr<int64_t> AppendEvent(std::string_view job_id, const adapterd::v1::JobEvent& event);
+  absl::StatusOr<int64_t> AppendEvent(std::string_view job_id, const v1::JobEvent& event);
   // Events with seq >= from_seq in seq order, at most max_events (<= 0: all).
-  absl::StatusOr<std::vector<adapterd::v1::JobEvent>> ReadEvents(std::string_view job_id, int64_t from_seq,
-                                                                 int max_events = 0) const;
+  absl::StatusOr<std::vector<v1::JobEvent>> ReadEvents(std::string_view job_id, int64_t from_seq,
+                                                       int max_events = 0) const;
   // The seq of the job's last event; 0 if it has none.
   absl::StatusOr<int64_t> LastEventSeq(std::string_view job_id) const;
 

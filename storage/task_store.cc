@@ -9,7 +9,7 @@
 
 namespace adapterd::storage {
 
-using adapterd::v1::TaskRecord;
+using v1::TaskRecord;
 
 namespace {
 

@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 #include "storage/paging.h"
 
 namespace adapterd::storage {
@@ -23,20 +23,20 @@ class TaskStore {
   explicit TaskStore(Database* db) : db_(db) {}
 
   // NOT_FOUND "task 'tenant/task_id' not found".
-  absl::StatusOr<adapterd::v1::TaskRecord> Get(std::string_view tenant, std::string_view task_id) const;
+  absl::StatusOr<v1::TaskRecord> Get(std::string_view tenant, std::string_view task_id) const;
 
   // Upserts the task's metadata (labels, adapter_config, fingerprint,
   // timestamps). The version fields, current_job_id and state are storage's:
   // the stored values are kept (a new task starts PENDING with no version).
   // New versions come only from Database::PromoteAdapterVersion.
-  absl::Status Put(const adapterd::v1::TaskRecord& task);
+  absl::Status Put(const v1::TaskRecord& task);
 
   // Deletes the task and all its adapter versions in one atomic write.
   // NOT_FOUND if the task does not exist.
   absl::Status Delete(std::string_view tenant, std::string_view task_id);
 
   struct Page {
-    std::vector<adapterd::v1::TaskRecord> tasks;
+    std::vector<v1::TaskRecord> tasks;
     // Pass to the next List call; "" when there are no more tasks.
     std::string next_page_token;
   };

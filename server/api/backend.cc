@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/job_state.h"
 #include "common/routing.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -15,6 +16,7 @@
 #include "server/api/grpc_status.h"
 #include "server/api/ids.h"
 #include "server/api/page_token.h"
+#include "server/api/record_mapping.h"
 #include "server/api/request_checks.h"
 #include "server/model/adapter_format.h"
 #include "server/model/safetensors.h"
@@ -28,48 +30,12 @@ namespace {
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
-int64_t TaskParameters(const model::BertConfig& c, const v1::TaskRecord& t) {
+int64_t TaskParameters(const model::BertConfig& c, const storage::v1::TaskRecord& t) {
   return model::AdapterSetParameterCount(c.num_hidden_layers, c.hidden_size, t.adapter_config().bottleneck_size(),
                                          t.labels_size());
 }
 
 }  // namespace
-
-v1::TrainingJob ToApi(const v1::JobRecord& j) {
-  v1::TrainingJob out;
-  out.set_job_id(j.job_id());
-  out.set_task_id(j.task_id());
-  out.set_request_id(j.request_id());
-  out.set_state(j.state());
-  *out.mutable_hyperparameters() = j.hyperparameters();
-  for (const auto& d : j.dataset_ids()) out.add_dataset_ids(d);
-  out.set_validation_dataset_id(j.validation_dataset_id());
-  out.set_error_message(CallerMessage(j.error_message()));
-  out.set_result_version(j.result_version());
-  *out.mutable_progress() = j.progress();
-  *out.mutable_best_metrics() = j.best_metrics();
-  for (const auto& l : j.labels()) out.add_labels(l);
-  out.set_num_train_examples(j.num_train_examples());
-  out.set_num_validation_examples(j.num_validation_examples());
-  out.set_attempts(j.attempts());
-  out.set_created_at_micros(j.created_at_micros());
-  out.set_updated_at_micros(j.updated_at_micros());
-  out.set_started_at_micros(j.started_at_micros());
-  out.set_finished_at_micros(j.finished_at_micros());
-  return out;
-}
-
-v1::Dataset ToApi(const v1::DatasetRecord& r) {
-  v1::Dataset out;
-  out.set_dataset_id(r.dataset_id());
-  out.set_num_examples(r.num_examples());
-  out.set_num_bytes(r.num_bytes());
-  for (const auto& [label, n] : r.label_counts()) (*out.mutable_label_counts())[label] = n;
-  out.set_display_name(r.display_name());
-  out.set_created_at_micros(r.created_at_micros());
-  out.set_content_sha256(r.content_sha256());
-  return out;
-}
 
 // --- DatasetUpload ---------------------------------------------------------------
 
@@ -110,7 +76,7 @@ absl::Status DatasetUpload::AddChunk(const v1::DatasetChunk& chunk) {
         absl::StrCat("the tenant's datasets would pass its limit of ", tenant_->quotas().max_dataset_bytes,
                      " bytes of text (", s.message(), "); delete datasets it no longer needs (DeleteDataset)"));
   }
-  RETURN_IF_ERROR(backend_->db().datasets().PutChunk(tenant_->id(), dataset_id_, next_chunk_, chunk));
+  RETURN_IF_ERROR(backend_->db().datasets().PutChunk(tenant_->id(), dataset_id_, next_chunk_, ToRecord(chunk)));
   ++next_chunk_;
   for (const v1::Example& e : chunk.examples()) {
     // Length-prefixed fields, so that ("ab","c") and ("a","bc") hash apart.
@@ -261,7 +227,7 @@ absl::StatusOr<std::unique_ptr<DatasetUpload>> Backend::BeginUpload(const Tenant
     }
   }
   auto release = [&] { EndUpload(tenant.id(), id); };
-  absl::StatusOr<v1::DatasetRecord> existing = options_.db->datasets().Get(tenant.id(), id);
+  absl::StatusOr<storage::v1::DatasetRecord> existing = options_.db->datasets().Get(tenant.id(), id);
   if (existing.ok() || !absl::IsNotFound(existing.status())) {
     release();
     if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("dataset '", id, "' already exists"));
@@ -282,7 +248,7 @@ absl::StatusOr<std::unique_ptr<DatasetUpload>> Backend::BeginUpload(const Tenant
 
 absl::StatusOr<v1::Dataset> Backend::GetDataset(const Tenant& tenant, const v1::GetDatasetRequest& request) {
   RETURN_IF_ERROR(CheckGetDatasetRequest(request));
-  ASSIGN_OR_RETURN(v1::DatasetRecord r, options_.db->datasets().Get(tenant.id(), request.dataset_id()));
+  ASSIGN_OR_RETURN(storage::v1::DatasetRecord r, options_.db->datasets().Get(tenant.id(), request.dataset_id()));
   return ToApi(r);
 }
 
@@ -293,7 +259,7 @@ absl::StatusOr<v1::ListDatasetsResponse> Backend::ListDatasets(const Tenant& ten
   ASSIGN_OR_RETURN(const std::string token, DecodePageToken("datasets", tenant.id(), request.page_token()));
   ASSIGN_OR_RETURN(storage::DatasetStore::Page page, options_.db->datasets().List(tenant.id(), want, token));
   v1::ListDatasetsResponse out;
-  for (const v1::DatasetRecord& r : page.datasets) *out.add_datasets() = ToApi(r);
+  for (const storage::v1::DatasetRecord& r : page.datasets) *out.add_datasets() = ToApi(r);
   out.set_next_page_token(EncodePageToken("datasets", tenant.id(), page.next_page_token));
   return out;
 }
@@ -301,7 +267,7 @@ absl::StatusOr<v1::ListDatasetsResponse> Backend::ListDatasets(const Tenant& ten
 absl::Status Backend::DeleteDataset(const Tenant& tenant, const v1::DeleteDatasetRequest& request) {
   RETURN_IF_ERROR(CheckDeleteDatasetRequest(request));
   // A dataset being uploaded has no record yet: NOT_FOUND, as the proto says.
-  ASSIGN_OR_RETURN(v1::DatasetRecord gone, options_.jobs->DeleteDataset(tenant.id(), request.dataset_id()));
+  ASSIGN_OR_RETURN(storage::v1::DatasetRecord gone, options_.jobs->DeleteDataset(tenant.id(), request.dataset_id()));
   dataset_bytes_.Subtract(tenant.id(), gone.num_bytes());
   return absl::OkStatus();
 }
@@ -312,7 +278,7 @@ absl::StatusOr<int64_t> Backend::StoredDatasetBytes(const std::string& tenant) c
   do {
     ASSIGN_OR_RETURN(storage::DatasetStore::Page page,
                      options_.db->datasets().List(tenant, storage::kMaxPageSize, token));
-    for (const v1::DatasetRecord& r : page.datasets) total += r.num_bytes();
+    for (const storage::v1::DatasetRecord& r : page.datasets) total += r.num_bytes();
     token = page.next_page_token;
   } while (!token.empty());
   return total;
@@ -323,7 +289,7 @@ absl::StatusOr<UsageLedger::Hold> Backend::AdmitClientStream(const Tenant& tenan
 }
 
 absl::Status Backend::CheckTaskQuota(const Tenant& tenant, const std::string& task_id) const {
-  absl::StatusOr<v1::TaskRecord> existing = options_.db->tasks().Get(tenant.id(), task_id);
+  absl::StatusOr<storage::v1::TaskRecord> existing = options_.db->tasks().Get(tenant.id(), task_id);
   if (existing.ok()) return absl::OkStatus();
   if (!absl::IsNotFound(existing.status())) return existing.status();
   int64_t count = 0;
@@ -355,16 +321,16 @@ absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
   job.request_id = request.request_id();
   job.dataset_ids.assign(request.dataset_ids().begin(), request.dataset_ids().end());
   job.validation_dataset_id = request.validation_dataset_id();
-  job.hyperparameters = request.hyperparameters();
+  job.hyperparameters = ToRecord(request.hyperparameters());
   job.max_queued_for_tenant = tenant.quotas().max_queued_jobs;
-  ASSIGN_OR_RETURN(v1::JobRecord record, options_.jobs->Submit(job));
+  ASSIGN_OR_RETURN(storage::v1::JobRecord record, options_.jobs->Submit(job));
   return ToApi(record);
 }
 
 absl::StatusOr<v1::TrainingJob> Backend::GetTrainingJob(const Tenant& tenant,
                                                         const v1::GetTrainingJobRequest& request) {
   RETURN_IF_ERROR(CheckGetTrainingJobRequest(request));
-  ASSIGN_OR_RETURN(v1::JobRecord job, options_.jobs->Get(tenant.id(), request.job_id()));
+  ASSIGN_OR_RETURN(storage::v1::JobRecord job, options_.jobs->Get(tenant.id(), request.job_id()));
   return ToApi(job);
 }
 
@@ -375,14 +341,14 @@ absl::StatusOr<v1::ListTrainingJobsResponse> Backend::ListTrainingJobs(const Ten
   v1::ListTrainingJobsResponse out;
   storage::JobStore::ListOptions opts;
   opts.tenant = tenant.id();
-  if (request.state() != v1::JOB_STATE_UNSPECIFIED) opts.states.push_back(request.state());
+  if (request.state() != v1::JOB_STATE_UNSPECIFIED) opts.states.push_back(ToRecord(request.state()));
   ASSIGN_OR_RETURN(opts.page_token, DecodePageToken("jobs", tenant.id(), request.page_token()));
   // Filtered store pages may be short; keep reading until the page is full
   // or the listing ends, so clients see full pages.
   do {
     opts.page_size = want - out.jobs_size();
     ASSIGN_OR_RETURN(storage::JobStore::Page page, options_.jobs->List(opts));
-    for (const v1::JobRecord& j : page.jobs) {
+    for (const storage::v1::JobRecord& j : page.jobs) {
       if (!request.task_id().empty() && j.task_id() != request.task_id()) continue;
       *out.add_jobs() = ToApi(j);
     }
@@ -395,7 +361,7 @@ absl::StatusOr<v1::ListTrainingJobsResponse> Backend::ListTrainingJobs(const Ten
 absl::StatusOr<v1::TrainingJob> Backend::CancelTrainingJob(const Tenant& tenant,
                                                            const v1::CancelTrainingJobRequest& request) {
   RETURN_IF_ERROR(CheckCancelTrainingJobRequest(request));
-  ASSIGN_OR_RETURN(v1::JobRecord job, options_.jobs->Cancel(tenant.id(), request.job_id()));
+  ASSIGN_OR_RETURN(storage::v1::JobRecord job, options_.jobs->Cancel(tenant.id(), request.job_id()));
   return ToApi(job);
 }
 
@@ -408,16 +374,16 @@ absl::Status Backend::WatchTrainingJob(const Tenant& tenant, const v1::WatchTrai
   while (true) {
     RETURN_IF_ERROR(stop());
     if (options_.jobs->shutting_down()) return absl::UnavailableError("adapterd is shutting down; watch again");
-    ASSIGN_OR_RETURN(std::vector<v1::JobEvent> events,
+    ASSIGN_OR_RETURN(std::vector<storage::v1::JobEvent> events,
                      options_.jobs->WaitForEvents(tenant.id(), request.job_id(), after,
                                                   first ? absl::ZeroDuration() : options_.watch_poll));
-    ASSIGN_OR_RETURN(v1::JobRecord job, options_.jobs->Get(tenant.id(), request.job_id()));
+    ASSIGN_OR_RETURN(storage::v1::JobRecord job, options_.jobs->Get(tenant.id(), request.job_id()));
     if (first || !events.empty()) {
       v1::WatchTrainingJobResponse msg;
       *msg.mutable_job() = ToApi(job);
-      for (v1::JobEvent& e : events) {
+      for (const storage::v1::JobEvent& e : events) {
         after = std::max(after, e.seq());
-        *msg.add_events() = std::move(e);
+        *msg.add_events() = ToApi(e);
       }
       if (!send(msg)) return absl::CancelledError("the client went away");
       first = false;
@@ -428,18 +394,8 @@ absl::Status Backend::WatchTrainingJob(const Tenant& tenant, const v1::WatchTrai
   }
 }
 
-absl::StatusOr<v1::Task> Backend::TaskView(const v1::TaskRecord& t, bool with_size) const {
-  v1::Task out;
-  out.set_task_id(t.task_id());
-  for (const auto& l : t.labels()) out.add_labels(l);
-  *out.mutable_adapter_config() = t.adapter_config();
-  out.set_state(t.state());
-  out.set_current_version(t.current_version());
-  for (int64_t v : t.versions()) out.add_versions(v);
-  out.set_current_job_id(t.current_job_id());
-  out.set_encoder_fingerprint(t.encoder_fingerprint());
-  out.set_created_at_micros(t.created_at_micros());
-  out.set_updated_at_micros(t.updated_at_micros());
+absl::StatusOr<v1::Task> Backend::TaskView(const storage::v1::TaskRecord& t, bool with_size) const {
+  v1::Task out = ToApi(t);
   if (t.current_version() > 0) {
     out.set_num_parameters(TaskParameters(options_.encoder->config(), t));
     if (with_size) {
@@ -452,7 +408,7 @@ absl::StatusOr<v1::Task> Backend::TaskView(const v1::TaskRecord& t, bool with_si
 
 absl::StatusOr<v1::Task> Backend::GetTask(const Tenant& tenant, const v1::GetTaskRequest& request) {
   RETURN_IF_ERROR(CheckGetTaskRequest(request));
-  ASSIGN_OR_RETURN(v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), request.task_id()));
+  ASSIGN_OR_RETURN(storage::v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), request.task_id()));
   return TaskView(t, /*with_size=*/true);
 }
 
@@ -462,7 +418,7 @@ absl::StatusOr<v1::ListTasksResponse> Backend::ListTasks(const Tenant& tenant, c
   ASSIGN_OR_RETURN(const std::string token, DecodePageToken("tasks", tenant.id(), request.page_token()));
   ASSIGN_OR_RETURN(storage::TaskStore::Page page, options_.db->tasks().List(tenant.id(), want, token));
   v1::ListTasksResponse out;
-  for (const v1::TaskRecord& t : page.tasks) {
+  for (const storage::v1::TaskRecord& t : page.tasks) {
     ASSIGN_OR_RETURN(*out.add_tasks(), TaskView(t, /*with_size=*/false));
   }
   out.set_next_page_token(EncodePageToken("tasks", tenant.id(), page.next_page_token));
@@ -531,7 +487,7 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
   RETURN_IF_ERROR(model::DeserializeAdapterSet(bytes, encoder.config(), encoder.fingerprint(), c10::Device(c10::kCPU),
                                                {.v1_fingerprint = encoder.weights_fingerprint()})
                       .status());
-  absl::StatusOr<v1::TaskRecord> existing = options_.db->tasks().Get(tenant.id(), task_id);
+  absl::StatusOr<storage::v1::TaskRecord> existing = options_.db->tasks().Get(tenant.id(), task_id);
   if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
   if (!absl::IsNotFound(existing.status())) return existing.status();
   RETURN_IF_ERROR(CheckTaskQuota(tenant, task_id));
@@ -542,7 +498,7 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
                                                   info.encoder_fingerprint),
                           std::move(bytes))
           .status());
-  ASSIGN_OR_RETURN(v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), task_id));
+  ASSIGN_OR_RETURN(storage::v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), task_id));
   return TaskView(t, /*with_size=*/true);
 }
 

@@ -66,7 +66,7 @@ class DatasetUpload {
   std::string dataset_id_;
   std::string display_name_;
   UsageLedger::Hold bytes_;  // this upload's bytes in the tenant's quota
-  v1::DatasetRecord record_;
+  storage::v1::DatasetRecord record_;
   int64_t next_chunk_ = 0;
   bool finished_ = false;
   std::unique_ptr<Sha256> sha_;
@@ -188,7 +188,7 @@ class Backend {
   // RESOURCE_EXHAUSTED when the tenant owns max_tasks tasks and `task_id`
   // is not one of them.
   absl::Status CheckTaskQuota(const Tenant& tenant, const std::string& task_id) const;
-  absl::StatusOr<v1::Task> TaskView(const v1::TaskRecord& record, bool with_size) const;
+  absl::StatusOr<v1::Task> TaskView(const storage::v1::TaskRecord& record, bool with_size) const;
   // Bytes of text of the tenant's stored datasets.
   absl::StatusOr<int64_t> StoredDatasetBytes(const std::string& tenant) const;
   void EndUpload(const std::string& tenant, const std::string& dataset_id);
@@ -204,10 +204,6 @@ class Backend {
   // interleave chunks under one id).
   std::set<std::string> uploads_ ABSL_GUARDED_BY(uploads_mu_);
 };
-
-// The API view of stored records.
-v1::TrainingJob ToApi(const v1::JobRecord& job);
-v1::Dataset ToApi(const v1::DatasetRecord& record);
 
 }  // namespace adapterd::api
 

@@ -36,7 +36,8 @@ absl::Status Hyperparameters::Validate() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Hyperparameters> ResolveHyperparameters(const v1::Hyperparameters& r, const Hyperparameters& d) {
+absl::StatusOr<Hyperparameters> ResolveHyperparameters(const storage::v1::Hyperparameters& r,
+                                                       const Hyperparameters& d) {
   Hyperparameters hp = d;
   if (r.has_learning_rate()) hp.learning_rate = r.learning_rate();
   if (r.has_epochs()) hp.epochs = r.epochs();
@@ -55,8 +56,8 @@ absl::StatusOr<Hyperparameters> ResolveHyperparameters(const v1::Hyperparameters
   return hp;
 }
 
-v1::Hyperparameters ToProto(const Hyperparameters& hp) {
-  v1::Hyperparameters r;
+storage::v1::Hyperparameters ToProto(const Hyperparameters& hp) {
+  storage::v1::Hyperparameters r;
   r.set_learning_rate(hp.learning_rate);
   r.set_epochs(hp.epochs);
   r.set_batch_size(hp.batch_size);

@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 
 namespace adapterd::training {
 
@@ -60,13 +60,13 @@ struct Hyperparameters {
 
 // Server-wide defaults overlaid by a job's explicit hyperparameters; the
 // result is validated (INVALID_ARGUMENT naming the field).
-absl::StatusOr<Hyperparameters> ResolveHyperparameters(const v1::Hyperparameters& requested,
+absl::StatusOr<Hyperparameters> ResolveHyperparameters(const storage::v1::Hyperparameters& requested,
                                                        const Hyperparameters& defaults);
 
 // Every field of `hp` that the API exposes, set (a job's resolved
 // hyperparameters). ResolveHyperparameters(ToProto(hp), d) gives back `hp`'s
 // API fields whatever `d` is.
-v1::Hyperparameters ToProto(const Hyperparameters& hp);
+storage::v1::Hyperparameters ToProto(const Hyperparameters& hp);
 
 }  // namespace adapterd::training
 

@@ -14,11 +14,11 @@
 namespace adapterd::training {
 namespace {
 
-using v1::JobState;
+using storage::v1::JobState;
 
 // Canonical bytes of what a request asks for, for idempotency checks.
 std::string RequestFingerprint(const JobRequest& r) {
-  v1::JobRecord canonical;
+  storage::v1::JobRecord canonical;
   canonical.set_task_id(r.task_id);
   for (const std::string& d : r.dataset_ids) canonical.add_dataset_ids(d);
   canonical.set_validation_dataset_id(r.validation_dataset_id);
@@ -33,8 +33,8 @@ std::string RequestFingerprint(const JobRequest& r) {
   return Sha256Hex(bytes);
 }
 
-v1::JobEvent StateEvent(JobState from, JobState to, const std::string& reason, int64_t now) {
-  v1::JobEvent e;
+storage::v1::JobEvent StateEvent(JobState from, JobState to, const std::string& reason, int64_t now) {
+  storage::v1::JobEvent e;
   e.set_time_micros(now);
   auto* sc = e.mutable_state_change();
   sc->set_from(from);
@@ -44,7 +44,7 @@ v1::JobEvent StateEvent(JobState from, JobState to, const std::string& reason, i
 }
 
 // Copies what validation resolved into the job.
-void ApplyOutcome(const ValidationOutcome& outcome, v1::JobRecord& job) {
+void ApplyOutcome(const ValidationOutcome& outcome, storage::v1::JobRecord& job) {
   job.clear_labels();
   for (const std::string& l : outcome.labels) job.add_labels(l);
   job.set_num_train_examples(outcome.num_train_examples);
@@ -56,7 +56,7 @@ void ApplyOutcome(const ValidationOutcome& outcome, v1::JobRecord& job) {
 absl::Status AppendWarnings(storage::Batch& batch, const std::string& job_id, const std::vector<std::string>& warnings,
                             int64_t now) {
   for (const std::string& w : warnings) {
-    v1::JobEvent e;
+    storage::v1::JobEvent e;
     e.set_time_micros(now);
     e.mutable_warning()->set_message(w);
     e.mutable_warning()->set_kind("dataset");
@@ -68,14 +68,14 @@ absl::Status AppendWarnings(storage::Batch& batch, const std::string& job_id, co
 // A new job's record as a request describes it, VALIDATING. The id carries
 // the task, so a router can route calls naming only the job
 // (common/routing.h); its time prefix keeps id order = creation order.
-v1::JobRecord NewJobRecord(const JobRequest& request, const std::string& fingerprint, int64_t now) {
-  v1::JobRecord job;
+storage::v1::JobRecord NewJobRecord(const JobRequest& request, const std::string& fingerprint, int64_t now) {
+  storage::v1::JobRecord job;
   job.set_job_id(MintId("job", now, request.task_id));
   job.set_tenant(request.tenant);
   job.set_task_id(request.task_id);
   job.set_request_id(request.request_id);
   job.set_request_fingerprint(fingerprint);
-  job.set_state(v1::JOB_STATE_VALIDATING);
+  job.set_state(storage::v1::JOB_STATE_VALIDATING);
   *job.mutable_hyperparameters() = request.hyperparameters;
   for (const std::string& d : request.dataset_ids) job.add_dataset_ids(d);
   job.set_validation_dataset_id(request.validation_dataset_id);
@@ -84,23 +84,23 @@ v1::JobRecord NewJobRecord(const JobRequest& request, const std::string& fingerp
 
 // Adds a validated job to `batch`: the record, its history (created,
 // validated, the dataset warnings) and its queue entry, for one synced write.
-absl::Status AddNewJob(storage::Batch& batch, const v1::JobRecord& job, const std::vector<std::string>& warnings,
-                       int64_t now) {
+absl::Status AddNewJob(storage::Batch& batch, const storage::v1::JobRecord& job,
+                       const std::vector<std::string>& warnings, int64_t now) {
   RETURN_IF_ERROR(batch.CreateJob(job));
-  RETURN_IF_ERROR(
-      batch.AppendEvent(job.job_id(), StateEvent(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_VALIDATING, "created", now)));
-  RETURN_IF_ERROR(
-      batch.AppendEvent(job.job_id(), StateEvent(v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, "validated", now)));
+  RETURN_IF_ERROR(batch.AppendEvent(
+      job.job_id(), StateEvent(storage::v1::JOB_STATE_UNSPECIFIED, storage::v1::JOB_STATE_VALIDATING, "created", now)));
+  RETURN_IF_ERROR(batch.AppendEvent(
+      job.job_id(), StateEvent(storage::v1::JOB_STATE_VALIDATING, storage::v1::JOB_STATE_QUEUED, "validated", now)));
   RETURN_IF_ERROR(AppendWarnings(batch, job.job_id(), warnings, now));
   return batch.Enqueue(job.tenant(), job.job_id(), now);
 }
 
 }  // namespace
 
-v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::string& task_id,
-                             const std::vector<std::string>& labels, int64_t bottleneck_size,
-                             const std::string& activation, const std::string& encoder_fingerprint) {
-  v1::TaskRecord task;
+storage::v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::string& task_id,
+                                      const std::vector<std::string>& labels, int64_t bottleneck_size,
+                                      const std::string& activation, const std::string& encoder_fingerprint) {
+  storage::v1::TaskRecord task;
   task.set_tenant(tenant);
   task.set_task_id(task_id);
   for (const std::string& l : labels) task.add_labels(l);
@@ -113,18 +113,19 @@ v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::string& task_
 absl::Status CheckTransition(JobState from, JobState to) {
   bool ok = false;
   switch (from) {
-    case v1::JOB_STATE_VALIDATING:
-      ok = to == v1::JOB_STATE_QUEUED || to == v1::JOB_STATE_FAILED || to == v1::JOB_STATE_CANCELLED;
+    case storage::v1::JOB_STATE_VALIDATING:
+      ok = to == storage::v1::JOB_STATE_QUEUED || to == storage::v1::JOB_STATE_FAILED ||
+           to == storage::v1::JOB_STATE_CANCELLED;
       break;
-    case v1::JOB_STATE_QUEUED:
-      ok = to == v1::JOB_STATE_RUNNING || to == v1::JOB_STATE_CANCELLED;
+    case storage::v1::JOB_STATE_QUEUED:
+      ok = to == storage::v1::JOB_STATE_RUNNING || to == storage::v1::JOB_STATE_CANCELLED;
       break;
-    case v1::JOB_STATE_RUNNING:
-      ok = to == v1::JOB_STATE_SUCCEEDED || to == v1::JOB_STATE_FAILED || to == v1::JOB_STATE_CANCELLING ||
-           to == v1::JOB_STATE_CANCELLED;
+    case storage::v1::JOB_STATE_RUNNING:
+      ok = to == storage::v1::JOB_STATE_SUCCEEDED || to == storage::v1::JOB_STATE_FAILED ||
+           to == storage::v1::JOB_STATE_CANCELLING || to == storage::v1::JOB_STATE_CANCELLED;
       break;
-    case v1::JOB_STATE_CANCELLING:
-      ok = to == v1::JOB_STATE_CANCELLED || to == v1::JOB_STATE_FAILED;
+    case storage::v1::JOB_STATE_CANCELLING:
+      ok = to == storage::v1::JOB_STATE_CANCELLED || to == storage::v1::JOB_STATE_FAILED;
       break;
     default:
       ok = false;  // terminal or unspecified
@@ -160,30 +161,31 @@ void JobManager::NotifyEvents() const {
 absl::Status JobManager::Recover() {
   storage::JobStore& jobs = options_.db->jobs();
   // Every unfinished job, page by page.
-  std::vector<v1::JobRecord> unfinished;
+  std::vector<storage::v1::JobRecord> unfinished;
   storage::JobStore::ListOptions list;
-  list.states = {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLING};
+  list.states = {storage::v1::JOB_STATE_VALIDATING, storage::v1::JOB_STATE_QUEUED, storage::v1::JOB_STATE_RUNNING,
+                 storage::v1::JOB_STATE_CANCELLING};
   do {
     ASSIGN_OR_RETURN(storage::JobStore::Page page, jobs.List(list));
     unfinished.insert(unfinished.end(), page.jobs.begin(), page.jobs.end());
     list.page_token = page.next_page_token;
   } while (!list.page_token.empty());
 
-  std::vector<v1::JobRecord> running, validating;
+  std::vector<storage::v1::JobRecord> running, validating;
   std::set<std::string> queued;
-  for (v1::JobRecord& job : unfinished) {
+  for (storage::v1::JobRecord& job : unfinished) {
     switch (job.state()) {
-      case v1::JOB_STATE_RUNNING:
+      case storage::v1::JOB_STATE_RUNNING:
         running.push_back(job);
         break;
-      case v1::JOB_STATE_VALIDATING:
+      case storage::v1::JOB_STATE_VALIDATING:
         validating.push_back(job);
         break;
-      case v1::JOB_STATE_QUEUED:
+      case storage::v1::JOB_STATE_QUEUED:
         queued.insert(job.job_id());
         break;
-      case v1::JOB_STATE_CANCELLING:
-        RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, "cancelled while the server was stopped"));
+      case storage::v1::JOB_STATE_CANCELLING:
+        RETURN_IF_ERROR(Transition(job, storage::v1::JOB_STATE_CANCELLED, "cancelled while the server was stopped"));
         break;
       default:
         break;
@@ -191,11 +193,11 @@ absl::Status JobManager::Recover() {
   }
   std::sort(running.begin(), running.end(),
             [](const auto& a, const auto& b) { return a.started_at_micros() < b.started_at_micros(); });
-  ASSIGN_OR_RETURN(std::vector<v1::QueueEntry> entries, jobs.ListQueue());
+  ASSIGN_OR_RETURN(std::vector<storage::v1::QueueEntry> entries, jobs.ListQueue());
   {
     absl::MutexLock l(&mu_);
-    for (v1::JobRecord& job : running) resume_.push_back(std::move(job));
-    for (const v1::QueueEntry& e : entries) {
+    for (storage::v1::JobRecord& job : running) resume_.push_back(std::move(job));
+    for (const storage::v1::QueueEntry& e : entries) {
       if (!queued.erase(e.job_id())) continue;  // stale entry: the job moved on
       scheduler_.Push(e.tenant(), e.job_id());
       queue_seq_[e.job_id()] = e.seq();
@@ -204,7 +206,7 @@ absl::Status JobManager::Recover() {
   // QUEUED jobs without a queue entry cannot arise from our batches; requeue
   // them rather than strand them.
   for (const std::string& job_id : queued) {
-    for (const v1::JobRecord& job : unfinished) {
+    for (const storage::v1::JobRecord& job : unfinished) {
       if (job.job_id() != job_id) continue;
       storage::Batch b;
       RETURN_IF_ERROR(b.Enqueue(job.tenant(), job.job_id(), Now()));
@@ -214,7 +216,7 @@ absl::Status JobManager::Recover() {
       queue_seq_[job.job_id()] = b.committed_queue_entries()[0].seq();
     }
   }
-  for (v1::JobRecord& job : validating) {
+  for (storage::v1::JobRecord& job : validating) {
     {
       absl::MutexLock l(&mu_);
       ++validating_[job.tenant()];
@@ -224,23 +226,23 @@ absl::Status JobManager::Recover() {
   return absl::OkStatus();
 }
 
-absl::Status JobManager::Transition(v1::JobRecord& job, JobState to, const std::string& reason,
+absl::Status JobManager::Transition(storage::v1::JobRecord& job, JobState to, const std::string& reason,
                                     const std::function<absl::Status(storage::Batch&)>& extra, int64_t* enqueued_seq) {
   absl::MutexLock t(&transition_mu_);
-  ASSIGN_OR_RETURN(v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
+  ASSIGN_OR_RETURN(storage::v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
   if (stored.state() != job.state()) {
     return absl::FailedPreconditionError(absl::StrCat("job '", job.job_id(), "' is now ", JobStateName(stored.state()),
                                                       ", not ", JobStateName(job.state())));
   }
   RETURN_IF_ERROR(CheckTransition(stored.state(), to));
-  v1::JobRecord next = job;
+  storage::v1::JobRecord next = job;
   // Progress is written by RecordEvent on the stored record; keep its latest.
   *next.mutable_progress() = stored.progress();
   if (stored.has_best_metrics()) *next.mutable_best_metrics() = stored.best_metrics();
   const int64_t now = Now();
   next.set_state(to);
   next.set_updated_at_micros(now);
-  if (to == v1::JOB_STATE_RUNNING) {
+  if (to == storage::v1::JOB_STATE_RUNNING) {
     if (next.started_at_micros() == 0) next.set_started_at_micros(now);
     next.set_attempts(stored.attempts() + 1);
   }
@@ -276,10 +278,11 @@ absl::Status JobManager::ReserveSlot(const JobRequest& request) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<v1::JobRecord>> JobManager::JobOfRequest(const JobRequest& request,
-                                                                      const std::string& fingerprint) const {
+absl::StatusOr<std::optional<storage::v1::JobRecord>> JobManager::JobOfRequest(const JobRequest& request,
+                                                                               const std::string& fingerprint) const {
   if (request.request_id.empty()) return std::nullopt;
-  absl::StatusOr<v1::JobRecord> existing = options_.db->jobs().FindByRequestId(request.tenant, request.request_id);
+  absl::StatusOr<storage::v1::JobRecord> existing =
+      options_.db->jobs().FindByRequestId(request.tenant, request.request_id);
   if (absl::IsNotFound(existing.status())) return std::nullopt;
   if (!existing.ok()) return existing.status();
   if (existing->request_fingerprint() != fingerprint) {
@@ -290,14 +293,14 @@ absl::StatusOr<std::optional<v1::JobRecord>> JobManager::JobOfRequest(const JobR
   return *existing;
 }
 
-absl::StatusOr<v1::JobRecord> JobManager::Submit(const JobRequest& request) {
+absl::StatusOr<storage::v1::JobRecord> JobManager::Submit(const JobRequest& request) {
   if (request.max_queued_for_tenant < 1) {
     return absl::InvalidArgumentError("JobRequest.max_queued_for_tenant must be at least 1 (the tenant's quota)");
   }
   // Held until the job is stored: a task or dataset delete waits for it.
   absl::ReaderMutexLock deletes(&deletes_mu_);
   const std::string fingerprint = RequestFingerprint(request);
-  ASSIGN_OR_RETURN(std::optional<v1::JobRecord> existing, JobOfRequest(request, fingerprint));
+  ASSIGN_OR_RETURN(std::optional<storage::v1::JobRecord> existing, JobOfRequest(request, fingerprint));
   if (existing.has_value()) return *std::move(existing);
   RETURN_IF_ERROR(ReserveSlot(request));
   auto release_slot = [&] {
@@ -307,7 +310,7 @@ absl::StatusOr<v1::JobRecord> JobManager::Submit(const JobRequest& request) {
   // Validate before anything is stored: a rejected request leaves no record
   // and does not claim its request_id. The slot reserved above keeps
   // concurrent validations within the limits.
-  v1::JobRecord job = NewJobRecord(request, fingerprint, Now());
+  storage::v1::JobRecord job = NewJobRecord(request, fingerprint, Now());
   absl::StatusOr<ValidationOutcome> outcome = options_.validator(job);
   if (!outcome.ok()) {
     release_slot();
@@ -315,7 +318,7 @@ absl::StatusOr<v1::JobRecord> JobManager::Submit(const JobRequest& request) {
   }
   ApplyOutcome(*outcome, job);
   const int64_t now = Now();
-  job.set_state(v1::JOB_STATE_QUEUED);
+  job.set_state(storage::v1::JOB_STATE_QUEUED);
   job.set_created_at_micros(now);
   job.set_updated_at_micros(now);
   storage::Batch create;
@@ -326,7 +329,7 @@ absl::StatusOr<v1::JobRecord> JobManager::Submit(const JobRequest& request) {
     // Lost a race with the same request_id: answer as the winner's request
     // is answered.
     if (absl::IsAlreadyExists(stored)) {
-      ASSIGN_OR_RETURN(std::optional<v1::JobRecord> winner, JobOfRequest(request, fingerprint));
+      ASSIGN_OR_RETURN(std::optional<storage::v1::JobRecord> winner, JobOfRequest(request, fingerprint));
       if (winner.has_value()) return *std::move(winner);
     }
     return stored;
@@ -341,19 +344,19 @@ absl::StatusOr<v1::JobRecord> JobManager::Submit(const JobRequest& request) {
   return job;
 }
 
-absl::StatusOr<v1::JobRecord> JobManager::ValidateAndEnqueue(v1::JobRecord job) {
+absl::StatusOr<storage::v1::JobRecord> JobManager::ValidateAndEnqueue(storage::v1::JobRecord job) {
   absl::StatusOr<ValidationOutcome> outcome = options_.validator(job);
   absl::Status result;
   int64_t seq = 0;
   if (!outcome.ok()) {
     job.set_error_message(std::string(outcome.status().message()));
     job.set_error_code(static_cast<int>(outcome.status().code()));
-    result = Transition(job, v1::JOB_STATE_FAILED, std::string(outcome.status().message()));
+    result = Transition(job, storage::v1::JOB_STATE_FAILED, std::string(outcome.status().message()));
   } else {
     ApplyOutcome(*outcome, job);
     const int64_t now = Now();
     result = Transition(
-        job, v1::JOB_STATE_QUEUED, "validated",
+        job, storage::v1::JOB_STATE_QUEUED, "validated",
         [&](storage::Batch& b) -> absl::Status {
           RETURN_IF_ERROR(AppendWarnings(b, job.job_id(), outcome->warnings, now));
           return b.Enqueue(job.tenant(), job.job_id(), now);
@@ -369,7 +372,7 @@ absl::StatusOr<v1::JobRecord> JobManager::ValidateAndEnqueue(v1::JobRecord job) 
   return job;
 }
 
-absl::StatusOr<v1::JobRecord> JobManager::Get(const std::string& tenant, const std::string& job_id) const {
+absl::StatusOr<storage::v1::JobRecord> JobManager::Get(const std::string& tenant, const std::string& job_id) const {
   return options_.db->jobs().Get(tenant, job_id);
 }
 
@@ -377,13 +380,13 @@ absl::StatusOr<storage::JobStore::Page> JobManager::List(const storage::JobStore
   return options_.db->jobs().List(options);
 }
 
-absl::StatusOr<v1::JobRecord> JobManager::Cancel(const std::string& tenant, const std::string& job_id,
-                                                 const std::string& reason) {
-  ASSIGN_OR_RETURN(v1::JobRecord job, options_.db->jobs().Get(tenant, job_id));
+absl::StatusOr<storage::v1::JobRecord> JobManager::Cancel(const std::string& tenant, const std::string& job_id,
+                                                          const std::string& reason) {
+  ASSIGN_OR_RETURN(storage::v1::JobRecord job, options_.db->jobs().Get(tenant, job_id));
   if (!reason.empty() && !IsTerminal(job.state())) job.set_error_message(reason);
   auto why = [&](const char* client_reason) { return reason.empty() ? std::string(client_reason) : reason; };
   switch (job.state()) {
-    case v1::JOB_STATE_QUEUED: {
+    case storage::v1::JOB_STATE_QUEUED: {
       int64_t seq = 0;
       {
         absl::MutexLock l(&mu_);
@@ -398,22 +401,22 @@ absl::StatusOr<v1::JobRecord> JobManager::Cancel(const std::string& tenant, cons
           queue_seq_.erase(it);
         }
       }
-      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, why("cancelled while queued"),
+      RETURN_IF_ERROR(Transition(job, storage::v1::JOB_STATE_CANCELLED, why("cancelled while queued"),
                                  [&](storage::Batch& b) { return seq > 0 ? b.Dequeue(seq) : absl::OkStatus(); }));
       return job;
     }
-    case v1::JOB_STATE_VALIDATING:
-      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLED, why("cancelled while validating")));
+    case storage::v1::JOB_STATE_VALIDATING:
+      RETURN_IF_ERROR(Transition(job, storage::v1::JOB_STATE_CANCELLED, why("cancelled while validating")));
       return job;
-    case v1::JOB_STATE_RUNNING: {
+    case storage::v1::JOB_STATE_RUNNING: {
       {
         absl::MutexLock l(&mu_);
         cancel_requested_[job_id] = reason;
       }
-      RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLING, why("cancel requested")));
+      RETURN_IF_ERROR(Transition(job, storage::v1::JOB_STATE_CANCELLING, why("cancel requested")));
       return job;
     }
-    case v1::JOB_STATE_CANCELLING:
+    case storage::v1::JOB_STATE_CANCELLING:
       return job;
     default:
       return absl::FailedPreconditionError(
@@ -421,22 +424,23 @@ absl::StatusOr<v1::JobRecord> JobManager::Cancel(const std::string& tenant, cons
   }
   // QUEUED but already taken by the worker.
   ASSIGN_OR_RETURN(job, options_.db->jobs().Get(tenant, job_id));
-  if (job.state() == v1::JOB_STATE_RUNNING) {
+  if (job.state() == storage::v1::JOB_STATE_RUNNING) {
     if (!reason.empty()) job.set_error_message(reason);
-    RETURN_IF_ERROR(Transition(job, v1::JOB_STATE_CANCELLING, why("cancel requested")));
+    RETURN_IF_ERROR(Transition(job, storage::v1::JOB_STATE_CANCELLING, why("cancel requested")));
   }
   return job;
 }
 
-absl::StatusOr<std::vector<v1::JobRecord>> JobManager::UnfinishedJobs(const std::string& tenant) const {
-  std::vector<v1::JobRecord> out;
+absl::StatusOr<std::vector<storage::v1::JobRecord>> JobManager::UnfinishedJobs(const std::string& tenant) const {
+  std::vector<storage::v1::JobRecord> out;
   storage::JobStore::ListOptions list;
   list.tenant = tenant;
-  list.states = {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLING};
+  list.states = {storage::v1::JOB_STATE_VALIDATING, storage::v1::JOB_STATE_QUEUED, storage::v1::JOB_STATE_RUNNING,
+                 storage::v1::JOB_STATE_CANCELLING};
   list.page_size = storage::kMaxPageSize;
   do {
     ASSIGN_OR_RETURN(storage::JobStore::Page page, options_.db->jobs().List(list));
-    for (v1::JobRecord& j : page.jobs) out.push_back(std::move(j));
+    for (storage::v1::JobRecord& j : page.jobs) out.push_back(std::move(j));
     list.page_token = page.next_page_token;
   } while (!list.page_token.empty());
   return out;
@@ -444,11 +448,11 @@ absl::StatusOr<std::vector<v1::JobRecord>> JobManager::UnfinishedJobs(const std:
 
 absl::Status JobManager::DeleteTask(const std::string& tenant, const std::string& task_id) {
   absl::WriterMutexLock deletes(&deletes_mu_);
-  ASSIGN_OR_RETURN(const std::vector<v1::JobRecord> unfinished, UnfinishedJobs(tenant));
+  ASSIGN_OR_RETURN(const std::vector<storage::v1::JobRecord> unfinished, UnfinishedJobs(tenant));
   int cancelled = 0;
-  for (const v1::JobRecord& job : unfinished) {
+  for (const storage::v1::JobRecord& job : unfinished) {
     if (job.task_id() != task_id) continue;
-    absl::StatusOr<v1::JobRecord> c = Cancel(tenant, job.job_id(), "task deleted");
+    absl::StatusOr<storage::v1::JobRecord> c = Cancel(tenant, job.job_id(), "task deleted");
     if (c.ok()) {
       ++cancelled;
     } else if (!absl::IsFailedPrecondition(c.status())) {  // it finished meanwhile: nothing to stop
@@ -462,7 +466,8 @@ absl::Status JobManager::DeleteTask(const std::string& tenant, const std::string
   return deleted;
 }
 
-absl::StatusOr<storage::PromotionResult> JobManager::ImportVersion(v1::TaskRecord task, std::string adapter_bytes) {
+absl::StatusOr<storage::PromotionResult> JobManager::ImportVersion(storage::v1::TaskRecord task,
+                                                                   std::string adapter_bytes) {
   const std::string tenant = task.tenant(), task_id = task.task_id();
   const int64_t now = Now();
   task.set_created_at_micros(now);
@@ -479,11 +484,12 @@ absl::StatusOr<storage::PromotionResult> JobManager::ImportVersion(v1::TaskRecor
   return done;
 }
 
-absl::StatusOr<v1::DatasetRecord> JobManager::DeleteDataset(const std::string& tenant, const std::string& dataset_id) {
+absl::StatusOr<storage::v1::DatasetRecord> JobManager::DeleteDataset(const std::string& tenant,
+                                                                     const std::string& dataset_id) {
   absl::WriterMutexLock deletes(&deletes_mu_);
-  ASSIGN_OR_RETURN(v1::DatasetRecord record, options_.db->datasets().Get(tenant, dataset_id));
-  ASSIGN_OR_RETURN(const std::vector<v1::JobRecord> unfinished, UnfinishedJobs(tenant));
-  for (const v1::JobRecord& job : unfinished) {
+  ASSIGN_OR_RETURN(storage::v1::DatasetRecord record, options_.db->datasets().Get(tenant, dataset_id));
+  ASSIGN_OR_RETURN(const std::vector<storage::v1::JobRecord> unfinished, UnfinishedJobs(tenant));
+  for (const storage::v1::JobRecord& job : unfinished) {
     const bool uses = job.validation_dataset_id() == dataset_id ||
                       std::count(job.dataset_ids().begin(), job.dataset_ids().end(), dataset_id) > 0;
     if (uses) {
@@ -496,9 +502,10 @@ absl::StatusOr<v1::DatasetRecord> JobManager::DeleteDataset(const std::string& t
   return record;
 }
 
-absl::StatusOr<std::vector<v1::JobEvent>> JobManager::WaitForEvents(const std::string& tenant,
-                                                                    const std::string& job_id, int64_t after_seq,
-                                                                    absl::Duration timeout) const {
+absl::StatusOr<std::vector<storage::v1::JobEvent>> JobManager::WaitForEvents(const std::string& tenant,
+                                                                             const std::string& job_id,
+                                                                             int64_t after_seq,
+                                                                             absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     int64_t generation;
@@ -506,8 +513,8 @@ absl::StatusOr<std::vector<v1::JobEvent>> JobManager::WaitForEvents(const std::s
       absl::MutexLock l(&events_mu_);
       generation = event_generation_;
     }
-    ASSIGN_OR_RETURN(v1::JobRecord job, options_.db->jobs().Get(tenant, job_id));  // tenant check
-    ASSIGN_OR_RETURN(std::vector<v1::JobEvent> events, options_.db->jobs().ReadEvents(job_id, after_seq + 1));
+    ASSIGN_OR_RETURN(storage::v1::JobRecord job, options_.db->jobs().Get(tenant, job_id));  // tenant check
+    ASSIGN_OR_RETURN(std::vector<storage::v1::JobEvent> events, options_.db->jobs().ReadEvents(job_id, after_seq + 1));
     if (!events.empty() || IsTerminal(job.state()) || absl::Now() >= deadline || shutting_down()) return events;
     absl::MutexLock l(&events_mu_);
     auto changed = [this, generation]()
@@ -516,11 +523,11 @@ absl::StatusOr<std::vector<v1::JobEvent>> JobManager::WaitForEvents(const std::s
   }
 }
 
-std::optional<v1::JobRecord> JobManager::NextJob(absl::Duration timeout) {
+std::optional<storage::v1::JobRecord> JobManager::NextJob(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     std::optional<JobQueue::Entry> next;
-    std::optional<v1::JobRecord> resumed;
+    std::optional<storage::v1::JobRecord> resumed;
     int64_t seq = 0;
     {
       absl::MutexLock l(&mu_);
@@ -549,10 +556,10 @@ std::optional<v1::JobRecord> JobManager::NextJob(absl::Duration timeout) {
       (void)CountResumedAttempt(*resumed);
       return resumed;
     }
-    absl::StatusOr<v1::JobRecord> job = options_.db->jobs().Get(next->tenant, next->job_id);
+    absl::StatusOr<storage::v1::JobRecord> job = options_.db->jobs().Get(next->tenant, next->job_id);
     absl::Status started = job.status();
-    if (job.ok() && job->state() == v1::JOB_STATE_QUEUED) {
-      started = Transition(*job, v1::JOB_STATE_RUNNING, "started",
+    if (job.ok() && job->state() == storage::v1::JOB_STATE_QUEUED) {
+      started = Transition(*job, storage::v1::JOB_STATE_RUNNING, "started",
                            [&](storage::Batch& b) { return seq > 0 ? b.Dequeue(seq) : absl::OkStatus(); });
       if (started.ok()) return *job;
     }
@@ -570,9 +577,9 @@ std::optional<v1::JobRecord> JobManager::NextJob(absl::Duration timeout) {
   }
 }
 
-absl::Status JobManager::CountResumedAttempt(v1::JobRecord& job) {
+absl::Status JobManager::CountResumedAttempt(storage::v1::JobRecord& job) {
   absl::MutexLock t(&transition_mu_);
-  ASSIGN_OR_RETURN(v1::JobRecord next, options_.db->jobs().Get(job.tenant(), job.job_id()));
+  ASSIGN_OR_RETURN(storage::v1::JobRecord next, options_.db->jobs().Get(job.tenant(), job.job_id()));
   // A started job's record may hold 0 attempts (records from before they were
   // counted): it has had at least one.
   next.set_attempts(std::max(next.attempts(), 1) + 1);
@@ -591,14 +598,14 @@ bool JobManager::CancelRequested(const std::string& job_id) const {
   return shutdown_ || cancel_requested_.contains(job_id);
 }
 
-absl::Status JobManager::RecordEvent(v1::JobRecord& job, const v1::JobEvent& event) {
+absl::Status JobManager::RecordEvent(storage::v1::JobRecord& job, const storage::v1::JobEvent& event) {
   absl::MutexLock t(&transition_mu_);
   // Update the stored record, not the caller's copy: a cancel may have moved
   // the job to CANCELLING meanwhile, and that must not be overwritten.
-  ASSIGN_OR_RETURN(v1::JobRecord next, options_.db->jobs().Get(job.tenant(), job.job_id()));
+  ASSIGN_OR_RETURN(storage::v1::JobRecord next, options_.db->jobs().Get(job.tenant(), job.job_id()));
   next.set_updated_at_micros(Now());
   if (event.has_epoch_metrics()) {
-    const v1::EpochMetrics& m = event.epoch_metrics();
+    const storage::v1::EpochMetrics& m = event.epoch_metrics();
     next.mutable_progress()->set_epoch(m.epoch());
     next.mutable_progress()->set_step(m.step());
     if (!next.has_best_metrics() || m.val_accuracy() > next.best_metrics().val_accuracy()) {
@@ -615,7 +622,7 @@ absl::Status JobManager::RecordEvent(v1::JobRecord& job, const v1::JobEvent& eve
   return absl::OkStatus();
 }
 
-absl::StatusOr<storage::PromotionResult> JobManager::Complete(v1::JobRecord job, v1::TaskRecord task,
+absl::StatusOr<storage::PromotionResult> JobManager::Complete(storage::v1::JobRecord job, storage::v1::TaskRecord task,
                                                               std::string adapter_bytes, int keep_versions) {
   task.set_current_job_id(job.job_id());
   absl::StatusOr<storage::PromotionResult> result;
@@ -623,15 +630,15 @@ absl::StatusOr<storage::PromotionResult> JobManager::Complete(v1::JobRecord job,
   // lands between the read and the commit moves it on: read again.
   for (int attempt = 0; attempt < 3; ++attempt) {
     absl::MutexLock t(&transition_mu_);
-    ASSIGN_OR_RETURN(v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
+    ASSIGN_OR_RETURN(storage::v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
     // A cancel that landed during the last step wins: CANCELLING -> SUCCEEDED is illegal.
-    RETURN_IF_ERROR(CheckTransition(stored.state(), v1::JOB_STATE_SUCCEEDED));
-    absl::StatusOr<v1::TaskRecord> current = options_.db->tasks().Get(job.tenant(), job.task_id());
+    RETURN_IF_ERROR(CheckTransition(stored.state(), storage::v1::JOB_STATE_SUCCEEDED));
+    absl::StatusOr<storage::v1::TaskRecord> current = options_.db->tasks().Get(job.tenant(), job.task_id());
     if (!current.ok() && !absl::IsNotFound(current.status())) return current.status();
     const int64_t version = (current.ok() ? current->latest_version() : 0) + 1;
     const int64_t now = Now();
-    v1::JobRecord done = stored;
-    done.set_state(v1::JOB_STATE_SUCCEEDED);
+    storage::v1::JobRecord done = stored;
+    done.set_state(storage::v1::JOB_STATE_SUCCEEDED);
     done.set_result_version(version);
     done.set_updated_at_micros(now);
     done.set_finished_at_micros(now);
@@ -642,7 +649,8 @@ absl::StatusOr<storage::PromotionResult> JobManager::Complete(v1::JobRecord job,
     RETURN_IF_ERROR(b.Promote(
         {.task = task, .adapter_bytes = adapter_bytes, .expected_version = version, .keep_versions = keep_versions}));
     RETURN_IF_ERROR(b.UpdateJob(done, stored.state()));
-    RETURN_IF_ERROR(b.AppendEvent(job.job_id(), StateEvent(stored.state(), v1::JOB_STATE_SUCCEEDED, "trained", now)));
+    RETURN_IF_ERROR(
+        b.AppendEvent(job.job_id(), StateEvent(stored.state(), storage::v1::JOB_STATE_SUCCEEDED, "trained", now)));
     RETURN_IF_ERROR(b.DeleteCheckpoint(job.job_id()));
     absl::Status committed = options_.db->Commit(b);
     if (committed.ok()) {
@@ -650,7 +658,7 @@ absl::StatusOr<storage::PromotionResult> JobManager::Complete(v1::JobRecord job,
       break;
     }
     result = committed;
-    absl::StatusOr<v1::TaskRecord> now_current = options_.db->tasks().Get(job.tenant(), job.task_id());
+    absl::StatusOr<storage::v1::TaskRecord> now_current = options_.db->tasks().Get(job.tenant(), job.task_id());
     const int64_t now_next = (now_current.ok() ? now_current->latest_version() : 0) + 1;
     if (!absl::IsFailedPrecondition(committed) || now_next == version) break;
   }
@@ -665,13 +673,13 @@ absl::StatusOr<storage::PromotionResult> JobManager::Complete(v1::JobRecord job,
   return result;
 }
 
-absl::Status JobManager::Fail(v1::JobRecord job, const absl::Status& error) {
+absl::Status JobManager::Fail(storage::v1::JobRecord job, const absl::Status& error) {
   job.set_error_message(std::string(error.message()));
   job.set_error_code(static_cast<int>(error.code()));
-  return EndRunningJob(std::move(job), v1::JOB_STATE_FAILED, std::string(error.message()));
+  return EndRunningJob(std::move(job), storage::v1::JOB_STATE_FAILED, std::string(error.message()));
 }
 
-absl::Status JobManager::FinishCancelled(v1::JobRecord job) {
+absl::Status JobManager::FinishCancelled(storage::v1::JobRecord job) {
   std::string reason;
   {
     absl::MutexLock l(&mu_);
@@ -679,10 +687,11 @@ absl::Status JobManager::FinishCancelled(v1::JobRecord job) {
     if (it != cancel_requested_.end()) reason = it->second;
   }
   if (!reason.empty()) job.set_error_message(reason);
-  return EndRunningJob(std::move(job), v1::JOB_STATE_CANCELLED, reason.empty() ? "cancelled" : reason);
+  return EndRunningJob(std::move(job), storage::v1::JOB_STATE_CANCELLED, reason.empty() ? "cancelled" : reason);
 }
 
-absl::Status JobManager::EndRunningJob(v1::JobRecord job, v1::JobState to, const std::string& reason) {
+absl::Status JobManager::EndRunningJob(storage::v1::JobRecord job, storage::v1::JobState to,
+                                       const std::string& reason) {
   // A cancel commits RUNNING -> CANCELLING after it asks the worker to stop,
   // so the worker can read RUNNING here and find CANCELLING when it writes:
   // read the state again and end the job from there.
@@ -699,8 +708,8 @@ absl::Status JobManager::EndRunningJob(v1::JobRecord job, v1::JobState to, const
   return absl::OkStatus();
 }
 
-absl::Status JobManager::RefreshState(v1::JobRecord& job) const {
-  ASSIGN_OR_RETURN(v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
+absl::Status JobManager::RefreshState(storage::v1::JobRecord& job) const {
+  ASSIGN_OR_RETURN(storage::v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
   job.set_state(stored.state());
   return absl::OkStatus();
 }

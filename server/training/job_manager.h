@@ -38,8 +38,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/api_util.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "common/job_state.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 #include "server/training/job_queue.h"
 #include "storage/batch.h"
 #include "storage/database.h"
@@ -48,15 +48,15 @@
 namespace adapterd::training {
 
 // Checks a transition against the state machine above. (IsTerminal and
-// JobStateName: common/api_util.h.)
-absl::Status CheckTransition(v1::JobState from, v1::JobState to);
+// JobStateName: common/job_state.h.)
+absl::Status CheckTransition(storage::v1::JobState from, storage::v1::JobState to);
 
 // The stored record of a task whose adapter set has `labels` and the given
 // adapter config, for the encoder with `encoder_fingerprint`: what a
 // training job's promotion and an import both store.
-v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::string& task_id,
-                             const std::vector<std::string>& labels, int64_t bottleneck_size,
-                             const std::string& activation, const std::string& encoder_fingerprint);
+storage::v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::string& task_id,
+                                      const std::vector<std::string>& labels, int64_t bottleneck_size,
+                                      const std::string& activation, const std::string& encoder_fingerprint);
 
 struct QueueLimits {
   // Jobs waiting (VALIDATING or QUEUED) in total, all tenants.
@@ -72,7 +72,7 @@ struct JobRequest {
   std::string request_id;
   std::vector<std::string> dataset_ids;
   std::string validation_dataset_id;
-  v1::Hyperparameters hyperparameters;
+  storage::v1::Hyperparameters hyperparameters;
   // The tenant's quota of jobs waiting (VALIDATING or QUEUED): its
   // max_queued_jobs (api::TenantQuotas, from the tenants file or the
   // server's default). Submit checks it atomically with taking the slot, and
@@ -88,14 +88,14 @@ struct ValidationOutcome {
   std::vector<std::string> warnings;
   // The hyperparameters the job will train with, every field set (stored in
   // place of the requested ones); nullopt keeps the request's.
-  std::optional<v1::Hyperparameters> hyperparameters;
+  std::optional<storage::v1::Hyperparameters> hyperparameters;
 };
 
 class JobManager {
  public:
   // Validates a job's data before it is queued. INVALID_ARGUMENT (naming the
   // example) rejects the job; other errors fail it too.
-  using Validator = std::function<absl::StatusOr<ValidationOutcome>(const v1::JobRecord& job)>;
+  using Validator = std::function<absl::StatusOr<ValidationOutcome>(const storage::v1::JobRecord& job)>;
 
   struct Options {
     storage::Database* db = nullptr;  // not owned; outlives the queue
@@ -123,9 +123,9 @@ class JobManager {
   // request_id already used by this tenant: the same request returns the
   // existing job; a different one is INVALID_ARGUMENT. RESOURCE_EXHAUSTED
   // past a limit (validations in progress count as waiting jobs).
-  absl::StatusOr<v1::JobRecord> Submit(const JobRequest& request);
+  absl::StatusOr<storage::v1::JobRecord> Submit(const JobRequest& request);
 
-  absl::StatusOr<v1::JobRecord> Get(const std::string& tenant, const std::string& job_id) const;
+  absl::StatusOr<storage::v1::JobRecord> Get(const std::string& tenant, const std::string& job_id) const;
   absl::StatusOr<storage::JobStore::Page> List(const storage::JobStore::ListOptions& options) const;
 
   // QUEUED/VALIDATING -> CANCELLED at once; RUNNING -> CANCELLING (the worker
@@ -133,8 +133,8 @@ class JobManager {
   // CANCELLING stays as is. A terminal job is FAILED_PRECONDITION. `reason`,
   // when given, is the job's error_message and the reason of its state
   // changes ("task deleted"); "" = a client's cancel.
-  absl::StatusOr<v1::JobRecord> Cancel(const std::string& tenant, const std::string& job_id,
-                                       const std::string& reason = "");
+  absl::StatusOr<storage::v1::JobRecord> Cancel(const std::string& tenant, const std::string& job_id,
+                                                const std::string& reason = "");
 
   // Deletes task `task_id` and every adapter version of it, after cancelling
   // every unfinished job of the task with the reason "task deleted" (QUEUED
@@ -148,37 +148,37 @@ class JobManager {
   // record, as TaskRecordFor builds it) through the same promotion as a
   // trained version. ALREADY_EXISTS when the task exists, or another import
   // of it got there first.
-  absl::StatusOr<storage::PromotionResult> ImportVersion(v1::TaskRecord task, std::string adapter_bytes);
+  absl::StatusOr<storage::PromotionResult> ImportVersion(storage::v1::TaskRecord task, std::string adapter_bytes);
   // Deletes a dataset (storage::DatasetStore::Delete) unless an unfinished
   // job uses it, as training or validation data: FAILED_PRECONDITION naming
   // the job. Submissions wait while a delete runs, so no job can be queued
   // on a dataset being deleted. Returns the deleted record.
-  absl::StatusOr<v1::DatasetRecord> DeleteDataset(const std::string& tenant, const std::string& dataset_id);
+  absl::StatusOr<storage::v1::DatasetRecord> DeleteDataset(const std::string& tenant, const std::string& dataset_id);
 
   // Events of a job with seq > after_seq. If there are none yet and the job
   // is not terminal, waits up to `timeout` for more. The subscription of the
   // streaming RPC: read the snapshot (after_seq = 0), then call again with
   // the last seq seen until the job is terminal.
-  absl::StatusOr<std::vector<v1::JobEvent>> WaitForEvents(const std::string& tenant, const std::string& job_id,
-                                                          int64_t after_seq, absl::Duration timeout) const;
+  absl::StatusOr<std::vector<storage::v1::JobEvent>> WaitForEvents(const std::string& tenant, const std::string& job_id,
+                                                                   int64_t after_seq, absl::Duration timeout) const;
 
   // --- worker side -----------------------------------------------------------
   // Blocks until a job can run, moves it to RUNNING (unless it is resuming)
   // and returns it. nullopt after Shutdown() or when `timeout` passes.
-  std::optional<v1::JobRecord> NextJob(absl::Duration timeout);
+  std::optional<storage::v1::JobRecord> NextJob(absl::Duration timeout);
   // True once the running job was asked to cancel (or the queue shuts down).
   bool CancelRequested(const std::string& job_id) const;
   // Appends an event (epoch metrics, warning, progress) and updates the job's
   // progress fields, in one batch.
-  absl::Status RecordEvent(v1::JobRecord& job, const v1::JobEvent& event);
+  absl::Status RecordEvent(storage::v1::JobRecord& job, const storage::v1::JobEvent& event);
   // RUNNING -> SUCCEEDED with the new adapter version, atomically
   // (storage::Promotion). `task` carries labels, adapter config, fingerprint.
-  absl::StatusOr<storage::PromotionResult> Complete(v1::JobRecord job, v1::TaskRecord task, std::string adapter_bytes,
-                                                    int keep_versions);
+  absl::StatusOr<storage::PromotionResult> Complete(storage::v1::JobRecord job, storage::v1::TaskRecord task,
+                                                    std::string adapter_bytes, int keep_versions);
   // RUNNING/CANCELLING -> FAILED with `error`.
-  absl::Status Fail(v1::JobRecord job, const absl::Status& error);
+  absl::Status Fail(storage::v1::JobRecord job, const absl::Status& error);
   // CANCELLING (or RUNNING) -> CANCELLED.
-  absl::Status FinishCancelled(v1::JobRecord job);
+  absl::Status FinishCancelled(storage::v1::JobRecord job);
   // Leaves the running job RUNNING (to resume after a restart) and lets the
   // worker take the next one; used at shutdown.
   void Release(const std::string& job_id);
@@ -200,33 +200,33 @@ class JobManager {
   // The job an earlier request with `request`'s request_id created: nullopt
   // when there is none (or no request_id), INVALID_ARGUMENT naming the job
   // when that request was a different one.
-  absl::StatusOr<std::optional<v1::JobRecord>> JobOfRequest(const JobRequest& request,
-                                                            const std::string& fingerprint) const;
+  absl::StatusOr<std::optional<storage::v1::JobRecord>> JobOfRequest(const JobRequest& request,
+                                                                     const std::string& fingerprint) const;
   explicit JobManager(Options options) : options_(std::move(options)) {}
 
   absl::Status Recover();
   // Recovery: validates a stored VALIDATING job's data and moves it to
   // QUEUED (or FAILED).
-  absl::StatusOr<v1::JobRecord> ValidateAndEnqueue(v1::JobRecord job);
+  absl::StatusOr<storage::v1::JobRecord> ValidateAndEnqueue(storage::v1::JobRecord job);
   // Commits `job` moving to `to` with its state-change event and whatever
   // `extra` adds, then updates memory and wakes watchers.
   // Compare-and-set on the stored state: FAILED_PRECONDITION if the stored
   // job is no longer in job.state(). `enqueued_seq` receives the seq of a
   // queue entry `extra` added.
-  absl::Status Transition(v1::JobRecord& job, v1::JobState to, const std::string& reason,
+  absl::Status Transition(storage::v1::JobRecord& job, storage::v1::JobState to, const std::string& reason,
                           const std::function<absl::Status(storage::Batch&)>& extra = nullptr,
                           int64_t* enqueued_seq = nullptr);
   // A restart interrupted `job` (RUNNING): counts the new attempt in the
   // stored record and in `job`.
-  absl::Status CountResumedAttempt(v1::JobRecord& job);
+  absl::Status CountResumedAttempt(storage::v1::JobRecord& job);
   // The worker ends its job FAILED or CANCELLED, from the state stored now
   // (a cancel may have moved it to CANCELLING meanwhile); deletes its
   // checkpoint and forgets it as the running job.
-  absl::Status EndRunningJob(v1::JobRecord job, v1::JobState to, const std::string& reason);
+  absl::Status EndRunningJob(storage::v1::JobRecord job, storage::v1::JobState to, const std::string& reason);
   // Copies the stored state into `job` (the worker's copy may predate a cancel).
-  absl::Status RefreshState(v1::JobRecord& job) const;
+  absl::Status RefreshState(storage::v1::JobRecord& job) const;
   // The tenant's unfinished jobs (VALIDATING, QUEUED, RUNNING, CANCELLING).
-  absl::StatusOr<std::vector<v1::JobRecord>> UnfinishedJobs(const std::string& tenant) const;
+  absl::StatusOr<std::vector<storage::v1::JobRecord>> UnfinishedJobs(const std::string& tenant) const;
   int64_t Now() const;
   void NotifyEvents() const;
   void TaskChanged(const std::string& tenant, const std::string& task_id) const;
@@ -249,7 +249,7 @@ class JobManager {
   // Jobs waiting in VALIDATING, per tenant (counted against limits).
   std::map<std::string, int> validating_ ABSL_GUARDED_BY(mu_);
   // RUNNING jobs found at start-up, to resume first.
-  std::deque<v1::JobRecord> resume_ ABSL_GUARDED_BY(mu_);
+  std::deque<storage::v1::JobRecord> resume_ ABSL_GUARDED_BY(mu_);
   // Running jobs asked to cancel, with the reason ("" = the client's).
   std::map<std::string, std::string> cancel_requested_ ABSL_GUARDED_BY(mu_);
   std::string running_job_ ABSL_GUARDED_BY(mu_);

@@ -12,8 +12,8 @@
 namespace adapterd::training {
 namespace {
 
-v1::EpochMetrics ToProto(const EpochReport& r) {
-  v1::EpochMetrics m;
+storage::v1::EpochMetrics ToProto(const EpochReport& r) {
+  storage::v1::EpochMetrics m;
   m.set_epoch(r.epoch);
   m.set_step(r.step);
   m.set_train_loss(r.train_loss);
@@ -24,7 +24,7 @@ v1::EpochMetrics ToProto(const EpochReport& r) {
   return m;
 }
 
-EpochReport FromProto(const v1::EpochMetrics& m) {
+EpochReport FromProto(const storage::v1::EpochMetrics& m) {
   EpochReport r;
   r.epoch = m.epoch();
   r.step = m.step();
@@ -36,8 +36,9 @@ EpochReport FromProto(const v1::EpochMetrics& m) {
   return r;
 }
 
-v1::CheckpointRecord ToCheckpoint(const std::string& job_id, const TrainerState& s, const std::string& fingerprint) {
-  v1::CheckpointRecord c;
+storage::v1::CheckpointRecord ToCheckpoint(const std::string& job_id, const TrainerState& s,
+                                           const std::string& fingerprint) {
+  storage::v1::CheckpointRecord c;
   c.set_job_id(job_id);
   c.set_step(s.step);
   c.set_epoch(s.epoch);
@@ -53,7 +54,7 @@ v1::CheckpointRecord ToCheckpoint(const std::string& job_id, const TrainerState&
   return c;
 }
 
-TrainerState FromCheckpoint(const v1::CheckpointRecord& c) {
+TrainerState FromCheckpoint(const storage::v1::CheckpointRecord& c) {
   TrainerState s;
   s.step = c.step();
   s.epoch = c.epoch();
@@ -62,7 +63,7 @@ TrainerState FromCheckpoint(const v1::CheckpointRecord& c) {
   s.rng_state = c.rng_state();
   s.best_adapter_bytes = c.best_adapter_bytes();
   if (c.has_best_metrics()) s.best = FromProto(c.best_metrics());
-  for (const v1::EpochMetrics& m : c.history()) s.history.push_back(FromProto(m));
+  for (const storage::v1::EpochMetrics& m : c.history()) s.history.push_back(FromProto(m));
   s.epoch_loss_sum = c.epoch_loss_sum();
   s.epoch_examples = c.epoch_examples();
   return s;
@@ -74,8 +75,8 @@ absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const s
                                                   const std::vector<std::string>& dataset_ids) {
   std::vector<Example> out;
   for (const std::string& id : dataset_ids) {
-    RETURN_IF_ERROR(db.datasets().ForEachChunk(tenant, id, [&](int64_t, const v1::DatasetChunk& chunk) {
-      for (const v1::Example& e : chunk.examples()) out.push_back({e.text(), e.text_pair(), e.label()});
+    RETURN_IF_ERROR(db.datasets().ForEachChunk(tenant, id, [&](int64_t, const storage::v1::DatasetChunk& chunk) {
+      for (const storage::v1::Example& e : chunk.examples()) out.push_back({e.text(), e.text_pair(), e.label()});
       return absl::OkStatus();
     }));
   }
@@ -84,7 +85,7 @@ absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const s
 
 JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertTokenizer* tokenizer,
                                        DatasetLimits limits, Hyperparameters defaults) {
-  return [=](const v1::JobRecord& job) -> absl::StatusOr<ValidationOutcome> {
+  return [=](const storage::v1::JobRecord& job) -> absl::StatusOr<ValidationOutcome> {
     ASSIGN_OR_RETURN(Hyperparameters hp, ResolveHyperparameters(job.hyperparameters(), defaults));
     if (job.dataset_ids().empty()) return absl::InvalidArgumentError("a training job needs at least one dataset");
     std::vector<std::string> ids(job.dataset_ids().begin(), job.dataset_ids().end());
@@ -94,7 +95,7 @@ JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertT
       ASSIGN_OR_RETURN(validation, LoadExamples(*db, job.tenant(), {job.validation_dataset_id()}));
     }
     std::vector<std::string> existing;
-    absl::StatusOr<v1::TaskRecord> task = db->tasks().Get(job.tenant(), job.task_id());
+    absl::StatusOr<storage::v1::TaskRecord> task = db->tasks().Get(job.tenant(), job.task_id());
     if (task.ok()) {
       existing.assign(task->labels().begin(), task->labels().end());
     } else if (!absl::IsNotFound(task.status())) {
@@ -142,12 +143,12 @@ void JobRunner::Stop() {
 }
 
 absl::Status JobRunner::RunNext(absl::Duration timeout) {
-  std::optional<v1::JobRecord> job = options_.jobs->NextJob(timeout);
+  std::optional<storage::v1::JobRecord> job = options_.jobs->NextJob(timeout);
   if (!job.has_value()) return absl::NotFoundError("no job to run");
   return Run(*std::move(job));
 }
 
-absl::Status JobRunner::FailDurably(const v1::JobRecord& job, const absl::Status& error) {
+absl::Status JobRunner::FailDurably(const storage::v1::JobRecord& job, const absl::Status& error) {
   absl::Duration backoff = absl::Milliseconds(200);
   while (true) {
     absl::Status s = options_.jobs->Fail(job, error);
@@ -163,12 +164,13 @@ absl::Status JobRunner::FailDurably(const v1::JobRecord& job, const absl::Status
   }
 }
 
-absl::Status JobRunner::Run(v1::JobRecord job) {
+absl::Status JobRunner::Run(storage::v1::JobRecord job) {
   absl::StatusOr<storage::PromotionResult> promoted = Execute(job);
   return Finish(job, promoted);
 }
 
-absl::Status JobRunner::Finish(const v1::JobRecord& job, const absl::StatusOr<storage::PromotionResult>& promoted) {
+absl::Status JobRunner::Finish(const storage::v1::JobRecord& job,
+                               const absl::StatusOr<storage::PromotionResult>& promoted) {
   if (promoted.ok()) return absl::OkStatus();  // the queue told serving (on_task_changed)
   const absl::Status& s = promoted.status();
   if (absl::IsAborted(s) && stopping_.load()) {
@@ -183,7 +185,7 @@ absl::Status JobRunner::Finish(const v1::JobRecord& job, const absl::StatusOr<st
   return s;
 }
 
-absl::StatusOr<storage::PromotionResult> JobRunner::Execute(v1::JobRecord& job) {
+absl::StatusOr<storage::PromotionResult> JobRunner::Execute(storage::v1::JobRecord& job) {
   ASSIGN_OR_RETURN(const Hyperparameters hp, ResolveHyperparameters(job.hyperparameters(), options_.defaults));
   ASSIGN_OR_RETURN(TrainingData data, LoadTrainingData(job));
   ASSIGN_OR_RETURN(std::optional<TrainerState> resume, ResumePoint(job));
@@ -194,7 +196,7 @@ absl::StatusOr<storage::PromotionResult> JobRunner::Execute(v1::JobRecord& job) 
   return Promote(job, data, hp, result);
 }
 
-absl::StatusOr<TrainingData> JobRunner::LoadTrainingData(const v1::JobRecord& job) {
+absl::StatusOr<TrainingData> JobRunner::LoadTrainingData(const storage::v1::JobRecord& job) {
   TrainingData data;
   data.labels.assign(job.labels().begin(), job.labels().end());
   const std::vector<std::string> ids(job.dataset_ids().begin(), job.dataset_ids().end());
@@ -205,8 +207,8 @@ absl::StatusOr<TrainingData> JobRunner::LoadTrainingData(const v1::JobRecord& jo
   return data;
 }
 
-absl::StatusOr<std::optional<TrainerState>> JobRunner::ResumePoint(v1::JobRecord& job) {
-  absl::StatusOr<v1::CheckpointRecord> checkpoint = options_.db->checkpoints().Get(job.job_id());
+absl::StatusOr<std::optional<TrainerState>> JobRunner::ResumePoint(storage::v1::JobRecord& job) {
+  absl::StatusOr<storage::v1::CheckpointRecord> checkpoint = options_.db->checkpoints().Get(job.job_id());
   if (absl::IsNotFound(checkpoint.status())) return std::nullopt;
   if (!checkpoint.ok()) return checkpoint.status();
   // Checkpoints written before adapter format 2 record the weights-only
@@ -216,7 +218,7 @@ absl::StatusOr<std::optional<TrainerState>> JobRunner::ResumePoint(v1::JobRecord
     return absl::FailedPreconditionError("the job's checkpoint was written for another encoder");
   }
   TrainerState resume = FromCheckpoint(*checkpoint);
-  v1::JobEvent e;
+  storage::v1::JobEvent e;
   e.mutable_warning()->set_kind("resumed");
   e.mutable_warning()->set_message(absl::StrCat("resumed from the checkpoint at step ", resume.step, " (", resume.epoch,
                                                 " epochs completed) after a restart"));
@@ -224,20 +226,20 @@ absl::StatusOr<std::optional<TrainerState>> JobRunner::ResumePoint(v1::JobRecord
   return resume;
 }
 
-TrainerHooks JobRunner::MakeHooks(v1::JobRecord& job, const Hyperparameters& hp, int64_t* last_progress) {
+TrainerHooks JobRunner::MakeHooks(storage::v1::JobRecord& job, const Hyperparameters& hp, int64_t* last_progress) {
   const std::string job_id = job.job_id();
   TrainerHooks hooks;
   hooks.cancelled = [this, job_id] { return options_.jobs->CancelRequested(job_id) && !stopping_.load(); };
   hooks.preempted = [this] { return stopping_.load(); };
   hooks.run_on_device = options_.run_on_device;
   hooks.on_checkpoint = [this, job_id](const TrainerState& state) -> absl::Status {
-    v1::CheckpointRecord record = ToCheckpoint(job_id, state, options_.encoder->fingerprint());
+    storage::v1::CheckpointRecord record = ToCheckpoint(job_id, state, options_.encoder->fingerprint());
     RETURN_IF_ERROR(options_.db->checkpoints().Put(record));
     if (options_.after_checkpoint) options_.after_checkpoint(record);
     return absl::OkStatus();
   };
   hooks.on_epoch = [this, &job](const EpochReport& report) {
-    v1::JobEvent e;
+    storage::v1::JobEvent e;
     *e.mutable_epoch_metrics() = ToProto(report);
     (void)options_.jobs->RecordEvent(job, e);  // metrics are best effort; state is not
   };
@@ -247,7 +249,7 @@ TrainerHooks JobRunner::MakeHooks(v1::JobRecord& job, const Hyperparameters& hp,
     // Persist progress every 10 steps: enough for a live progress bar.
     if (step - *last_progress < 10 && step != total) return;
     *last_progress = step;
-    v1::JobEvent e;
+    storage::v1::JobEvent e;
     e.mutable_progress()->set_step(step);
     e.mutable_progress()->set_total_steps(total);
     e.mutable_progress()->set_total_epochs(epochs);
@@ -259,15 +261,15 @@ TrainerHooks JobRunner::MakeHooks(v1::JobRecord& job, const Hyperparameters& hp,
   return hooks;
 }
 
-absl::StatusOr<storage::PromotionResult> JobRunner::Promote(v1::JobRecord& job, const TrainingData& data,
+absl::StatusOr<storage::PromotionResult> JobRunner::Promote(storage::v1::JobRecord& job, const TrainingData& data,
                                                             const Hyperparameters& hp, const TrainingResult& result) {
   // A run that diverged must not become a version that answers NaN.
   if (absl::Status finite = model::CheckFinite(*result.best); !finite.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("training diverged: ", finite.message(), "; try a lower learning_rate"));
   }
-  v1::TaskRecord task = TaskRecordFor(job.tenant(), job.task_id(), data.labels, hp.bottleneck_size, hp.activation,
-                                      options_.encoder->fingerprint());
+  storage::v1::TaskRecord task = TaskRecordFor(job.tenant(), job.task_id(), data.labels, hp.bottleneck_size,
+                                               hp.activation, options_.encoder->fingerprint());
   ASSIGN_OR_RETURN(std::string bytes,
                    model::SerializeAdapterSet(*result.best, options_.encoder->fingerprint(),
                                               {{"task_id", job.task_id()}, {"job_id", job.job_id()}}));
@@ -277,8 +279,8 @@ absl::StatusOr<storage::PromotionResult> JobRunner::Promote(v1::JobRecord& job, 
   if (!promoted.ok()) {
     // A cancel that arrived during the last step wins over the promotion:
     // Finish ends the job (as stored now) CANCELLED.
-    absl::StatusOr<v1::JobRecord> now = options_.jobs->Get(job.tenant(), job.job_id());
-    if (now.ok() && now->state() == v1::JOB_STATE_CANCELLING) {
+    absl::StatusOr<storage::v1::JobRecord> now = options_.jobs->Get(job.tenant(), job.job_id());
+    if (now.ok() && now->state() == storage::v1::JOB_STATE_CANCELLING) {
       job = *std::move(now);
       return absl::CancelledError("cancelled while its adapters were being promoted");
     }

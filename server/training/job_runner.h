@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 #include "server/model/bert_encoder.h"
 #include "server/model/tokenizer.h"
 #include "server/training/dataset_validator.h"
@@ -60,7 +60,7 @@ class JobRunner {
     // After each optimiser step, with the examples it used (metrics).
     std::function<void(int64_t examples)> on_step;
     // Test hook, after each checkpoint is durably written.
-    std::function<void(const v1::CheckpointRecord&)> after_checkpoint;
+    std::function<void(const storage::v1::CheckpointRecord&)> after_checkpoint;
   };
 
   static absl::StatusOr<std::unique_ptr<JobRunner>> Create(Options options);
@@ -82,31 +82,31 @@ class JobRunner {
  private:
   explicit JobRunner(Options options) : options_(std::move(options)) {}
   // One job from the queue to its end: Execute, then Finish.
-  absl::Status Run(v1::JobRecord job);
+  absl::Status Run(storage::v1::JobRecord job);
   // The run's steps, in order; the first error ends it. OK = the adapters
   // became the task's newest version. Errors: CANCELLED (a cancel, seen by
   // the trainer or during the promotion: `job` is then as stored),
   // ABORTED while the runner stops (preempted: resumes after a restart),
   // anything else fails the job.
-  absl::StatusOr<storage::PromotionResult> Execute(v1::JobRecord& job);
-  absl::StatusOr<TrainingData> LoadTrainingData(const v1::JobRecord& job);
+  absl::StatusOr<storage::PromotionResult> Execute(storage::v1::JobRecord& job);
+  absl::StatusOr<TrainingData> LoadTrainingData(const storage::v1::JobRecord& job);
   // The checkpoint to resume from (recording a "resumed" event), nullopt
   // for a fresh start, FAILED_PRECONDITION for another encoder's.
-  absl::StatusOr<std::optional<TrainerState>> ResumePoint(v1::JobRecord& job);
+  absl::StatusOr<std::optional<TrainerState>> ResumePoint(storage::v1::JobRecord& job);
   // The trainer's callbacks for `job` (which must outlive the training):
   // cancel/preempt checks, checkpoints, epoch metrics, progress every 10
   // steps (`last_progress` holds the last step recorded).
-  TrainerHooks MakeHooks(v1::JobRecord& job, const Hyperparameters& hp, int64_t* last_progress);
+  TrainerHooks MakeHooks(storage::v1::JobRecord& job, const Hyperparameters& hp, int64_t* last_progress);
   // The finite check, the task record and the promotion.
-  absl::StatusOr<storage::PromotionResult> Promote(v1::JobRecord& job, const TrainingData& data,
+  absl::StatusOr<storage::PromotionResult> Promote(storage::v1::JobRecord& job, const TrainingData& data,
                                                    const Hyperparameters& hp, const TrainingResult& result);
   // Records how Execute ended: the promotion's callback, CANCELLED, the job
   // released to resume, or FAILED (durably). Returns Execute's status, or
   // the error that kept it from being recorded.
-  absl::Status Finish(const v1::JobRecord& job, const absl::StatusOr<storage::PromotionResult>& promoted);
+  absl::Status Finish(const storage::v1::JobRecord& job, const absl::StatusOr<storage::PromotionResult>& promoted);
   // queue->Fail(job, error), retried while storage is full or recovering
   // (RESOURCE_EXHAUSTED, UNAVAILABLE) until it sticks or the runner stops.
-  absl::Status FailDurably(const v1::JobRecord& job, const absl::Status& error);
+  absl::Status FailDurably(const storage::v1::JobRecord& job, const absl::Status& error);
 
   Options options_;
   std::atomic<bool> stopping_{false};

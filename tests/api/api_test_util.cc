@@ -41,7 +41,7 @@ std::vector<v1::UploadDatasetRequest> PresenceUpload(const std::string& dataset_
                                                      int chunks) {
   std::vector<v1::UploadDatasetRequest> msgs(1);
   msgs[0].mutable_metadata()->set_dataset_id(dataset_id);
-  v1::DatasetChunk all = training::testing::PresenceChunk(n, key, 0.05, seed);
+  v1::DatasetChunk all = training::testing::PresenceChunk<v1::DatasetChunk>(n, key, 0.05, seed);
   const int per = (n + chunks - 1) / chunks;
   for (int c = 0; c < chunks; ++c) {
     v1::UploadDatasetRequest m;

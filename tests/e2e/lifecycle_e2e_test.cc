@@ -139,8 +139,8 @@ TEST_F(LifecycleTest, ChunksOfAnUploadACrashCutShortNeverPoisonItsId) {
     o.path = dir_.Sub("data/db");
     ASSERT_OK_AND_ASSIGN(auto db, storage::Database::Open(o));
     for (int c = 0; c < 3; ++c) {
-      v1::DatasetChunk chunk;
-      v1::Example* e = chunk.add_examples();
+      storage::v1::DatasetChunk chunk;
+      storage::v1::Example* e = chunk.add_examples();
       e->set_text(absl::StrCat("dead upload ", c));
       e->set_label("dead");
       ASSERT_OK(db->datasets().PutChunk("default", id, c, chunk));

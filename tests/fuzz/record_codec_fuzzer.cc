@@ -20,7 +20,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/stubs/logging.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 #include "storage/batch.h"
 #include "storage/record_codec.h"
 #include "tests/fuzz/fuzz_check.h"

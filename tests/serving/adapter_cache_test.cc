@@ -242,7 +242,7 @@ TEST_F(AdapterCacheTest, UnknownTaskOrVersionIsNotFound) {
 }
 
 TEST_F(AdapterCacheTest, PendingTaskIsFailedPrecondition) {
-  v1::TaskRecord t;
+  storage::v1::TaskRecord t;
   t.set_tenant("acme");
   t.set_task_id("pending");
   t.add_labels("a");

@@ -20,7 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "common/testing/temp_dir.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 #include "server/model/adapter_format.h"
 #include "server/model/adapter_set.h"
 #include "server/model/bert_encoder.h"

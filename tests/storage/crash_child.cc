@@ -23,10 +23,10 @@
 namespace adapterd::storage {
 namespace {
 
-using adapterd::v1::CheckpointRecord;
-using adapterd::v1::JobEvent;
-using adapterd::v1::JobRecord;
-using adapterd::v1::TaskRecord;
+using v1::CheckpointRecord;
+using v1::JobEvent;
+using v1::JobRecord;
+using v1::TaskRecord;
 
 [[noreturn]] void Die(const absl::Status& s, const char* what) {
   std::fprintf(stderr, "crash_child: %s: %s\n", what, s.ToString().c_str());
@@ -43,7 +43,7 @@ void Ready() {
   std::fflush(stdout);
 }
 
-JobEvent StateEvent(adapterd::v1::JobState from, adapterd::v1::JobState to) {
+JobEvent StateEvent(v1::JobState from, v1::JobState to) {
   JobEvent e;
   e.mutable_state_change()->set_from(from);
   e.mutable_state_change()->set_to(to);
@@ -85,18 +85,17 @@ int Promote(const std::string& path, int num_tasks, int keep) {
       job.set_job_id(job_id);
       job.set_tenant("t");
       job.set_task_id(task_id);
-      job.set_state(adapterd::v1::JOB_STATE_RUNNING);
+      job.set_state(v1::JOB_STATE_RUNNING);
       Check(db.jobs().Create(job), "create job");
     } else if (absl::IsNotFound(existing.status())) {
       job.set_job_id(job_id);
       job.set_tenant("t");
       job.set_task_id(task_id);
       job.set_request_id(job_id);
-      job.set_state(adapterd::v1::JOB_STATE_RUNNING);
+      job.set_state(v1::JOB_STATE_RUNNING);
       Batch batch;
       Check(batch.CreateJob(job), "batch create job");
-      Check(batch.AppendEvent(job_id, StateEvent(adapterd::v1::JOB_STATE_QUEUED, adapterd::v1::JOB_STATE_RUNNING)),
-            "batch event");
+      Check(batch.AppendEvent(job_id, StateEvent(v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING)), "batch event");
       Check(db.Commit(batch), "create job");
     } else {
       Die(existing.status(), "get job");
@@ -119,8 +118,8 @@ int Promote(const std::string& path, int num_tasks, int keep) {
     p.adapter_bytes = testing::MakeAdapterBytes(task_id, version, 1024 + (i * 7919) % (39 * 1024));
     p.expected_version = version;
     p.keep_versions = keep;
-    auto result = testing::PromoteJobVersion(
-        db, std::move(p), job, StateEvent(adapterd::v1::JOB_STATE_RUNNING, adapterd::v1::JOB_STATE_SUCCEEDED));
+    auto result =
+        testing::PromoteJobVersion(db, std::move(p), job, StateEvent(v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED));
     if (!result.ok()) Die(result.status(), "promote");
   }
 }

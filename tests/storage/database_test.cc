@@ -24,10 +24,10 @@ using ::adapterd::storage::testing::Child;
 using ::adapterd::storage::testing::RawPut;
 using ::adapterd::storage::testing::TempDir;
 using ::adapterd::testing::StatusIs;
-using adapterd::v1::JobRecord;
-using adapterd::v1::TaskRecord;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using v1::JobRecord;
+using v1::TaskRecord;
 
 Database::Options At(const std::string& path) {
   Database::Options o;
@@ -40,7 +40,7 @@ JobRecord Job(const std::string& tenant, const std::string& id) {
   j.set_tenant(tenant);
   j.set_job_id(id);
   j.set_task_id("task");
-  j.set_state(adapterd::v1::JOB_STATE_QUEUED);
+  j.set_state(v1::JOB_STATE_QUEUED);
   return j;
 }
 

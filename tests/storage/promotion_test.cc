@@ -25,12 +25,12 @@ using ::adapterd::storage::testing::MakeAdapterBytes;
 using ::adapterd::storage::testing::PromoteJobVersion;
 using ::adapterd::storage::testing::TempDir;
 using ::adapterd::testing::StatusIs;
-using adapterd::v1::CheckpointRecord;
-using adapterd::v1::JobEvent;
-using adapterd::v1::JobRecord;
-using adapterd::v1::TaskRecord;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using v1::CheckpointRecord;
+using v1::JobEvent;
+using v1::JobRecord;
+using v1::TaskRecord;
 
 Database::Options At(const std::string& path) {
   Database::Options o;
@@ -43,14 +43,14 @@ JobRecord RunningJob(const std::string& id, const std::string& task) {
   j.set_tenant("acme");
   j.set_job_id(id);
   j.set_task_id(task);
-  j.set_state(adapterd::v1::JOB_STATE_RUNNING);
+  j.set_state(v1::JOB_STATE_RUNNING);
   return j;
 }
 
 JobEvent Succeeded() {
   JobEvent e;
-  e.mutable_state_change()->set_from(adapterd::v1::JOB_STATE_RUNNING);
-  e.mutable_state_change()->set_to(adapterd::v1::JOB_STATE_SUCCEEDED);
+  e.mutable_state_change()->set_from(v1::JOB_STATE_RUNNING);
+  e.mutable_state_change()->set_to(v1::JOB_STATE_SUCCEEDED);
   return e;
 }
 
@@ -90,18 +90,18 @@ TEST(PromoteAdapterVersion, WritesVersionTaskJobAndEventTogether) {
   ASSERT_OK_AND_ASSIGN(TaskRecord t, db->tasks().Get("acme", "x"));
   EXPECT_EQ(t.current_version(), 1);
   EXPECT_EQ(t.latest_version(), 1);
-  EXPECT_EQ(t.state(), adapterd::v1::TASK_STATE_READY);
+  EXPECT_EQ(t.state(), v1::TASK_STATE_READY);
   EXPECT_EQ(t.current_job_id(), "job-x-1");
   EXPECT_EQ(t.adapter_config().bottleneck_size(), 64);
   ASSERT_OK_AND_ASSIGN(auto current, db->adapters().GetCurrent("acme", "x"));
   EXPECT_EQ(current.version, 1);
   EXPECT_OK(CheckAdapterBytes(current.bytes, "x", 1));
   ASSERT_OK_AND_ASSIGN(JobRecord job, db->jobs().Get("acme", "job-x-1"));
-  EXPECT_EQ(job.state(), adapterd::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(job.result_version(), 1);
   ASSERT_OK_AND_ASSIGN(auto events, db->jobs().ReadEvents("job-x-1", 2));
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].state_change().to(), adapterd::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(events[0].state_change().to(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_THAT(db->checkpoints().Get("job-x-1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("job-x-1")));
 }
 
@@ -112,7 +112,7 @@ TEST(PromoteAdapterVersion, JobNoLongerInExpectedStateWritesNothing) {
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
   ASSERT_OK(db->jobs().Create(RunningJob("job-x-1", "x")));
   JobRecord cancelling = RunningJob("job-x-1", "x");
-  cancelling.set_state(adapterd::v1::JOB_STATE_CANCELLING);
+  cancelling.set_state(v1::JOB_STATE_CANCELLING);
   ASSERT_OK(db->jobs().Put(cancelling));  // a cancel won the race
   EXPECT_THAT(PromoteJobVersion(*db, MakePromotion("x", 1), RunningJob("job-x-1", "x"), Succeeded()),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("JOB_STATE_CANCELLING")));
@@ -183,7 +183,7 @@ TEST(PromoteAdapterVersion, UnexpectedVersionWritesNothing) {
   ASSERT_OK_AND_ASSIGN(TaskRecord t, db->tasks().Get("acme", "x"));
   EXPECT_EQ(t.current_version(), 1);
   ASSERT_OK_AND_ASSIGN(JobRecord job, db->jobs().Get("acme", "job-x-3"));
-  EXPECT_EQ(job.state(), adapterd::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_RUNNING);
   EXPECT_THAT(db->adapters().Get("acme", "x", 3), StatusIs(absl::StatusCode::kNotFound, HasSubstr("version 3")));
   // expected_version 0 takes whatever is next; no job is needed (an import).
   Promotion import = MakePromotion("x", 0);
@@ -264,7 +264,7 @@ void CheckCrashInvariants(const std::string& path, int num_tasks, int keep, std:
         cur = rec->current_version();
         ASSERT_GE(cur, 1);
         EXPECT_EQ(rec->latest_version(), cur);
-        EXPECT_EQ(rec->state(), adapterd::v1::TASK_STATE_READY);
+        EXPECT_EQ(rec->state(), v1::TASK_STATE_READY);
         EXPECT_EQ(rec->current_job_id(), absl::StrCat("job-", task, "-", cur));
         std::vector<int64_t> want;
         for (int64_t v = std::max<int64_t>(1, cur - keep + 1); v <= cur; ++v) want.push_back(v);
@@ -285,22 +285,22 @@ void CheckCrashInvariants(const std::string& path, int num_tasks, int keep, std:
       for (int64_t v = 1; v <= cur; ++v) {
         const std::string job_id = absl::StrCat("job-", task, "-", v);
         ASSERT_OK_AND_ASSIGN(JobRecord job, db->jobs().Get("t", job_id));
-        EXPECT_EQ(job.state(), adapterd::v1::JOB_STATE_SUCCEEDED) << job_id;
+        EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job_id;
         EXPECT_EQ(job.result_version(), v) << job_id;
         EXPECT_THAT(db->checkpoints().Get(job_id), StatusIs(absl::StatusCode::kNotFound, HasSubstr(job_id)));
         ASSERT_OK_AND_ASSIGN(auto events, db->jobs().ReadEvents(job_id, 1));
         ASSERT_FALSE(events.empty()) << job_id;
         for (size_t e = 0; e < events.size(); ++e) EXPECT_EQ(events[e].seq(), static_cast<int64_t>(e + 1));
-        EXPECT_EQ(events.back().state_change().to(), adapterd::v1::JOB_STATE_SUCCEEDED) << job_id;
+        EXPECT_EQ(events.back().state_change().to(), v1::JOB_STATE_SUCCEEDED) << job_id;
       }
       // The job in flight when the child died never looks finished.
       const std::string next = absl::StrCat("job-", task, "-", cur + 1);
       auto in_flight = db->jobs().Get("t", next);
       if (in_flight.ok()) {
-        EXPECT_EQ(in_flight->state(), adapterd::v1::JOB_STATE_RUNNING) << next;
+        EXPECT_EQ(in_flight->state(), v1::JOB_STATE_RUNNING) << next;
         ASSERT_OK_AND_ASSIGN(auto events, db->jobs().ReadEvents(next, 1));
         for (const auto& e : events) {
-          EXPECT_NE(e.state_change().to(), adapterd::v1::JOB_STATE_SUCCEEDED) << next;
+          EXPECT_NE(e.state_change().to(), v1::JOB_STATE_SUCCEEDED) << next;
         }
       } else {
         EXPECT_THAT(in_flight, StatusIs(absl::StatusCode::kNotFound, HasSubstr(next)));

@@ -201,11 +201,11 @@ std::string Child::Stderr() const {
   return ss.str();
 }
 
-absl::StatusOr<PromotionResult> PromoteJobVersion(Database& db, Promotion p, adapterd::v1::JobRecord job,
-                                                  const adapterd::v1::JobEvent& event, int64_t* event_seq) {
-  const adapterd::v1::JobState before = job.state();
+absl::StatusOr<PromotionResult> PromoteJobVersion(Database& db, Promotion p, v1::JobRecord job,
+                                                  const v1::JobEvent& event, int64_t* event_seq) {
+  const v1::JobState before = job.state();
   p.task.set_current_job_id(job.job_id());
-  job.set_state(adapterd::v1::JOB_STATE_SUCCEEDED);
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
   job.set_result_version(p.expected_version);
   Batch b;
   RETURN_IF_ERROR(b.Promote(std::move(p)));

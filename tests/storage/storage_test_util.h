@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/testing/temp_dir.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 #include "storage/batch.h"
 #include "storage/database.h"
 
@@ -37,8 +37,8 @@ absl::Status CheckAdapterBytes(const std::string& bytes, const std::string& task
 // SUCCEEDED with result_version = that version if it is still in the state
 // `job` has (compare-and-set), `event` appended to its log (its seq into
 // `*event_seq` when given), and its checkpoint deleted. All or nothing.
-absl::StatusOr<PromotionResult> PromoteJobVersion(Database& db, Promotion p, adapterd::v1::JobRecord job,
-                                                  const adapterd::v1::JobEvent& event, int64_t* event_seq = nullptr);
+absl::StatusOr<PromotionResult> PromoteJobVersion(Database& db, Promotion p, v1::JobRecord job,
+                                                  const v1::JobEvent& event, int64_t* event_seq = nullptr);
 
 // A child process running tests/storage/crash_child.cc, its stdout on a pipe
 // and its stderr in a file.

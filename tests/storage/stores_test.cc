@@ -20,17 +20,17 @@ namespace {
 
 using ::adapterd::storage::testing::TempDir;
 using ::adapterd::testing::StatusIs;
-using adapterd::v1::CheckpointRecord;
-using adapterd::v1::DatasetChunk;
-using adapterd::v1::DatasetRecord;
-using adapterd::v1::JobEvent;
-using adapterd::v1::JobRecord;
-using adapterd::v1::JobState;
-using adapterd::v1::QueueEntry;
-using adapterd::v1::TaskRecord;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using v1::CheckpointRecord;
+using v1::DatasetChunk;
+using v1::DatasetRecord;
+using v1::JobEvent;
+using v1::JobRecord;
+using v1::JobState;
+using v1::QueueEntry;
+using v1::TaskRecord;
 
 Database::Options At(const std::string& path) {
   Database::Options o;
@@ -38,7 +38,7 @@ Database::Options At(const std::string& path) {
   return o;
 }
 
-JobRecord Job(const std::string& tenant, const std::string& id, JobState state = adapterd::v1::JOB_STATE_QUEUED) {
+JobRecord Job(const std::string& tenant, const std::string& id, JobState state = v1::JOB_STATE_QUEUED) {
   JobRecord j;
   j.set_tenant(tenant);
   j.set_job_id(id);
@@ -69,7 +69,7 @@ TEST(TaskStore, PutGetListDeleteRoundTrip) {
   EXPECT_EQ(got.labels_size(), 2);
   EXPECT_EQ(got.adapter_config().bottleneck_size(), 64);
   EXPECT_EQ(got.current_version(), 0);
-  EXPECT_EQ(got.state(), adapterd::v1::TASK_STATE_PENDING);
+  EXPECT_EQ(got.state(), v1::TASK_STATE_PENDING);
 
   EXPECT_THAT(db->tasks().Get("acme", "nope"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/nope")));
   EXPECT_THAT(db->tasks().Get("other", "sentiment"),
@@ -103,7 +103,7 @@ TEST(TaskStore, PutCannotChangeVersionFieldsOrCreationTime) {
   t.set_latest_version(99);
   t.add_versions(99);
   t.set_created_at_micros(77);
-  t.set_state(adapterd::v1::TASK_STATE_PENDING);
+  t.set_state(v1::TASK_STATE_PENDING);
   ASSERT_OK(db->tasks().Put(t));
   ASSERT_OK_AND_ASSIGN(TaskRecord got, db->tasks().Get("acme", "x"));
   EXPECT_THAT(got.labels(), ElementsAre("a"));
@@ -111,7 +111,7 @@ TEST(TaskStore, PutCannotChangeVersionFieldsOrCreationTime) {
   EXPECT_EQ(got.latest_version(), 1);
   EXPECT_THAT(got.versions(), ElementsAre(1));
   EXPECT_EQ(got.created_at_micros(), 5);
-  EXPECT_EQ(got.state(), adapterd::v1::TASK_STATE_READY);
+  EXPECT_EQ(got.state(), v1::TASK_STATE_READY);
 }
 
 TEST(TaskStore, ListPagesInTaskIdOrder) {
@@ -157,8 +157,7 @@ TEST(Stores, InvalidIdsAreRejectedEverywhere) {
   JobRecord bad_request = Job("a", "j1");
   bad_request.set_request_id("r/1");
   EXPECT_THAT(db->jobs().Create(bad_request), StatusIs(kInvalid, HasSubstr("request_id")));
-  EXPECT_THAT(db->jobs().Create(Job("a", "j1", adapterd::v1::JOB_STATE_UNSPECIFIED)),
-              StatusIs(kInvalid, HasSubstr("no state")));
+  EXPECT_THAT(db->jobs().Create(Job("a", "j1", v1::JOB_STATE_UNSPECIFIED)), StatusIs(kInvalid, HasSubstr("no state")));
   EXPECT_THAT(db->jobs().AppendEvent("", Warning("w")), StatusIs(kInvalid, HasSubstr("job_id")));
   EXPECT_THAT(db->jobs().Enqueue("a", "", 0), StatusIs(kInvalid, HasSubstr("job_id")));
   EXPECT_THAT(db->datasets().Get("a", std::string(300, 'd')), StatusIs(kInvalid, HasSubstr("dataset_id")));
@@ -178,20 +177,20 @@ TEST(Stores, InvalidIdsAreRejectedEverywhere) {
 TEST(JobStore, CreateGetPutRoundTrip) {
   TempDir dir;
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
-  JobRecord j = Job("acme", "j1", adapterd::v1::JOB_STATE_VALIDATING);
+  JobRecord j = Job("acme", "j1", v1::JOB_STATE_VALIDATING);
   j.mutable_hyperparameters()->set_learning_rate(3e-4);
   j.mutable_hyperparameters()->set_weight_decay(0.0);  // explicit zero survives
   j.add_dataset_ids("d1");
   ASSERT_OK(db->jobs().Create(j));
   EXPECT_THAT(db->jobs().Create(j), StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("acme/j1")));
   ASSERT_OK_AND_ASSIGN(JobRecord got, db->jobs().Get("acme", "j1"));
-  EXPECT_EQ(got.state(), adapterd::v1::JOB_STATE_VALIDATING);
+  EXPECT_EQ(got.state(), v1::JOB_STATE_VALIDATING);
   EXPECT_TRUE(got.hyperparameters().has_weight_decay());
   EXPECT_FALSE(got.hyperparameters().has_epochs());
-  got.set_state(adapterd::v1::JOB_STATE_QUEUED);
+  got.set_state(v1::JOB_STATE_QUEUED);
   ASSERT_OK(db->jobs().Put(got));
   ASSERT_OK_AND_ASSIGN(got, db->jobs().Get("acme", "j1"));
-  EXPECT_EQ(got.state(), adapterd::v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(got.state(), v1::JOB_STATE_QUEUED);
   // Another tenant cannot see it.
   EXPECT_THAT(db->jobs().Get("evil", "j1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("evil/j1")));
 }
@@ -199,29 +198,29 @@ TEST(JobStore, CreateGetPutRoundTrip) {
 TEST(JobStore, UpdateIsCompareAndSetOnTheStoredState) {
   TempDir dir;
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
-  JobRecord job = Job("acme", "j1", adapterd::v1::JOB_STATE_RUNNING);
+  JobRecord job = Job("acme", "j1", v1::JOB_STATE_RUNNING);
   ASSERT_OK(db->jobs().Create(job));
-  job.set_state(adapterd::v1::JOB_STATE_CANCELLING);
-  ASSERT_OK(db->jobs().Update(job, adapterd::v1::JOB_STATE_RUNNING));
+  job.set_state(v1::JOB_STATE_CANCELLING);
+  ASSERT_OK(db->jobs().Update(job, v1::JOB_STATE_RUNNING));
   // The trainer, still believing the job RUNNING, loses the race.
-  job.set_state(adapterd::v1::JOB_STATE_FAILED);
-  EXPECT_THAT(db->jobs().Update(job, adapterd::v1::JOB_STATE_RUNNING),
+  job.set_state(v1::JOB_STATE_FAILED);
+  EXPECT_THAT(db->jobs().Update(job, v1::JOB_STATE_RUNNING),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        AllOf(HasSubstr("acme/j1"), HasSubstr("JOB_STATE_CANCELLING"), HasSubstr("JOB_STATE_RUNNING"))));
   ASSERT_OK_AND_ASSIGN(JobRecord stored, db->jobs().Get("acme", "j1"));
-  EXPECT_EQ(stored.state(), adapterd::v1::JOB_STATE_CANCELLING);
-  EXPECT_THAT(db->jobs().Update(Job("acme", "nope"), adapterd::v1::JOB_STATE_RUNNING),
+  EXPECT_EQ(stored.state(), v1::JOB_STATE_CANCELLING);
+  EXPECT_THAT(db->jobs().Update(Job("acme", "nope"), v1::JOB_STATE_RUNNING),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/nope")));
   // Within one batch, the check sees the batch's earlier writes.
   Batch b;
-  job.set_state(adapterd::v1::JOB_STATE_CANCELLED);
-  ASSERT_OK(b.UpdateJob(job, adapterd::v1::JOB_STATE_CANCELLING));
+  job.set_state(v1::JOB_STATE_CANCELLED);
+  ASSERT_OK(b.UpdateJob(job, v1::JOB_STATE_CANCELLING));
   JobRecord again = job;
-  again.set_state(adapterd::v1::JOB_STATE_RUNNING);
-  ASSERT_OK(b.UpdateJob(again, adapterd::v1::JOB_STATE_CANCELLING));
+  again.set_state(v1::JOB_STATE_RUNNING);
+  ASSERT_OK(b.UpdateJob(again, v1::JOB_STATE_CANCELLING));
   EXPECT_THAT(db->Commit(b), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is JOB_STATE_CANCELLED")));
   ASSERT_OK_AND_ASSIGN(stored, db->jobs().Get("acme", "j1"));
-  EXPECT_EQ(stored.state(), adapterd::v1::JOB_STATE_CANCELLING);
+  EXPECT_EQ(stored.state(), v1::JOB_STATE_CANCELLING);
 }
 
 TEST(JobStore, RequestIdIsUniquePerTenantAndFindsTheJob) {
@@ -261,24 +260,24 @@ TEST(JobStore, RequestIdIsUniquePerTenantAndFindsTheJob) {
 TEST(JobStore, ListPagesWithStateFilterAndAcrossTenants) {
   TempDir dir;
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
-  const JobState kStates[] = {adapterd::v1::JOB_STATE_QUEUED, adapterd::v1::JOB_STATE_RUNNING,
-                              adapterd::v1::JOB_STATE_SUCCEEDED, adapterd::v1::JOB_STATE_FAILED};
+  const JobState kStates[] = {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED,
+                              v1::JOB_STATE_FAILED};
   std::set<std::string> want_active;
   for (int i = 0; i < 25; ++i) {
     JobState s = kStates[i % 4];
     std::string id = absl::StrCat("j", i < 10 ? "0" : "", i);
     ASSERT_OK(db->jobs().Create(Job("a", id, s)));
-    if (s == adapterd::v1::JOB_STATE_QUEUED || s == adapterd::v1::JOB_STATE_RUNNING) {
+    if (s == v1::JOB_STATE_QUEUED || s == v1::JOB_STATE_RUNNING) {
       want_active.insert(id);
     }
   }
   for (int i = 0; i < 5; ++i) {
-    ASSERT_OK(db->jobs().Create(Job("b", absl::StrCat("k", i), adapterd::v1::JOB_STATE_QUEUED)));
+    ASSERT_OK(db->jobs().Create(Job("b", absl::StrCat("k", i), v1::JOB_STATE_QUEUED)));
   }
 
   JobStore::ListOptions opts;
   opts.tenant = "a";
-  opts.states = {adapterd::v1::JOB_STATE_QUEUED, adapterd::v1::JOB_STATE_RUNNING};
+  opts.states = {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING};
   opts.page_size = 4;
   std::vector<std::string> got;
   int pages = 0;
@@ -416,13 +415,13 @@ TEST(JobStore, ConcurrentAppendsGetDistinctContiguousSeqs) {
 TEST(Batch, TransitionEventAndDequeueCommitTogetherOrNotAtAll) {
   TempDir dir;
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
-  JobRecord job = Job("acme", "j1", adapterd::v1::JOB_STATE_QUEUED);
+  JobRecord job = Job("acme", "j1", v1::JOB_STATE_QUEUED);
   ASSERT_OK(db->jobs().Create(job));
   ASSERT_OK_AND_ASSIGN(QueueEntry entry, db->jobs().Enqueue("acme", "j1", 0));
 
   // A failing batch (its CreateJob collides) writes none of its changes.
   Batch bad;
-  job.set_state(adapterd::v1::JOB_STATE_RUNNING);
+  job.set_state(v1::JOB_STATE_RUNNING);
   ASSERT_OK(bad.PutJob(job));
   ASSERT_OK(bad.AppendEvent("j1", Warning("x")));
   ASSERT_OK(bad.Dequeue(entry.seq()));
@@ -430,7 +429,7 @@ TEST(Batch, TransitionEventAndDequeueCommitTogetherOrNotAtAll) {
   EXPECT_THAT(db->Commit(bad), StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("acme/j1")));
   EXPECT_FALSE(bad.committed());
   ASSERT_OK_AND_ASSIGN(JobRecord stored, db->jobs().Get("acme", "j1"));
-  EXPECT_EQ(stored.state(), adapterd::v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(stored.state(), v1::JOB_STATE_QUEUED);
   EXPECT_EQ(db->jobs().LastEventSeq("j1").value_or(-1), 0);
   ASSERT_OK_AND_ASSIGN(auto queue, db->jobs().ListQueue());
   EXPECT_EQ(queue.size(), 1u);
@@ -438,8 +437,8 @@ TEST(Batch, TransitionEventAndDequeueCommitTogetherOrNotAtAll) {
   Batch good;
   ASSERT_OK(good.PutJob(job));
   JobEvent running;
-  running.mutable_state_change()->set_from(adapterd::v1::JOB_STATE_QUEUED);
-  running.mutable_state_change()->set_to(adapterd::v1::JOB_STATE_RUNNING);
+  running.mutable_state_change()->set_from(v1::JOB_STATE_QUEUED);
+  running.mutable_state_change()->set_to(v1::JOB_STATE_RUNNING);
   ASSERT_OK(good.AppendEvent("j1", running));
   ASSERT_OK(good.Dequeue(entry.seq()));
   ASSERT_OK(db->Commit(good));
@@ -447,7 +446,7 @@ TEST(Batch, TransitionEventAndDequeueCommitTogetherOrNotAtAll) {
   EXPECT_EQ(good.committed_events()[0].job_id, "j1");
   EXPECT_EQ(good.committed_events()[0].event.seq(), 1);  // the failed batch consumed no seq
   ASSERT_OK_AND_ASSIGN(stored, db->jobs().Get("acme", "j1"));
-  EXPECT_EQ(stored.state(), adapterd::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(stored.state(), v1::JOB_STATE_RUNNING);
   ASSERT_OK_AND_ASSIGN(queue, db->jobs().ListQueue());
   EXPECT_TRUE(queue.empty());
   EXPECT_THAT(db->Commit(good), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already")));

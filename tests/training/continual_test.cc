@@ -61,10 +61,10 @@ class ContinualTest : public ::testing::Test {
     req.dataset_ids = {ds};
     req.hyperparameters.set_seed(seed);
     req.max_queued_for_tenant = 1;
-    ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(req));
+    ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(req));
     ASSERT_OK(runner_->RunNext(absl::Seconds(1)));
-    ASSERT_OK_AND_ASSIGN(v1::JobRecord done, queue_->Get("acme", job.job_id()));
-    ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error_message();
+    ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord done, queue_->Get("acme", job.job_id()));
+    ASSERT_EQ(done.state(), storage::v1::JOB_STATE_SUCCEEDED) << done.error_message();
   }
 
   at::Tensor Predict(const std::string& task) {
@@ -110,7 +110,7 @@ TEST_F(ContinualTest, LaterTasksAndRetrainingNeverTouchAnEarlierTask) {
                        model::ComputeEncoderFingerprint(encoder_->config(), encoder_->weights()));
   EXPECT_EQ(fingerprint_after, fingerprint_before);
   // The retrained task has a new version, and both are kept (retention 2).
-  ASSERT_OK_AND_ASSIGN(v1::TaskRecord b, db_->tasks().Get("acme", "task-b"));
+  ASSERT_OK_AND_ASSIGN(storage::v1::TaskRecord b, db_->tasks().Get("acme", "task-b"));
   EXPECT_EQ(b.current_version(), 2);
   EXPECT_OK(db_->adapters().Get("acme", "task-b", 1).status());
   // The tasks learned different things: B's predictions differ from A's.

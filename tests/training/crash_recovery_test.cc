@@ -61,9 +61,9 @@ TEST(CrashRecovery, KilledMidEpochResumesFromCheckpointToSucceeded) {
   ASSERT_TRUE(db.ok()) << db.status();
   ASSERT_OK_AND_ASSIGN(auto page, (*db)->jobs().List({}));
   ASSERT_EQ(page.jobs.size(), 1u);
-  const v1::JobRecord killed = page.jobs[0];
-  EXPECT_EQ(killed.state(), v1::JOB_STATE_RUNNING);
-  ASSERT_OK_AND_ASSIGN(v1::CheckpointRecord ckpt, (*db)->checkpoints().Get(killed.job_id()));
+  const storage::v1::JobRecord killed = page.jobs[0];
+  EXPECT_EQ(killed.state(), storage::v1::JOB_STATE_RUNNING);
+  ASSERT_OK_AND_ASSIGN(storage::v1::CheckpointRecord ckpt, (*db)->checkpoints().Get(killed.job_id()));
   EXPECT_GE(ckpt.step(), 8);
   EXPECT_LT(ckpt.step(), 3 * 13);
   // Nothing was promoted: no task, no adapter version.
@@ -87,15 +87,15 @@ TEST(CrashRecovery, KilledMidEpochResumesFromCheckpointToSucceeded) {
                                                        .encoder = encoder.get(),
                                                        .tokenizer = tokenizer.get(),
                                                        .defaults = defaults,
-                                                       .after_checkpoint = [&](const v1::CheckpointRecord& c) {
+                                                       .after_checkpoint = [&](const storage::v1::CheckpointRecord& c) {
                                                          if (first_step_after_resume < 0)
                                                            first_step_after_resume = c.step();
                                                        }}));
   ASSERT_OK(runner->RunNext(absl::Seconds(1)));
   // It continued from the checkpoint rather than from step 0.
   EXPECT_GT(first_step_after_resume, ckpt.step());
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord done, queue->Get("acme", killed.job_id()));
-  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error_message();
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord done, queue->Get("acme", killed.job_id()));
+  EXPECT_EQ(done.state(), storage::v1::JOB_STATE_SUCCEEDED) << done.error_message();
   EXPECT_EQ(done.result_version(), 1);
   ASSERT_OK_AND_ASSIGN(auto current, (*db)->adapters().GetCurrent("acme", "crashy"));
   EXPECT_EQ(current.version, 1);

@@ -20,7 +20,7 @@ using ::testing::HasSubstr;
 
 // Accepts any dataset except ones named "bad*", which it rejects as the real
 // validator would (naming an example).
-absl::StatusOr<ValidationOutcome> FakeValidator(const v1::JobRecord& job) {
+absl::StatusOr<ValidationOutcome> FakeValidator(const storage::v1::JobRecord& job) {
   for (const std::string& d : job.dataset_ids()) {
     if (d.starts_with("bad")) return absl::InvalidArgumentError("train example 3: text is empty");
   }
@@ -66,11 +66,11 @@ class JobManagerTest : public ::testing::Test {
     r.max_queued_for_tenant = 16;
     return r;
   }
-  std::vector<v1::JobState> States(const std::string& tenant, const std::string& job_id) {
-    std::vector<v1::JobState> out;
+  std::vector<storage::v1::JobState> States(const std::string& tenant, const std::string& job_id) {
+    std::vector<storage::v1::JobState> out;
     auto events = db_->jobs().ReadEvents(job_id, 1);
     EXPECT_TRUE(events.ok());
-    for (const v1::JobEvent& e : *events) {
+    for (const storage::v1::JobEvent& e : *events) {
       if (e.has_state_change()) out.push_back(e.state_change().to());
     }
     return out;
@@ -85,18 +85,23 @@ class JobManagerTest : public ::testing::Test {
 };
 
 TEST(JobStateMachine, LegalAndIllegalTransitions) {
-  using S = v1::JobState;
+  using S = storage::v1::JobState;
   const std::vector<std::pair<S, S>> legal = {
-      {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED},    {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_FAILED},
-      {v1::JOB_STATE_VALIDATING, v1::JOB_STATE_CANCELLED}, {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING},
-      {v1::JOB_STATE_QUEUED, v1::JOB_STATE_CANCELLED},     {v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED},
-      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED},       {v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLING},
-      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLED},    {v1::JOB_STATE_CANCELLING, v1::JOB_STATE_CANCELLED},
-      {v1::JOB_STATE_CANCELLING, v1::JOB_STATE_FAILED},
+      {storage::v1::JOB_STATE_VALIDATING, storage::v1::JOB_STATE_QUEUED},
+      {storage::v1::JOB_STATE_VALIDATING, storage::v1::JOB_STATE_FAILED},
+      {storage::v1::JOB_STATE_VALIDATING, storage::v1::JOB_STATE_CANCELLED},
+      {storage::v1::JOB_STATE_QUEUED, storage::v1::JOB_STATE_RUNNING},
+      {storage::v1::JOB_STATE_QUEUED, storage::v1::JOB_STATE_CANCELLED},
+      {storage::v1::JOB_STATE_RUNNING, storage::v1::JOB_STATE_SUCCEEDED},
+      {storage::v1::JOB_STATE_RUNNING, storage::v1::JOB_STATE_FAILED},
+      {storage::v1::JOB_STATE_RUNNING, storage::v1::JOB_STATE_CANCELLING},
+      {storage::v1::JOB_STATE_RUNNING, storage::v1::JOB_STATE_CANCELLED},
+      {storage::v1::JOB_STATE_CANCELLING, storage::v1::JOB_STATE_CANCELLED},
+      {storage::v1::JOB_STATE_CANCELLING, storage::v1::JOB_STATE_FAILED},
   };
   int checked = 0;
-  for (int f = v1::JOB_STATE_UNSPECIFIED; f <= v1::JOB_STATE_CANCELLED; ++f) {
-    for (int t = v1::JOB_STATE_UNSPECIFIED; t <= v1::JOB_STATE_CANCELLED; ++t) {
+  for (int f = storage::v1::JOB_STATE_UNSPECIFIED; f <= storage::v1::JOB_STATE_CANCELLED; ++f) {
+    for (int t = storage::v1::JOB_STATE_UNSPECIFIED; t <= storage::v1::JOB_STATE_CANCELLED; ++t) {
       const bool want = std::find(legal.begin(), legal.end(), std::pair{S(f), S(t)}) != legal.end();
       absl::Status s = CheckTransition(S(f), S(t));
       EXPECT_EQ(s.ok(), want) << JobStateName(S(f)) << " -> " << JobStateName(S(t));
@@ -107,18 +112,20 @@ TEST(JobStateMachine, LegalAndIllegalTransitions) {
     }
   }
   EXPECT_EQ(checked, 64);
-  for (S terminal : {v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_FAILED, v1::JOB_STATE_CANCELLED}) {
+  for (S terminal :
+       {storage::v1::JOB_STATE_SUCCEEDED, storage::v1::JOB_STATE_FAILED, storage::v1::JOB_STATE_CANCELLED}) {
     EXPECT_TRUE(IsTerminal(terminal));
   }
 }
 
 TEST_F(JobManagerTest, SubmitValidatesThenPersistsQueuedWithItsHistory) {
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "warn")));
-  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(Request("acme", "warn")));
+  EXPECT_EQ(job.state(), storage::v1::JOB_STATE_QUEUED);
   EXPECT_EQ(job.labels_size(), 2);
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord stored, queue_->Get("acme", job.job_id()));
-  EXPECT_EQ(stored.state(), v1::JOB_STATE_QUEUED);
-  EXPECT_EQ(States("acme", job.job_id()), (std::vector<v1::JobState>{v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED}));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord stored, queue_->Get("acme", job.job_id()));
+  EXPECT_EQ(stored.state(), storage::v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(States("acme", job.job_id()),
+            (std::vector<storage::v1::JobState>{storage::v1::JOB_STATE_VALIDATING, storage::v1::JOB_STATE_QUEUED}));
   ASSERT_OK_AND_ASSIGN(auto events, db_->jobs().ReadEvents(job.job_id(), 1));
   bool warned = false;
   for (const auto& e : events) warned |= e.has_warning() && e.warning().message() == "labels are imbalanced";
@@ -129,12 +136,12 @@ TEST_F(JobManagerTest, SubmitValidatesThenPersistsQueuedWithItsHistory) {
 TEST_F(JobManagerTest, TheJobStoresTheHyperparametersValidationResolved) {
   JobRequest r = Request("acme", "resolved", "req-1");
   r.hyperparameters.set_learning_rate(0.5);
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(r));
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord stored, queue_->Get("acme", job.job_id()));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(r));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord stored, queue_->Get("acme", job.job_id()));
   EXPECT_EQ(stored.hyperparameters().epochs(), 7);
   EXPECT_DOUBLE_EQ(stored.hyperparameters().learning_rate(), 0.5);
   // Idempotency compares the request as sent, not the stored resolution.
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord again, queue_->Submit(r));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord again, queue_->Submit(r));
   EXPECT_EQ(again.job_id(), job.job_id());
 }
 
@@ -150,8 +157,8 @@ TEST_F(JobManagerTest, InvalidDataIsRefusedStoringNothingAndFreeingTheRequestId)
   EXPECT_EQ(queue_->queued(), 0);
   // The corrected request may use the same request_id.
   r.dataset_ids = {"good-data"};
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(r));
-  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(r));
+  EXPECT_EQ(job.state(), storage::v1::JOB_STATE_QUEUED);
   EXPECT_EQ(queue_->queued(), 1);
 }
 
@@ -160,12 +167,12 @@ TEST_F(JobManagerTest, ServesTenantsRoundRobinInAScriptedOrder) {
                                                                {"C", "c1"}, {"A", "a4"}, {"B", "b2"}};
   std::map<std::string, std::string> task_of_job;
   for (auto& [tenant, task] : arrivals) {
-    ASSERT_OK_AND_ASSIGN(v1::JobRecord j, queue_->Submit(Request(tenant, task)));
+    ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord j, queue_->Submit(Request(tenant, task)));
     task_of_job[j.job_id()] = task;
   }
   std::vector<std::string> served;
   while (auto job = queue_->NextJob(absl::ZeroDuration())) {
-    EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+    EXPECT_EQ(job->state(), storage::v1::JOB_STATE_RUNNING);
     served.push_back(job->task_id());
     ASSERT_OK(queue_->Fail(*job, absl::InternalError("not training in this test")));
   }
@@ -173,8 +180,8 @@ TEST_F(JobManagerTest, ServesTenantsRoundRobinInAScriptedOrder) {
 }
 
 TEST_F(JobManagerTest, RequestIdMakesCreationIdempotent) {
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord first, queue_->Submit(Request("acme", "t", "req-1")));
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord again, queue_->Submit(Request("acme", "t", "req-1")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord first, queue_->Submit(Request("acme", "t", "req-1")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord again, queue_->Submit(Request("acme", "t", "req-1")));
   EXPECT_EQ(first.job_id(), again.job_id());
   EXPECT_EQ(queue_->queued(), 1);
   JobRequest different = Request("acme", "t", "req-1");
@@ -182,11 +189,11 @@ TEST_F(JobManagerTest, RequestIdMakesCreationIdempotent) {
   EXPECT_THAT(queue_->Submit(different),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("already used for a different request")));
   // Another tenant may use the same request id independently.
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord other, queue_->Submit(Request("globex", "t", "req-1")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord other, queue_->Submit(Request("globex", "t", "req-1")));
   EXPECT_NE(other.job_id(), first.job_id());
   // And it survives a restart.
   Reopen();
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord after, queue_->Submit(Request("acme", "t", "req-1")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord after, queue_->Submit(Request("acme", "t", "req-1")));
   EXPECT_EQ(after.job_id(), first.job_id());
 }
 
@@ -218,30 +225,31 @@ TEST_F(JobManagerTest, LimitsArePerTenantAndTotal) {
 
 TEST_F(JobManagerTest, CancelInEveryState) {
   // QUEUED -> CANCELLED at once, and it never runs.
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord queued, queue_->Submit(Request("acme", "q")));
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord c1, queue_->Cancel("acme", queued.job_id()));
-  EXPECT_EQ(c1.state(), v1::JOB_STATE_CANCELLED);
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord queued, queue_->Submit(Request("acme", "q")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord c1, queue_->Cancel("acme", queued.job_id()));
+  EXPECT_EQ(c1.state(), storage::v1::JOB_STATE_CANCELLED);
   EXPECT_FALSE(queue_->NextJob(absl::ZeroDuration()).has_value());
   // RUNNING -> CANCELLING; the worker sees it and finishes CANCELLED.
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord running, queue_->Submit(Request("acme", "r")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord running, queue_->Submit(Request("acme", "r")));
   auto taken = queue_->NextJob(absl::ZeroDuration());
   ASSERT_TRUE(taken.has_value());
   EXPECT_FALSE(queue_->CancelRequested(running.job_id()));
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord c2, queue_->Cancel("acme", running.job_id()));
-  EXPECT_EQ(c2.state(), v1::JOB_STATE_CANCELLING);
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord c2, queue_->Cancel("acme", running.job_id()));
+  EXPECT_EQ(c2.state(), storage::v1::JOB_STATE_CANCELLING);
   EXPECT_TRUE(queue_->CancelRequested(running.job_id()));
   // CANCELLING again is a no-op answer.
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord c3, queue_->Cancel("acme", running.job_id()));
-  EXPECT_EQ(c3.state(), v1::JOB_STATE_CANCELLING);
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord c3, queue_->Cancel("acme", running.job_id()));
+  EXPECT_EQ(c3.state(), storage::v1::JOB_STATE_CANCELLING);
   // A promotion racing the cancel loses: CANCELLING -> SUCCEEDED is illegal.
-  v1::TaskRecord task;
+  storage::v1::TaskRecord task;
   task.set_tenant("acme");
   task.set_task_id("r");
   EXPECT_THAT(queue_->Complete(*taken, task, "bytes", 2), StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_OK(queue_->FinishCancelled(*taken));
   EXPECT_EQ(States("acme", running.job_id()),
-            (std::vector<v1::JobState>{v1::JOB_STATE_VALIDATING, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING,
-                                       v1::JOB_STATE_CANCELLING, v1::JOB_STATE_CANCELLED}));
+            (std::vector<storage::v1::JobState>{storage::v1::JOB_STATE_VALIDATING, storage::v1::JOB_STATE_QUEUED,
+                                                storage::v1::JOB_STATE_RUNNING, storage::v1::JOB_STATE_CANCELLING,
+                                                storage::v1::JOB_STATE_CANCELLED}));
   EXPECT_THAT(db_->tasks().Get("acme", "r"), StatusIs(absl::StatusCode::kNotFound));
   // Terminal states cannot be cancelled.
   for (const std::string& id : {queued.job_id(), running.job_id()}) {
@@ -252,7 +260,7 @@ TEST_F(JobManagerTest, CancelInEveryState) {
   auto failing = queue_->NextJob(absl::ZeroDuration());
   ASSERT_TRUE(failing.has_value());
   ASSERT_OK(queue_->Fail(*failing, absl::InternalError("boom")));
-  ASSERT_OK_AND_ASSIGN(auto page, queue_->List({.tenant = "acme", .states = {v1::JOB_STATE_FAILED}}));
+  ASSERT_OK_AND_ASSIGN(auto page, queue_->List({.tenant = "acme", .states = {storage::v1::JOB_STATE_FAILED}}));
   ASSERT_EQ(page.jobs.size(), 1u);
   EXPECT_THAT(queue_->Cancel("acme", page.jobs[0].job_id()), StatusIs(absl::StatusCode::kFailedPrecondition));
   // Another tenant's job is NOT_FOUND, not "not yours".
@@ -260,20 +268,20 @@ TEST_F(JobManagerTest, CancelInEveryState) {
 }
 
 TEST_F(JobManagerTest, CompletePromotesAtomically) {
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "sent")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(Request("acme", "sent")));
   auto running = queue_->NextJob(absl::ZeroDuration());
   ASSERT_TRUE(running.has_value());
-  v1::TaskRecord task;
+  storage::v1::TaskRecord task;
   task.set_tenant("acme");
   task.set_task_id("sent");
   task.add_labels("neg");
   task.add_labels("pos");
   ASSERT_OK_AND_ASSIGN(storage::PromotionResult r, queue_->Complete(*running, task, "adapter-v1", 2));
   EXPECT_EQ(r.version, 1);
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord done, queue_->Get("acme", job.job_id()));
-  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord done, queue_->Get("acme", job.job_id()));
+  EXPECT_EQ(done.state(), storage::v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(done.result_version(), 1);
-  ASSERT_OK_AND_ASSIGN(v1::TaskRecord t, db_->tasks().Get("acme", "sent"));
+  ASSERT_OK_AND_ASSIGN(storage::v1::TaskRecord t, db_->tasks().Get("acme", "sent"));
   EXPECT_EQ(t.current_version(), 1);
   ASSERT_OK_AND_ASSIGN(std::string bytes, db_->adapters().Get("acme", "sent", 1));
   EXPECT_EQ(bytes, "adapter-v1");
@@ -286,14 +294,14 @@ TEST_F(JobManagerTest, EveryChangeOfATasksAdaptersIsAnnouncedOnce) {
   ASSERT_OK(queue_->Submit(Request("acme", "trained")).status());
   auto running = queue_->NextJob(absl::ZeroDuration());
   ASSERT_TRUE(running.has_value());
-  const v1::TaskRecord trained = TaskRecordFor("acme", "trained", {"neg", "pos"}, 16, "gelu", "sha256:e");
+  const storage::v1::TaskRecord trained = TaskRecordFor("acme", "trained", {"neg", "pos"}, 16, "gelu", "sha256:e");
   ASSERT_OK(queue_->Complete(*running, trained, "adapter-v1", 2).status());
   EXPECT_THAT(changed_, ::testing::ElementsAre("acme/trained"));
 
-  const v1::TaskRecord imported = TaskRecordFor("acme", "imported", {"a", "b", "c"}, 8, "relu", "sha256:e");
+  const storage::v1::TaskRecord imported = TaskRecordFor("acme", "imported", {"a", "b", "c"}, 8, "relu", "sha256:e");
   ASSERT_OK_AND_ASSIGN(storage::PromotionResult r, queue_->ImportVersion(imported, "adapter-file"));
   EXPECT_EQ(r.version, 1);
-  ASSERT_OK_AND_ASSIGN(v1::TaskRecord stored, db_->tasks().Get("acme", "imported"));
+  ASSERT_OK_AND_ASSIGN(storage::v1::TaskRecord stored, db_->tasks().Get("acme", "imported"));
   EXPECT_THAT(stored.labels(), ::testing::ElementsAre("a", "b", "c"));
   EXPECT_EQ(stored.adapter_config().bottleneck_size(), 8);
   EXPECT_GT(stored.created_at_micros(), 0);
@@ -308,8 +316,8 @@ TEST_F(JobManagerTest, EveryChangeOfATasksAdaptersIsAnnouncedOnce) {
   EXPECT_EQ(bytes, "adapter-v1");
 }
 
-v1::TaskRecord TaskOf(const std::string& tenant, const std::string& task_id) {
-  v1::TaskRecord task;
+storage::v1::TaskRecord TaskOf(const std::string& tenant, const std::string& task_id) {
+  storage::v1::TaskRecord task;
   task.set_tenant(tenant);
   task.set_task_id(task_id);
   task.add_labels("neg");
@@ -325,27 +333,27 @@ TEST_F(JobManagerTest, DeletingATaskCancelsItsRunningAndQueuedJobsAndNoneBringsI
   auto first = queue_->NextJob(absl::ZeroDuration());
   ASSERT_TRUE(first.has_value());
   ASSERT_OK(queue_->Complete(*first, TaskOf("acme", "t"), "v1", 2).status());
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord retrain, queue_->Submit(Request("acme", "t")));
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord queued, queue_->Submit(Request("acme", "t")));
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord other, queue_->Submit(Request("acme", "u")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord retrain, queue_->Submit(Request("acme", "t")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord queued, queue_->Submit(Request("acme", "t")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord other, queue_->Submit(Request("acme", "u")));
   auto running = queue_->NextJob(absl::ZeroDuration());
   ASSERT_TRUE(running.has_value());
   ASSERT_EQ(running->job_id(), retrain.job_id());
 
   ASSERT_OK(queue_->DeleteTask("acme", "t"));
   EXPECT_THAT(db_->tasks().Get("acme", "t"), StatusIs(absl::StatusCode::kNotFound));
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord q, queue_->Get("acme", queued.job_id()));
-  EXPECT_EQ(q.state(), v1::JOB_STATE_CANCELLED);
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord q, queue_->Get("acme", queued.job_id()));
+  EXPECT_EQ(q.state(), storage::v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(q.error_message(), "task deleted");
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord r, queue_->Get("acme", retrain.job_id()));
-  EXPECT_EQ(r.state(), v1::JOB_STATE_CANCELLING);
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord r, queue_->Get("acme", retrain.job_id()));
+  EXPECT_EQ(r.state(), storage::v1::JOB_STATE_CANCELLING);
   EXPECT_TRUE(queue_->CancelRequested(retrain.job_id()));
   // The retrain's promotion, had it finished in the same instant, is refused.
   EXPECT_THAT(queue_->Complete(*running, TaskOf("acme", "t"), "v2", 2),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_OK(queue_->FinishCancelled(*running));
   ASSERT_OK_AND_ASSIGN(r, queue_->Get("acme", retrain.job_id()));
-  EXPECT_EQ(r.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(r.state(), storage::v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(r.error_message(), "task deleted");
   ASSERT_OK_AND_ASSIGN(auto events, db_->jobs().ReadEvents(retrain.job_id(), 1));
   EXPECT_EQ(events.back().state_change().reason(), "task deleted");
@@ -367,15 +375,15 @@ TEST_F(JobManagerTest, DeletingATaskCancelsItsRunningAndQueuedJobsAndNoneBringsI
 // Order 2: the retrain's promotion commits first; the delete that follows
 // removes the new version with the task, and the job stays SUCCEEDED.
 TEST_F(JobManagerTest, DeletingATaskRightAfterItsJobPromotedRemovesTheNewVersion) {
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "t")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(Request("acme", "t")));
   auto running = queue_->NextJob(absl::ZeroDuration());
   ASSERT_TRUE(running.has_value());
   ASSERT_OK(queue_->Complete(*running, TaskOf("acme", "t"), "v1", 2).status());
   ASSERT_OK(queue_->DeleteTask("acme", "t"));
   EXPECT_THAT(db_->tasks().Get("acme", "t"), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(db_->adapters().Get("acme", "t", 1), StatusIs(absl::StatusCode::kNotFound));
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord done, queue_->Get("acme", job.job_id()));
-  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord done, queue_->Get("acme", job.job_id()));
+  EXPECT_EQ(done.state(), storage::v1::JOB_STATE_SUCCEEDED);
   // Nothing left to delete.
   EXPECT_THAT(queue_->DeleteTask("acme", "t"), StatusIs(absl::StatusCode::kNotFound));
 }
@@ -383,7 +391,7 @@ TEST_F(JobManagerTest, DeletingATaskRightAfterItsJobPromotedRemovesTheNewVersion
 // A task whose first training is still running has no record; deleting it
 // stops the training, so it never appears.
 TEST_F(JobManagerTest, DeletingATaskDuringItsFirstTrainingStopsIt) {
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "new")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(Request("acme", "new")));
   auto running = queue_->NextJob(absl::ZeroDuration());
   ASSERT_TRUE(running.has_value());
   ASSERT_OK(queue_->DeleteTask("acme", "new"));
@@ -396,22 +404,22 @@ TEST_F(JobManagerTest, DeletingATaskDuringItsFirstTrainingStopsIt) {
 
 TEST_F(JobManagerTest, ADatasetAnUnfinishedJobUsesCannotBeDeleted) {
   for (const char* id : {"ds1", "val", "free"}) {
-    v1::DatasetRecord rec;
+    storage::v1::DatasetRecord rec;
     rec.set_tenant("acme");
     rec.set_dataset_id(id);
     rec.set_num_chunks(1);
-    v1::DatasetChunk chunk;
+    storage::v1::DatasetChunk chunk;
     chunk.add_examples()->set_text("x");
     ASSERT_OK(db_->datasets().Put(rec, {chunk}));
   }
   JobRequest r = Request("acme", "t");
   r.validation_dataset_id = "val";
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(r));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(r));
   EXPECT_THAT(queue_->DeleteDataset("acme", "ds1"),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(job.job_id())));
   EXPECT_THAT(queue_->DeleteDataset("acme", "val"),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(job.job_id())));
-  ASSERT_OK_AND_ASSIGN(v1::DatasetRecord gone, queue_->DeleteDataset("acme", "free"));
+  ASSERT_OK_AND_ASSIGN(storage::v1::DatasetRecord gone, queue_->DeleteDataset("acme", "free"));
   EXPECT_EQ(gone.dataset_id(), "free");
   EXPECT_THAT(db_->datasets().Get("acme", "free"), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(queue_->DeleteDataset("acme", "free"), StatusIs(absl::StatusCode::kNotFound));
@@ -433,20 +441,20 @@ TEST_F(JobManagerTest, ADatasetAnUnfinishedJobUsesCannotBeDeleted) {
 // under load); now it ends the job from the state it finds.
 TEST_F(JobManagerTest, AWorkerEndingItsJobWhileTheCancelCommitsStillEndsIt) {
   for (int i = 0; i < 60; ++i) {
-    ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", absl::StrCat("race-", i))));
+    ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(Request("acme", absl::StrCat("race-", i))));
     auto running = queue_->NextJob(absl::ZeroDuration());
     ASSERT_TRUE(running.has_value());
     std::thread canceller([&] { (void)queue_->Cancel("acme", job.job_id()); });
     while (!queue_->CancelRequested(job.job_id())) std::this_thread::yield();
     EXPECT_OK(queue_->FinishCancelled(*running)) << "iteration " << i;
     canceller.join();
-    ASSERT_OK_AND_ASSIGN(v1::JobRecord done, queue_->Get("acme", job.job_id()));
-    ASSERT_EQ(done.state(), v1::JOB_STATE_CANCELLED) << "iteration " << i;
+    ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord done, queue_->Get("acme", job.job_id()));
+    ASSERT_EQ(done.state(), storage::v1::JOB_STATE_CANCELLED) << "iteration " << i;
   }
 }
 
 TEST_F(JobManagerTest, WatchingGivesTheSnapshotThenNewEventsUntilTerminal) {
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord job, queue_->Submit(Request("acme", "w")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(Request("acme", "w")));
   ASSERT_OK_AND_ASSIGN(auto snapshot, queue_->WaitForEvents("acme", job.job_id(), 0, absl::ZeroDuration()));
   ASSERT_EQ(snapshot.size(), 2u);  // VALIDATING, QUEUED
   const int64_t last = snapshot.back().seq();
@@ -455,7 +463,7 @@ TEST_F(JobManagerTest, WatchingGivesTheSnapshotThenNewEventsUntilTerminal) {
     auto running = queue_->NextJob(absl::ZeroDuration());
     if (running) (void)queue_->Fail(*running, absl::InternalError("boom"));
   });
-  std::vector<v1::JobState> seen;
+  std::vector<storage::v1::JobState> seen;
   int64_t after = last;
   for (int round = 0; round < 50; ++round) {  // bounded: each wait is <= 1 s
     ASSERT_OK_AND_ASSIGN(auto events, queue_->WaitForEvents("acme", job.job_id(), after, absl::Seconds(1)));
@@ -466,16 +474,16 @@ TEST_F(JobManagerTest, WatchingGivesTheSnapshotThenNewEventsUntilTerminal) {
     if (!seen.empty() && IsTerminal(seen.back())) break;
   }
   worker.join();
-  EXPECT_EQ(seen, (std::vector<v1::JobState>{v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED}));
+  EXPECT_EQ(seen, (std::vector<storage::v1::JobState>{storage::v1::JOB_STATE_RUNNING, storage::v1::JOB_STATE_FAILED}));
   EXPECT_THAT(queue_->WaitForEvents("globex", job.job_id(), 0, absl::ZeroDuration()),
               StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST_F(JobManagerTest, RestartResumesRunningFirstKeepsQueuedOrderAndFinishesCancelling) {
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord a1, queue_->Submit(Request("A", "a1")));
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord a2, queue_->Submit(Request("A", "a2")));
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord b1, queue_->Submit(Request("B", "b1")));
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord a3, queue_->Submit(Request("A", "a3")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord a1, queue_->Submit(Request("A", "a1")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord a2, queue_->Submit(Request("A", "a2")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord b1, queue_->Submit(Request("B", "b1")));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord a3, queue_->Submit(Request("A", "a3")));
   auto running = queue_->NextJob(absl::ZeroDuration());  // a1 runs
   ASSERT_TRUE(running.has_value());
   ASSERT_EQ(running->job_id(), a1.job_id());
@@ -485,16 +493,16 @@ TEST_F(JobManagerTest, RestartResumesRunningFirstKeepsQueuedOrderAndFinishesCanc
   ASSERT_OK(queue_->Cancel("B", b1.job_id()).status());
   // "Crash": drop everything in memory and reopen from disk.
   Reopen();
-  ASSERT_OK_AND_ASSIGN(v1::JobRecord b1_after, queue_->Get("B", b1.job_id()));
-  EXPECT_EQ(b1_after.state(), v1::JOB_STATE_CANCELLED);
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord b1_after, queue_->Get("B", b1.job_id()));
+  EXPECT_EQ(b1_after.state(), storage::v1::JOB_STATE_CANCELLED);
   std::vector<std::string> order;
   while (auto job = queue_->NextJob(absl::ZeroDuration())) {
     order.push_back(job->task_id());
-    EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+    EXPECT_EQ(job->state(), storage::v1::JOB_STATE_RUNNING);
     // a1 resumes: its second attempt, in the answer and in storage.
     const int attempts = job->job_id() == a1.job_id() ? 2 : 1;
     EXPECT_EQ(job->attempts(), attempts) << job->task_id();
-    ASSERT_OK_AND_ASSIGN(v1::JobRecord stored, queue_->Get(job->tenant(), job->job_id()));
+    ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord stored, queue_->Get(job->tenant(), job->job_id()));
     EXPECT_EQ(stored.attempts(), attempts) << job->task_id();
     ASSERT_OK(queue_->Fail(*job, absl::InternalError("stop")));
   }

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
                                              .encoder = encoder.get(),
                                              .tokenizer = tokenizer.get(),
                                              .defaults = defaults,
-                                             .after_checkpoint = [&](const v1::CheckpointRecord&) {
+                                             .after_checkpoint = [&](const storage::v1::CheckpointRecord&) {
                                                if (++checkpoints == marker_after)
                                                  ::close(::open(marker.c_str(), O_CREAT | O_WRONLY, 0644));
                                              }});

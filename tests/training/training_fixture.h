@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "proto/adapterd/v1/records.pb.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 #include "server/model/bert_encoder.h"
 #include "server/model/checkpoint_writer.h"
 #include "server/model/tokenizer.h"
@@ -41,10 +41,12 @@ inline std::unique_ptr<model::BertTokenizer> FixtureTokenizer() {
   return tok.ok() ? *std::move(tok) : nullptr;
 }
 
-// Label "yes" iff word `key` occurs; `noise` of labels flipped.
-inline v1::DatasetChunk PresenceChunk(int n, int key, double noise, uint64_t seed) {
+// Label "yes" iff word `key` occurs; `noise` of labels flipped. `Chunk`: the
+// stored record, or the API's message of the same shape (v1::DatasetChunk).
+template <typename Chunk = storage::v1::DatasetChunk>
+Chunk PresenceChunk(int n, int key, double noise, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  v1::DatasetChunk chunk;
+  Chunk chunk;
   for (int i = 0; i < n; ++i) {
     const bool has = rng() % 2 == 0;
     const int len = 4 + static_cast<int>(rng() % 8);
@@ -58,7 +60,7 @@ inline v1::DatasetChunk PresenceChunk(int n, int key, double noise, uint64_t see
     }
     bool label = has;
     if (static_cast<double>(rng() % 1000) < noise * 1000) label = !label;
-    v1::Example* e = chunk.add_examples();
+    auto* e = chunk.add_examples();
     e->set_text(text);
     e->set_label(label ? "yes" : "no");
   }
@@ -68,11 +70,11 @@ inline v1::DatasetChunk PresenceChunk(int n, int key, double noise, uint64_t see
 // Stores a dataset in `chunks` pieces.
 inline absl::Status PutPresenceDataset(storage::Database& db, const std::string& tenant, const std::string& id, int n,
                                        int key, uint64_t seed, int chunks = 3) {
-  v1::DatasetChunk all = PresenceChunk(n, key, 0.05, seed);
-  std::vector<v1::DatasetChunk> parts(static_cast<size_t>(chunks));
+  storage::v1::DatasetChunk all = PresenceChunk(n, key, 0.05, seed);
+  std::vector<storage::v1::DatasetChunk> parts(static_cast<size_t>(chunks));
   for (int i = 0; i < all.examples_size(); ++i)
     *parts[static_cast<size_t>(i % chunks)].add_examples() = all.examples(i);
-  v1::DatasetRecord record;
+  storage::v1::DatasetRecord record;
   record.set_tenant(tenant);
   record.set_dataset_id(id);
   record.set_num_examples(n);

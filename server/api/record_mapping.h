@@ -1,0 +1,45 @@
+// Where the public API's messages (adapterd.v1,
+// proto/adapterd/v1/adapterd_service.proto) and the stored records
+// (adapterd.storage.v1, proto/adapterd/storage/v1/records.proto) meet: the
+// one place that turns one into the other, so that the wire contract and the
+// disk schema can change separately.
+//
+// Messages of the same shape on both sides today (Hyperparameters, JobEvent
+// and what it holds, Example and DatasetChunk, AdapterConfig) are copied
+// through their wire form, and enums of the same values by number:
+// tests/api/record_mapping_test.cc proves, field by field, that each pair
+// still has the same shape. When one side changes, that test fails, and the
+// pair gets a field-by-field mapping here. Messages of different shapes
+// (a job record and a TrainingJob, ...) are mapped field by field, and the
+// test proves that no field of the API's message is left out.
+//
+// Thread safety: pure functions.
+#ifndef ADAPTERD_SERVER_API_RECORD_MAPPING_H_
+#define ADAPTERD_SERVER_API_RECORD_MAPPING_H_
+
+#include "proto/adapterd/storage/v1/records.pb.h"
+#include "proto/adapterd/v1/adapterd_service.pb.h"
+
+namespace adapterd::api {
+
+// Stored -> API.
+v1::JobState ToApi(storage::v1::JobState state);
+v1::TaskState ToApi(storage::v1::TaskState state);
+v1::Hyperparameters ToApi(const storage::v1::Hyperparameters& hyperparameters);
+v1::JobEvent ToApi(const storage::v1::JobEvent& event);
+// The job as callers see it: the record's error message passes through
+// CallerMessage (server/api/grpc_status.h), as every error text does.
+v1::TrainingJob ToApi(const storage::v1::JobRecord& job);
+v1::Dataset ToApi(const storage::v1::DatasetRecord& record);
+// Every field but the two the backend computes (adapter_bytes,
+// num_parameters).
+v1::Task ToApi(const storage::v1::TaskRecord& task);
+
+// API -> stored.
+storage::v1::JobState ToRecord(v1::JobState state);
+storage::v1::Hyperparameters ToRecord(const v1::Hyperparameters& hyperparameters);
+storage::v1::DatasetChunk ToRecord(const v1::DatasetChunk& chunk);
+
+}  // namespace adapterd::api
+
+#endif  // ADAPTERD_SERVER_API_RECORD_MAPPING_H_

@@ -603,7 +603,8 @@ absl::Status JobManager::RecordEvent(storage::v1::JobRecord& job, const storage:
   // Update the stored record, not the caller's copy: a cancel may have moved
   // the job to CANCELLING meanwhile, and that must not be overwritten.
   ASSIGN_OR_RETURN(storage::v1::JobRecord next, options_.db->jobs().Get(job.tenant(), job.job_id()));
-  next.set_updated_at_micros(Now());
+  const int64_t now = Now();
+  next.set_updated_at_micros(now);
   if (event.has_epoch_metrics()) {
     const storage::v1::EpochMetrics& m = event.epoch_metrics();
     next.mutable_progress()->set_epoch(m.epoch());
@@ -613,9 +614,11 @@ absl::Status JobManager::RecordEvent(storage::v1::JobRecord& job, const storage:
     }
   }
   if (event.has_progress()) *next.mutable_progress() = event.progress();
+  storage::v1::JobEvent stamped = event;
+  if (stamped.time_micros() == 0) stamped.set_time_micros(now);
   storage::Batch b;
   RETURN_IF_ERROR(b.PutJob(next));
-  RETURN_IF_ERROR(b.AppendEvent(next.job_id(), event));
+  RETURN_IF_ERROR(b.AppendEvent(next.job_id(), stamped));
   RETURN_IF_ERROR(options_.db->Commit(b));
   job = std::move(next);
   NotifyEvents();
@@ -637,6 +640,9 @@ absl::StatusOr<storage::PromotionResult> JobManager::Complete(storage::v1::JobRe
     if (!current.ok() && !absl::IsNotFound(current.status())) return current.status();
     const int64_t version = (current.ok() ? current->latest_version() : 0) + 1;
     const int64_t now = Now();
+    // Storage keeps the first version's creation time.
+    task.set_created_at_micros(now);
+    task.set_updated_at_micros(now);
     storage::v1::JobRecord done = stored;
     done.set_state(storage::v1::JOB_STATE_SUCCEEDED);
     done.set_result_version(version);

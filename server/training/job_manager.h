@@ -169,7 +169,7 @@ class JobManager {
   // True once the running job was asked to cancel (or the queue shuts down).
   bool CancelRequested(const std::string& job_id) const;
   // Appends an event (epoch metrics, warning, progress) and updates the job's
-  // progress fields, in one batch.
+  // progress fields, in one batch. An event without a time gets the commit's.
   absl::Status RecordEvent(storage::v1::JobRecord& job, const storage::v1::JobEvent& event);
   // RUNNING -> SUCCEEDED with the new adapter version, atomically
   // (storage::Promotion). `task` carries labels, adapter config, fingerprint.

@@ -286,6 +286,18 @@ TEST_F(JobManagerTest, CompletePromotesAtomically) {
   ASSERT_OK_AND_ASSIGN(std::string bytes, db_->adapters().Get("acme", "sent", 1));
   EXPECT_EQ(bytes, "adapter-v1");
   EXPECT_THAT(queue_->Fail(done, absl::InternalError("late")), StatusIs(absl::StatusCode::kFailedPrecondition));
+  // The task's times: created with its first version, updated with each.
+  EXPECT_GT(t.created_at_micros(), 0);
+  EXPECT_EQ(t.updated_at_micros(), t.created_at_micros());
+  ASSERT_OK(queue_->Submit(Request("acme", "sent", "again")).status());
+  auto second = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(second.has_value());
+  absl::SleepFor(absl::Milliseconds(2));
+  ASSERT_OK(queue_->Complete(*second, task, "adapter-v2", 2).status());
+  ASSERT_OK_AND_ASSIGN(storage::v1::TaskRecord t2, db_->tasks().Get("acme", "sent"));
+  EXPECT_EQ(t2.current_version(), 2);
+  EXPECT_EQ(t2.created_at_micros(), t.created_at_micros());
+  EXPECT_GT(t2.updated_at_micros(), t.updated_at_micros());
 }
 
 // Serving's one subscription: a promotion, an import and a delete each tell
@@ -451,6 +463,29 @@ TEST_F(JobManagerTest, AWorkerEndingItsJobWhileTheCancelCommitsStillEndsIt) {
     ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord done, queue_->Get("acme", job.job_id()));
     ASSERT_EQ(done.state(), storage::v1::JOB_STATE_CANCELLED) << "iteration " << i;
   }
+}
+
+TEST_F(JobManagerTest, EveryRecordedEventCarriesWhenItHappened) {
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(Request("acme", "t")));
+  auto running = queue_->NextJob(absl::ZeroDuration());
+  ASSERT_TRUE(running.has_value());
+  storage::v1::JobEvent progress;  // no time: the commit's
+  progress.mutable_progress()->set_step(10);
+  ASSERT_OK(queue_->RecordEvent(*running, progress));
+  storage::v1::JobEvent given;  // a time of its own is kept
+  given.set_time_micros(42);
+  given.mutable_warning()->set_kind("note");
+  ASSERT_OK(queue_->RecordEvent(*running, given));
+  ASSERT_OK_AND_ASSIGN(auto events, queue_->WaitForEvents("acme", job.job_id(), 0, absl::ZeroDuration()));
+  ASSERT_GE(events.size(), 4u);  // VALIDATING, QUEUED, RUNNING, progress, warning
+  for (const auto& e : events) {
+    if (e.has_warning()) {
+      EXPECT_EQ(e.time_micros(), 42);
+    } else {
+      EXPECT_GE(e.time_micros(), job.created_at_micros()) << e.ShortDebugString();
+    }
+  }
+  EXPECT_EQ(events.back().warning().kind(), "note");
 }
 
 TEST_F(JobManagerTest, WatchingGivesTheSnapshotThenNewEventsUntilTerminal) {

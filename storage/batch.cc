@@ -77,15 +77,7 @@ absl::Status Batch::PutJob(const JobRecord& job) {
   RETURN_IF_ERROR(ValidateJob(job));
   std::string value;
   RETURN_IF_ERROR(SerializeRecord(job, &value));
-  // Under the commit lock, so it cannot slip between the check and the write
-  // of a concurrent UpdateJob.
   AddResolved(RawPut{ColumnFamily::kJobs, keys::Job(job.tenant(), job.job_id()), std::move(value)});
-  return absl::OkStatus();
-}
-
-absl::Status Batch::UpdateJob(const JobRecord& job, v1::JobState expected_state) {
-  RETURN_IF_ERROR(ValidateJob(job));
-  AddResolved(JobUpdate{job, expected_state});
   return absl::OkStatus();
 }
 

@@ -6,7 +6,6 @@
 // the database's commit lock, in the order they were added:
 //   - PutTask keeps the stored version fields (only promotions change them);
 //   - DeleteTask / CreateJob check existence (NOT_FOUND / ALREADY_EXISTS);
-//   - UpdateJob checks the stored job's state (compare-and-set);
 //   - AppendEvent assigns the job's next event seq, Enqueue the next queue seq;
 //   - Promote assigns the task's next version and applies retention.
 // If any check fails, Commit writes nothing and returns that error.
@@ -119,11 +118,6 @@ class Batch {
   // Overwrites (or creates) a job record, blindly. Does not touch the request
   // index: create jobs with CreateJob.
   absl::Status PutJob(const v1::JobRecord& job);
-  // Overwrites a job record only if the stored job is in `expected_state`
-  // (compare-and-set, checked at commit): NOT_FOUND if the job does not exist,
-  // FAILED_PRECONDITION naming both states if it is in another state. Use it
-  // for transitions that may race (a cancel against the trainer finishing).
-  absl::Status UpdateJob(const v1::JobRecord& job, v1::JobState expected_state);
   // Appends an event to a job's log; its seq is assigned at commit (the
   // job's last seq + 1, in commit order).
   absl::Status AppendEvent(std::string_view job_id, const v1::JobEvent& event);
@@ -187,10 +181,6 @@ class Batch {
   struct JobCreate {
     v1::JobRecord job;
   };
-  struct JobUpdate {
-    v1::JobRecord job;
-    v1::JobState expected_state;
-  };
   struct EventAppend {
     std::string job_id;
     v1::JobEvent event;
@@ -201,8 +191,8 @@ class Batch {
   struct PromoteOp {
     Promotion promotion;
   };
-  using Op = std::variant<RawPut, RawDelete, RawDeleteRange, TaskPut, TaskDelete, JobCreate, JobUpdate, EventAppend,
-                          EnqueueOp, PromoteOp>;
+  using Op = std::variant<RawPut, RawDelete, RawDeleteRange, TaskPut, TaskDelete, JobCreate, EventAppend, EnqueueOp,
+                          PromoteOp>;
 
   // Operations that need neither commit-time resolution nor the commit lock.
   void AddRaw(Op op) { ops_.push_back(std::move(op)); }

@@ -40,8 +40,6 @@ struct Database::CommitState {
   // Job and request-index keys created so far.
   absl::flat_hash_set<std::string> created_jobs;
   absl::flat_hash_set<std::string> created_requests;
-  // States of the jobs this commit's resolved operations wrote so far.
-  absl::flat_hash_map<std::string, v1::JobState> jobs;
   int64_t queue_seq = 0;
   std::vector<CommittedEvent> events;
   std::vector<QueueEntry> queue_entries;
@@ -491,24 +489,6 @@ absl::StatusOr<std::optional<TaskRecord>> Database::LoadTaskLocked(CommitState& 
   return std::optional<TaskRecord>(std::move(rec));
 }
 
-absl::Status Database::CheckJobStateLocked(CommitState& st, const std::string& key, v1::JobState expected) {
-  v1::JobState state;
-  auto pending = st.jobs.find(key);
-  if (pending != st.jobs.end()) {
-    state = pending->second;
-  } else {
-    JobRecord stored;
-    ASSIGN_OR_RETURN(bool found, ReadRecord(ColumnFamily::kJobs, key, &stored));
-    if (!found) return absl::NotFoundError(absl::StrCat("job '", key, "' not found"));
-    state = stored.state();
-  }
-  if (state != expected) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job '", key, "' is ", v1::JobState_Name(state), ", not ", v1::JobState_Name(expected)));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<int64_t> Database::NextEventSeqLocked(CommitState& st, const std::string& job_id) {
   auto pending = st.event_seqs.find(job_id);
   if (pending != st.event_seqs.end()) return ++pending->second;
@@ -535,26 +515,13 @@ absl::StatusOr<int64_t> Database::NextEventSeqLocked(CommitState& st, const std:
 absl::Status Database::Resolve(Batch& batch, CommitState& st, rocksdb::WriteBatch& wb) {
   for (Batch::Op& any : batch.ops_) {
     ASSIGN_OR_RETURN(bool raw, AddRawOp(any, wb));
-    if (raw) {
-      // A blind PutJob earlier in this batch is what a later UpdateJob
-      // compares against.
-      if (const auto* put = std::get_if<Batch::RawPut>(&any); put && put->cf == ColumnFamily::kJobs) {
-        JobRecord job;
-        RETURN_IF_ERROR(ParseRecord(ColumnFamily::kJobs, put->key, put->value, &job));
-        st.jobs[put->key] = job.state();
-      }
-      continue;
-    }
+    if (raw) continue;
     if (auto* op = std::get_if<Batch::TaskPut>(&any)) {
       RETURN_IF_ERROR(ResolveTaskPut(*op, st, wb));
     } else if (auto* op = std::get_if<Batch::TaskDelete>(&any)) {
       RETURN_IF_ERROR(ResolveTaskDelete(*op, st, wb));
     } else if (auto* op = std::get_if<Batch::JobCreate>(&any)) {
       RETURN_IF_ERROR(ResolveJobCreate(*op, st, wb));
-    } else if (auto* op = std::get_if<Batch::JobUpdate>(&any)) {
-      const std::string key = keys::Job(op->job.tenant(), op->job.job_id());
-      RETURN_IF_ERROR(CheckJobStateLocked(st, key, op->expected_state));
-      RETURN_IF_ERROR(PutJobLocked(op->job, st, wb));
     } else if (auto* op = std::get_if<Batch::EventAppend>(&any)) {
       RETURN_IF_ERROR(AppendEventLocked(op->job_id, op->event, st, wb).status());
     } else if (auto* op = std::get_if<Batch::EnqueueOp>(&any)) {
@@ -619,17 +586,16 @@ absl::Status Database::ResolveJobCreate(const Batch::JobCreate& op, CommitState&
     RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobRequests), rkey, job.job_id())));
     st.created_requests.insert(rkey);
   }
-  RETURN_IF_ERROR(PutJobLocked(job, st, wb));
+  RETURN_IF_ERROR(PutJobLocked(job, wb));
   st.created_jobs.insert(key);
   return absl::OkStatus();
 }
 
-absl::Status Database::PutJobLocked(const JobRecord& job, CommitState& st, rocksdb::WriteBatch& wb) {
+absl::Status Database::PutJobLocked(const JobRecord& job, rocksdb::WriteBatch& wb) {
   const std::string key = keys::Job(job.tenant(), job.job_id());
   std::string value;
   RETURN_IF_ERROR(SerializeRecord(job, &value));
   RETURN_IF_ERROR(AddToBatch(wb.Put(handle(ColumnFamily::kJobs), key, value)));
-  st.jobs[key] = job.state();
   return absl::OkStatus();
 }
 

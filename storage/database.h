@@ -28,7 +28,7 @@
 //   ALREADY_EXISTS       creating a job id or request id that exists;
 //   FAILED_PRECONDITION  the database is locked by another process; its schema
 //                        is newer than this build; a task has no ready version;
-//                        a compare-and-set found another job state or version;
+//                        a promotion's expected version moved on;
 //                        the database is closed;
 //   DATA_LOSS            a corrupt record (names the column family and key);
 //   RESOURCE_EXHAUSTED   disk full;
@@ -242,16 +242,13 @@ class Database {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   absl::Status ResolvePromote(Batch::PromoteOp& op, CommitState& st, rocksdb::WriteBatch& wb)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  // Writes `job` and records its state for later checks in the commit.
-  absl::Status PutJobLocked(const v1::JobRecord& job, CommitState& st, rocksdb::WriteBatch& wb)
+  // Writes `job` (its record only).
+  absl::Status PutJobLocked(const v1::JobRecord& job, rocksdb::WriteBatch& wb)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Writes `event` as job_id's next event; returns its seq.
   absl::StatusOr<int64_t> AppendEventLocked(const std::string& job_id, v1::JobEvent event, CommitState& st,
                                             rocksdb::WriteBatch& wb) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   absl::StatusOr<std::optional<v1::TaskRecord>> LoadTaskLocked(CommitState& st, const std::string& key)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  // OK if the job at `key` (as this commit leaves it so far) is in `expected`.
-  absl::Status CheckJobStateLocked(CommitState& st, const std::string& key, v1::JobState expected)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   absl::StatusOr<int64_t> NextEventSeqLocked(CommitState& st, const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);

@@ -39,12 +39,6 @@ absl::Status JobStore::Put(const JobRecord& job) {
   return db_->Commit(batch);
 }
 
-absl::Status JobStore::Update(const JobRecord& job, v1::JobState expected_state) {
-  Batch batch;
-  RETURN_IF_ERROR(batch.UpdateJob(job, expected_state));
-  return db_->Commit(batch);
-}
-
 absl::StatusOr<JobRecord> JobStore::Get(std::string_view tenant, std::string_view job_id) const {
   RETURN_IF_ERROR(ValidateId("tenant", tenant));
   RETURN_IF_ERROR(ValidateId("job_id", job_id));

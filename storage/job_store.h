@@ -10,9 +10,9 @@
 // and checkpoints are keyed by job_id alone. Job records, the request index
 // and listings are per tenant.
 //
-// The store does not enforce the job state machine; server/training does.
-// Update (compare-and-set on the stored state) lets it do so without races
-// between writers of one job.
+// The store does not enforce the job state machine, nor serialise writers of
+// one job: server/training's job manager, the only writer of job records,
+// does both.
 //
 // Thread safety: thread-safe. Event seqs and queue seqs are assigned under the
 // database's commit lock, so they are strictly increasing in commit order.
@@ -45,10 +45,6 @@ class JobStore {
   absl::Status Create(const v1::JobRecord& job);
   // Overwrites a job record, blindly (last writer wins).
   absl::Status Put(const v1::JobRecord& job);
-  // Overwrites a job record only if the stored job is in `expected_state`
-  // (compare-and-set): NOT_FOUND if absent, FAILED_PRECONDITION naming both
-  // states otherwise. See Batch::UpdateJob.
-  absl::Status Update(const v1::JobRecord& job, v1::JobState expected_state);
   // NOT_FOUND "job 'tenant/job_id' not found" (also for another tenant's job).
   absl::StatusOr<v1::JobRecord> Get(std::string_view tenant, std::string_view job_id) const;
   // The tenant's job created with `request_id`; NOT_FOUND if none.

@@ -585,7 +585,7 @@ absl::Status JobManager::CountResumedAttempt(storage::v1::JobRecord& job) {
   next.set_attempts(std::max(next.attempts(), 1) + 1);
   next.set_updated_at_micros(Now());
   storage::Batch b;
-  RETURN_IF_ERROR(b.UpdateJob(next, next.state()));
+  RETURN_IF_ERROR(b.PutJob(next));
   RETURN_IF_ERROR(options_.db->Commit(b));
   job.set_attempts(next.attempts());
   job.set_updated_at_micros(next.updated_at_micros());
@@ -649,12 +649,12 @@ absl::StatusOr<storage::PromotionResult> JobManager::Complete(storage::v1::JobRe
     done.set_updated_at_micros(now);
     done.set_finished_at_micros(now);
     if (job.has_best_metrics()) *done.mutable_best_metrics() = job.best_metrics();
-    // One batch: the version, the job SUCCEEDED (if still in the state read),
-    // its event, and its checkpoint gone.
+    // One batch: the version, the job SUCCEEDED (its state checked above, under
+    // transition_mu_), its event, and its checkpoint gone.
     storage::Batch b;
     RETURN_IF_ERROR(b.Promote(
         {.task = task, .adapter_bytes = adapter_bytes, .expected_version = version, .keep_versions = keep_versions}));
-    RETURN_IF_ERROR(b.UpdateJob(done, stored.state()));
+    RETURN_IF_ERROR(b.PutJob(done));
     RETURN_IF_ERROR(
         b.AppendEvent(job.job_id(), StateEvent(stored.state(), storage::v1::JOB_STATE_SUCCEEDED, "trained", now)));
     RETURN_IF_ERROR(b.DeleteCheckpoint(job.job_id()));

@@ -238,8 +238,12 @@ class JobManager {
   // a task or of a dataset) cannot change under them.
   absl::Mutex deletes_mu_;
 
-  // Serialises read-check-write of job records (transitions, progress), so a
-  // concurrent cancel and a worker update cannot overwrite each other.
+  // The one guard of job records. The job manager is their only writer (the
+  // database's lock keeps other processes out, and nothing else in this one
+  // writes them), so holding this across every read-check-write of one
+  // (transitions, progress, the promotion's SUCCEEDED) is what keeps a cancel
+  // and a worker's update from overwriting each other; storage offers no
+  // compare-and-set on jobs.
   absl::Mutex transition_mu_;
 
   mutable absl::Mutex mu_;  // protects the scheduling state below

@@ -80,8 +80,8 @@ int Promote(const std::string& path, int num_tasks, int keep) {
     if (existing.ok()) {
       job = *existing;
     } else if (!full_path && absl::IsNotFound(existing.status())) {
-      // The promotion's compare-and-set needs the job stored, as it always
-      // is when the job manager promotes.
+      // The promotion's job is stored, as it always is when the job
+      // manager promotes.
       job.set_job_id(job_id);
       job.set_tenant("t");
       job.set_task_id(task_id);

@@ -105,24 +105,6 @@ TEST(PromoteAdapterVersion, WritesVersionTaskJobAndEventTogether) {
   EXPECT_THAT(db->checkpoints().Get("job-x-1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("job-x-1")));
 }
 
-// The compare-and-set the job manager relies on: a promotion whose job is no
-// longer in the state it was read in (a cancel won the race) writes nothing.
-TEST(PromoteAdapterVersion, JobNoLongerInExpectedStateWritesNothing) {
-  TempDir dir;
-  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
-  ASSERT_OK(db->jobs().Create(RunningJob("job-x-1", "x")));
-  JobRecord cancelling = RunningJob("job-x-1", "x");
-  cancelling.set_state(v1::JOB_STATE_CANCELLING);
-  ASSERT_OK(db->jobs().Put(cancelling));  // a cancel won the race
-  EXPECT_THAT(PromoteJobVersion(*db, MakePromotion("x", 1), RunningJob("job-x-1", "x"), Succeeded()),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("JOB_STATE_CANCELLING")));
-  EXPECT_THAT(db->tasks().Get("acme", "x"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/x")));
-  EXPECT_THAT(db->adapters().Get("acme", "x", 1), StatusIs(absl::StatusCode::kNotFound, HasSubstr("version 1")));
-  EXPECT_EQ(db->jobs().LastEventSeq("job-x-1").value_or(-1), 0);
-  ASSERT_OK_AND_ASSIGN(PromotionResult r, PromoteJobVersion(*db, MakePromotion("x", 1), cancelling, Succeeded()));
-  EXPECT_EQ(r.version, 1);
-}
-
 TEST(PromoteAdapterVersion, PendingTaskHasNoCurrentVersion) {
   TempDir dir;
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));

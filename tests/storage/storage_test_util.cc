@@ -203,13 +203,12 @@ std::string Child::Stderr() const {
 
 absl::StatusOr<PromotionResult> PromoteJobVersion(Database& db, Promotion p, v1::JobRecord job,
                                                   const v1::JobEvent& event, int64_t* event_seq) {
-  const v1::JobState before = job.state();
   p.task.set_current_job_id(job.job_id());
   job.set_state(v1::JOB_STATE_SUCCEEDED);
   job.set_result_version(p.expected_version);
   Batch b;
   RETURN_IF_ERROR(b.Promote(std::move(p)));
-  RETURN_IF_ERROR(b.UpdateJob(job, before));
+  RETURN_IF_ERROR(b.PutJob(job));
   RETURN_IF_ERROR(b.AppendEvent(job.job_id(), event));
   RETURN_IF_ERROR(b.DeleteCheckpoint(job.job_id()));
   RETURN_IF_ERROR(db.Commit(b));

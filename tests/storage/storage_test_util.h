@@ -34,9 +34,9 @@ absl::Status CheckAdapterBytes(const std::string& bytes, const std::string& task
 
 // The batch training::JobManager::Complete commits, for storage's tests of
 // its atomicity: promotion `p` (its expected_version set), `job` updated to
-// SUCCEEDED with result_version = that version if it is still in the state
-// `job` has (compare-and-set), `event` appended to its log (its seq into
-// `*event_seq` when given), and its checkpoint deleted. All or nothing.
+// SUCCEEDED with result_version = that version, `event` appended to its log
+// (its seq into `*event_seq` when given), and its checkpoint deleted. All or
+// nothing.
 absl::StatusOr<PromotionResult> PromoteJobVersion(Database& db, Promotion p, v1::JobRecord job,
                                                   const v1::JobEvent& event, int64_t* event_seq = nullptr);
 

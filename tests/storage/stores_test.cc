@@ -195,34 +195,6 @@ TEST(JobStore, CreateGetPutRoundTrip) {
   EXPECT_THAT(db->jobs().Get("evil", "j1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("evil/j1")));
 }
 
-TEST(JobStore, UpdateIsCompareAndSetOnTheStoredState) {
-  TempDir dir;
-  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
-  JobRecord job = Job("acme", "j1", v1::JOB_STATE_RUNNING);
-  ASSERT_OK(db->jobs().Create(job));
-  job.set_state(v1::JOB_STATE_CANCELLING);
-  ASSERT_OK(db->jobs().Update(job, v1::JOB_STATE_RUNNING));
-  // The trainer, still believing the job RUNNING, loses the race.
-  job.set_state(v1::JOB_STATE_FAILED);
-  EXPECT_THAT(db->jobs().Update(job, v1::JOB_STATE_RUNNING),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr("acme/j1"), HasSubstr("JOB_STATE_CANCELLING"), HasSubstr("JOB_STATE_RUNNING"))));
-  ASSERT_OK_AND_ASSIGN(JobRecord stored, db->jobs().Get("acme", "j1"));
-  EXPECT_EQ(stored.state(), v1::JOB_STATE_CANCELLING);
-  EXPECT_THAT(db->jobs().Update(Job("acme", "nope"), v1::JOB_STATE_RUNNING),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("acme/nope")));
-  // Within one batch, the check sees the batch's earlier writes.
-  Batch b;
-  job.set_state(v1::JOB_STATE_CANCELLED);
-  ASSERT_OK(b.UpdateJob(job, v1::JOB_STATE_CANCELLING));
-  JobRecord again = job;
-  again.set_state(v1::JOB_STATE_RUNNING);
-  ASSERT_OK(b.UpdateJob(again, v1::JOB_STATE_CANCELLING));
-  EXPECT_THAT(db->Commit(b), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is JOB_STATE_CANCELLED")));
-  ASSERT_OK_AND_ASSIGN(stored, db->jobs().Get("acme", "j1"));
-  EXPECT_EQ(stored.state(), v1::JOB_STATE_CANCELLING);
-}
-
 TEST(JobStore, RequestIdIsUniquePerTenantAndFindsTheJob) {
   TempDir dir;
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));

@@ -245,6 +245,11 @@ TEST_F(JobManagerTest, CancelInEveryState) {
   task.set_tenant("acme");
   task.set_task_id("r");
   EXPECT_THAT(queue_->Complete(*taken, task, "bytes", 2), StatusIs(absl::StatusCode::kFailedPrecondition));
+  // ... and writes nothing: no task, no version, the job still CANCELLING.
+  EXPECT_THAT(db_->tasks().Get("acme", "r"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(db_->adapters().Get("acme", "r", 1), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord after_race, queue_->Get("acme", running.job_id()));
+  EXPECT_EQ(after_race.state(), storage::v1::JOB_STATE_CANCELLING);
   ASSERT_OK(queue_->FinishCancelled(*taken));
   EXPECT_EQ(States("acme", running.job_id()),
             (std::vector<storage::v1::JobState>{storage::v1::JOB_STATE_VALIDATING, storage::v1::JOB_STATE_QUEUED,

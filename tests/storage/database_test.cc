@@ -203,7 +203,7 @@ TEST(Database, CorruptRecordIsDataLossNamingFamilyAndKey) {
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(path)));
   EXPECT_THAT(db->jobs().Get("acme", "j1"),
               StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr("column family 'jobs'"), HasSubstr("key 'acme/j1'"),
-                                                          HasSubstr("adapterd.v1.JobRecord"))));
+                                                          HasSubstr("adapterd.storage.v1.JobRecord"))));
   EXPECT_THAT(db->tasks().Get("acme", "broken"), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("acme/broken")));
   EXPECT_THAT(db->tasks().List("acme", 10, ""), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("acme/broken")));
   EXPECT_THAT(db->jobs().ReadEvents("j1", 1),

@@ -114,7 +114,8 @@ TEST_P(StoredDataCompatTest, EveryRecordReadsBackAsItsWriterAnsweredAndInterrupt
   // Every task listed then is listed the same now (the resumed and queued
   // jobs add tasks of their own).
   const nlohmann::json tasks_now = CtlJsonOut({"tasks", "list"});
-  for (const nlohmann::json& task : ReadJson(expected / "tasks.json")["tasks"]) {
+  const nlohmann::json tasks_then = ReadJson(expected / "tasks.json");
+  for (const nlohmann::json& task : tasks_then["tasks"]) {
     bool found = false;
     for (const nlohmann::json& now : tasks_now["tasks"]) {
       if (now["task_id"] == task["task_id"]) {

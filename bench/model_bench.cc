@@ -30,6 +30,7 @@
 #include "server/model/bert_encoder.h"
 #include "server/model/checkpoint_writer.h"
 #include "server/model/tensor_io.h"
+#include "server/model/tokenizer.h"
 
 namespace adapterd::model {
 namespace {
@@ -185,6 +186,33 @@ void MixedTasks(benchmark::State& state, MixedStrategy strategy) {
 void BM_MixedSegments(benchmark::State& state) { MixedTasks(state, MixedStrategy::kSegments); }
 void BM_MixedGatherBmm(benchmark::State& state) { MixedTasks(state, MixedStrategy::kGatherBmm); }
 
+// Tokenizing with and without each piece's span in the text (the spans cost
+// what the task kinds that need offsets pay on top of the ids), on the
+// default encoder's vocabulary. Arg: 0 = ids only, 1 = with offsets.
+void Tokenize(benchmark::State& state) {
+  static const std::unique_ptr<BertTokenizer> tokenizer = [] {
+    auto t = BertTokenizer::FromVocabFile(ADAPTERD_BENCH_VOCAB, TokenizerOptions{});
+    Check(t.status());
+    return *std::move(t);
+  }();
+  // Mostly ASCII, as most texts are, with some accents, CJK and an emoji.
+  const std::string text =
+      "The Caf\u00e9 on Main Street served a na\u00efve but delightful cr\u00e8me br\u00fbl\u00e9e, "
+      "and the staff (all three of them) were friendly \u2014 we will be back! "
+      "\u4e2d\u6587 too, 10/10 \U0001F600. Shipping took 4 days; the box arrived dented.";
+  size_t pieces = 0;
+  for (auto _ : state) {
+    if (state.range(0) == 0) {
+      pieces += tokenizer->TokenizeToIds(text).size();
+    } else {
+      pieces += tokenizer->TokenizeWithOffsets(text).size();
+    }
+  }
+  benchmark::DoNotOptimize(pieces);
+  state.counters["seq/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+void BM_Tokenize(benchmark::State& state) { Tokenize(state); }
+
 // Collects seq/s per benchmark name for the closing ratio table.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
@@ -218,6 +246,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
       ratio(absl::StrCat(b, "/1"), absl::StrCat(b, "/0"));
     }
     std::printf("(/0 = fp32, /1 = bf16)\n");
+    ratio("BM_Tokenize/1", "BM_Tokenize/0");
+    std::printf("(BM_Tokenize: /0 = ids only, /1 = with offsets)\n");
   }
 
  private:
@@ -232,6 +262,7 @@ BENCHMARK(adapterd::model::BM_StackWithGatherTensors)->Arg(0)->Arg(1)->Unit(benc
 BENCHMARK(adapterd::model::BM_OneTask)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_MixedSegments)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_MixedGatherBmm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(adapterd::model::BM_Tokenize)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
   using adapterd::model::g_cfg;

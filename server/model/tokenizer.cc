@@ -154,8 +154,10 @@ void AppendUtf8(Cp cp, std::string* out) {
 // words, tokenizing allocates nothing per character or per word.
 class Pipeline {
  public:
-  Pipeline(const Vocab& vocab, int32_t unk_id, bool do_lower_case, std::vector<int32_t>* out)
-      : vocab_(vocab), unk_id_(unk_id), do_lower_case_(do_lower_case), out_(out) {}
+  // Ids into `out`; with `pieces`, also each id's span and word there.
+  Pipeline(const Vocab& vocab, int32_t unk_id, bool do_lower_case, std::vector<int32_t>* out,
+           std::vector<TokenPiece>* pieces = nullptr)
+      : vocab_(vocab), unk_id_(unk_id), do_lower_case_(do_lower_case), out_(out), pieces_(pieces) {}
   // Basic tokenisation only (steps 1-5): words are appended to `words`
   // instead of being split into pieces.
   Pipeline(bool do_lower_case, std::vector<std::string>* words)
@@ -165,7 +167,10 @@ class Pipeline {
     const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
     const size_t size = text.size();
     size_t pos = 0;
+    // Code points read so far: the index of the next one in the text.
+    int32_t index = 0;
     while (pos < size) {
+      const int32_t at = index++;
       Cp cp = bytes[pos];
       if (cp < 0x80) {
         ++pos;
@@ -191,11 +196,13 @@ class Pipeline {
       if (IsChineseChar(cp)) {
         FlushWord();
         word_.push_back(cp);
+        word_at_.push_back(at);
         word_ascii_ = false;
         FlushWord();
         continue;
       }
       word_.push_back(cp);
+      word_at_.push_back(at);
       if (cp >= 0x80) word_ascii_ = false;
     }
     FlushWord();
@@ -207,6 +214,10 @@ class Pipeline {
   void FlushWord() {
     if (word_.empty()) return;
     std::span<const Cp> word = word_;
+    if (pieces_ != nullptr) {
+      spans_.clear();
+      for (int32_t at : word_at_) spans_.push_back({at, at + 1});
+    }
     if (word_ascii_) {
       if (do_lower_case_) {
         for (Cp& cp : word_) {
@@ -224,9 +235,27 @@ class Pipeline {
       }
       word = lowered_;
       if (Normalize(static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE))) {
-        norm_.erase(std::remove_if(norm_.begin(), norm_.end(),
-                                   [](Cp cp) { return utf8proc_category(cp) == UTF8PROC_CATEGORY_MN; }),
-                    norm_.end());
+        if (pieces_ != nullptr) SpansAfterDecomposing(lowered_);
+        // Drop the combining marks; a dropped mark's span joins the code
+        // point before it, so a piece still covers its word's accents.
+        size_t kept = 0;
+        for (size_t i = 0; i < norm_.size(); ++i) {
+          if (utf8proc_category(norm_[i]) == UTF8PROC_CATEGORY_MN) {
+            if (pieces_ != nullptr) {
+              if (kept > 0) {
+                spans_[kept - 1].second = std::max(spans_[kept - 1].second, spans_[i].second);
+              } else if (i + 1 < norm_.size()) {
+                spans_[i + 1].first = std::min(spans_[i + 1].first, spans_[i].first);
+              }
+            }
+            continue;
+          }
+          norm_[kept] = norm_[i];
+          if (pieces_ != nullptr) spans_[kept] = spans_[i];
+          ++kept;
+        }
+        norm_.resize(kept);
+        if (pieces_ != nullptr) spans_.resize(kept);
         word = norm_;
       }
     } else {
@@ -235,18 +264,68 @@ class Pipeline {
       norm_input_.clear();
       for (Cp cp : word_) AppendUtf8(cp, &norm_input_);
       if (Normalize(static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE))) {
+        if (pieces_ != nullptr) SpansAfterDecomposing(word_);
         utf8proc_ssize_t n =
             utf8proc_normalize_utf32(norm_.data(), static_cast<utf8proc_ssize_t>(norm_.size()),
                                      static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
         if (n >= 0) {
           norm_.resize(static_cast<size_t>(n));
+          if (pieces_ != nullptr) SpansAfterComposing();
           word = norm_;
+        } else if (pieces_ != nullptr) {  // the word stays as it came
+          spans_.clear();
+          for (int32_t at : word_at_) spans_.push_back({at, at + 1});
         }
       }
     }
     SplitOnPunctuation(word);
     word_.clear();
+    word_at_.clear();
     word_ascii_ = true;
+  }
+
+  // spans_ (one per code point of `source`) re-aligned to norm_, the full
+  // canonical decomposition of `source`: each code point's decomposition
+  // takes its span. (Canonical reordering can swap combining marks of
+  // neighbouring code points; their spans are then each other's, within
+  // one combining sequence.)
+  void SpansAfterDecomposing(std::span<const Cp> source) {
+    decomposed_.clear();
+    Cp buf[32];
+    for (size_t i = 0; i < source.size(); ++i) {
+      int boundclass = UTF8PROC_BOUNDCLASS_START;
+      utf8proc_ssize_t n = utf8proc_decompose_char(
+          source[i], buf, 32, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE), &boundclass);
+      for (utf8proc_ssize_t k = 0; k < std::max<utf8proc_ssize_t>(n, 1); ++k) decomposed_.push_back(spans_[i]);
+    }
+    if (decomposed_.size() != norm_.size()) {  // cannot happen; keep the word's span
+      decomposed_.assign(norm_.size(), {spans_.front().first, spans_.back().second});
+    }
+    spans_.swap(decomposed_);
+  }
+
+  // spans_ (one per code point of the decomposition) re-aligned to norm_,
+  // its composition: each composed code point covers the decomposition's
+  // code points it came from (its own decomposition's length).
+  void SpansAfterComposing() {
+    decomposed_.swap(spans_);
+    spans_.clear();
+    Cp buf[32];
+    size_t at = 0;
+    for (Cp cp : norm_) {
+      int boundclass = UTF8PROC_BOUNDCLASS_START;
+      utf8proc_ssize_t n = utf8proc_decompose_char(
+          cp, buf, 32, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE), &boundclass);
+      const size_t len = static_cast<size_t>(std::max<utf8proc_ssize_t>(n, 1));
+      const size_t last = std::min(at + len, decomposed_.size()) - 1;
+      std::pair<int32_t, int32_t> span = decomposed_[std::min(at, last)];
+      for (size_t k = at; k <= last; ++k) {
+        span.first = std::min(span.first, decomposed_[k].first);
+        span.second = std::max(span.second, decomposed_[k].second);
+      }
+      spans_.push_back(span);
+      at += len;
+    }
   }
 
   // Decomposes norm_input_ (UTF-8) into norm_ with `options`. False (and the
@@ -272,16 +351,27 @@ class Pipeline {
     size_t start = 0;
     for (size_t i = 0; i < word.size(); ++i) {
       if (!IsPunctuation(word[i])) continue;
-      if (i > start) WordPiece(word.subspan(start, i - start));
-      WordPiece(word.subspan(i, 1));
+      if (i > start) WordPiece(word.subspan(start, i - start), start);
+      WordPiece(word.subspan(i, 1), i);
       start = i + 1;
     }
-    if (start < word.size()) WordPiece(word.subspan(start));
+    if (start < word.size()) WordPiece(word.subspan(start), start);
+  }
+
+  // Records the piece just appended to out_: it covers code points
+  // [first, last) of the word WordPiece has, which starts at `base` of spans_.
+  void AddPiece(size_t base, size_t first, size_t last) {
+    if (pieces_ == nullptr) return;
+    pieces_->push_back({.id = out_->back(),
+                        .start = spans_[base + first].first,
+                        .end = spans_[base + last - 1].second,
+                        .word = words_seen_});
   }
 
   // Greedy longest-match-first; one unmatched position makes the whole word
   // [UNK], as in HF.
-  void WordPiece(std::span<const Cp> word) {
+  // `word` starts at code point `base` of the normalised word (spans_).
+  void WordPiece(std::span<const Cp> word, size_t base) {
     if (words_ != nullptr) {
       std::string& w = words_->emplace_back();
       for (Cp cp : word) AppendUtf8(cp, &w);
@@ -289,6 +379,8 @@ class Pipeline {
     }
     if (word.size() > kMaxInputCharsPerWord) {
       out_->push_back(unk_id_);
+      AddPiece(base, 0, word.size());
+      ++words_seen_;
       return;
     }
     utf8_.clear();
@@ -300,6 +392,7 @@ class Pipeline {
     }
     const size_t n = word.size();
     const size_t first_piece = out_->size();
+    const size_t first_piece_record = pieces_ != nullptr ? pieces_->size() : 0;
     size_t start = 0;
     while (start < n) {
       // key_ holds ("##" +) the rest of the word and is shortened in place,
@@ -321,11 +414,18 @@ class Pipeline {
       if (id < 0) {
         out_->resize(first_piece);
         out_->push_back(unk_id_);
+        if (pieces_ != nullptr) {
+          pieces_->resize(first_piece_record);
+          AddPiece(base, 0, n);
+        }
+        ++words_seen_;
         return;
       }
       out_->push_back(id);
+      AddPiece(base, start, end);
       start = end;
     }
+    ++words_seen_;
   }
 
   static const Vocab& EmptyVocab() {
@@ -337,9 +437,18 @@ class Pipeline {
   const int32_t unk_id_;
   const bool do_lower_case_;
   std::vector<int32_t>* out_;
+  std::vector<TokenPiece>* pieces_ = nullptr;
   std::vector<std::string>* words_ = nullptr;
+  // Words (after punctuation splitting) given to WordPiece so far.
+  int32_t words_seen_ = 0;
 
   std::vector<Cp> word_;
+  // Index in the text of each code point of word_.
+  std::vector<int32_t> word_at_;
+  // With pieces_: the span in the text of each code point of the word being
+  // normalised, as it is normalised; decomposed_ is scratch.
+  std::vector<std::pair<int32_t, int32_t>> spans_;
+  std::vector<std::pair<int32_t, int32_t>> decomposed_;
   bool word_ascii_ = true;
   std::vector<Cp> lowered_;
   std::string norm_input_;
@@ -435,6 +544,13 @@ std::vector<int32_t> BertTokenizer::TokenizeToIds(std::string_view text) const {
   std::vector<int32_t> ids;
   Pipeline(ids_, unk_id_, options_.do_lower_case, &ids).Run(text);
   return ids;
+}
+
+std::vector<TokenPiece> BertTokenizer::TokenizeWithOffsets(std::string_view text) const {
+  std::vector<int32_t> ids;
+  std::vector<TokenPiece> pieces;
+  Pipeline(ids_, unk_id_, options_.do_lower_case, &ids, &pieces).Run(text);
+  return pieces;
 }
 
 std::vector<std::string> BasicTokenize(std::string_view text, bool do_lower_case) {

@@ -17,6 +17,10 @@
 // Invalid UTF-8 bytes are treated as U+FFFD and therefore dropped; the API
 // layer rejects invalid UTF-8 before it gets here.
 //
+// Offsets (TokenizeWithOffsets): every piece keeps its span in the original
+// text, in Unicode code points, through every step above; an invalid byte
+// counts as one code point.
+//
 // Encoding: [CLS] a [SEP] (b [SEP]); token type ids 0 for a (and its
 // specials), 1 for b and its [SEP]. Sequences longer than max_seq_len are
 // truncated: for single texts the tail of a; for pairs "longest_first" (remove
@@ -100,6 +104,22 @@ EncodedBatch PadRows(size_t rows, int64_t pad_id, IdsOf&& ids_of, TypesOf&& type
   return batch;
 }
 
+// One word piece of a text and where it came from.
+struct TokenPiece {
+  int32_t id = 0;
+  // [start, end): the Unicode code points of the original text the piece
+  // covers (Python's text[start:end]), through cleaning, lower-casing,
+  // accent stripping and normalisation: a piece whose word lost a combining
+  // mark still covers it, and a character composed from several covers them
+  // all. [UNK] covers its whole word. Dropped characters between words
+  // (whitespace, controls) belong to no piece.
+  int32_t start = 0;
+  int32_t end = 0;
+  // 0-based index of the piece's word: a run BasicTokenize returns as one
+  // word (whitespace- and punctuation-split; each CJK ideograph alone).
+  int32_t word = 0;
+};
+
 // Steps 1-5 of the pipeline (HF BasicTokenizer): the words WordPiece would
 // see, in order, as UTF-8. Used by the vocabulary builder, so that a built
 // vocabulary covers exactly what the tokenizer will look up.
@@ -121,6 +141,9 @@ class BertTokenizer {
   std::vector<std::string> Tokenize(std::string_view text) const;
   // Tokenize() mapped to ids.
   std::vector<int32_t> TokenizeToIds(std::string_view text) const;
+  // TokenizeToIds() with each id's span in `text` and its word (TokenPiece):
+  // the same ids, in the same order.
+  std::vector<TokenPiece> TokenizeWithOffsets(std::string_view text) const;
 
   // Encodes one text, or a pair when `text_pair` is set, with specials and
   // truncation to options().max_seq_len.

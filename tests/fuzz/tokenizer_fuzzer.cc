@@ -11,7 +11,9 @@
 // pieces are prefixes of TokenizeToIds and the truncation count adds up;
 // pairs truncate "longest_first" exactly as documented (checked in closed
 // form); EncodeBatch pads rows consistently with Encode; BasicTokenize words
-// are non-empty, valid UTF-8 and contain no whitespace.
+// are non-empty, valid UTF-8 and contain no whitespace; TokenizeWithOffsets
+// gives TokenizeToIds' ids with spans inside the text, in order, never
+// overlapping, and word numbers that start at 0 and step by 0 or 1.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +24,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <utf8proc.h>
 
 #include "common/utf8.h"
 #include "server/model/tokenizer.h"
@@ -141,9 +145,42 @@ std::pair<size_t, size_t> ExpectedPairLengths(size_t la, size_t lb, size_t budge
   return {(budget + 1) / 2, budget / 2};  // ties remove from b
 }
 
+// Code points of `text` as the tokenizer counts them: a byte that starts no
+// valid UTF-8 sequence counts as one.
+int32_t CodePointCount(std::string_view text) {
+  const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+  int32_t count = 0;
+  for (size_t pos = 0; pos < text.size(); ++count) {
+    utf8proc_int32_t cp;
+    const utf8proc_ssize_t n = utf8proc_iterate(bytes + pos, static_cast<utf8proc_ssize_t>(text.size() - pos), &cp);
+    pos += n > 0 ? static_cast<size_t>(n) : 1;
+  }
+  return count;
+}
+
+void CheckOffsets(const BertTokenizer& tok, std::string_view text, const std::vector<int32_t>& ids) {
+  const std::vector<TokenPiece> pieces = tok.TokenizeWithOffsets(text);
+  FUZZ_CHECK(pieces.size() == ids.size())
+      << "TokenizeWithOffsets gave " << pieces.size() << " pieces, not " << ids.size();
+  const int32_t length = CodePointCount(text);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const TokenPiece& p = pieces[i];
+    FUZZ_CHECK(p.id == ids[i]) << "piece " << i << " has id " << p.id << ", not " << ids[i];
+    FUZZ_CHECK(0 <= p.start && p.start < p.end && p.end <= length)
+        << "piece " << i << " spans [" << p.start << ", " << p.end << ") of " << length;
+    if (i == 0) {
+      FUZZ_CHECK(p.word == 0) << "the first piece's word is " << p.word;
+    } else {
+      FUZZ_CHECK(p.start >= pieces[i - 1].end) << "piece " << i << " overlaps the one before";
+      FUZZ_CHECK(p.word == pieces[i - 1].word || p.word == pieces[i - 1].word + 1) << "piece " << i << "'s word";
+    }
+  }
+}
+
 void CheckSingle(const BertTokenizer& tok, std::string_view text) {
   const std::vector<int32_t> pieces = tok.TokenizeToIds(text);
   CheckIds(tok, pieces, "TokenizeToIds");
+  CheckOffsets(tok, text, pieces);
   const Encoding e = tok.Encode(text);
   const size_t max_len = static_cast<size_t>(tok.options().max_seq_len);
   const size_t n = e.input_ids.size();

@@ -13,8 +13,10 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -455,6 +457,157 @@ TEST(BertTokenizer, FromTokensWithTooSmallMaxSeqLenIsInvalidArgument) {
   options.max_seq_len = 1;
   EXPECT_THAT(BertTokenizer::FromTokens(TestVocab(), options),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_seq_len")));
+}
+
+// --- Offsets ----------------------------------------------------------------------
+
+// Code points [start, end) of UTF-8 `text` (Python's text[start:end]).
+std::string CodePoints(std::string_view text, int start, int end) {
+  std::string out;
+  int index = -1;
+  for (char c : text) {
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++index;
+    if (index >= start && index < end) out.push_back(c);
+  }
+  return out;
+}
+
+int CountCodePoints(std::string_view text) {
+  int n = 0;
+  for (char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+struct OffsetCase {
+  const char* name;
+  std::string text;
+  bool do_lower_case;
+  // Each piece as (its token, the text it covers).
+  std::vector<std::pair<std::string, std::string>> pieces;
+};
+
+std::vector<OffsetCase> OffsetCases() {
+  // clang-format off
+  return {
+      {"repeated whitespace", "the  quick\t\n brown", kLower,
+       {{"the", "the"}, {"quick", "quick"}, {"brown", "brown"}}},
+      {"offsets count code points, not bytes", "caf\u00e9 world", kLower,
+       {{"cafe", "caf\u00e9"}, {"world", "world"}}},
+      {"accents stripped, still covered", "Caf\u00e9 NA\u00cfVE", kLower,
+       {{"cafe", "Caf\u00e9"}, {"naive", "NA\u00cfVE"}}},
+      {"dropped combining marks belong to their word", "CAFE\u0301\u0323 dog", kLower,
+       {{"cafe", "CAFE\u0301\u0323"}, {"dog", "dog"}}},
+      {"a leading combining mark belongs to the word after it", "\u0301hello", kLower,
+       {{"hello", "\u0301hello"}}},
+      {"composed when cased covers what it was composed from", "cafe\u0301 the", kCased,
+       {{"caf\u00e9", "cafe\u0301"}, {"the", "the"}}},
+      {"cjk ideographs each their own", "hello\u4e2d\u56fdworld", kLower,
+       {{"hello", "hello"}, {"\u4e2d", "\u4e2d"}, {"\u56fd", "\u56fd"}, {"world", "world"}}},
+      {"word pieces split their word", "Jumps unaffable", kLower,
+       {{"jump", "Jump"}, {"##s", "s"}, {"un", "un"}, {"##aff", "aff"}, {"##able", "able"}}},
+      {"a control character inside a word is covered", std::string("he\0llo, dog", 11), kLower,
+       {{"hello", std::string("he\0llo", 6)}, {",", ","}, {"dog", "dog"}}},
+      {"control characters around words are not", "dog\u200b \x01the", kLower,
+       {{"dog", "dog"}, {"the", "the"}}},
+      {"emoji stays in its word, which is unknown", "hello\U0001F600 world", kLower,
+       {{"[UNK]", "hello\U0001F600"}, {"world", "world"}}},
+      {"unicode punctuation split off", "\u201chello\u201d\u2014world?", kLower,
+       {{"\u201c", "\u201c"}, {"hello", "hello"}, {"\u201d", "\u201d"}, {"\u2014", "\u2014"},
+        {"world", "world"}, {"?", "?"}}},
+      {"hangul decomposes to jamo and back, one span", "\ud55c\uad6d world", kLower,
+       {{"[UNK]", "\ud55c\uad6d"}, {"world", "world"}}},
+      {"hangul when cased", "\ud55c\uad6d world", kCased,
+       {{"[UNK]", "\ud55c\uad6d"}, {"world", "world"}}},
+  };
+  // clang-format on
+}
+
+TEST(BertTokenizer, OffsetsCoverTheSpansOfTheOriginalText) {
+  for (const OffsetCase& c : OffsetCases()) {
+    SCOPED_TRACE(c.name);
+    auto tokenizer = MakeTokenizer(c.do_lower_case);
+    const std::vector<TokenPiece> pieces = tokenizer->TokenizeWithOffsets(c.text);
+    std::vector<std::pair<std::string, std::string>> got;
+    for (const TokenPiece& p : pieces) got.push_back({tokenizer->IdToToken(p.id), CodePoints(c.text, p.start, p.end)});
+    EXPECT_EQ(got, c.pieces);
+  }
+}
+
+TEST(BertTokenizer, OffsetsNumberTheWordsAfterPunctuationSplitting) {
+  auto tokenizer = MakeTokenizer();
+  std::vector<int32_t> words;
+  for (const TokenPiece& p : tokenizer->TokenizeWithOffsets("Unaffable, hello\u4e2d! jumps")) words.push_back(p.word);
+  // un ##aff ##able | , | hello | 中 | ! | jump ##s
+  EXPECT_THAT(words, ElementsAre(0, 0, 0, 1, 2, 3, 4, 5, 5));
+  EXPECT_TRUE(tokenizer->TokenizeWithOffsets(" \t ").empty());
+}
+
+// On random texts of the characters the pipeline treats specially, the ids
+// are TokenizeToIds' and the spans are in the text, in order, never
+// overlapping, each piece inside its word's.
+TEST(BertTokenizer, OffsetsOnRandomTrickyTextsKeepTheIdsAndStayInOrder) {
+  const std::vector<std::string> alphabet = {"a",
+                                             "b",
+                                             "l",
+                                             "o",
+                                             "he",
+                                             "caf",
+                                             "A",
+                                             "E",
+                                             " ",
+                                             "  ",
+                                             "\t",
+                                             "\n",
+                                             "\u00a0",
+                                             "\u0301",
+                                             "\u0323",
+                                             "\u00e9",
+                                             "\u00cf",
+                                             "\u03a3",
+                                             "\u03b1",
+                                             "\u4e2d",
+                                             "\u56fd",
+                                             "\U0001F600",
+                                             std::string("\0", 1),
+                                             "\x01",
+                                             "\u200b",
+                                             "\ud55c",
+                                             "\u1100",
+                                             "\u1161",
+                                             "\ufb01",
+                                             "\u0130",
+                                             ",",
+                                             "!",
+                                             "\u201c",
+                                             "$",
+                                             "##",
+                                             "[SEP]",
+                                             "\ufffd"};
+  std::mt19937 rng(7);
+  for (bool lower : {kLower, kCased}) {
+    auto tokenizer = MakeTokenizer(lower);
+    for (int t = 0; t < 2000; ++t) {
+      std::string text;
+      const int n = 1 + static_cast<int>(rng() % 12);
+      for (int i = 0; i < n; ++i) text += alphabet[rng() % alphabet.size()];
+      SCOPED_TRACE(::testing::PrintToString(text));
+      const std::vector<TokenPiece> pieces = tokenizer->TokenizeWithOffsets(text);
+      std::vector<int32_t> ids;
+      for (const TokenPiece& p : pieces) ids.push_back(p.id);
+      ASSERT_EQ(ids, tokenizer->TokenizeToIds(text));
+      const int length = CountCodePoints(text);
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        ASSERT_LE(0, pieces[i].start);
+        ASSERT_LT(pieces[i].start, pieces[i].end);
+        ASSERT_LE(pieces[i].end, length);
+        if (i > 0) {
+          ASSERT_GE(pieces[i].start, pieces[i - 1].end) << "piece " << i << " overlaps the one before";
+          ASSERT_GE(pieces[i].word, pieces[i - 1].word);
+          ASSERT_LE(pieces[i].word, pieces[i - 1].word + 1);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

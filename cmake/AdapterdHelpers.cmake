@@ -54,14 +54,17 @@ function(adapterd_test)
   endif()
 endfunction()
 
-# adapterd_python_test(NAME <module> [DIR dir] [TIMEOUT s] [COST s] [ENVIRONMENT k=v ...]):
+# adapterd_python_test(NAME <module> [DIR dir] [TIMEOUT s] [COST s] [DEBIAN_PYTHON]
+#                      [ENVIRONMENT k=v ...]):
 # the Python unittest module <module>.py in DIR (default: the current source
 # directory), run with the interpreter find_package(Python3) found, labelled
-# unit. ADAPTERD_SOURCE_DIR and PYTHONDONTWRITEBYTECODE are set for every
-# one; ENVIRONMENT adds to them. TIMEOUT defaults to 60 s; COST as in
-# adapterd_test.
+# unit; with DEBIAN_PYTHON, with Debian's /usr/bin/python3 instead, for tests
+# that import Debian's python3-* packages (another interpreter on PATH, a
+# pyenv or a venv, does not see them). ADAPTERD_SOURCE_DIR and
+# PYTHONDONTWRITEBYTECODE are set for every one; ENVIRONMENT adds to them.
+# TIMEOUT defaults to 60 s; COST as in adapterd_test.
 function(adapterd_python_test)
-  cmake_parse_arguments(ARG "" "NAME;DIR;TIMEOUT;COST" "ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(ARG "DEBIAN_PYTHON" "NAME;DIR;TIMEOUT;COST" "ENVIRONMENT" ${ARGN})
   if(NOT ARG_DIR)
     set(ARG_DIR ${CMAKE_CURRENT_SOURCE_DIR})
   endif()
@@ -69,7 +72,11 @@ function(adapterd_python_test)
     set(ARG_TIMEOUT 60)
   endif()
   set(env "ADAPTERD_SOURCE_DIR=${PROJECT_SOURCE_DIR}" "PYTHONDONTWRITEBYTECODE=1" ${ARG_ENVIRONMENT})
-  add_test(NAME ${ARG_NAME} COMMAND Python3::Interpreter -m unittest -v ${ARG_NAME} WORKING_DIRECTORY ${ARG_DIR})
+  set(interpreter Python3::Interpreter)
+  if(ARG_DEBIAN_PYTHON)
+    set(interpreter /usr/bin/python3)
+  endif()
+  add_test(NAME ${ARG_NAME} COMMAND ${interpreter} -m unittest -v ${ARG_NAME} WORKING_DIRECTORY ${ARG_DIR})
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS unit TIMEOUT ${ARG_TIMEOUT} ENVIRONMENT "${env}")
   if(ARG_COST)
     set_tests_properties(${ARG_NAME} PROPERTIES COST ${ARG_COST})

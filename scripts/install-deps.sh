@@ -47,6 +47,8 @@ TEST_PACKAGES=(
   prometheus
   # golden-output reference (independent PyTorch implementation of BertModel)
   python3 python3-torch python3-numpy
+  # reference metrics (scikit-learn, scipy) for the validation metrics' tests
+  python3-sklearn python3-scipy
   # fuzzing (scripts/fuzz.sh, tests/fuzz): clang and its libFuzzer, ASan and
   # UBSan runtimes
   clang libclang-rt-14-dev

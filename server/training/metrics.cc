@@ -55,12 +55,6 @@ std::vector<double> Ranks(std::span<const double> v) {
   return ranks;
 }
 
-// "B-PER" -> ('B', "PER"); "O" (or anything unrecognised) -> ('O', "").
-std::pair<char, std::string> SplitTag(const std::string& tag) {
-  if (tag.size() >= 2 && (tag[0] == 'B' || tag[0] == 'I') && tag[1] == '-') return {tag[0], tag.substr(2)};
-  return {'O', ""};
-}
-
 // Python's str.isalnum() or '_': the characters `\b` in a Python regex
 // treats as word characters.
 bool IsWordChar(utf8proc_int32_t cp) {
@@ -219,21 +213,6 @@ RegressionScores RegressionMetrics(std::span<const double> gold, std::span<const
   return out;
 }
 
-std::vector<Chunk> ChunksOf(std::span<const std::string> tags) {
-  std::vector<Chunk> chunks;
-  char prev_tag = 'O';
-  std::string prev_type;
-  for (size_t i = 0; i < tags.size(); ++i) {
-    auto [tag, type] = SplitTag(tags[i]);
-    const bool continues = tag == 'I' && prev_tag != 'O' && prev_type == type;
-    if (tag != 'O' && !continues) chunks.push_back({static_cast<int32_t>(i), static_cast<int32_t>(i) + 1, type});
-    if (continues) chunks.back().end = static_cast<int32_t>(i) + 1;
-    prev_tag = tag;
-    prev_type = std::move(type);
-  }
-  return chunks;
-}
-
 EntityScores EntityF1(std::span<const std::vector<std::string>> gold_tags,
                       std::span<const std::vector<std::string>> predicted_tags) {
   struct Counts {
@@ -243,7 +222,7 @@ EntityScores EntityF1(std::span<const std::vector<std::string>> gold_tags,
   std::map<std::string, Counts> by_type;
   const size_t n = std::min(gold_tags.size(), predicted_tags.size());
   for (size_t s = 0; s < n; ++s) {
-    const std::vector<Chunk> gold = ChunksOf(gold_tags[s]), predicted = ChunksOf(predicted_tags[s]);
+    const std::vector<Chunk> gold = BioChunks(gold_tags[s]), predicted = BioChunks(predicted_tags[s]);
     for (const Chunk& c : gold) {
       ++all.gold;
       ++by_type[c.type].gold;

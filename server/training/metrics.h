@@ -41,6 +41,8 @@
 #include <string_view>
 #include <vector>
 
+#include "server/model/task_kinds.h"
+
 namespace adapterd::training {
 
 struct F1Scores {
@@ -70,18 +72,10 @@ struct RegressionScores {
 };
 RegressionScores RegressionMetrics(std::span<const double> gold, std::span<const double> predicted);
 
-// One entity of a tag sequence: tokens [start, end) of type `type`.
-struct Chunk {
-  int32_t start = 0;
-  int32_t end = 0;
-  std::string type;
-  bool operator==(const Chunk&) const = default;
-};
-// The entities of a BIO tag sequence ("O", "B-X", "I-X"), as conlleval
-// reads them: a chunk starts at B-X, and at an I-X that does not follow a
-// B-X or I-X of the same type; it ends before any tag that does not continue
-// it.
-std::vector<Chunk> ChunksOf(std::span<const std::string> tags);
+// The entities of tag sequences are model::BioChunks' (conlleval's reading;
+// server/model/task_kinds.h), the same that serving's decoding finds.
+using model::BioChunks;
+using model::Chunk;
 
 struct EntityScores {
   double precision = 0;

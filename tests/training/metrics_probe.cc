@@ -45,7 +45,7 @@ nlohmann::json Run(const nlohmann::json& c) {
     nlohmann::json chunks = nlohmann::json::array();
     for (const auto& sentence : gold) {
       nlohmann::json one = nlohmann::json::array();
-      for (const Chunk& chunk : ChunksOf(sentence)) one.push_back({chunk.type, chunk.start, chunk.end});
+      for (const Chunk& chunk : BioChunks(sentence)) one.push_back({chunk.type, chunk.start, chunk.end});
       chunks.push_back(one);
     }
     return {{"precision", s.precision},

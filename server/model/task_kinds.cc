@@ -1,0 +1,148 @@
+#include "server/model/task_kinds.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+namespace adapterd::model {
+namespace {
+
+// Positions of the `n` highest values, highest first (ties: lower position
+// first).
+std::vector<int32_t> BestPositions(std::span<const float> values, int32_t n) {
+  std::vector<int32_t> order(values.size());
+  std::iota(order.begin(), order.end(), 0);
+  const auto keep = std::min<size_t>(order.size(), static_cast<size_t>(std::max(n, 0)));
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(),
+                    [&](int32_t a, int32_t b) { return values[a] > values[b] || (values[a] == values[b] && a < b); });
+  order.resize(keep);
+  return order;
+}
+
+}  // namespace
+
+std::string_view TaskKindName(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kSequenceClassification:
+      return "sequence_classification";
+    case TaskKind::kMultiLabelClassification:
+      return "multi_label_classification";
+    case TaskKind::kRegression:
+      return "regression";
+    case TaskKind::kTokenClassification:
+      return "token_classification";
+    case TaskKind::kExtractiveQa:
+      return "extractive_qa";
+  }
+  return "unknown";
+}
+
+std::vector<LabelProbability> LabelsAtThreshold(std::span<const float> logits, double threshold) {
+  std::vector<LabelProbability> out;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const double p = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[i])));
+    if (p >= threshold) out.push_back({static_cast<int32_t>(i), p});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const LabelProbability& a, const LabelProbability& b) { return a.probability > b.probability; });
+  return out;
+}
+
+Standardization StandardizationOf(std::span<const double> targets) {
+  Standardization s;
+  if (targets.empty()) return s;
+  s.mean = std::accumulate(targets.begin(), targets.end(), 0.0) / static_cast<double>(targets.size());
+  double squares = 0;
+  for (double t : targets) squares += (t - s.mean) * (t - s.mean);
+  const double stddev = std::sqrt(squares / static_cast<double>(targets.size()));
+  s.stddev = stddev > 0 && std::isfinite(stddev) ? stddev : 1.0;
+  return s;
+}
+
+std::vector<std::string> BioTagSet(std::span<const std::string> entity_types) {
+  std::vector<std::string> tags = {"O"};
+  for (const std::string& type : entity_types) {
+    tags.push_back("B-" + type);
+    tags.push_back("I-" + type);
+  }
+  return tags;
+}
+
+std::vector<Chunk> BioChunks(std::span<const std::string> tags) {
+  std::vector<Chunk> chunks;
+  char prev_tag = 'O';
+  std::string prev_type;
+  for (size_t i = 0; i < tags.size(); ++i) {
+    const std::string& t = tags[i];
+    char tag = 'O';
+    std::string type;
+    if (t.size() >= 2 && (t[0] == 'B' || t[0] == 'I') && t[1] == '-') {
+      tag = t[0];
+      type = t.substr(2);
+    }
+    const bool continues = tag == 'I' && prev_tag != 'O' && prev_type == type;
+    if (continues) {
+      chunks.back().end = static_cast<int32_t>(i) + 1;
+    } else if (tag != 'O') {
+      chunks.push_back({static_cast<int32_t>(i), static_cast<int32_t>(i) + 1, type});
+    }
+    prev_tag = tag;
+    prev_type = std::move(type);
+  }
+  return chunks;
+}
+
+std::vector<QaSpan> DecodeQaSpans(std::span<const QaWindow> windows, const QaDecodeOptions& options) {
+  std::vector<QaSpan> candidates;
+  double no_answer = std::numeric_limits<double>::infinity();
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const QaWindow& window = windows[w];
+    const size_t length = std::min(window.start_logits.size(), window.end_logits.size());
+    if (length == 0) continue;
+    no_answer = std::min(no_answer, static_cast<double>(window.start_logits[0]) + window.end_logits[0]);
+    const int32_t begin = std::max(window.context_begin, 0);
+    const int32_t end = std::min(window.context_end, static_cast<int32_t>(length));
+    for (int32_t s : BestPositions(window.start_logits.first(length), options.best_positions)) {
+      for (int32_t e : BestPositions(window.end_logits.first(length), options.best_positions)) {
+        if (s < begin || e >= end || e < s || e - s + 1 > options.max_answer_tokens) continue;
+        candidates.push_back({.window = static_cast<int32_t>(w),
+                              .start = s,
+                              .end = e,
+                              .context_start = s - window.context_begin + window.context_offset,
+                              .context_end = e - window.context_begin + window.context_offset,
+                              .score = static_cast<double>(window.start_logits[s]) + window.end_logits[e]});
+      }
+    }
+  }
+  if (options.allow_no_answer && std::isfinite(no_answer)) candidates.push_back({.window = -1, .score = no_answer});
+  // Best first; ties to the earlier span in the context, then the shorter,
+  // "no answer" last; a span's best window first.
+  std::stable_sort(candidates.begin(), candidates.end(), [](const QaSpan& a, const QaSpan& b) {
+    if (a.score != b.score) return a.score > b.score;
+    if ((a.window < 0) != (b.window < 0)) return b.window < 0;
+    if (a.context_start != b.context_start) return a.context_start < b.context_start;
+    return a.context_end < b.context_end;
+  });
+  // One entry per span of the context (overlapping windows propose some
+  // twice), the n best of them.
+  std::vector<QaSpan> best;
+  for (const QaSpan& c : candidates) {
+    if (static_cast<int32_t>(best.size()) >= std::max(options.best_positions, 1)) break;
+    const bool seen = std::any_of(best.begin(), best.end(), [&](const QaSpan& b) {
+      return (b.window < 0) == (c.window < 0) && b.context_start == c.context_start && b.context_end == c.context_end;
+    });
+    if (!seen) best.push_back(c);
+  }
+  if (best.empty()) return best;
+  // Probabilities: a softmax over the n-best list's scores.
+  const double top = best.front().score;
+  double total = 0;
+  for (const QaSpan& c : best) total += std::exp(c.score - top);
+  for (QaSpan& c : best) c.probability = std::exp(c.score - top) / total;
+  best.resize(std::min(best.size(), static_cast<size_t>(std::max(options.top_k, 1))));
+  return best;
+}
+
+}  // namespace adapterd::model

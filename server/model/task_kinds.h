@@ -1,0 +1,110 @@
+// The task kinds (docs/ARCHITECTURE.md, "Task kinds") and the decoding of
+// each kind's head outputs into what a prediction returns: plain numbers in,
+// no LibTorch (adapterd::model_formats), so that serving's decoding and the
+// tests need no tensors. The heads themselves (what they read, their losses)
+// are server/model/heads.h.
+//
+// Thread safety: pure functions.
+#ifndef ADAPTERD_SERVER_MODEL_TASK_KINDS_H_
+#define ADAPTERD_SERVER_MODEL_TASK_KINDS_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace adapterd::model {
+
+// The same numbers as the API's adapterd.v1.TaskKind.
+enum class TaskKind : int32_t {
+  kSequenceClassification = 1,
+  kMultiLabelClassification = 2,
+  kRegression = 3,
+  kTokenClassification = 4,
+  kExtractiveQa = 5,
+};
+
+// "sequence_classification", "multi_label_classification", "regression",
+// "token_classification", "extractive_qa".
+std::string_view TaskKindName(TaskKind kind);
+
+// Multi-label: the labels whose probability sigmoid(logit) is at least
+// `threshold`, highest first (ties: lower index first).
+struct LabelProbability {
+  int32_t label = 0;
+  double probability = 0;
+};
+std::vector<LabelProbability> LabelsAtThreshold(std::span<const float> logits, double threshold);
+
+// Regression targets are standardised with the training set's mean and
+// standard deviation (stored with the task); predictions are mapped back.
+struct Standardization {
+  double mean = 0;
+  double stddev = 1;  // > 0; a constant training target has 1
+};
+Standardization StandardizationOf(std::span<const double> targets);
+inline double Standardize(double value, const Standardization& s) { return (value - s.mean) / s.stddev; }
+inline double Destandardize(double value, const Standardization& s) { return value * s.stddev + s.mean; }
+
+// Token classification: the BIO tags are "O" and "B-X", "I-X" per entity
+// type X. A tag set lists "O" first, then each type's B- and I-.
+std::vector<std::string> BioTagSet(std::span<const std::string> entity_types);
+// An entity over tokens (or words) [start, end) of type `type`.
+struct Chunk {
+  int32_t start = 0;
+  int32_t end = 0;
+  std::string type;
+  bool operator==(const Chunk&) const = default;
+};
+// The entities of a BIO tag sequence as conlleval reads them: an entity
+// starts at B-X, and at an I-X that does not continue an X entity; it ends
+// before any tag that does not continue it. Anything but B-X / I-X is O.
+std::vector<Chunk> BioChunks(std::span<const std::string> tags);
+
+// Extractive QA span decoding (BERT's run_squad), over the windows of one
+// context: in each window, the `best_positions` highest start and end
+// logits; a span must lie inside the window's context, start <= end, and be
+// at most `max_answer_tokens` long; its score is its start logit plus its
+// end logit. A span that two overlapping windows both propose counts once,
+// with its better score. With `allow_no_answer`, "no answer" competes with
+// the lowest [CLS] score (position 0) of the windows. The n best
+// (`best_positions`) form the n-best list, and each one's probability is a
+// softmax over that list's scores.
+struct QaWindow {
+  std::span<const float> start_logits;  // one per position of the window
+  std::span<const float> end_logits;
+  // Positions [context_begin, context_end) of the window are the context's.
+  int32_t context_begin = 0;
+  int32_t context_end = 0;
+  // The index among the context's tokens of position context_begin.
+  int32_t context_offset = 0;
+};
+struct QaDecodeOptions {
+  int32_t best_positions = 20;
+  int32_t max_answer_tokens = 30;
+  bool allow_no_answer = false;
+  // How many answers to return, the first of the n-best list.
+  int32_t top_k = 1;
+};
+struct QaSpan {
+  // -1 for "no answer"; otherwise the window that scored the span best and
+  // the span's positions in it, [start, end] (end inclusive, as
+  // run_squad's).
+  int32_t window = -1;
+  int32_t start = 0;
+  int32_t end = 0;
+  // The span as context token indices, [context_start, context_end].
+  int32_t context_start = 0;
+  int32_t context_end = 0;
+  double score = 0;
+  double probability = 0;
+};
+// Best first; ties go to the earlier span in the context, then the shorter
+// one ("no answer" after every span of its score). Empty when no window has
+// a valid span (and no allow_no_answer).
+std::vector<QaSpan> DecodeQaSpans(std::span<const QaWindow> windows, const QaDecodeOptions& options);
+
+}  // namespace adapterd::model
+
+#endif  // ADAPTERD_SERVER_MODEL_TASK_KINDS_H_

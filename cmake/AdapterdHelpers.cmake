@@ -55,16 +55,23 @@ function(adapterd_test)
 endfunction()
 
 # adapterd_python_test(NAME <module> [DIR dir] [TIMEOUT s] [COST s] [DEBIAN_PYTHON]
-#                      [ENVIRONMENT k=v ...]):
+#                      [PROGRAMS target ...] [ENVIRONMENT k=v ...]):
 # the Python unittest module <module>.py in DIR (default: the current source
 # directory), run with the interpreter find_package(Python3) found, labelled
 # unit; with DEBIAN_PYTHON, with Debian's /usr/bin/python3 instead, for tests
 # that import Debian's python3-* packages (another interpreter on PATH, a
 # pyenv or a venv, does not see them). ADAPTERD_SOURCE_DIR and
 # PYTHONDONTWRITEBYTECODE are set for every one; ENVIRONMENT adds to them.
-# TIMEOUT defaults to 60 s; COST as in adapterd_test.
+# TIMEOUT defaults to 60 s; COST as in adapterd_test. PROGRAMS: the targets
+# the test runs; a target of the test's own name depends on them, as a
+# GoogleTest binary's target does, so that scripts/sanitize.sh (which builds
+# each selected test's target) builds them.
 function(adapterd_python_test)
-  cmake_parse_arguments(ARG "DEBIAN_PYTHON" "NAME;DIR;TIMEOUT;COST" "ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(ARG "DEBIAN_PYTHON" "NAME;DIR;TIMEOUT;COST" "ENVIRONMENT;PROGRAMS" ${ARGN})
+  if(ARG_PROGRAMS)
+    add_custom_target(${ARG_NAME})
+    add_dependencies(${ARG_NAME} ${ARG_PROGRAMS})
+  endif()
   if(NOT ARG_DIR)
     set(ARG_DIR ${CMAKE_CURRENT_SOURCE_DIR})
   endif()

@@ -30,6 +30,16 @@ namespace {
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
+// Tasks of the other kinds train and serve once their whole path exists
+// (docs/ARCHITECTURE.md, "Task kinds"); until then their adapter files are
+// refused, so that no task is stored that this server cannot serve.
+absl::Status CheckServableKind(const model::AdapterFileInfo& info) {
+  if (info.config.kind == model::TaskKind::kSequenceClassification) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat("the adapter file is a ",
+                                               std::string(model::TaskKindName(info.config.kind)),
+                                               " task's; this server imports sequence classification adapters only"));
+}
+
 int64_t TaskParameters(const model::BertConfig& c, const storage::v1::TaskRecord& t) {
   return model::AdapterSetParameterCount(c.num_hidden_layers, c.hidden_size, t.adapter_config().bottleneck_size(),
                                          t.labels_size());
@@ -138,6 +148,7 @@ absl::Status AdapterImport::CheckHeader(uint64_t total_bytes,
                                                    " bytes, but the file's header describes ", total_bytes));
   }
   ASSIGN_OR_RETURN(model::AdapterFileInfo info, model::ReadAdapterInfo(metadata));
+  RETURN_IF_ERROR(CheckServableKind(info));
   const model::BertEncoder& encoder = *backend_->options_.encoder;
   if (info.num_layers != encoder.config().num_hidden_layers || info.hidden_size != encoder.config().hidden_size) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -481,6 +492,7 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
   RETURN_IF_ERROR(ValidateId("task_id", task_id));
   if (bytes.empty()) return absl::InvalidArgumentError("the adapter file is empty");
   ASSIGN_OR_RETURN(model::AdapterFileInfo info, model::ReadAdapterInfo(bytes));
+  RETURN_IF_ERROR(CheckServableKind(info));
   const model::BertEncoder& encoder = *options_.encoder;
   // Parse every tensor against this encoder (fingerprint, shapes, finite
   // values) before anything is stored.

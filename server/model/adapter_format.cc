@@ -7,14 +7,38 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "server/model/tensor_io.h"
 
 namespace adapterd::model {
 namespace {
 
-constexpr const char* kOwnKeys[] = {"format", "format_version", "bottleneck_size", "activation",         "init_std",
-                                    "labels", "num_layers",     "hidden_size",     "encoder_fingerprint"};
+constexpr const char* kOwnKeys[] = {"format",
+                                    "format_version",
+                                    "bottleneck_size",
+                                    "activation",
+                                    "init_std",
+                                    "labels",
+                                    "num_layers",
+                                    "hidden_size",
+                                    "encoder_fingerprint",
+                                    "task_kind",
+                                    "target_mean",
+                                    "target_stddev",
+                                    "qa_max_seq_len",
+                                    "qa_doc_stride",
+                                    "qa_max_question_tokens",
+                                    "qa_max_answer_tokens",
+                                    "qa_allow_no_answer"};
+
+absl::StatusOr<TaskKind> ParseTaskKind(std::string_view name) {
+  for (TaskKind k : {TaskKind::kSequenceClassification, TaskKind::kMultiLabelClassification, TaskKind::kRegression,
+                     TaskKind::kTokenClassification, TaskKind::kExtractiveQa}) {
+    if (TaskKindName(k) == name) return k;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("adapter file: unknown task_kind '", std::string(name), "'"));
+}
 
 bool IsOwnKey(std::string_view key) {
   for (const char* k : kOwnKeys) {
@@ -38,6 +62,43 @@ absl::StatusOr<int64_t> GetInt(const std::map<std::string, std::string, std::les
         absl::StrCat("adapter file: metadata '", std::string(key), "' is not an integer"));
   }
   return out;
+}
+
+absl::StatusOr<double> GetDouble(const std::map<std::string, std::string, std::less<>>& md, std::string_view key) {
+  ASSIGN_OR_RETURN(std::string v, Get(md, key));
+  double out;
+  if (!absl::SimpleAtod(v, &out)) {
+    return absl::InvalidArgumentError(absl::StrCat("adapter file: metadata '", std::string(key), "' is not a number"));
+  }
+  return out;
+}
+
+// The version-3 keys: the kind and what its head needs.
+absl::Status ReadKind(const std::map<std::string, std::string, std::less<>>& md, AdapterConfig& c) {
+  ASSIGN_OR_RETURN(std::string kind, Get(md, "task_kind"));
+  ASSIGN_OR_RETURN(c.kind, ParseTaskKind(kind));
+  if (c.kind == TaskKind::kRegression) {
+    ASSIGN_OR_RETURN(c.target.mean, GetDouble(md, "target_mean"));
+    ASSIGN_OR_RETURN(c.target.stddev, GetDouble(md, "target_stddev"));
+  }
+  if (c.kind == TaskKind::kExtractiveQa) {
+    for (auto [key, field] :
+         {std::pair{"qa_max_seq_len", &c.qa.max_seq_len}, std::pair{"qa_doc_stride", &c.qa.doc_stride},
+          std::pair{"qa_max_question_tokens", &c.qa.max_question_tokens},
+          std::pair{"qa_max_answer_tokens", &c.qa.max_answer_tokens}}) {
+      ASSIGN_OR_RETURN(int64_t v, GetInt(md, key));
+      if (v < 0 || v > 1 << 20) {
+        return absl::InvalidArgumentError(absl::StrCat("adapter file: metadata '", key, "' is out of range"));
+      }
+      *field = static_cast<int32_t>(v);
+    }
+    ASSIGN_OR_RETURN(std::string allow, Get(md, "qa_allow_no_answer"));
+    if (allow != "0" && allow != "1") {
+      return absl::InvalidArgumentError("adapter file: metadata 'qa_allow_no_answer' must be 0 or 1");
+    }
+    c.qa.allow_no_answer = allow == "1";
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<AdapterFileInfo> InfoFromMetadata(const std::map<std::string, std::string, std::less<>>& md) {
@@ -70,6 +131,7 @@ absl::StatusOr<AdapterFileInfo> InfoFromMetadata(const std::map<std::string, std
       return absl::InvalidArgumentError("adapter file: metadata 'labels' must be a JSON array of strings");
     info.config.labels.push_back(l.get<std::string>());
   }
+  if (info.format_version >= 3) RETURN_IF_ERROR(ReadKind(md, info.config));
   ASSIGN_OR_RETURN(info.num_layers, GetInt(md, "num_layers"));
   ASSIGN_OR_RETURN(info.hidden_size, GetInt(md, "hidden_size"));
   ASSIGN_OR_RETURN(info.encoder_fingerprint, Get(md, "encoder_fingerprint"));
@@ -97,6 +159,18 @@ absl::StatusOr<std::string> SerializeAdapterSet(const AdapterSet& set, std::stri
   writer.SetMetadata("activation", std::string(ActivationName(c.activation)));
   writer.SetMetadata("init_std", absl::StrCat(c.init_std));
   writer.SetMetadata("labels", nlohmann::json(c.labels).dump());
+  writer.SetMetadata("task_kind", std::string(TaskKindName(c.kind)));
+  if (c.kind == TaskKind::kRegression) {
+    writer.SetMetadata("target_mean", absl::StrFormat("%.17g", c.target.mean));
+    writer.SetMetadata("target_stddev", absl::StrFormat("%.17g", c.target.stddev));
+  }
+  if (c.kind == TaskKind::kExtractiveQa) {
+    writer.SetMetadata("qa_max_seq_len", absl::StrCat(c.qa.max_seq_len));
+    writer.SetMetadata("qa_doc_stride", absl::StrCat(c.qa.doc_stride));
+    writer.SetMetadata("qa_max_question_tokens", absl::StrCat(c.qa.max_question_tokens));
+    writer.SetMetadata("qa_max_answer_tokens", absl::StrCat(c.qa.max_answer_tokens));
+    writer.SetMetadata("qa_allow_no_answer", c.qa.allow_no_answer ? "1" : "0");
+  }
   writer.SetMetadata("num_layers", absl::StrCat(set.layers().size()));
   writer.SetMetadata("hidden_size", absl::StrCat(set.head_weight().size(1)));
   writer.SetMetadata("encoder_fingerprint", std::string(encoder_fingerprint));
@@ -113,9 +187,8 @@ absl::StatusOr<AdapterFileInfo> ReadAdapterInfo(const std::map<std::string, std:
 }
 
 int64_t MaxAdapterFileBytes(const BertConfig& config, const AdapterFileInfo& info, int64_t header_bytes) {
-  const int64_t params =
-      AdapterSetParameterCount(config.num_hidden_layers, config.hidden_size, info.config.bottleneck_size,
-                               static_cast<int64_t>(info.config.labels.size()));
+  const int64_t params = AdapterSetParameterCount(config.num_hidden_layers, config.hidden_size,
+                                                  info.config.bottleneck_size, info.config.num_outputs());
   return header_bytes + 4 * params;
 }
 

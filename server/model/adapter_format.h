@@ -22,10 +22,14 @@
 namespace adapterd::model {
 
 inline constexpr char kAdapterFormatName[] = "adapterd.adapter_set";
-// Version 2: `encoder_fingerprint` is the model fingerprint (weights, config,
-// vocabulary and tokenizer settings; ComputeModelFingerprint). Version 1
-// files carry the weights-only fingerprint and are still read.
-inline constexpr int kAdapterFormatVersion = 2;
+// Version 3: the task's kind and what its head needs (`task_kind`; the
+// labels or BIO tags, the regression target's standardisation, the QA
+// windowing). Version 2: `encoder_fingerprint` is the model fingerprint
+// (weights, config, vocabulary and tokenizer settings;
+// ComputeModelFingerprint). Version 1 files carry the weights-only
+// fingerprint. Files of versions 1 and 2 are sequence classification, and
+// are still read.
+inline constexpr int kAdapterFormatVersion = 3;
 
 // What the metadata says about a file, without its tensors.
 struct AdapterFileInfo {

@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 
@@ -103,13 +104,61 @@ absl::Status AdapterConfig::Validate() const {
   if (!(init_std >= 0 && init_std <= 1)) {
     return absl::InvalidArgumentError("adapter init_std must be in [0, 1]");
   }
-  if (labels.size() < 2) return absl::InvalidArgumentError("a task needs at least 2 labels");
-  std::set<std::string_view> seen;
-  for (const std::string& l : labels) {
-    if (l.empty()) return absl::InvalidArgumentError("labels must be non-empty");
-    if (!seen.insert(l).second) return absl::InvalidArgumentError(absl::StrCat("duplicate label '", l, "'"));
+  switch (kind) {
+    case TaskKind::kSequenceClassification:
+    case TaskKind::kMultiLabelClassification: {
+      if (labels.size() < 2) return absl::InvalidArgumentError("a task needs at least 2 labels");
+      std::set<std::string_view> seen;
+      for (const std::string& l : labels) {
+        if (l.empty()) return absl::InvalidArgumentError("labels must be non-empty");
+        if (!seen.insert(l).second) return absl::InvalidArgumentError(absl::StrCat("duplicate label '", l, "'"));
+      }
+      return absl::OkStatus();
+    }
+    case TaskKind::kTokenClassification: {
+      std::vector<std::string> types;
+      for (size_t i = 1; i + 1 < labels.size(); i += 2) {
+        if (!labels[i].starts_with("B-")) break;
+        types.push_back(labels[i].substr(2));
+      }
+      if (labels.size() < 3 || labels != BioTagSet(types) ||
+          std::set<std::string>(types.begin(), types.end()).size() != types.size() ||
+          std::any_of(types.begin(), types.end(), [](const std::string& t) { return t.empty(); })) {
+        return absl::InvalidArgumentError(
+            "token classification tags must be \"O\" then \"B-X\", \"I-X\" for each entity type X "
+            "(at least one, distinct, non-empty)");
+      }
+      return absl::OkStatus();
+    }
+    case TaskKind::kRegression:
+      if (!labels.empty()) return absl::InvalidArgumentError("a regression task has no labels");
+      if (!std::isfinite(target.mean) || !std::isfinite(target.stddev) || target.stddev <= 0) {
+        return absl::InvalidArgumentError("a regression task's target mean must be finite and its stddev positive");
+      }
+      return absl::OkStatus();
+    case TaskKind::kExtractiveQa:
+      if (!labels.empty()) return absl::InvalidArgumentError("an extractive QA task has no labels");
+      if (qa.max_question_tokens < 1 || qa.doc_stride < 1 || qa.max_answer_tokens < 1 ||
+          qa.max_seq_len < qa.max_question_tokens + 4) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "extractive QA windows need max_question_tokens, doc_stride and max_answer_tokens >= 1 and "
+            "max_seq_len >= max_question_tokens + 4, got ",
+            qa.max_seq_len, ", ", qa.doc_stride, ", ", qa.max_question_tokens, ", ", qa.max_answer_tokens));
+      }
+      return absl::OkStatus();
   }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("unknown task kind ", static_cast<int32_t>(kind)));
+}
+
+int64_t AdapterConfig::num_outputs() const {
+  switch (kind) {
+    case TaskKind::kRegression:
+      return 1;
+    case TaskKind::kExtractiveQa:
+      return 2;
+    default:
+      return num_labels();
+  }
 }
 
 absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::CreateInitialized(const BertConfig& encoder_config,
@@ -143,8 +192,8 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::CreateInitialized(const 
       layer.output_layer_norm = CopyLn(l.output_ln_weight, l.output_ln_bias, device);
       set->layers_.push_back(std::move(layer));
     }
-    set->head_weight_ = TruncatedNormal({config.num_labels(), d}, 0.02, gen).to(device);
-    set->head_bias_ = at::zeros({config.num_labels()}, at::TensorOptions().device(device));
+    set->head_weight_ = TruncatedNormal({config.num_outputs(), d}, 0.02, gen).to(device);
+    set->head_bias_ = at::zeros({config.num_outputs()}, at::TensorOptions().device(device));
     return set;
   });
 }
@@ -177,9 +226,9 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::FromParts(const BertConf
     } else if (name.ends_with("up.weight")) {
       want = {d, m};
     } else if (name == "head.weight") {
-      want = {set->config_.num_labels(), d};
+      want = {set->config_.num_outputs(), d};
     } else if (name == "head.bias") {
-      want = {set->config_.num_labels()};
+      want = {set->config_.num_outputs()};
     } else {
       want = {d};  // up.bias and LayerNorm affines
     }
@@ -268,6 +317,9 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
   auto stack = std::shared_ptr<AdapterStack>(new AdapterStack());
   int64_t max_m = 0;
   bool one_activation = true;
+  // Gathered heads are over the pooled vector: a stack with a head that
+  // reads every token runs by segments.
+  bool any_reads_tokens = false;
   for (size_t i = 0; i < sets.size(); ++i) {
     const std::shared_ptr<const AdapterSet>& s = sets[i];
     if (s == nullptr) return absl::InvalidArgumentError(absl::StrCat("adapter stack slot ", i, " is null"));
@@ -282,10 +334,14 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
       stack->slots_.push_back(std::move(moved));
     }
     max_m = std::max(max_m, s->config().bottleneck_size);
-    stack->max_labels_ = std::max(stack->max_labels_, s->config().num_labels());
+    if (ReadsTokens(s->config().kind)) {
+      any_reads_tokens = true;
+    } else {
+      stack->max_labels_ = std::max(stack->max_labels_, s->config().num_outputs());
+    }
     one_activation = one_activation && s->config().activation == sets[0]->config().activation;
   }
-  if (!build_gather_tensors || !one_activation) return std::shared_ptr<const AdapterStack>(stack);
+  if (!build_gather_tensors || !one_activation || any_reads_tokens) return std::shared_ptr<const AdapterStack>(stack);
 
   RETURN_IF_ERROR(GuardTorch("build adapter stack", [&]() {
     stack->activation_ = sets[0]->config().activation;

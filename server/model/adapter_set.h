@@ -1,12 +1,13 @@
 // Per-task parameters: Houlsby bottleneck adapters, LayerNorm affines and a
-// classification head (Houlsby et al., ICML 2019).
+// head (Houlsby et al., ICML 2019).
 //
 // Per encoder layer a task owns two adapters,
 //   Adapter(x) = x + U act(D x + b_D) + b_U,   D: d->m, U: m->d,
 // one after the attention output projection and one after the FFN output,
 // each before its residual + LayerNorm; and the gain/bias of every LayerNorm
-// (embeddings, attention output, layer output). The head maps the pooled
-// output to num_labels logits.
+// (embeddings, attention output, layer output). The head, one Linear(d, K),
+// maps the pooled output or each token's final state to K outputs, as the
+// task's kind says (server/model/heads.h).
 //
 // AdapterSet is the trainable, single-task form (one task's tensors, which may
 // require grad). AdapterStack is the inference form: T tasks' tensors cast to
@@ -33,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "server/model/bert_config.h"
 #include "server/model/encoder_weights.h"
+#include "server/model/task_kinds.h"
 
 namespace adapterd::model {
 
@@ -40,16 +42,44 @@ enum class Activation { kGelu, kRelu, kTanh, kSilu };
 std::string_view ActivationName(Activation a);
 absl::StatusOr<Activation> ParseActivation(std::string_view name);
 
+// How an extractive QA task cuts a context into windows
+// ([CLS] question [SEP] context window [SEP]), as BERT's run_squad does.
+struct QaWindowing {
+  // Tokens per window, specials included.
+  int32_t max_seq_len = 128;
+  // Context tokens from one window's start to the next's; at most a
+  // window's context length (run_squad's min(length, doc_stride)).
+  int32_t doc_stride = 128;
+  // Longest question in tokens; a longer one is truncated.
+  int32_t max_question_tokens = 64;
+  // Longest answer in tokens (decoding).
+  int32_t max_answer_tokens = 30;
+  // "No answer" competes with the spans (SQuAD 2.0).
+  bool allow_no_answer = false;
+  bool operator==(const QaWindowing&) const = default;
+};
+
 struct AdapterConfig {
   // Bottleneck size m. The paper uses 8-256; 64 is adapterd's default.
   int64_t bottleneck_size = 64;
   Activation activation = Activation::kGelu;
   // D and U are drawn from N(0, init_std) truncated at 2 init_std.
   double init_std = 1e-2;
-  // Class labels, in logit order. At least 2, distinct, non-empty.
+  TaskKind kind = TaskKind::kSequenceClassification;
+  // The head's outputs' names in logit order: the class labels of the
+  // classification kinds (at least 2, distinct, non-empty); token
+  // classification's BIO tags ("O", then B-X and I-X per entity type:
+  // BioTagSet's order); empty for regression and extractive QA.
   std::vector<std::string> labels;
+  // Regression: the training targets' standardisation.
+  Standardization target;
+  // Extractive QA: its windows.
+  QaWindowing qa;
 
   int64_t num_labels() const { return static_cast<int64_t>(labels.size()); }
+  // K, the head's outputs: the labels or tags, 1 (regression), 2 (QA).
+  int64_t num_outputs() const;
+  // INVALID_ARGUMENT naming the first rule broken.
   absl::Status Validate() const;
 };
 
@@ -92,8 +122,8 @@ class AdapterSet {
   const AdapterConfig& config() const { return config_; }
   const LayerNormAffine& embedding_layer_norm() const { return embedding_layer_norm_; }
   const std::vector<AdapterLayer>& layers() const { return layers_; }
-  const at::Tensor& head_weight() const { return head_weight_; }  // [num_labels, d]
-  const at::Tensor& head_bias() const { return head_bias_; }      // [num_labels]
+  const at::Tensor& head_weight() const { return head_weight_; }  // [num_outputs, d]
+  const at::Tensor& head_bias() const { return head_bias_; }      // [num_outputs]
 
   // Every tensor under its adapter-format name (docs/ADAPTER_FORMAT.md), in
   // a fixed order. The tensors are the set's own (not copies).
@@ -132,9 +162,11 @@ inline int64_t AdapterParameterCount(int64_t hidden, int64_t bottleneck) {
 }
 
 // Number of parameters of one task's set (AdapterSet::Named()): per layer two
-// adapters and two LayerNorm affines, the embedding LayerNorm, and the head.
-inline int64_t AdapterSetParameterCount(int64_t layers, int64_t hidden, int64_t bottleneck, int64_t labels) {
-  return layers * (2 * AdapterParameterCount(hidden, bottleneck) + 4 * hidden) + 2 * hidden + labels * hidden + labels;
+// adapters and two LayerNorm affines, the embedding LayerNorm, and the head
+// of `outputs` outputs (AdapterConfig::num_outputs()).
+inline int64_t AdapterSetParameterCount(int64_t layers, int64_t hidden, int64_t bottleneck, int64_t outputs) {
+  return layers * (2 * AdapterParameterCount(hidden, bottleneck) + 4 * hidden) + 2 * hidden + outputs * hidden +
+         outputs;
 }
 
 // T tasks' parameters on one device, in one dtype, for mixed-task batches.
@@ -167,7 +199,10 @@ class AdapterStack {
 
   int64_t size() const { return static_cast<int64_t>(slots_.size()); }
   const AdapterSet& slot(int64_t i) const { return *slots_[static_cast<size_t>(i)]; }
+  // The widest head over the pooled vector among the slots.
   int64_t max_labels() const { return max_labels_; }
+  // Built when asked for, every slot has the same activation and every
+  // slot's head reads the pooled vector.
   bool has_gather_tensors() const { return !layers_.empty(); }
   // Valid only when has_gather_tensors().
   Activation gather_activation() const { return activation_; }

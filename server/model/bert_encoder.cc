@@ -111,8 +111,11 @@ class BertEncoder::TaskOps {
   // May overwrite `x` (which autograd does not track) with the result: the
   // layer loop passes a sub-layer's output it does not read again.
   virtual at::Tensor Adapter(AdapterSite site, int64_t layer, const at::Tensor& x) const = 0;
-  // Undefined for the plain encoder.
+  // The logits of the rows whose task's head reads the pooled vector, and
+  // (TokenHead) of those whose head reads every token; each undefined when
+  // no row's head reads that input (and for the plain encoder).
   virtual at::Tensor Head(const at::Tensor& pooled) const = 0;
+  virtual at::Tensor TokenHead(const at::Tensor& hidden) const = 0;
 };
 
 // The encoder alone: its own LayerNorm affines, no adapters, no head.
@@ -127,6 +130,7 @@ class BertEncoder::PlainOps final : public TaskOps {
   }
   at::Tensor Adapter(AdapterSite, int64_t, const at::Tensor& x) const override { return x; }
   at::Tensor Head(const at::Tensor&) const override { return {}; }
+  at::Tensor TokenHead(const at::Tensor&) const override { return {}; }
 
  private:
   const EncoderWeights& w_;
@@ -146,8 +150,13 @@ class BertEncoder::SegmentOps final : public TaskOps {
     const AdapterSet* set;
     int64_t start, length;
   };
-  SegmentOps(std::vector<Segment> segments, int64_t max_labels, double eps, c10::Device device)
-      : segments_(std::move(segments)), max_labels_(max_labels), eps_(eps) {
+  SegmentOps(std::vector<Segment> segments, double eps, c10::Device device)
+      : segments_(std::move(segments)), eps_(eps) {
+    for (const Segment& seg : segments_) {
+      const AdapterConfig& c = seg.set->config();
+      int64_t& widest = ReadsTokens(c.kind) ? max_token_outputs_ : max_outputs_;
+      widest = std::max(widest, c.num_outputs());
+    }
     if (segments_.size() == 1) return;
     std::vector<int64_t> segment_of_row;
     for (size_t i = 0; i < segments_.size(); ++i) {
@@ -180,16 +189,29 @@ class BertEncoder::SegmentOps final : public TaskOps {
       return ApplyAdapter(AdapterOf(s, site, layer), s.config().activation, xs);
     });
   }
-  at::Tensor Head(const at::Tensor& pooled) const override {
-    return PerSegment(pooled, [&](const AdapterSet& s, const at::Tensor& ps) {
-      at::Tensor logits = at::linear(ps, As(s.head_weight(), ps), As(s.head_bias(), ps));
-      const int64_t pad = max_labels_ - logits.size(-1);
+  at::Tensor Head(const at::Tensor& pooled) const override { return Logits(pooled, /*tokens=*/false); }
+  at::Tensor TokenHead(const at::Tensor& hidden) const override { return Logits(hidden, /*tokens=*/true); }
+
+ private:
+  // Each segment's head over `x` (pooled [B, d] or hidden [B, L, d]) where
+  // its kind reads that input, -inf where it does not; padded with -inf to
+  // the widest such head. Undefined when no segment reads it.
+  at::Tensor Logits(const at::Tensor& x, bool tokens) const {
+    const int64_t width = tokens ? max_token_outputs_ : max_outputs_;
+    if (width == 0) return {};
+    return PerSegment(x, [&](const AdapterSet& s, const at::Tensor& xs) {
+      std::vector<int64_t> shape = xs.sizes().vec();
+      shape.back() = width;
+      if (ReadsTokens(s.config().kind) != tokens) {
+        return at::full(shape, -std::numeric_limits<double>::infinity(), xs.options());
+      }
+      at::Tensor logits = at::linear(xs, As(s.head_weight(), xs), As(s.head_bias(), xs));
+      const int64_t pad = width - logits.size(-1);
       if (pad == 0) return logits;
       return at::constant_pad_nd(logits, {0, pad}, -std::numeric_limits<double>::infinity());
     });
   }
 
- private:
   template <typename Fn>
   at::Tensor PerSegment(const at::Tensor& x, Fn&& fn) const {
     if (segments_.size() == 1) return fn(*segments_[0].set, x);
@@ -200,7 +222,9 @@ class BertEncoder::SegmentOps final : public TaskOps {
   }
 
   std::vector<Segment> segments_;
-  int64_t max_labels_;
+  // The widest head over the pooled vector, and over tokens (0: none).
+  int64_t max_outputs_ = 0;
+  int64_t max_token_outputs_ = 0;
   double eps_;
   at::Tensor segment_of_row_;  // [B] long: each row's index into segments_ (when > 1)
 };
@@ -246,6 +270,9 @@ class BertEncoder::GatherOps final : public TaskOps {
                        As(Rows(stack_.stacked_head_t()), pooled))
         .squeeze(1);
   }
+  // A stack with gather tensors holds heads over the pooled vector only
+  // (AdapterStack::Create).
+  at::Tensor TokenHead(const at::Tensor&) const override { return {}; }
 
  private:
   at::Tensor Rows(const at::Tensor& stacked) const { return stacked.index_select(0, index_); }
@@ -330,8 +357,7 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
   if (!input.input_ids.defined() || input.input_ids.dim() != 2) {
     return absl::InvalidArgumentError("input_ids must be a [batch, seq_len] tensor");
   }
-  SegmentOps ops({{&task, 0, input.input_ids.size(0)}}, task.config().num_labels(), config_.layer_norm_eps,
-                 options_.device);
+  SegmentOps ops({{&task, 0, input.input_ids.size(0)}}, config_.layer_norm_eps, options_.device);
   return Run(input, ops, options);
 }
 
@@ -359,7 +385,10 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   const int64_t num_distinct = static_cast<int64_t>(distinct.size());
   int64_t max_labels = 0;
-  for (int64_t s : distinct) max_labels = std::max(max_labels, stack.slot(s).config().num_labels());
+  for (int64_t s : distinct) {
+    if (!ReadsTokens(stack.slot(s).config().kind))
+      max_labels = std::max(max_labels, stack.slot(s).config().num_outputs());
+  }
 
   MixedStrategy strategy = options.strategy;
   if (strategy == MixedStrategy::kAuto) {
@@ -395,9 +424,8 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
   }
   const bool sorted = std::is_sorted(row_slots.begin(), row_slots.end());
   std::optional<SegmentOps> ops;
-  RETURN_IF_ERROR(GuardTorch("mixed-task forward", [&]() {
-    ops.emplace(std::move(segments), max_labels, config_.layer_norm_eps, options_.device);
-  }));
+  RETURN_IF_ERROR(GuardTorch("mixed-task forward",
+                             [&]() { ops.emplace(std::move(segments), config_.layer_norm_eps, options_.device); }));
   if (sorted) return Run(input, *ops, options);
   return GuardTorch("mixed-task forward", [&]() -> absl::StatusOr<EncoderOutput> {
     at::Tensor perm = at::tensor(order, at::kLong);
@@ -409,7 +437,8 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
     inverse = inverse.to(options_.device);
     out.last_hidden_state = out.last_hidden_state.index_select(0, inverse);
     out.pooled = out.pooled.index_select(0, inverse);
-    out.logits = out.logits.index_select(0, inverse);
+    if (out.logits.defined()) out.logits = out.logits.index_select(0, inverse);
+    if (out.token_logits.defined()) out.token_logits = out.token_logits.index_select(0, inverse);
     return out;
   });
 }
@@ -487,6 +516,7 @@ absl::StatusOr<EncoderOutput> BertEncoder::Run(const EncoderInput& input, const 
     at::Tensor cls = h.select(1, 0);
     out.pooled = w.has_pooler() ? at::tanh(FrozenLinear(narrow(cls), w.pooler_weight, w.pooler_bias).to(stream)) : cls;
     out.logits = ops.Head(out.pooled);
+    out.token_logits = ops.TokenHead(h);
     return out;
   });
 }

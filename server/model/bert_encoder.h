@@ -5,7 +5,8 @@
 //   per layer:  a = Adapter_attn(O(attention(h)))   h' = LN_attn(a + h)
 //               f = Adapter_ffn(W2 gelu(W1 h'))     h  = LN_out(f + h')
 //   pooled = tanh(Wp h[CLS] + bp)   (h[CLS] when the checkpoint has no pooler)
-//   logits = Head(pooled)
+//   logits = Head(pooled), or Head(h) per token for the task kinds whose
+//   head reads every token (server/model/heads.h)
 //
 // Three entry points share one implementation:
 //   - Forward(input): the plain encoder (no adapters, the encoder's own
@@ -85,10 +86,16 @@ struct EncoderOutput {
   // Options::reduced_residual_stream); fp64 for fp64.
   at::Tensor last_hidden_state;  // [B, L, d]
   at::Tensor pooled;             // [B, d]
-  // [B, C] with C = the largest label count among the batch's tasks; a row's
-  // logits past its own task's label count are -inf. Undefined for the plain
-  // encoder.
+  // [B, C] with C = the largest output count among the batch's tasks whose
+  // head reads the pooled vector; a row's logits past its own task's count,
+  // and every logit of a row whose task's head reads tokens, are -inf.
+  // Undefined when no row's task reads the pooled vector (and for the plain
+  // encoder).
   at::Tensor logits;
+  // [B, L, C'] the same for the rows whose task's head reads every token
+  // (token classification, extractive QA); -inf elsewhere. Undefined when
+  // no row's task reads tokens.
+  at::Tensor token_logits;
 };
 
 class BertEncoder {

@@ -42,7 +42,7 @@ class SequenceClassificationHead : public Head {
  public:
   explicit SequenceClassificationHead(int64_t labels) : labels_(labels) {}
   TaskKind kind() const override { return TaskKind::kSequenceClassification; }
-  bool reads_tokens() const override { return false; }
+  bool reads_tokens() const override { return ReadsTokens(kind()); }
   int64_t num_outputs() const override { return labels_; }
   absl::StatusOr<at::Tensor> Loss(const at::Tensor& logits, const HeadTargets& targets) const override {
     RETURN_IF_ERROR(CheckShape(logits, "logits", {-1, labels_}));
@@ -59,7 +59,7 @@ class MultiLabelHead : public Head {
  public:
   explicit MultiLabelHead(int64_t labels) : labels_(labels) {}
   TaskKind kind() const override { return TaskKind::kMultiLabelClassification; }
-  bool reads_tokens() const override { return false; }
+  bool reads_tokens() const override { return ReadsTokens(kind()); }
   int64_t num_outputs() const override { return labels_; }
   absl::StatusOr<at::Tensor> Loss(const at::Tensor& logits, const HeadTargets& targets) const override {
     RETURN_IF_ERROR(CheckShape(logits, "logits", {-1, labels_}));
@@ -76,7 +76,7 @@ class MultiLabelHead : public Head {
 class RegressionHead : public Head {
  public:
   TaskKind kind() const override { return TaskKind::kRegression; }
-  bool reads_tokens() const override { return false; }
+  bool reads_tokens() const override { return ReadsTokens(kind()); }
   int64_t num_outputs() const override { return 1; }
   absl::StatusOr<at::Tensor> Loss(const at::Tensor& logits, const HeadTargets& targets) const override {
     RETURN_IF_ERROR(CheckShape(logits, "logits", {-1, 1}));
@@ -91,7 +91,7 @@ class TokenClassificationHead : public Head {
  public:
   explicit TokenClassificationHead(int64_t tags) : tags_(tags) {}
   TaskKind kind() const override { return TaskKind::kTokenClassification; }
-  bool reads_tokens() const override { return true; }
+  bool reads_tokens() const override { return ReadsTokens(kind()); }
   int64_t num_outputs() const override { return tags_; }
   absl::StatusOr<at::Tensor> Loss(const at::Tensor& logits, const HeadTargets& targets) const override {
     RETURN_IF_ERROR(CheckShape(logits, "logits", {-1, -1, tags_}));
@@ -114,7 +114,7 @@ class TokenClassificationHead : public Head {
 class ExtractiveQaHead : public Head {
  public:
   TaskKind kind() const override { return TaskKind::kExtractiveQa; }
-  bool reads_tokens() const override { return true; }
+  bool reads_tokens() const override { return ReadsTokens(kind()); }
   int64_t num_outputs() const override { return 2; }
   absl::StatusOr<at::Tensor> Loss(const at::Tensor& logits, const HeadTargets& targets) const override {
     RETURN_IF_ERROR(CheckShape(logits, "logits", {-1, -1, 2}));

@@ -39,6 +39,8 @@ std::string_view TaskKindName(TaskKind kind) {
   return "unknown";
 }
 
+bool ReadsTokens(TaskKind kind) { return kind == TaskKind::kTokenClassification || kind == TaskKind::kExtractiveQa; }
+
 std::vector<LabelProbability> LabelsAtThreshold(std::span<const float> logits, double threshold) {
   std::vector<LabelProbability> out;
   for (size_t i = 0; i < logits.size(); ++i) {

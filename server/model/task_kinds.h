@@ -29,6 +29,11 @@ enum class TaskKind : int32_t {
 // "token_classification", "extractive_qa".
 std::string_view TaskKindName(TaskKind kind);
 
+// True for the kinds whose head reads every token's final hidden state
+// (token classification, extractive QA); false for those that read the
+// pooled vector.
+bool ReadsTokens(TaskKind kind);
+
 // Multi-label: the labels whose probability sigmoid(logit) is at least
 // `threshold`, highest first (ties: lower index first).
 struct LabelProbability {

@@ -444,6 +444,11 @@ TEST_F(ContractsTest, AFormatOneFileStillImportsOntoItsEncoder) {
   // for another encoder.
   const std::string wrong = Rewrite(*adapter_a_, {{"format_version", "1"}});
   EXPECT_EQ(Import(*stub_, "from-v1-wrong", wrong).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  // A valid file of a kind this server does not serve yet stores nothing.
+  const std::string multi_label = Rewrite(*adapter_a_, {{"task_kind", "multi_label_classification"}});
+  grpc::Status refused = Import(*stub_, "multi-label", multi_label);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNIMPLEMENTED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("multi_label_classification"));
 
   // It serves exactly as the task it came from.
   auto predict = [&](const std::string& task_id) {

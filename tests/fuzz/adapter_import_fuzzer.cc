@@ -92,8 +92,10 @@ void CheckInfo(const AdapterFileInfo& info) {
   FUZZ_CHECK(info.config.Validate().ok()) << "accepted an invalid AdapterConfig";
   FUZZ_CHECK(info.format_version >= 1 && info.format_version <= kAdapterFormatVersion)
       << "accepted format_version " << info.format_version;
-  for (const char* own : {"format", "format_version", "bottleneck_size", "activation", "init_std", "labels",
-                          "num_layers", "hidden_size", "encoder_fingerprint"}) {
+  for (const char* own :
+       {"format", "format_version", "bottleneck_size", "activation", "init_std", "labels", "num_layers", "hidden_size",
+        "encoder_fingerprint", "task_kind", "target_mean", "target_stddev", "qa_max_seq_len", "qa_doc_stride",
+        "qa_max_question_tokens", "qa_max_answer_tokens", "qa_allow_no_answer"}) {
     FUZZ_CHECK(!info.extra.contains(own)) << "own key '" << own << "' among the extra keys";
   }
 }
@@ -109,7 +111,8 @@ void CheckSet(const AdapterSet& set, const AdapterFileInfo& info, const AdapterL
   FUZZ_CHECK(static_cast<int64_t>(set.layers().size()) == Config().num_hidden_layers) << "layer count";
   FUZZ_CHECK(set.config().labels == info.config.labels) << "labels differ from the file's";
   FUZZ_CHECK(set.config().bottleneck_size == info.config.bottleneck_size) << "bottleneck differs";
-  FUZZ_CHECK(set.head_weight().size(0) == set.config().num_labels()) << "head rows != labels";
+  FUZZ_CHECK(set.head_weight().size(0) == set.config().num_outputs()) << "head rows != the kind's outputs";
+  FUZZ_CHECK(set.config().kind == info.config.kind) << "kind differs from the file's";
   if (options.check_finite) FUZZ_CHECK(CheckFinite(set).ok()) << "non-finite set passed check_finite";
 
   // Export and import again: same info (now the current version) and tensors.
@@ -118,6 +121,9 @@ void CheckSet(const AdapterSet& set, const AdapterFileInfo& info, const AdapterL
   absl::StatusOr<AdapterFileInfo> info2 = ReadAdapterInfo(*exported);
   FUZZ_CHECK(info2.ok()) << "exported file's info does not read: " << info2.status();
   FUZZ_CHECK(info2->format_version == kAdapterFormatVersion && info2->config.labels == info.config.labels &&
+             info2->config.kind == info.config.kind && info2->config.qa == info.config.qa &&
+             info2->config.target.mean == info.config.target.mean &&
+             info2->config.target.stddev == info.config.target.stddev &&
              info2->config.bottleneck_size == info.config.bottleneck_size &&
              info2->config.activation == info.config.activation && info2->extra == info.extra &&
              info2->encoder_fingerprint == kFingerprint)

@@ -16,6 +16,7 @@
 #include "server/model/adapter_set.h"
 #include "server/model/bert_encoder.h"
 #include "server/model/safetensors.h"
+#include "server/model/task_kinds.h"
 #include "server/model/tensor_io.h"
 #include "tests/model/model_test_util.h"
 
@@ -484,9 +485,17 @@ TEST(AdapterFormat, NonFiniteTensorsAreRefusedNamingThem) {
 TEST(AdapterFormat, FormatOneFilesMatchTheWeightsFingerprint) {
   auto enc = MakeEncoder(TinyConfig());
   auto set = MakeTrainedLikeSet(*enc, 2, 5);
-  ASSERT_OK_AND_ASSIGN(std::string v2, SerializeAdapterSet(*set, "sha256:model"));
-  ASSERT_OK_AND_ASSIGN(AdapterFileInfo info, ReadAdapterInfo(v2));
-  EXPECT_EQ(info.format_version, 2);
+  ASSERT_OK_AND_ASSIGN(std::string v3, SerializeAdapterSet(*set, "sha256:model"));
+  ASSERT_OK_AND_ASSIGN(AdapterFileInfo info, ReadAdapterInfo(v3));
+  EXPECT_EQ(info.format_version, 3);
+  // A version 2 file: no kind, so sequence classification.
+  const std::string v2 = Rewrite(v3, [](auto&, auto& m) {
+    m["format_version"] = "2";
+    m.erase("task_kind");
+  });
+  ASSERT_OK_AND_ASSIGN(AdapterFileInfo info2, ReadAdapterInfo(v2));
+  EXPECT_EQ(info2.format_version, 2);
+  EXPECT_EQ(info2.config.kind, TaskKind::kSequenceClassification);
   const std::string v1 = Rewrite(v2, [](auto&, auto& m) {
     m["format_version"] = "1";
     m["encoder_fingerprint"] = "sha256:weights";
@@ -501,6 +510,114 @@ TEST(AdapterFormat, FormatOneFilesMatchTheWeightsFingerprint) {
       StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("format 1")));
   EXPECT_THAT(DeserializeAdapterSet(v2, enc->config(), "sha256:weights", at::kCPU, options),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("vocabulary")));
+}
+
+// A set of each kind, with what its head needs.
+AdapterConfig KindConfig(TaskKind kind) {
+  AdapterConfig c = MakeAdapterConfig(3, 8);
+  c.kind = kind;
+  if (kind == TaskKind::kTokenClassification) c.labels = BioTagSet(std::vector<std::string>{"PER", "LOC"});
+  if (kind == TaskKind::kRegression || kind == TaskKind::kExtractiveQa) c.labels.clear();
+  c.target = {.mean = 3.25, .stddev = 0.1 + 1.0 / 3};
+  c.qa = {
+      .max_seq_len = 48, .doc_stride = 16, .max_question_tokens = 12, .max_answer_tokens = 7, .allow_no_answer = true};
+  return c;
+}
+
+TEST(AdapterFormat, EveryKindRoundTripsWithWhatItsHeadNeeds) {
+  auto enc = MakeEncoder(TinyConfig());
+  for (TaskKind kind : {TaskKind::kSequenceClassification, TaskKind::kMultiLabelClassification, TaskKind::kRegression,
+                        TaskKind::kTokenClassification, TaskKind::kExtractiveQa}) {
+    SCOPED_TRACE(std::string(TaskKindName(kind)));
+    const AdapterConfig c = KindConfig(kind);
+    auto set = MakeTrainedLikeSet(*enc, c, 9);
+    EXPECT_EQ(set->head_weight().size(0), c.num_outputs());
+    ASSERT_OK_AND_ASSIGN(std::string bytes, SerializeAdapterSet(*set, enc->fingerprint()));
+    ASSERT_OK_AND_ASSIGN(auto back, DeserializeAdapterSet(bytes, enc->config(), enc->fingerprint(), at::kCPU));
+    const AdapterConfig& b = back->config();
+    EXPECT_EQ(b.kind, kind);
+    EXPECT_EQ(b.labels, c.labels);
+    if (kind == TaskKind::kRegression) {
+      EXPECT_EQ(b.target.mean, c.target.mean);  // bit for bit through %.17g
+      EXPECT_EQ(b.target.stddev, c.target.stddev);
+    }
+    if (kind == TaskKind::kExtractiveQa) {
+      EXPECT_EQ(b.qa, c.qa);
+    }
+    EXPECT_TRUE(BitEqual(back->head_weight(), set->head_weight()));
+  }
+  EXPECT_EQ(KindConfig(TaskKind::kRegression).num_outputs(), 1);
+  EXPECT_EQ(KindConfig(TaskKind::kExtractiveQa).num_outputs(), 2);
+  EXPECT_EQ(KindConfig(TaskKind::kTokenClassification).num_outputs(), 5);
+}
+
+TEST(AdapterFormat, WhatAKindCannotHaveIsInvalidArgument) {
+  auto enc = MakeEncoder(TinyConfig());
+  ASSERT_OK_AND_ASSIGN(std::string regression,
+                       SerializeAdapterSet(*MakeTrainedLikeSet(*enc, KindConfig(TaskKind::kRegression), 1), "fp"));
+  ASSERT_OK_AND_ASSIGN(
+      std::string tags,
+      SerializeAdapterSet(*MakeTrainedLikeSet(*enc, KindConfig(TaskKind::kTokenClassification), 1), "fp"));
+  ASSERT_OK_AND_ASSIGN(std::string qa,
+                       SerializeAdapterSet(*MakeTrainedLikeSet(*enc, KindConfig(TaskKind::kExtractiveQa), 1), "fp"));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {Rewrite(regression, [](auto&, auto& m) { m["task_kind"] = "poetry"; }), "unknown task_kind 'poetry'"},
+      {Rewrite(regression, [](auto&, auto& m) { m.erase("task_kind"); }), "'task_kind' is missing"},
+      {Rewrite(regression, [](auto&, auto& m) { m["target_stddev"] = "0"; }), "stddev positive"},
+      {Rewrite(regression, [](auto&, auto& m) { m["labels"] = "[\"a\",\"b\"]"; }), "no labels"},
+      {Rewrite(tags, [](auto&, auto& m) { m["labels"] = "[\"O\",\"I-PER\",\"B-PER\"]"; }), "\"O\" then"},
+      {Rewrite(tags, [](auto&, auto& m) { m["labels"] = "[\"O\",\"B-PER\",\"I-PER\",\"B-PER\",\"I-PER\"]"; }),
+       "distinct"},
+      {Rewrite(qa, [](auto&, auto& m) { m["qa_max_seq_len"] = "10"; }), "max_seq_len >= max_question_tokens + 4"},
+      {Rewrite(qa, [](auto&, auto& m) { m["qa_allow_no_answer"] = "yes"; }), "must be 0 or 1"},
+  };
+  for (const auto& [bytes, message] : cases) {
+    EXPECT_THAT(ReadAdapterInfo(bytes), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message))) << message;
+  }
+  AdapterConfig two_tags = KindConfig(TaskKind::kTokenClassification);
+  two_tags.labels = {"O", "B-PER"};
+  EXPECT_THAT(two_tags.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"O\" then")));
+}
+
+// Heads that read every token, alone and mixed with a classifier: each
+// row's logits are those it gets alone, and -inf for the input its head
+// does not read.
+TEST_F(MixedTaskTest, TokenHeadsGiveEveryPositionsLogitsAloneAndMixed) {
+  std::vector<std::shared_ptr<const AdapterSet>> sets = {
+      MakeTrainedLikeSet(*enc_, KindConfig(TaskKind::kExtractiveQa), 21),
+      MakeTrainedLikeSet(*enc_, KindConfig(TaskKind::kTokenClassification), 22), sets_[1],
+      MakeTrainedLikeSet(*enc_, KindConfig(TaskKind::kRegression), 23)};
+  ASSERT_OK_AND_ASSIGN(auto stack, AdapterStack::Create(sets, enc_->config(), at::kCPU, at::kFloat, true));
+  EXPECT_FALSE(stack->has_gather_tensors());  // gathered heads read the pooled vector only
+  EXPECT_EQ(stack->max_labels(), 3);
+  const std::vector<int64_t> slots = {0, 1, 2, 3, 1, 0};
+  ASSERT_OK_AND_ASSIGN(EncoderOutput mixed, enc_->Forward(MakeInput(rows_), *stack, slots));
+  ASSERT_TRUE(mixed.logits.defined());
+  ASSERT_TRUE(mixed.token_logits.defined());
+  EXPECT_EQ(mixed.token_logits.size(2), 5);  // the tagger's 5 tags; QA's 2 padded with -inf
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    SCOPED_TRACE(r);
+    const AdapterSet& set = stack->slot(slots[r]);
+    ASSERT_OK_AND_ASSIGN(EncoderOutput alone, enc_->Forward(MakeInput({rows_[r]}), set));
+    const int64_t length = static_cast<int64_t>(rows_[r].size());
+    const int64_t k = set.config().num_outputs();
+    if (ReadsTokens(set.config().kind)) {
+      EXPECT_FALSE(alone.logits.defined());
+      ASSERT_EQ(alone.token_logits.sizes(), (std::vector<int64_t>{1, length, k}));
+      // The head over each token's final state, nothing else.
+      EXPECT_LT(
+          MaxAbsDiff(alone.token_logits[0], at::linear(alone.last_hidden_state[0], set.head_weight(), set.head_bias())),
+          1e-6);
+      EXPECT_LT(MaxAbsDiff(mixed.token_logits[static_cast<int64_t>(r)].narrow(0, 0, length).narrow(1, 0, k),
+                           alone.token_logits[0]),
+                1e-5);
+      EXPECT_TRUE(mixed.logits[static_cast<int64_t>(r)].isinf().all().item<bool>());
+    } else {
+      EXPECT_FALSE(alone.token_logits.defined());
+      EXPECT_LT(MaxAbsDiff(mixed.logits[static_cast<int64_t>(r)].narrow(0, 0, k), alone.logits[0]), 1e-5);
+      EXPECT_TRUE(mixed.token_logits[static_cast<int64_t>(r)].isinf().all().item<bool>());
+    }
+  }
 }
 
 TEST(AdapterFormat, HalfPrecisionFilesLoadCloseToFp32) {

@@ -51,17 +51,22 @@ inline AdapterConfig MakeAdapterConfig(int64_t num_labels, int64_t bottleneck = 
   return c;
 }
 
-// A set with non-trivial values everywhere (the up-projections too), so
-// outputs differ from the plain encoder and between tasks.
-inline std::shared_ptr<AdapterSet> MakeTrainedLikeSet(const BertEncoder& enc, int64_t num_labels, uint64_t seed,
-                                                      int64_t bottleneck = 8) {
-  AdapterConfig c = MakeAdapterConfig(num_labels, bottleneck);
+// A set of `c` (any kind: its labels or tags, ...) with non-trivial values
+// everywhere (the up-projections too), so outputs differ from the plain
+// encoder and between tasks.
+inline std::shared_ptr<AdapterSet> MakeTrainedLikeSet(const BertEncoder& enc, AdapterConfig c, uint64_t seed) {
   c.init_std = 0.2;
   auto set = AdapterSet::CreateInitialized(enc.config(), enc.weights(), c, seed, at::kCPU);
   EXPECT_TRUE(set.ok()) << set.status();
   at::manual_seed(seed);
   for (at::Tensor& t : (*set)->Parameters()) t.add_(at::randn_like(t) * 0.05);
   return std::shared_ptr<AdapterSet>(std::move(*set));
+}
+
+// The same for a sequence classifier of `num_labels` labels.
+inline std::shared_ptr<AdapterSet> MakeTrainedLikeSet(const BertEncoder& enc, int64_t num_labels, uint64_t seed,
+                                                      int64_t bottleneck = 8) {
+  return MakeTrainedLikeSet(enc, MakeAdapterConfig(num_labels, bottleneck), seed);
 }
 
 // Exact equality of two tensors' values (bit-for-bit for non-NaN floats).

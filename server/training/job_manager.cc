@@ -229,6 +229,12 @@ absl::Status JobManager::Recover() {
 absl::Status JobManager::Transition(storage::v1::JobRecord& job, JobState to, const std::string& reason,
                                     const std::function<absl::Status(storage::Batch&)>& extra, int64_t* enqueued_seq) {
   absl::MutexLock t(&transition_mu_);
+  return TransitionLocked(job, to, reason, extra, enqueued_seq);
+}
+
+absl::Status JobManager::TransitionLocked(storage::v1::JobRecord& job, JobState to, const std::string& reason,
+                                          const std::function<absl::Status(storage::Batch&)>& extra,
+                                          int64_t* enqueued_seq) {
   ASSIGN_OR_RETURN(storage::v1::JobRecord stored, options_.db->jobs().Get(job.tenant(), job.job_id()));
   if (stored.state() != job.state()) {
     return absl::FailedPreconditionError(absl::StrCat("job '", job.job_id(), "' is now ", JobStateName(stored.state()),
@@ -382,6 +388,11 @@ absl::StatusOr<storage::JobStore::Page> JobManager::List(const storage::JobStore
 
 absl::StatusOr<storage::v1::JobRecord> JobManager::Cancel(const std::string& tenant, const std::string& job_id,
                                                           const std::string& reason) {
+  // Held from the read to the last write: the worker's own transitions (to
+  // RUNNING, and its end, which a cancel request below may trigger) wait
+  // until this cancel's state is stored, so the state read here is the one
+  // this cancel moves on from.
+  absl::MutexLock t(&transition_mu_);
   ASSIGN_OR_RETURN(storage::v1::JobRecord job, options_.db->jobs().Get(tenant, job_id));
   if (!reason.empty() && !IsTerminal(job.state())) job.set_error_message(reason);
   auto why = [&](const char* client_reason) { return reason.empty() ? std::string(client_reason) : reason; };
@@ -401,19 +412,19 @@ absl::StatusOr<storage::v1::JobRecord> JobManager::Cancel(const std::string& ten
           queue_seq_.erase(it);
         }
       }
-      RETURN_IF_ERROR(Transition(job, storage::v1::JOB_STATE_CANCELLED, why("cancelled while queued"),
-                                 [&](storage::Batch& b) { return seq > 0 ? b.Dequeue(seq) : absl::OkStatus(); }));
+      RETURN_IF_ERROR(TransitionLocked(job, storage::v1::JOB_STATE_CANCELLED, why("cancelled while queued"),
+                                       [&](storage::Batch& b) { return seq > 0 ? b.Dequeue(seq) : absl::OkStatus(); }));
       return job;
     }
     case storage::v1::JOB_STATE_VALIDATING:
-      RETURN_IF_ERROR(Transition(job, storage::v1::JOB_STATE_CANCELLED, why("cancelled while validating")));
+      RETURN_IF_ERROR(TransitionLocked(job, storage::v1::JOB_STATE_CANCELLED, why("cancelled while validating")));
       return job;
     case storage::v1::JOB_STATE_RUNNING: {
       {
         absl::MutexLock l(&mu_);
         cancel_requested_[job_id] = reason;
       }
-      RETURN_IF_ERROR(Transition(job, storage::v1::JOB_STATE_CANCELLING, why("cancel requested")));
+      RETURN_IF_ERROR(TransitionLocked(job, storage::v1::JOB_STATE_CANCELLING, why("cancel requested")));
       return job;
     }
     case storage::v1::JOB_STATE_CANCELLING:
@@ -426,7 +437,7 @@ absl::StatusOr<storage::v1::JobRecord> JobManager::Cancel(const std::string& ten
   ASSIGN_OR_RETURN(job, options_.db->jobs().Get(tenant, job_id));
   if (job.state() == storage::v1::JOB_STATE_RUNNING) {
     if (!reason.empty()) job.set_error_message(reason);
-    RETURN_IF_ERROR(Transition(job, storage::v1::JOB_STATE_CANCELLING, why("cancel requested")));
+    RETURN_IF_ERROR(TransitionLocked(job, storage::v1::JOB_STATE_CANCELLING, why("cancel requested")));
   }
   return job;
 }

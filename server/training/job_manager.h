@@ -215,7 +215,11 @@ class JobManager {
   // queue entry `extra` added.
   absl::Status Transition(storage::v1::JobRecord& job, storage::v1::JobState to, const std::string& reason,
                           const std::function<absl::Status(storage::Batch&)>& extra = nullptr,
-                          int64_t* enqueued_seq = nullptr);
+                          int64_t* enqueued_seq = nullptr) ABSL_LOCKS_EXCLUDED(transition_mu_);
+  // Transition with transition_mu_ held by the caller.
+  absl::Status TransitionLocked(storage::v1::JobRecord& job, storage::v1::JobState to, const std::string& reason,
+                                const std::function<absl::Status(storage::Batch&)>& extra = nullptr,
+                                int64_t* enqueued_seq = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(transition_mu_);
   // A restart interrupted `job` (RUNNING): counts the new attempt in the
   // stored record and in `job`.
   absl::Status CountResumedAttempt(storage::v1::JobRecord& job);

@@ -455,7 +455,8 @@ TEST_F(ServerTest, DatasetsAreListedAndDeletedButNotWhileAJobUsesThem) {
     c.set_job_id(job.job_id());
     v1::TrainingJob out;
     auto ctx = Ctx();
-    ASSERT_TRUE(stub_->CancelTrainingJob(ctx.get(), c, &out).ok());
+    const grpc::Status cancelled = stub_->CancelTrainingJob(ctx.get(), c, &out);
+    ASSERT_TRUE(cancelled.ok()) << cancelled.error_message();
   }
   ASSERT_OK(WaitForJob(*stub_, job.job_id(), [](const v1::TrainingJob& j) {
               return j.state() == v1::JOB_STATE_CANCELLED;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +103,10 @@ class CommandLine {
     train->add_option("--format", train_format_, "data file format")
         ->check(CLI::IsMember(kFormats))
         ->capture_default_str();
+    std::map<std::string, v1::TaskKind> kinds;
+    for (const auto& [name, kind] : client::kTaskKindFlags) kinds.emplace(name, kind);
+    train->add_option("--kind", train_args_.kind, "what the task learns (default: the task's kind, or classification)")
+        ->transform(CLI::CheckedTransformer(kinds, CLI::ignore_case));
     train->add_option("--request-id", train_args_.request_id,
                       "idempotency key (default: a hash of task, data and hyperparameters)");
     auto* lr_opt =

@@ -233,6 +233,7 @@ void PrintTask(const CommandEnv& env, const v1::Task& task) {
   if (env.json) return PrintJson(env, task);
   PrintFields(*env.out, {{"task_id", task.task_id()},
                          {"state", TaskStateName(task.state())},
+                         {"kind", TaskKindFlag(task.task_kind())},
                          {"labels", absl::StrJoin(task.labels(), ", ")},
                          {"current_version", absl::StrCat(task.current_version())},
                          {"versions", absl::StrJoin(task.versions(), ", ")},
@@ -614,6 +615,14 @@ absl::Status DatasetsDelete(const CommandEnv& env, const std::string& dataset_id
 
 // --- Training --------------------------------------------------------------------------
 
+std::string TaskKindFlag(v1::TaskKind kind) {
+  if (kind == v1::TASK_KIND_UNSPECIFIED) kind = v1::TASK_KIND_SEQUENCE_CLASSIFICATION;
+  for (const auto& [name, k] : kTaskKindFlags) {
+    if (k == kind) return name;
+  }
+  return absl::StrCat(static_cast<int>(kind));
+}
+
 std::string DatasetIdForExamples(std::span<const v1::Example> examples) {
   Sha256 hasher;
   for (const auto& example : examples) {
@@ -640,6 +649,7 @@ absl::Status Train(const CommandEnv& env, const TrainArgs& args) {
   }
   v1::CreateTrainingJobRequest request;
   request.set_task_id(args.task_id);
+  request.set_task_kind(args.kind);
   ASSIGN_OR_RETURN(const std::string train_id, UploadOrReuse(env, train, args.data_file, args.task_id));
   request.add_dataset_ids(train_id);
   if (!args.validation_file.empty()) {
@@ -769,11 +779,12 @@ absl::Status TasksList(const CommandEnv& env) {
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& task : all.tasks()) {
-    rows.push_back({task.task_id(), TaskStateName(task.state()), absl::StrCat(task.current_version()),
-                    absl::StrJoin(task.versions(), ","), Cell(absl::StrJoin(task.labels(), ","), 40),
-                    absl::StrCat(task.num_parameters()), FormatTime(task.updated_at_micros())});
+    rows.push_back({task.task_id(), TaskKindFlag(task.task_kind()), TaskStateName(task.state()),
+                    absl::StrCat(task.current_version()), absl::StrJoin(task.versions(), ","),
+                    Cell(absl::StrJoin(task.labels(), ","), 40), absl::StrCat(task.num_parameters()),
+                    FormatTime(task.updated_at_micros())});
   }
-  PrintTable(*env.out, {"TASK", "STATE", "VERSION", "VERSIONS", "LABELS", "PARAMS", "UPDATED"}, rows);
+  PrintTable(*env.out, {"TASK", "KIND", "STATE", "VERSION", "VERSIONS", "LABELS", "PARAMS", "UPDATED"}, rows);
   return absl::OkStatus();
 }
 

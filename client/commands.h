@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -80,8 +81,22 @@ absl::Status DatasetsList(const CommandEnv& env);
 absl::Status DatasetsDelete(const CommandEnv& env, const std::string& dataset_id, const std::string& task_id = "");
 
 // --- Training ------------------------------------------------------------------
+// adapterctl's names of the task kinds (`train --kind`): classification,
+// multi-label, regression, ner, qa. TaskKindFlag names UNSPECIFIED
+// "classification" (what the server makes of it for a new task).
+inline constexpr std::pair<const char*, v1::TaskKind> kTaskKindFlags[] = {
+    {"classification", v1::TASK_KIND_SEQUENCE_CLASSIFICATION},
+    {"multi-label", v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION},
+    {"regression", v1::TASK_KIND_REGRESSION},
+    {"ner", v1::TASK_KIND_TOKEN_CLASSIFICATION},
+    {"qa", v1::TASK_KIND_EXTRACTIVE_QA},
+};
+std::string TaskKindFlag(v1::TaskKind kind);
+
 struct TrainArgs {
   std::string task_id;
+  // UNSPECIFIED: the existing task's kind, or classification for a new one.
+  v1::TaskKind kind = v1::TASK_KIND_UNSPECIFIED;
   std::string data_file;
   std::string validation_file;  // "" = a split of the training data
   DatasetFormat format = DatasetFormat::kAuto;

@@ -333,6 +333,7 @@ absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
   job.dataset_ids.assign(request.dataset_ids().begin(), request.dataset_ids().end());
   job.validation_dataset_id = request.validation_dataset_id();
   job.hyperparameters = ToRecord(request.hyperparameters());
+  job.task_kind = ToRecord(request.task_kind());
   job.max_queued_for_tenant = tenant.quotas().max_queued_jobs;
   ASSIGN_OR_RETURN(storage::v1::JobRecord record, options_.jobs->Submit(job));
   return ToApi(record);
@@ -505,9 +506,7 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
   RETURN_IF_ERROR(CheckTaskQuota(tenant, task_id));
   RETURN_IF_ERROR(
       options_.jobs
-          ->ImportVersion(training::TaskRecordFor(tenant.id(), task_id, info.config.labels, info.config.bottleneck_size,
-                                                  std::string(model::ActivationName(info.config.activation)),
-                                                  info.encoder_fingerprint),
+          ->ImportVersion(training::TaskRecordFor(tenant.id(), task_id, info.config, info.encoder_fingerprint),
                           std::move(bytes))
           .status());
   ASSIGN_OR_RETURN(storage::v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), task_id));

@@ -22,6 +22,11 @@ To SameShapeCopy(const From& from) {
 v1::JobState ToApi(storage::v1::JobState state) { return static_cast<v1::JobState>(state); }
 v1::TaskState ToApi(storage::v1::TaskState state) { return static_cast<v1::TaskState>(state); }
 storage::v1::JobState ToRecord(v1::JobState state) { return static_cast<storage::v1::JobState>(state); }
+v1::TaskKind ToApi(storage::v1::TaskKind kind) {
+  return kind == storage::v1::TASK_KIND_UNSPECIFIED ? v1::TASK_KIND_SEQUENCE_CLASSIFICATION
+                                                    : static_cast<v1::TaskKind>(kind);
+}
+storage::v1::TaskKind ToRecord(v1::TaskKind kind) { return static_cast<storage::v1::TaskKind>(kind); }
 
 v1::Hyperparameters ToApi(const storage::v1::Hyperparameters& h) { return SameShapeCopy<v1::Hyperparameters>(h); }
 v1::JobEvent ToApi(const storage::v1::JobEvent& e) { return SameShapeCopy<v1::JobEvent>(e); }
@@ -51,6 +56,7 @@ v1::TrainingJob ToApi(const storage::v1::JobRecord& j) {
   out.set_updated_at_micros(j.updated_at_micros());
   out.set_started_at_micros(j.started_at_micros());
   out.set_finished_at_micros(j.finished_at_micros());
+  out.set_task_kind(ToApi(j.task_kind()));
   return out;
 }
 
@@ -78,6 +84,7 @@ v1::Task ToApi(const storage::v1::TaskRecord& t) {
   out.set_encoder_fingerprint(t.encoder_fingerprint());
   out.set_created_at_micros(t.created_at_micros());
   out.set_updated_at_micros(t.updated_at_micros());
+  out.set_task_kind(ToApi(t.task_kind()));
   return out;
 }
 

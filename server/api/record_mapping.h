@@ -24,6 +24,9 @@ namespace adapterd::api {
 
 // Stored -> API.
 v1::JobState ToApi(storage::v1::JobState state);
+// A record's UNSPECIFIED (written before kinds existed) is sequence
+// classification.
+v1::TaskKind ToApi(storage::v1::TaskKind kind);
 v1::TaskState ToApi(storage::v1::TaskState state);
 v1::Hyperparameters ToApi(const storage::v1::Hyperparameters& hyperparameters);
 v1::JobEvent ToApi(const storage::v1::JobEvent& event);
@@ -37,6 +40,7 @@ v1::Task ToApi(const storage::v1::TaskRecord& task);
 
 // API -> stored.
 storage::v1::JobState ToRecord(v1::JobState state);
+storage::v1::TaskKind ToRecord(v1::TaskKind kind);
 storage::v1::Hyperparameters ToRecord(const v1::Hyperparameters& hyperparameters);
 storage::v1::DatasetChunk ToRecord(const v1::DatasetChunk& chunk);
 

@@ -10,6 +10,8 @@
 #include "common/routing.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "server/model/adapter_set.h"
+#include "server/model/task_kinds.h"
 
 namespace adapterd::training {
 namespace {
@@ -23,6 +25,7 @@ std::string RequestFingerprint(const JobRequest& r) {
   for (const std::string& d : r.dataset_ids) canonical.add_dataset_ids(d);
   canonical.set_validation_dataset_id(r.validation_dataset_id);
   *canonical.mutable_hyperparameters() = r.hyperparameters;
+  canonical.set_task_kind(r.task_kind);
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream out(&bytes);
@@ -50,6 +53,7 @@ void ApplyOutcome(const ValidationOutcome& outcome, storage::v1::JobRecord& job)
   job.set_num_train_examples(outcome.num_train_examples);
   job.set_num_validation_examples(outcome.num_validation_examples);
   if (outcome.hyperparameters.has_value()) *job.mutable_hyperparameters() = *outcome.hyperparameters;
+  job.set_task_kind(outcome.task_kind);
 }
 
 // Appends validation's warnings as "dataset" warning events.
@@ -79,6 +83,7 @@ storage::v1::JobRecord NewJobRecord(const JobRequest& request, const std::string
   *job.mutable_hyperparameters() = request.hyperparameters;
   for (const std::string& d : request.dataset_ids) job.add_dataset_ids(d);
   job.set_validation_dataset_id(request.validation_dataset_id);
+  job.set_task_kind(request.task_kind);
   return job;
 }
 
@@ -98,16 +103,43 @@ absl::Status AddNewJob(storage::Batch& batch, const storage::v1::JobRecord& job,
 }  // namespace
 
 storage::v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::string& task_id,
-                                      const std::vector<std::string>& labels, int64_t bottleneck_size,
-                                      const std::string& activation, const std::string& encoder_fingerprint) {
+                                      const model::AdapterConfig& config, const std::string& encoder_fingerprint) {
   storage::v1::TaskRecord task;
   task.set_tenant(tenant);
   task.set_task_id(task_id);
-  for (const std::string& l : labels) task.add_labels(l);
-  task.mutable_adapter_config()->set_bottleneck_size(static_cast<int32_t>(bottleneck_size));
-  task.mutable_adapter_config()->set_activation(activation);
+  task.set_task_kind(static_cast<storage::v1::TaskKind>(config.kind));  // the same numbers
+  for (const std::string& l : config.labels) task.add_labels(l);
+  task.mutable_adapter_config()->set_bottleneck_size(static_cast<int32_t>(config.bottleneck_size));
+  task.mutable_adapter_config()->set_activation(std::string(model::ActivationName(config.activation)));
   task.set_encoder_fingerprint(encoder_fingerprint);
   return task;
+}
+
+absl::StatusOr<storage::v1::TaskKind> ResolveTaskKind(storage::v1::TaskKind requested,
+                                                      const storage::v1::TaskRecord* existing) {
+  const auto name = [](storage::v1::TaskKind k) {
+    return std::string(model::TaskKindName(static_cast<model::TaskKind>(k)));
+  };
+  storage::v1::TaskKind kind = requested;
+  if (existing != nullptr) {
+    const storage::v1::TaskKind has = existing->task_kind() == storage::v1::TASK_KIND_UNSPECIFIED
+                                          ? storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION
+                                          : existing->task_kind();
+    if (kind == storage::v1::TASK_KIND_UNSPECIFIED) kind = has;
+    if (kind != has) {
+      return absl::FailedPreconditionError(absl::StrCat("task '", existing->task_id(), "' is a ", name(has),
+                                                        " task; a job cannot train it as ", name(kind)));
+    }
+  }
+  if (kind == storage::v1::TASK_KIND_UNSPECIFIED) kind = storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION;
+  if (!storage::v1::TaskKind_IsValid(kind)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown task kind ", static_cast<int>(kind)));
+  }
+  if (kind != storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION) {
+    return absl::UnimplementedError(
+        absl::StrCat("this server trains sequence_classification tasks; ", name(kind), " tasks are not available yet"));
+  }
+  return kind;
 }
 
 absl::Status CheckTransition(JobState from, JobState to) {

@@ -45,18 +45,30 @@
 #include "storage/database.h"
 #include "storage/job_store.h"
 
+namespace adapterd::model {
+struct AdapterConfig;  // server/model/adapter_set.h
+}  // namespace adapterd::model
+
 namespace adapterd::training {
 
 // Checks a transition against the state machine above. (IsTerminal and
 // JobStateName: common/job_state.h.)
 absl::Status CheckTransition(storage::v1::JobState from, storage::v1::JobState to);
 
-// The stored record of a task whose adapter set has `labels` and the given
-// adapter config, for the encoder with `encoder_fingerprint`: what a
-// training job's promotion and an import both store.
+// The stored record of a task whose adapter set has `config` (its kind,
+// labels, bottleneck and activation), for the encoder with
+// `encoder_fingerprint`: what a training job's promotion and an import both
+// store.
 storage::v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::string& task_id,
-                                      const std::vector<std::string>& labels, int64_t bottleneck_size,
-                                      const std::string& activation, const std::string& encoder_fingerprint);
+                                      const model::AdapterConfig& config, const std::string& encoder_fingerprint);
+
+// A job's task kind: the request's (`requested`), or for UNSPECIFIED the
+// existing task's (`existing`, null for a new task) or sequence
+// classification. FAILED_PRECONDITION when the request names another kind
+// than the existing task's; UNIMPLEMENTED for a kind this server does not
+// train yet (all but sequence classification).
+absl::StatusOr<storage::v1::TaskKind> ResolveTaskKind(storage::v1::TaskKind requested,
+                                                      const storage::v1::TaskRecord* existing);
 
 struct QueueLimits {
   // Jobs waiting (VALIDATING or QUEUED) in total, all tenants.
@@ -73,6 +85,8 @@ struct JobRequest {
   std::vector<std::string> dataset_ids;
   std::string validation_dataset_id;
   storage::v1::Hyperparameters hyperparameters;
+  // UNSPECIFIED: the existing task's kind, or sequence classification.
+  storage::v1::TaskKind task_kind = storage::v1::TASK_KIND_UNSPECIFIED;
   // The tenant's quota of jobs waiting (VALIDATING or QUEUED): its
   // max_queued_jobs (api::TenantQuotas, from the tenants file or the
   // server's default). Submit checks it atomically with taking the slot, and
@@ -82,7 +96,8 @@ struct JobRequest {
 
 // What validation of a job's data concluded.
 struct ValidationOutcome {
-  std::vector<std::string> labels;  // logit order
+  std::vector<std::string> labels;                                                   // logit order
+  storage::v1::TaskKind task_kind = storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION;  // resolved
   int64_t num_train_examples = 0;
   int64_t num_validation_examples = 0;
   std::vector<std::string> warnings;

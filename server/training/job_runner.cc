@@ -19,6 +19,8 @@ storage::v1::EpochMetrics ToProto(const EpochReport& r) {
   m.set_train_loss(r.train_loss);
   m.set_val_loss(r.validation_loss);
   m.set_val_accuracy(r.validation_accuracy);
+  m.set_micro_f1(r.validation_accuracy);  // one label per example: micro F1 is accuracy
+  m.set_macro_f1(r.validation_macro_f1);
   m.set_learning_rate(r.learning_rate);
   m.set_examples_per_second(r.examples_per_second);
   return m;
@@ -31,6 +33,7 @@ EpochReport FromProto(const storage::v1::EpochMetrics& m) {
   r.train_loss = m.train_loss();
   r.validation_loss = m.val_loss();
   r.validation_accuracy = m.val_accuracy();
+  r.validation_macro_f1 = m.macro_f1();
   r.learning_rate = m.learning_rate();
   r.examples_per_second = m.examples_per_second();
   return r;
@@ -87,13 +90,6 @@ JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertT
                                        DatasetLimits limits, Hyperparameters defaults) {
   return [=](const storage::v1::JobRecord& job) -> absl::StatusOr<ValidationOutcome> {
     ASSIGN_OR_RETURN(Hyperparameters hp, ResolveHyperparameters(job.hyperparameters(), defaults));
-    if (job.dataset_ids().empty()) return absl::InvalidArgumentError("a training job needs at least one dataset");
-    std::vector<std::string> ids(job.dataset_ids().begin(), job.dataset_ids().end());
-    ASSIGN_OR_RETURN(std::vector<Example> train, LoadExamples(*db, job.tenant(), ids));
-    std::vector<Example> validation;
-    if (!job.validation_dataset_id().empty()) {
-      ASSIGN_OR_RETURN(validation, LoadExamples(*db, job.tenant(), {job.validation_dataset_id()}));
-    }
     std::vector<std::string> existing;
     absl::StatusOr<storage::v1::TaskRecord> task = db->tasks().Get(job.tenant(), job.task_id());
     if (task.ok()) {
@@ -101,9 +97,18 @@ JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertT
     } else if (!absl::IsNotFound(task.status())) {
       return task.status();
     }
+    ASSIGN_OR_RETURN(const storage::v1::TaskKind kind, ResolveTaskKind(job.task_kind(), task.ok() ? &*task : nullptr));
+    if (job.dataset_ids().empty()) return absl::InvalidArgumentError("a training job needs at least one dataset");
+    std::vector<std::string> ids(job.dataset_ids().begin(), job.dataset_ids().end());
+    ASSIGN_OR_RETURN(std::vector<Example> train, LoadExamples(*db, job.tenant(), ids));
+    std::vector<Example> validation;
+    if (!job.validation_dataset_id().empty()) {
+      ASSIGN_OR_RETURN(validation, LoadExamples(*db, job.tenant(), {job.validation_dataset_id()}));
+    }
     ASSIGN_OR_RETURN(DatasetReport report, ValidateDataset(train, validation, *tokenizer, hp.max_seq_len, limits,
                                                            existing.empty() ? nullptr : &existing));
     ValidationOutcome out;
+    out.task_kind = kind;
     out.labels = report.labels;
     out.num_train_examples = report.num_train;
     out.num_validation_examples = report.num_validation;
@@ -268,8 +273,8 @@ absl::StatusOr<storage::PromotionResult> JobRunner::Promote(storage::v1::JobReco
     return absl::FailedPreconditionError(
         absl::StrCat("training diverged: ", finite.message(), "; try a lower learning_rate"));
   }
-  storage::v1::TaskRecord task = TaskRecordFor(job.tenant(), job.task_id(), data.labels, hp.bottleneck_size,
-                                               hp.activation, options_.encoder->fingerprint());
+  storage::v1::TaskRecord task =
+      TaskRecordFor(job.tenant(), job.task_id(), result.best->config(), options_.encoder->fingerprint());
   ASSIGN_OR_RETURN(std::string bytes,
                    model::SerializeAdapterSet(*result.best, options_.encoder->fingerprint(),
                                               {{"task_id", job.task_id()}, {"job_id", job.job_id()}}));

@@ -21,6 +21,7 @@
 #include "server/model/adapter_format.h"
 #include "server/model/tensor_io.h"
 #include "server/model/training_support.h"
+#include "server/training/metrics.h"
 
 namespace adapterd::training {
 namespace {
@@ -151,7 +152,7 @@ absl::StatusOr<Evaluation> EvaluateEncoded(const BertEncoder& encoder, const Ada
   return model::GuardTorch("evaluate", [&]() -> absl::StatusOr<Evaluation> {
     torch::NoGradGuard no_grad;
     double loss_sum = 0;
-    int64_t correct = 0;
+    std::vector<int32_t> gold, predicted;
     const size_t n = data.encodings.size();
     for (size_t start = 0; start < n; start += static_cast<size_t>(batch_size)) {
       std::vector<size_t> rows;
@@ -161,12 +162,16 @@ absl::StatusOr<Evaluation> EvaluateEncoded(const BertEncoder& encoder, const Ada
       at::Tensor labels = LabelsOf(data, rows, encoder.device());
       at::Tensor logits = out.logits.to(at::kFloat);
       loss_sum += at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum).item<double>();
-      correct += logits.argmax(-1).eq(labels).sum().item<int64_t>();
+      const at::Tensor argmax = logits.argmax(-1).to(at::kCPU).to(at::kInt).contiguous();
+      const at::Tensor truth = labels.to(at::kCPU).to(at::kInt).contiguous();
+      predicted.insert(predicted.end(), argmax.data_ptr<int32_t>(), argmax.data_ptr<int32_t>() + argmax.numel());
+      gold.insert(gold.end(), truth.data_ptr<int32_t>(), truth.data_ptr<int32_t>() + truth.numel());
     }
     Evaluation e;
     if (n > 0) {
       e.loss = loss_sum / static_cast<double>(n);
-      e.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+      e.accuracy = Accuracy(gold, predicted);
+      e.macro_f1 = ClassF1(gold, predicted).macro_f1;
     }
     return e;
   });
@@ -376,6 +381,7 @@ absl::Status TrainingRun::EndEpoch(int epoch, double seconds, int64_t examples_t
       state_.epoch_examples > 0 ? state_.epoch_loss_sum / static_cast<double>(state_.epoch_examples) : 0;
   report.validation_loss = val.loss;
   report.validation_accuracy = val.accuracy;
+  report.validation_macro_f1 = val.macro_f1;
   report.learning_rate = model::LinearWarmupDecay(state_.step, total_steps_, warmup_steps_, hp_.learning_rate);
   report.examples_per_second = seconds > 0 ? static_cast<double>(examples_this_run) / seconds : 0;
   const bool better = !state_.best.has_value() || val.accuracy > state_.best->validation_accuracy ||

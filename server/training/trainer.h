@@ -43,6 +43,9 @@ struct EpochReport {
   double train_loss = 0;
   double validation_loss = 0;
   double validation_accuracy = 0;
+  // Macro F1 over the labels of the validation set (server/training/metrics.h);
+  // micro F1 is validation_accuracy.
+  double validation_macro_f1 = 0;
   double learning_rate = 0;  // at the end of the epoch
   double examples_per_second = 0;
 };
@@ -115,10 +118,11 @@ std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::v
 // docs/QUALITY.md).
 int64_t TrainableParameterCount(const model::AdapterSet& set, TrainableParts parts, const model::BertEncoder& encoder);
 
-// Accuracy and mean cross-entropy of `set` on `examples`.
+// Accuracy, macro F1 and mean cross-entropy of `set` on `examples`.
 struct Evaluation {
   double loss = 0;
   double accuracy = 0;
+  double macro_f1 = 0;
 };
 absl::StatusOr<Evaluation> Evaluate(const model::BertEncoder& encoder, const model::BertTokenizer& tokenizer,
                                     const model::AdapterSet& set, const std::vector<Example>& examples, int max_seq_len,

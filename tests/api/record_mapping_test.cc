@@ -87,6 +87,7 @@ TEST(RecordMappingTest, PairsCopiedThroughTheirWireFormStillHaveOneShape) {
   for (const auto& [api, record] : pairs) EXPECT_EQ(ShapeDifference(api, record), "") << api->full_name();
   EXPECT_EQ(EnumShapeDifference(v1::JobState_descriptor(), storage::v1::JobState_descriptor()), "");
   EXPECT_EQ(EnumShapeDifference(v1::TaskState_descriptor(), storage::v1::TaskState_descriptor()), "");
+  EXPECT_EQ(EnumShapeDifference(v1::TaskKind_descriptor(), storage::v1::TaskKind_descriptor()), "");
 }
 
 // Sets every field of `m` (recursively, two elements of repeated fields, the
@@ -204,6 +205,9 @@ TEST(RecordMappingTest, SameShapedMessagesAndStatesCrossBothWaysUnchanged) {
     EXPECT_EQ(IsTerminal(ToRecord(state)), IsTerminal(state));
   }
   EXPECT_EQ(ToApi(storage::v1::TASK_STATE_READY), v1::TASK_STATE_READY);
+  // Records from before kinds are sequence classification.
+  EXPECT_EQ(ToApi(storage::v1::TASK_KIND_UNSPECIFIED), v1::TASK_KIND_SEQUENCE_CLASSIFICATION);
+  EXPECT_EQ(ToRecord(v1::TASK_KIND_EXTRACTIVE_QA), storage::v1::TASK_KIND_EXTRACTIVE_QA);
 }
 
 TEST(JobStateTest, NamesAndTerminalStatesGoByTheEnumsNames) {

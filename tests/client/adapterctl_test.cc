@@ -76,6 +76,9 @@ TEST_F(AdapterctlTest, UsageErrorsExitWithTwo) {
   const RunResult bad = Run({"train", "--task", "t", "--data", "x.csv", "--epochs", "many"});
   EXPECT_EQ(bad.exit_code, kExitUsage);
   EXPECT_THAT(bad.err, HasSubstr("--epochs"));
+  const RunResult kind = Run({"train", "--task", "t", "--data", "x.csv", "--kind", "poetry"});
+  EXPECT_EQ(kind.exit_code, kExitUsage);
+  EXPECT_THAT(kind.err, HasSubstr("--kind"));
 }
 
 TEST_F(AdapterctlTest, HealthAgainstARefusedPortExitsUnavailable) {

@@ -380,6 +380,7 @@ TEST_F(CommandsTest, TrainUploadsCreatesAndWatchesTheJobToSuccess) {
   EXPECT_EQ(create.hyperparameters().epochs(), 2);
   EXPECT_FALSE(create.hyperparameters().has_learning_rate());
   EXPECT_EQ(create.request_id(), DefaultRequestId(create));
+  EXPECT_EQ(create.task_kind(), v1::TASK_KIND_UNSPECIFIED);  // no --kind: the task's, or classification
   // The content-derived dataset id.
   ASSERT_OK_AND_ASSIGN(auto train_examples, ReadDatasetFile(args.data_file));
   EXPECT_EQ(create.dataset_ids(0), DatasetIdForExamples(train_examples));
@@ -393,6 +394,19 @@ TEST_F(CommandsTest, TrainUploadsCreatesAndWatchesTheJobToSuccess) {
   EXPECT_THAT(out, HasSubstr("epoch 1: train loss 0.5000, val loss 0.4000, val accuracy 80.0%"));
   EXPECT_THAT(out, HasSubstr("job job-42 SUCCEEDED: task sentiment version 1"));
   EXPECT_THAT(out, Not(HasSubstr("\r")));  // no live line when not a terminal
+}
+
+TEST_F(CommandsTest, TrainSendsTheKindAndItsNamesGoBothWays) {
+  SetUpJob(v1::JOB_STATE_SUCCEEDED);
+  TrainArgs args;
+  args.task_id = "squad";
+  args.data_file = dir_.Write("train.csv", "text,label\ngood,pos\nbad,neg\n");
+  args.kind = v1::TASK_KIND_EXTRACTIVE_QA;
+  ASSERT_OK(Train(env_, args));
+  ASSERT_EQ(fake().create_requests().size(), 1u);
+  EXPECT_EQ(fake().create_requests()[0].task_kind(), v1::TASK_KIND_EXTRACTIVE_QA);
+  for (const auto& [name, kind] : kTaskKindFlags) EXPECT_EQ(TaskKindFlag(kind), name);
+  EXPECT_EQ(TaskKindFlag(v1::TASK_KIND_UNSPECIFIED), "classification");
 }
 
 TEST_F(CommandsTest, TrainTwiceReusesTheUploadedDataAndTheRequestId) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
+#include "server/model/adapter_set.h"
 #include "storage/database.h"
 
 namespace adapterd::training {
@@ -116,6 +117,30 @@ TEST(JobStateMachine, LegalAndIllegalTransitions) {
        {storage::v1::JOB_STATE_SUCCEEDED, storage::v1::JOB_STATE_FAILED, storage::v1::JOB_STATE_CANCELLED}) {
     EXPECT_TRUE(IsTerminal(terminal));
   }
+}
+
+TEST(TaskKinds, AJobsKindIsTheRequestsTheTasksOrClassificationAndOnlyClassificationTrainsYet) {
+  using storage::v1::TaskKind;
+  EXPECT_EQ(ResolveTaskKind(storage::v1::TASK_KIND_UNSPECIFIED, nullptr).value_or(storage::v1::TASK_KIND_UNSPECIFIED),
+            storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION);
+  storage::v1::TaskRecord old;  // written before kinds existed
+  old.set_task_id("t");
+  EXPECT_EQ(ResolveTaskKind(storage::v1::TASK_KIND_UNSPECIFIED, &old).value_or(storage::v1::TASK_KIND_UNSPECIFIED),
+            storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION);
+  EXPECT_EQ(ResolveTaskKind(storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION, &old)
+                .value_or(storage::v1::TASK_KIND_UNSPECIFIED),
+            storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION);
+  EXPECT_THAT(ResolveTaskKind(storage::v1::TASK_KIND_REGRESSION, &old),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("task 't' is a sequence_classification task; a job cannot train it as regression")));
+  storage::v1::TaskRecord qa;
+  qa.set_task_id("q");
+  qa.set_task_kind(storage::v1::TASK_KIND_EXTRACTIVE_QA);
+  EXPECT_THAT(ResolveTaskKind(storage::v1::TASK_KIND_UNSPECIFIED, &qa),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("extractive_qa")));
+  EXPECT_THAT(ResolveTaskKind(storage::v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION, nullptr),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("multi_label_classification")));
+  EXPECT_THAT(ResolveTaskKind(static_cast<TaskKind>(42), nullptr), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(JobManagerTest, SubmitValidatesThenPersistsQueuedWithItsHistory) {
@@ -311,16 +336,21 @@ TEST_F(JobManagerTest, EveryChangeOfATasksAdaptersIsAnnouncedOnce) {
   ASSERT_OK(queue_->Submit(Request("acme", "trained")).status());
   auto running = queue_->NextJob(absl::ZeroDuration());
   ASSERT_TRUE(running.has_value());
-  const storage::v1::TaskRecord trained = TaskRecordFor("acme", "trained", {"neg", "pos"}, 16, "gelu", "sha256:e");
+  const storage::v1::TaskRecord trained =
+      TaskRecordFor("acme", "trained", {.bottleneck_size = 16, .labels = {"neg", "pos"}}, "sha256:e");
   ASSERT_OK(queue_->Complete(*running, trained, "adapter-v1", 2).status());
   EXPECT_THAT(changed_, ::testing::ElementsAre("acme/trained"));
 
-  const storage::v1::TaskRecord imported = TaskRecordFor("acme", "imported", {"a", "b", "c"}, 8, "relu", "sha256:e");
+  const storage::v1::TaskRecord imported = TaskRecordFor(
+      "acme", "imported", {.bottleneck_size = 8, .activation = model::Activation::kRelu, .labels = {"a", "b", "c"}},
+      "sha256:e");
   ASSERT_OK_AND_ASSIGN(storage::PromotionResult r, queue_->ImportVersion(imported, "adapter-file"));
   EXPECT_EQ(r.version, 1);
   ASSERT_OK_AND_ASSIGN(storage::v1::TaskRecord stored, db_->tasks().Get("acme", "imported"));
   EXPECT_THAT(stored.labels(), ::testing::ElementsAre("a", "b", "c"));
   EXPECT_EQ(stored.adapter_config().bottleneck_size(), 8);
+  EXPECT_EQ(stored.adapter_config().activation(), "relu");
+  EXPECT_EQ(stored.task_kind(), storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION);
   EXPECT_GT(stored.created_at_micros(), 0);
   // Importing onto an existing task, trained or imported, is refused.
   EXPECT_THAT(queue_->ImportVersion(imported, "again"), StatusIs(absl::StatusCode::kAlreadyExists));

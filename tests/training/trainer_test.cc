@@ -97,8 +97,29 @@ TEST_F(TrainerTest, LearnsASyntheticTaskWellAboveTheMajorityRate) {
   // The returned parameters are that epoch's: re-evaluating reproduces it.
   ASSERT_OK_AND_ASSIGN(Evaluation eval, Evaluate(*encoder_, *tokenizer_, *result.best, data_.validation, 32));
   EXPECT_DOUBLE_EQ(eval.accuracy, result.best_epoch.validation_accuracy);
+  EXPECT_DOUBLE_EQ(eval.macro_f1, result.best_epoch.validation_macro_f1);
+  EXPECT_GT(eval.macro_f1, 0.7);  // both labels learned, not the majority one alone
   EXPECT_GT(reports.back().examples_per_second, 0);
   EXPECT_EQ(result.steps, 20 * 16);  // ceil(500 / 32) = 16 steps per epoch
+}
+
+// Macro F1 averages the labels: a set that answers "no" to everything has
+// accuracy 1/2 on a balanced set, and macro F1 (2/3 + 0) / 2.
+TEST_F(TrainerTest, EvaluationReportsMacroF1OverTheLabels) {
+  model::AdapterConfig c;
+  c.bottleneck_size = 4;
+  c.labels = {"no", "yes"};
+  ASSERT_OK_AND_ASSIGN(auto set, model::AdapterSet::CreateInitialized(encoder_->config(), encoder_->weights(), c, 1,
+                                                                      encoder_->device()));
+  for (auto& [name, t] : set->Named()) {  // the set's own tensors: a head that always says "no"
+    if (name == "head.weight") t.zero_();
+    if (name == "head.bias") t.copy_(at::tensor({1.0f, 0.0f}));
+  }
+  std::vector<Example> balanced;
+  for (int i = 0; i < 10; ++i) balanced.push_back({absl::StrCat("w", 2 + i), "", i % 2 ? "yes" : "no"});
+  ASSERT_OK_AND_ASSIGN(Evaluation eval, Evaluate(*encoder_, *tokenizer_, *set, balanced, 32));
+  EXPECT_DOUBLE_EQ(eval.accuracy, 0.5);
+  EXPECT_NEAR(eval.macro_f1, 1.0 / 3, 1e-12);
 }
 
 TEST_F(TrainerTest, IsDeterministicForASeed) {

@@ -42,23 +42,6 @@ enum class Activation { kGelu, kRelu, kTanh, kSilu };
 std::string_view ActivationName(Activation a);
 absl::StatusOr<Activation> ParseActivation(std::string_view name);
 
-// How an extractive QA task cuts a context into windows
-// ([CLS] question [SEP] context window [SEP]), as BERT's run_squad does.
-struct QaWindowing {
-  // Tokens per window, specials included.
-  int32_t max_seq_len = 128;
-  // Context tokens from one window's start to the next's; at most a
-  // window's context length (run_squad's min(length, doc_stride)).
-  int32_t doc_stride = 128;
-  // Longest question in tokens; a longer one is truncated.
-  int32_t max_question_tokens = 64;
-  // Longest answer in tokens (decoding).
-  int32_t max_answer_tokens = 30;
-  // "No answer" competes with the spans (SQuAD 2.0).
-  bool allow_no_answer = false;
-  bool operator==(const QaWindowing&) const = default;
-};
-
 struct AdapterConfig {
   // Bottleneck size m. The paper uses 8-256; 64 is adapterd's default.
   int64_t bottleneck_size = 64;

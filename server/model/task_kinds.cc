@@ -96,6 +96,56 @@ std::vector<Chunk> BioChunks(std::span<const std::string> tags) {
   return chunks;
 }
 
+std::vector<SlidingWindow> SlidingWindows(std::span<const int32_t> question, std::span<const int32_t> context,
+                                          int32_t max_seq_len, int32_t doc_stride, int32_t max_question_tokens,
+                                          int32_t cls_id, int32_t sep_id) {
+  question = question.first(std::min(question.size(), static_cast<size_t>(std::max(max_question_tokens, 0))));
+  const bool pair = !question.empty();
+  const auto q = static_cast<int32_t>(question.size());
+  // [CLS] q [SEP] ... [SEP], or [CLS] ... [SEP].
+  const int32_t room = std::max(1, max_seq_len - (pair ? q + 3 : 2));
+  const int32_t stride = std::max(1, std::min(doc_stride, room));
+  const auto n = static_cast<int32_t>(context.size());
+  std::vector<SlidingWindow> windows;
+  for (int32_t start = 0;; start += stride) {
+    const int32_t length = std::min(room, n - start);
+    SlidingWindow w;
+    w.input_ids.push_back(cls_id);
+    if (pair) {
+      w.input_ids.insert(w.input_ids.end(), question.begin(), question.end());
+      w.input_ids.push_back(sep_id);
+    }
+    w.token_type_ids.assign(w.input_ids.size(), 0);
+    w.context_begin = static_cast<int32_t>(w.input_ids.size());
+    w.context_offset = start;
+    w.input_ids.insert(w.input_ids.end(), context.begin() + start, context.begin() + start + length);
+    w.context_end = static_cast<int32_t>(w.input_ids.size());
+    w.input_ids.push_back(sep_id);
+    w.token_type_ids.resize(w.input_ids.size(), pair ? 1 : 0);
+    windows.push_back(std::move(w));
+    if (start + length >= n) break;
+  }
+  return windows;
+}
+
+std::vector<int32_t> MaxContextWindows(std::span<const SlidingWindow> windows, int32_t context_tokens) {
+  std::vector<int32_t> best(static_cast<size_t>(std::max(context_tokens, 0)), -1);
+  std::vector<double> best_score(best.size(), -1);
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const int32_t length = windows[w].context_end - windows[w].context_begin;
+    for (int32_t i = 0; i < length; ++i) {
+      const int32_t token = windows[w].context_offset + i;
+      if (token < 0 || token >= context_tokens) continue;
+      const double score = std::min(i, length - 1 - i) + 0.01 * length;
+      if (score > best_score[static_cast<size_t>(token)]) {
+        best_score[static_cast<size_t>(token)] = score;
+        best[static_cast<size_t>(token)] = static_cast<int32_t>(w);
+      }
+    }
+  }
+  return best;
+}
+
 std::vector<QaSpan> DecodeQaSpans(std::span<const QaWindow> windows, const QaDecodeOptions& options) {
   std::vector<QaSpan> candidates;
   double no_answer = std::numeric_limits<double>::infinity();

@@ -67,6 +67,49 @@ struct Chunk {
 // before any tag that does not continue it. Anything but B-X / I-X is O.
 std::vector<Chunk> BioChunks(std::span<const std::string> tags);
 
+// How an extractive QA task cuts a context into windows
+// ([CLS] question [SEP] context window [SEP]), as BERT's run_squad does.
+struct QaWindowing {
+  // Tokens per window, specials included.
+  int32_t max_seq_len = 128;
+  // Context tokens from one window's start to the next's; at most a
+  // window's context length (run_squad's min(length, doc_stride)).
+  int32_t doc_stride = 128;
+  // Longest question in tokens; a longer one is truncated.
+  int32_t max_question_tokens = 64;
+  // Longest answer in tokens (decoding).
+  int32_t max_answer_tokens = 30;
+  // "No answer" competes with the spans (SQuAD 2.0).
+  bool allow_no_answer = false;
+  bool operator==(const QaWindowing&) const = default;
+};
+
+// Windows over a long input, as BERT's run_squad cuts a context: each is
+// [CLS] question [SEP] a stretch of the context [SEP] (token types 0, then
+// 1 from the context on), or [CLS] a stretch [SEP] without a question (types
+// 0; token classification's long texts). The question is cut to
+// `max_question_tokens`; each window holds at most `max_seq_len` tokens;
+// windows start min(doc_stride, a window's context room) context tokens
+// apart, and the last ends with the context. An empty context gives one
+// window with no context tokens.
+struct SlidingWindow {
+  std::vector<int32_t> input_ids;
+  std::vector<int32_t> token_type_ids;
+  // Positions [context_begin, context_end) are context tokens
+  // context_offset, context_offset + 1, ...
+  int32_t context_begin = 0;
+  int32_t context_end = 0;
+  int32_t context_offset = 0;
+};
+std::vector<SlidingWindow> SlidingWindows(std::span<const int32_t> question, std::span<const int32_t> context,
+                                          int32_t max_seq_len, int32_t doc_stride, int32_t max_question_tokens,
+                                          int32_t cls_id, int32_t sep_id);
+// For each context token, the window where it has the most context on both
+// sides (run_squad's _check_is_max_context: the larger of min(left, right) +
+// 0.01 * the window's context length; ties to the earlier window), whose
+// prediction for it counts.
+std::vector<int32_t> MaxContextWindows(std::span<const SlidingWindow> windows, int32_t context_tokens);
+
 // Extractive QA span decoding (BERT's run_squad), over the windows of one
 // context: in each window, the `best_positions` highest start and end
 // logits; a span must lie inside the window's context, start <= end, and be

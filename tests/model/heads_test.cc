@@ -231,6 +231,70 @@ TEST(TaskKinds, BioTagSetsAndChunks) {
               ElementsAre(Chunk{0, 2, "PER"}, Chunk{3, 4, "LOC"}, Chunk{4, 5, "LOC"}, Chunk{5, 6, "PER"}));
 }
 
+// --- Windows ---------------------------------------------------------------
+
+std::vector<int32_t> Range(int32_t from, int32_t to) {
+  std::vector<int32_t> out;
+  for (int32_t i = from; i < to; ++i) out.push_back(i);
+  return out;
+}
+
+TEST(SlidingWindows, ALongContextIsCutLikeRunSquadAndEveryTokenIsCovered) {
+  constexpr int32_t kCls = 2, kSep = 3;
+  const std::vector<int32_t> question = {100, 101, 102};
+  const std::vector<int32_t> context = Range(1000, 1020);  // 20 tokens
+  // 16 per window - 3 question - 3 specials = 10 context tokens; stride 4.
+  const std::vector<SlidingWindow> w = SlidingWindows(question, context, 16, 4, 64, kCls, kSep);
+  ASSERT_EQ(w.size(), 4u);
+  std::vector<int32_t> offsets;
+  for (const SlidingWindow& x : w) offsets.push_back(x.context_offset);
+  EXPECT_THAT(offsets, ElementsAre(0, 4, 8, 12));  // the last, 12..19, ends with the context
+  std::vector<int> covered(context.size(), 0);
+  for (const SlidingWindow& x : w) {
+    EXPECT_LE(x.input_ids.size(), 16u);
+    ASSERT_EQ(x.token_type_ids.size(), x.input_ids.size());
+    EXPECT_THAT(std::vector<int32_t>(x.input_ids.begin(), x.input_ids.begin() + 5), ElementsAre(2, 100, 101, 102, 3));
+    EXPECT_EQ(x.context_begin, 5);
+    EXPECT_EQ(x.input_ids.back(), kSep);
+    for (int32_t p = x.context_begin; p < x.context_end; ++p) {
+      EXPECT_EQ(x.input_ids[static_cast<size_t>(p)],
+                context[static_cast<size_t>(x.context_offset + p - x.context_begin)]);
+      ++covered[static_cast<size_t>(x.context_offset + p - x.context_begin)];
+    }
+    EXPECT_EQ(x.token_type_ids[4], 0);  // the question's [SEP]
+    EXPECT_EQ(x.token_type_ids[5], 1);  // the context
+  }
+  for (int c : covered) EXPECT_GE(c, 1);
+  EXPECT_EQ(w.back().context_end - w.back().context_begin, 8);
+  // Token 9 is in windows 0 (9 left, 0 right), 1 (5, 4) and 2 (1, 8): window 1.
+  const std::vector<int32_t> best = MaxContextWindows(w, 20);
+  EXPECT_EQ(best[9], 1);
+  EXPECT_EQ(best[0], 0);
+  EXPECT_EQ(best[19], 3);
+  for (int32_t b : best) EXPECT_GE(b, 0);
+}
+
+TEST(SlidingWindows, StrideIsCappedQuestionsCutAndTextsWithoutAQuestionAreSingleSegments) {
+  const std::vector<int32_t> context = Range(1000, 1012);
+  // A stride past a window's room would skip tokens: it is capped at the room.
+  const std::vector<SlidingWindow> wide = SlidingWindows({}, context, 7, 50, 64, 2, 3);  // room 5
+  std::vector<int32_t> offsets;
+  for (const SlidingWindow& x : wide) {
+    offsets.push_back(x.context_offset);
+    EXPECT_EQ(x.input_ids.front(), 2);
+    EXPECT_EQ(x.context_begin, 1);  // [CLS] text [SEP]: no question
+    EXPECT_THAT(x.token_type_ids, ::testing::Each(0));
+  }
+  EXPECT_THAT(offsets, ElementsAre(0, 5, 10));
+  const std::vector<int32_t> long_question = Range(100, 140);
+  const std::vector<SlidingWindow> cut = SlidingWindows(long_question, context, 32, 8, 6, 2, 3);
+  EXPECT_EQ(cut[0].context_begin, 8);  // [CLS] + 6 question tokens + [SEP]
+  const std::vector<SlidingWindow> empty = SlidingWindows(long_question, {}, 32, 8, 6, 2, 3);
+  ASSERT_EQ(empty.size(), 1u);
+  EXPECT_EQ(empty[0].context_begin, empty[0].context_end);
+  EXPECT_EQ(empty[0].input_ids.size(), 9u);  // [CLS] q [SEP] [SEP]
+}
+
 // A window of `n` positions with every logit at `base`, and some set.
 struct Logits {
   std::vector<float> start, end;

@@ -316,6 +316,15 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
   if (sets.empty()) return absl::InvalidArgumentError("an adapter stack needs at least one set");
   auto stack = std::shared_ptr<AdapterStack>(new AdapterStack());
   int64_t max_m = 0;
+  ASSIGN_OR_RETURN(const bool can_gather, stack->AdoptSlots(sets, encoder_config, device, dtype, &max_m));
+  if (build_gather_tensors && can_gather)
+    RETURN_IF_ERROR(stack->BuildGatherTensors(encoder_config, device, dtype, max_m));
+  return std::shared_ptr<const AdapterStack>(stack);
+}
+
+absl::StatusOr<bool> AdapterStack::AdoptSlots(std::span<const std::shared_ptr<const AdapterSet>> sets,
+                                              const BertConfig& encoder_config, c10::Device device,
+                                              c10::ScalarType dtype, int64_t* max_m) {
   bool one_activation = true;
   // Gathered heads are over the pooled vector: a stack with a head that
   // reads every token runs by segments.
@@ -328,24 +337,27 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
       return absl::InvalidArgumentError(absl::StrCat("adapter stack slot ", i, " does not fit the encoder"));
     }
     if (s->device() == device && s->dtype() == dtype) {
-      stack->slots_.push_back(s);
+      slots_.push_back(s);
     } else {
       ASSIGN_OR_RETURN(std::unique_ptr<AdapterSet> moved, s->Clone(device, dtype));
-      stack->slots_.push_back(std::move(moved));
+      slots_.push_back(std::move(moved));
     }
-    max_m = std::max(max_m, s->config().bottleneck_size);
+    *max_m = std::max(*max_m, s->config().bottleneck_size);
     if (ReadsTokens(s->config().kind)) {
       any_reads_tokens = true;
     } else {
-      stack->max_labels_ = std::max(stack->max_labels_, s->config().num_outputs());
+      max_labels_ = std::max(max_labels_, s->config().num_outputs());
     }
     one_activation = one_activation && s->config().activation == sets[0]->config().activation;
   }
-  if (!build_gather_tensors || !one_activation || any_reads_tokens) return std::shared_ptr<const AdapterStack>(stack);
+  return one_activation && !any_reads_tokens;
+}
 
-  RETURN_IF_ERROR(GuardTorch("build adapter stack", [&]() {
-    stack->activation_ = sets[0]->config().activation;
-    const int64_t c = stack->max_labels_;
+absl::Status AdapterStack::BuildGatherTensors(const BertConfig& encoder_config, c10::Device device,
+                                              c10::ScalarType dtype, int64_t max_m) {
+  return GuardTorch("build adapter stack", [&]() {
+    activation_ = slots_[0]->config().activation;
+    const int64_t c = max_labels_;
     // Zero padding of the bottleneck leaves outputs unchanged: padded hidden
     // units meet zero rows of U^T. U's bias is row max_m, then zero rows to k.
     // Every slot's [U^T; b_U; zeros] goes into one cat (one kernel on a GPU,
@@ -353,13 +365,13 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
     // which a GPU waits on (docs/PERFORMANCE.md, "GPU").
     const int64_t d = encoder_config.hidden_size, k = (max_m + 1 + 7) / 8 * 8;
     const at::TensorOptions opts = at::TensorOptions().device(device).dtype(dtype);
-    stack->up_bias_selector_ = at::zeros({k - max_m}, opts);
-    stack->up_bias_selector_[0] = 1;
+    up_bias_selector_ = at::zeros({k - max_m}, opts);
+    up_bias_selector_[0] = 1;
     const at::Tensor zero_rows = at::zeros({k - max_m - 1, d}, opts);
-    const int64_t t = static_cast<int64_t>(stack->slots_.size());
+    const int64_t t = static_cast<int64_t>(slots_.size());
     auto stack_adapter = [&](auto pick) {
       std::vector<at::Tensor> dt, db, up;
-      for (const auto& s : stack->slots_) {
+      for (const auto& s : slots_) {
         const BottleneckAdapter& a = pick(*s);
         const int64_t pad = max_m - a.down_weight.size(0);
         dt.push_back(PadIfNeeded(a.down_weight.t(), {0, pad}));
@@ -372,7 +384,7 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
     };
     auto stack_of = [&](auto pick) {
       std::vector<at::Tensor> ts;
-      for (const auto& s : stack->slots_) ts.push_back(pick(*s));
+      for (const auto& s : slots_) ts.push_back(pick(*s));
       return at::stack(ts);
     };
     for (int64_t l = 0; l < encoder_config.num_hidden_layers; ++l) {
@@ -385,18 +397,17 @@ absl::StatusOr<std::shared_ptr<const AdapterStack>> AdapterStack::Create(
       sl.attention_ln_bias = stack_of([l](const AdapterSet& s) { return s.layers()[l].attention_layer_norm.bias; });
       sl.output_ln_weight = stack_of([l](const AdapterSet& s) { return s.layers()[l].output_layer_norm.weight; });
       sl.output_ln_bias = stack_of([l](const AdapterSet& s) { return s.layers()[l].output_layer_norm.bias; });
-      stack->layers_.push_back(std::move(sl));
+      layers_.push_back(std::move(sl));
     }
-    stack->emb_ln_weight_ = stack_of([](const AdapterSet& s) { return s.embedding_layer_norm().weight; });
-    stack->emb_ln_bias_ = stack_of([](const AdapterSet& s) { return s.embedding_layer_norm().bias; });
-    stack->head_t_ = stack_of([c](const AdapterSet& s) {
+    emb_ln_weight_ = stack_of([](const AdapterSet& s) { return s.embedding_layer_norm().weight; });
+    emb_ln_bias_ = stack_of([](const AdapterSet& s) { return s.embedding_layer_norm().bias; });
+    head_t_ = stack_of([c](const AdapterSet& s) {
       return PadIfNeeded(s.head_weight().t(), {0, c - s.head_weight().size(0)});
     });
-    stack->head_bias_ = stack_of([c](const AdapterSet& s) {
+    head_bias_ = stack_of([c](const AdapterSet& s) {
       return PadIfNeeded(s.head_bias(), {0, c - s.head_bias().size(0)}, -std::numeric_limits<double>::infinity());
     });
-  }));
-  return std::shared_ptr<const AdapterStack>(stack);
+  });
 }
 
 }  // namespace adapterd::model

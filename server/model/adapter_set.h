@@ -201,6 +201,17 @@ class AdapterStack {
 
  private:
   AdapterStack() = default;
+  // Create's first step: checks each set against the encoder and takes it
+  // (a copy on `device` in `dtype` where it is elsewhere) into slots_,
+  // noting the widest bottleneck (`max_m`) and pooled head. True when the
+  // gather tensors can be built: one activation, every head over the
+  // pooled vector.
+  absl::StatusOr<bool> AdoptSlots(std::span<const std::shared_ptr<const AdapterSet>> sets,
+                                  const BertConfig& encoder_config, c10::Device device, c10::ScalarType dtype,
+                                  int64_t* max_m);
+  // Create's second step: the slots' tensors stacked for gathered products.
+  absl::Status BuildGatherTensors(const BertConfig& encoder_config, c10::Device device, c10::ScalarType dtype,
+                                  int64_t max_m);
 
   std::vector<std::shared_ptr<const AdapterSet>> slots_;
   int64_t max_labels_ = 0;

@@ -96,6 +96,36 @@ std::vector<Chunk> BioChunks(std::span<const std::string> tags) {
   return chunks;
 }
 
+std::vector<TaggedEntity> DecodeEntities(std::span<const std::vector<float>> word_tag_probabilities,
+                                         std::span<const std::pair<int32_t, int32_t>> word_spans,
+                                         std::span<const std::string> tags) {
+  const size_t words = std::min(word_tag_probabilities.size(), word_spans.size());
+  std::vector<std::string> word_tags;
+  std::vector<double> word_scores;
+  for (size_t w = 0; w < words; ++w) {
+    const std::vector<float>& p = word_tag_probabilities[w];
+    const size_t n = std::min(p.size(), tags.size());
+    size_t best = 0;
+    for (size_t t = 1; t < n; ++t) {
+      if (p[t] > p[best]) best = t;
+    }
+    word_tags.push_back(n == 0 ? std::string("O") : tags[best]);
+    word_scores.push_back(n == 0 ? 0.0 : p[best]);
+  }
+  std::vector<TaggedEntity> entities;
+  for (const Chunk& c : BioChunks(word_tags)) {
+    TaggedEntity e;
+    e.label = c.type;
+    e.start = word_spans[static_cast<size_t>(c.start)].first;
+    e.end = word_spans[static_cast<size_t>(c.end - 1)].second;
+    double sum = 0;
+    for (int32_t w = c.start; w < c.end; ++w) sum += word_scores[static_cast<size_t>(w)];
+    e.score = sum / static_cast<double>(c.end - c.start);
+    entities.push_back(std::move(e));
+  }
+  return entities;
+}
+
 std::vector<SlidingWindow> SlidingWindows(std::span<const int32_t> question, std::span<const int32_t> context,
                                           int32_t max_seq_len, int32_t doc_stride, int32_t max_question_tokens,
                                           int32_t cls_id, int32_t sep_id) {

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace adapterd::model {
@@ -66,6 +67,24 @@ struct Chunk {
 // starts at B-X, and at an I-X that does not continue an X entity; it ends
 // before any tag that does not continue it. Anything but B-X / I-X is O.
 std::vector<Chunk> BioChunks(std::span<const std::string> tags);
+
+// Token classification's prediction for one text. `word_tag_probabilities`
+// holds, per word (in order), the tag probabilities of its first piece
+// (one per tag of `tags`, the task's tag set); `word_spans` each word's
+// [start, end) in the text (code points, TokenizeWithOffsets'). Each word
+// takes its most probable tag (ties: the earlier tag); the words' tags give
+// the entities as BioChunks reads them. An entity spans its first word's
+// start to its last word's end; its score is the mean probability of its
+// words' tags.
+struct TaggedEntity {
+  std::string label;  // the entity type, X of B-X
+  int32_t start = 0;
+  int32_t end = 0;
+  double score = 0;
+};
+std::vector<TaggedEntity> DecodeEntities(std::span<const std::vector<float>> word_tag_probabilities,
+                                         std::span<const std::pair<int32_t, int32_t>> word_spans,
+                                         std::span<const std::string> tags);
 
 // How an extractive QA task cuts a context into windows
 // ([CLS] question [SEP] context window [SEP]), as BERT's run_squad does.

@@ -231,6 +231,35 @@ TEST(TaskKinds, BioTagSetsAndChunks) {
               ElementsAre(Chunk{0, 2, "PER"}, Chunk{3, 4, "LOC"}, Chunk{4, 5, "LOC"}, Chunk{5, 6, "PER"}));
 }
 
+TEST(TaskKinds, EntitiesComeFromEachWordsMostProbableTagWithTheirSpansAndScores) {
+  const std::vector<std::string> tags = BioTagSet(std::vector<std::string>{"PER", "LOC"});  // O B-PER I-PER B-LOC I-LOC
+  // "Ada Lovelace visited New York ." : words and their code-point spans.
+  const std::vector<std::pair<int32_t, int32_t>> spans = {{0, 3}, {4, 12}, {13, 20}, {21, 24}, {25, 29}, {30, 31}};
+  const std::vector<std::vector<float>> probs = {
+      {0.1f, 0.8f, 0.05f, 0.05f, 0.0f},  // B-PER
+      {0.1f, 0.1f, 0.6f, 0.1f, 0.1f},    // I-PER
+      {0.9f, 0.0f, 0.0f, 0.1f, 0.0f},    // O
+      {0.2f, 0.0f, 0.0f, 0.7f, 0.1f},    // B-LOC
+      {0.1f, 0.0f, 0.0f, 0.0f, 0.9f},    // I-LOC
+      {0.4f, 0.0f, 0.0f, 0.0f, 0.6f},    // I-LOC after I-LOC: continues "New York"
+  };
+  const std::vector<TaggedEntity> e = DecodeEntities(probs, spans, tags);
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].label, "PER");
+  EXPECT_EQ(std::pair(e[0].start, e[0].end), std::pair(0, 12));  // "Ada Lovelace"
+  EXPECT_NEAR(e[0].score, (0.8 + 0.6) / 2, 1e-6);
+  EXPECT_EQ(e[1].label, "LOC");
+  EXPECT_EQ(std::pair(e[1].start, e[1].end), std::pair(21, 31));
+  EXPECT_NEAR(e[1].score, (0.7 + 0.9 + 0.6) / 3, 1e-6);
+  // An I- after O starts an entity (conlleval); ties go to the earlier tag.
+  const std::vector<std::vector<float>> lone = {{0.9f, 0, 0, 0, 0}, {0.2f, 0, 0, 0.2f, 0.6f}, {0.5f, 0.5f, 0, 0, 0}};
+  const std::vector<TaggedEntity> l = DecodeEntities(lone, std::span(spans).first(3), tags);
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].label, "LOC");
+  EXPECT_EQ(std::pair(l[0].start, l[0].end), std::pair(4, 12));
+  EXPECT_TRUE(DecodeEntities({}, {}, tags).empty());
+}
+
 // --- Windows ---------------------------------------------------------------
 
 std::vector<int32_t> Range(int32_t from, int32_t to) {

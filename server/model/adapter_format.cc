@@ -3,7 +3,11 @@
 #include <ATen/ATen.h>
 
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <set>
+#include <span>
+#include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -12,25 +16,29 @@
 #include "server/model/tensor_io.h"
 
 namespace adapterd::model {
-namespace {
 
-constexpr const char* kOwnKeys[] = {"format",
-                                    "format_version",
-                                    "bottleneck_size",
-                                    "activation",
-                                    "init_std",
-                                    "labels",
-                                    "num_layers",
-                                    "hidden_size",
-                                    "encoder_fingerprint",
-                                    "task_kind",
-                                    "target_mean",
-                                    "target_stddev",
-                                    "qa_max_seq_len",
-                                    "qa_doc_stride",
-                                    "qa_max_question_tokens",
-                                    "qa_max_answer_tokens",
-                                    "qa_allow_no_answer"};
+std::span<const std::string_view> AdapterFormatKeys() {
+  static constexpr std::string_view kKeys[] = {"format",
+                                               "format_version",
+                                               "bottleneck_size",
+                                               "activation",
+                                               "init_std",
+                                               "labels",
+                                               "num_layers",
+                                               "hidden_size",
+                                               "encoder_fingerprint",
+                                               "task_kind",
+                                               "target_mean",
+                                               "target_stddev",
+                                               "qa_max_seq_len",
+                                               "qa_doc_stride",
+                                               "qa_max_question_tokens",
+                                               "qa_max_answer_tokens",
+                                               "qa_allow_no_answer"};
+  return kKeys;
+}
+
+namespace {
 
 absl::StatusOr<TaskKind> ParseTaskKind(std::string_view name) {
   for (TaskKind k : {TaskKind::kSequenceClassification, TaskKind::kMultiLabelClassification, TaskKind::kRegression,
@@ -41,10 +49,8 @@ absl::StatusOr<TaskKind> ParseTaskKind(std::string_view name) {
 }
 
 bool IsOwnKey(std::string_view key) {
-  for (const char* k : kOwnKeys) {
-    if (key == k) return true;
-  }
-  return false;
+  const std::span<const std::string_view> own = AdapterFormatKeys();
+  return std::find(own.begin(), own.end(), key) != own.end();
 }
 
 absl::StatusOr<std::string> Get(const std::map<std::string, std::string, std::less<>>& md, std::string_view key) {

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,10 @@ inline constexpr char kAdapterFormatName[] = "adapterd.adapter_set";
 // fingerprint. Files of versions 1 and 2 are sequence classification, and
 // are still read.
 inline constexpr int kAdapterFormatVersion = 3;
+
+// The metadata keys the format itself defines (docs/ADAPTER_FORMAT.md);
+// any other key is an extra, passed through (AdapterFileInfo::extra).
+std::span<const std::string_view> AdapterFormatKeys();
 
 // What the metadata says about a file, without its tensors.
 struct AdapterFileInfo {

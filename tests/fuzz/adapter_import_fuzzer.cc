@@ -92,11 +92,8 @@ void CheckInfo(const AdapterFileInfo& info) {
   FUZZ_CHECK(info.config.Validate().ok()) << "accepted an invalid AdapterConfig";
   FUZZ_CHECK(info.format_version >= 1 && info.format_version <= kAdapterFormatVersion)
       << "accepted format_version " << info.format_version;
-  for (const char* own :
-       {"format", "format_version", "bottleneck_size", "activation", "init_std", "labels", "num_layers", "hidden_size",
-        "encoder_fingerprint", "task_kind", "target_mean", "target_stddev", "qa_max_seq_len", "qa_doc_stride",
-        "qa_max_question_tokens", "qa_max_answer_tokens", "qa_allow_no_answer"}) {
-    FUZZ_CHECK(!info.extra.contains(own)) << "own key '" << own << "' among the extra keys";
+  for (const std::string_view own : AdapterFormatKeys()) {
+    FUZZ_CHECK(!info.extra.contains(std::string(own))) << "own key '" << own << "' among the extra keys";
   }
 }
 

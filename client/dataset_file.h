@@ -1,29 +1,89 @@
-// Reading labelled datasets from files for UploadDataset.
+// Reading labelled datasets from files for UploadDataset: every task kind's
+// examples (adapterd.v1.Example). The reader does not know the task's kind:
+// it maps whatever members a record has to the Example's fields, and checks
+// only their types and what holds for every kind (the server checks the
+// rest against the task, e.g. offsets against the text).
 //
 // Formats:
-// - CSV (RFC 4180): a header row naming the columns `text` and `label`, and
-//   optionally `text_pair`, in any order (names are matched after trimming
-//   spaces; a UTF-8 byte-order mark is skipped). Fields may be quoted with
-//   '"'; inside quotes, `""` is a quote and commas and line breaks are data.
-//   Records end with LF or CRLF; completely empty lines are skipped.
-// - JSON Lines: one JSON object per line with members "text", "label" and
-//   optionally "text_pair" (null = absent). "text" and "text_pair" must be
-//   strings; "label" a string or an integer (written in decimal, so that
-//   {"label": 1} and the CSV label "1" are the same label). Other members are
-//   ignored; blank lines are skipped; a UTF-8 byte-order mark is skipped.
+// - CSV (RFC 4180): a header row naming the columns `text`, and `label`
+//   and/or `labels`, and optionally `text_pair`, in any order (names are
+//   matched after trimming spaces; any other column is an error; a UTF-8
+//   byte-order mark is skipped). Fields may be quoted with '"'; inside
+//   quotes, `""` is a quote and commas and line breaks are data. Records end
+//   with LF or CRLF; completely empty lines are skipped. Cells are taken as
+//   they are (spaces kept), except `labels`: split at '|' into
+//   Example.labels, spaces around each label trimmed; an empty (or all-space)
+//   cell is no labels; an empty label between separators ("a||b", "a|") is
+//   an error. Regression targets are the `label` column as written ("3.25").
+//   Multi-label data may use `labels` alone. Token classification and
+//   extractive QA are JSON only (JSON Lines or SQuAD).
+// - JSON Lines: one JSON object per line. Members (null = absent, except for
+//   "text" and "label", where null is a wrong type):
+//     "text", "text_pair"  strings -> text, text_pair.
+//     "label"     a string, or a number: an integer in decimal (so that
+//                 {"label": 1} and the CSV label "1" are the same label), any
+//                 other number (with a fraction or an exponent) in the
+//                 shortest form that reads back as the same double ("3.25",
+//                 "2.0", "1e+20"). A boolean is an error. Must not be "".
+//     "labels"    an array of such strings or numbers -> labels (multi-label;
+//                 [] = no labels; no element may be "").
+//     "tokens", "tags"  arrays of strings, given together and of the same
+//                 length (at least one), no element "" -> tokens, tags
+//                 (token classification over pre-split words; "text" must
+//                 then be absent or "").
+//     "entities"  an array of {"start": int, "end": int, "label": string}
+//                 -> entities (token classification over "text"; [] = a text
+//                 without entities): code-point offsets with
+//                 0 <= start < end <= 2^31-1 and a non-empty label (other
+//                 members of an entity are ignored). Not with "tokens".
+//     "question", "context"  extractive QA -> text, text_pair; both
+//                 required, non-empty, and not on a line with "text" or
+//                 "text_pair".
+//     "answers"   an array of {"text": non-empty string, "answer_start":
+//                 int 0..2^31-1} -> answers (code-point offset into the
+//                 context; [] = unanswerable). Also allowed with
+//                 "text"/"text_pair" (then text_pair is the context).
+//     "is_impossible"  optional boolean (SQuAD 2.0): true requires "answers"
+//                 to be absent or [], false requires at least one answer.
+//   Every line needs a target: "label", "labels", "tokens" with "tags",
+//   "entities", or "answers" / "is_impossible"; a line with none is an error
+//   (`missing key "label" ...`, or `missing key "answers" ...` on a question
+//   line). "text" is required (`missing key "text"`) and non-empty unless
+//   "tokens" is given or the line is a question. Any combination of targets
+//   may appear on one line (the server takes what its task needs). Other
+//   members ("id", ...) are ignored; blank lines are skipped; a UTF-8
+//   byte-order mark is skipped.
+// - SQuAD JSON (v1.1 and v2.0 as published): one JSON object
+//   {"version": ..., "data": [{"title": ..., "paragraphs": [{"context": ...,
+//   "qas": [{"id": ..., "question": ..., "answers": [{"text",
+//   "answer_start"}], "is_impossible": bool, "plausible_answers": [...]}]}]}]}.
+//   One example per question, in file order: text = question, text_pair =
+//   the paragraph's context, answers as given (every one, duplicates
+//   included). "question", "answers" and "is_impossible" follow the JSON
+//   Lines rules above (an impossible question has "answers": []);
+//   "plausible_answers", "id", "title", "version" and other members are
+//   ignored. "data", "paragraphs" and "qas" must be arrays; "context" a
+//   non-empty string.
 //
 // Format detection (DatasetFormat::kAuto): by the file name's extension
-// (.csv = CSV; .jsonl, .json, .ndjson = JSON Lines); for any other name, by
-// the content: JSON Lines when the first non-blank character is '{', else
-// CSV.
+// (.csv = CSV; .jsonl, .ndjson = JSON Lines; .json = SQuAD if the content is
+// one JSON object with a "data" array, else JSON Lines); for any other name,
+// by the content: SQuAD as for .json, else JSON Lines when the first
+// non-blank character is '{', else CSV.
 //
 // A file without examples is an error (INVALID_ARGUMENT "<name>: the file is
-// empty" or "<name>: no examples"). Every example needs a non-empty text and
-// label; all strings must be valid UTF-8. Errors about a record are
-// INVALID_ARGUMENT and start with "<name>: line <N>: ", where <N> is the
-// 1-based line on which the offending record (or, for an unterminated quote,
-// the quoted field) starts, counting line breaks inside quoted fields. A
-// missing file is NOT_FOUND (ReadDatasetFile).
+// empty" or "<name>: no examples"). All strings must be valid UTF-8. Errors
+// about a record are INVALID_ARGUMENT and start with "<name>: line <N>: ",
+// where <N> is the 1-based line on which the offending record (or, for an
+// unterminated quote, the quoted field) starts, counting line breaks inside
+// quoted fields; in a SQuAD file they start with "<name>: " and the path of
+// the offending value instead, e.g. "<name>: data[0].paragraphs[2].qas[5]:
+// missing key "question"", or, above the questions, "<name>: data[1]: ...",
+// "<name>: missing key "data" ..."; JSON syntax errors read "<name>: invalid
+// JSON: line <L>, column <C>: ...", and invalid UTF-8 "<name>: line <N>:
+// invalid UTF-8". Members of an array element are named by their path in the
+// message, e.g. "entities[1].start is negative (-3)". A SQuAD file is parsed
+// whole in memory. A missing file is NOT_FOUND (ReadDatasetFile).
 //
 // Thread safety: free functions without shared state.
 #ifndef ADAPTERD_CLIENT_DATASET_FILE_H_
@@ -42,13 +102,16 @@ enum class DatasetFormat {
   kAuto,  // from the file name's extension, else from the content (see above)
   kCsv,
   kJsonl,
+  kSquad,  // SQuAD v1.1 / v2.0 JSON
 };
 
-// "auto", "csv", "jsonl" / "json" / "ndjson" (case-insensitive).
+// "auto", "csv", "jsonl" / "json" / "ndjson", "squad" (case-insensitive).
 absl::StatusOr<DatasetFormat> ParseDatasetFormat(std::string_view name);
 
-// The format `path`'s extension names; INVALID_ARGUMENT for an unknown
-// extension (ParseDataset and ReadDatasetFile then look at the content).
+// The format `path`'s extension names (.json: kJsonl; ParseDataset and
+// ReadDatasetFile with kAuto still read a .json file that holds a SQuAD
+// document as SQuAD); INVALID_ARGUMENT for an unknown extension
+// (ParseDataset and ReadDatasetFile then look at the content).
 absl::StatusOr<DatasetFormat> DatasetFormatForPath(std::string_view path);
 
 // Parses `contents`. `name` is used in error messages and, for kAuto, to

@@ -390,8 +390,8 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> TrainForC2(const Flags& f, Models& m
   const auto t0 = Clock::now();
   ASSIGN_OR_RETURN(training::TrainingResult trained, training::Train(*m.dev32.encoder, *m.dev32.tokenizer, data, hp));
   std::printf("  trained %lld steps in %.1f s; validation accuracy %.4f\n", static_cast<long long>(trained.steps),
-              std::chrono::duration<double>(Clock::now() - t0).count(), trained.best_epoch.validation_accuracy);
-  Result("c2.train_validation_accuracy", trained.best_epoch.validation_accuracy);
+              std::chrono::duration<double>(Clock::now() - t0).count(), trained.best_epoch.validation.accuracy);
+  Result("c2.train_validation_accuracy", trained.best_epoch.validation.accuracy);
   Result("c2.train_examples_per_second", trained.history.back().examples_per_second);
   return trained.best->Clone(device, at::kFloat);
 }

@@ -257,13 +257,13 @@ absl::Status Run(const RunArgs& a) {
           double best_acc = -1, best_loss = 0;
           training::TrainerHooks hooks;
           hooks.on_epoch = [&](const training::EpochReport& r) {
-            std::fprintf(stderr, "  %s epoch %d: val acc %.4f loss %.4f\n", key.c_str(), r.epoch, r.validation_accuracy,
-                         r.validation_loss);
-            const bool better = r.validation_accuracy > best_acc ||
-                                (r.validation_accuracy == best_acc && r.validation_loss < best_loss);
+            std::fprintf(stderr, "  %s epoch %d: val acc %.4f loss %.4f\n", key.c_str(), r.epoch, r.validation.accuracy,
+                         r.validation.loss);
+            const bool better = r.validation.accuracy > best_acc ||
+                                (r.validation.accuracy == best_acc && r.validation.loss < best_loss);
             if (!better) return;
-            best_acc = r.validation_accuracy;
-            best_loss = r.validation_loss;
+            best_acc = r.validation.accuracy;
+            best_loss = r.validation.loss;
             if (owned) {
               at::NoGradGuard no_grad;
               best_weights.clear();
@@ -273,7 +273,9 @@ absl::Status Run(const RunArgs& a) {
           const auto t0 = std::chrono::steady_clock::now();
           ASSIGN_OR_RETURN(
               training::TrainingResult result,
-              training::Train(*encoder, *m.tokenizer, {split.train, split.validation, split.labels}, hp, hooks));
+              training::Train(*encoder, *m.tokenizer,
+                              {.train = split.train, .validation = split.validation, .labels = split.labels}, hp,
+                              hooks));
           const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (owned && !best_weights.empty()) {
             RETURN_IF_ERROR(model::GuardTorch("restore the best epoch", [&]() {
@@ -293,8 +295,8 @@ absl::Status Run(const RunArgs& a) {
               {"epochs", epochs},
               {"seed", a.seed},
               {"best_epoch", result.best_epoch.epoch},
-              {"validation_accuracy", result.best_epoch.validation_accuracy},
-              {"validation_loss", result.best_epoch.validation_loss},
+              {"validation_accuracy", result.best_epoch.validation.accuracy},
+              {"validation_loss", result.best_epoch.validation.loss},
               {"test_accuracy", test.accuracy},
               {"test_loss", test.loss},
               {"trainable_parameters", training::TrainableParameterCount(*result.best, method.parts, *encoder)},
@@ -308,7 +310,7 @@ absl::Status Run(const RunArgs& a) {
           out.write(line.data(), static_cast<std::streamsize>(line.size()));
           out.flush();
           std::printf("%-60s val %.4f (epoch %d)  test %.4f  %.0f s\n", key.c_str(),
-                      result.best_epoch.validation_accuracy, result.best_epoch.epoch, test.accuracy, seconds);
+                      result.best_epoch.validation.accuracy, result.best_epoch.epoch, test.accuracy, seconds);
           std::fflush(stdout);
         }
       }

@@ -58,7 +58,7 @@ absl::Status CheckExample(const v1::Example& e, int64_t index) {
   auto bad = [&](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("example ", index, ": ", what));
   };
-  if (absl::Status fields = training::CheckExampleFields(e.text(), e.text_pair(), e.label()); !fields.ok()) {
+  if (absl::Status fields = training::CheckExampleFields(training::ExampleFromProto(e)); !fields.ok()) {
     return bad(fields.message());
   }
   if (e.text().size() > kMaxTextBytes || e.text_pair().size() > kMaxTextBytes) {

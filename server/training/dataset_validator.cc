@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "server/training/kind_examples.h"
 
 namespace adapterd::training {
 namespace {
@@ -15,9 +16,17 @@ absl::Status Bad(const char* which, size_t i, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(which, " example ", i, ": ", why));
 }
 
-absl::Status CheckExample(const Example& e, const char* which, size_t i) {
-  absl::Status fields = CheckExampleFields(e.text, e.text_pair, e.label);
+using model::TaskKind;
+
+absl::Status CheckExample(const Example& e, TaskKind kind, const char* which, size_t i) {
+  absl::Status fields = CheckExampleFields(e);
+  if (fields.ok()) fields = CheckExampleForKind(kind, e);
   return fields.ok() ? fields : Bad(which, i, std::string(fields.message()));
+}
+
+bool HasLabels(TaskKind kind) {
+  return kind == TaskKind::kSequenceClassification || kind == TaskKind::kMultiLabelClassification ||
+         kind == TaskKind::kTokenClassification;
 }
 
 // Refusals that need only sizes: too many examples, or too many bytes.
@@ -32,7 +41,7 @@ absl::Status CheckSizes(const std::vector<Example>& train, const std::vector<Exa
   }
   for (const auto* set : {&train, &validation}) {
     for (const Example& e : *set) {
-      report.total_bytes += static_cast<int64_t>(e.text.size() + e.text_pair.size() + e.label.size());
+      report.total_bytes += static_cast<int64_t>(ExampleBytes(e));
     }
   }
   if (report.total_bytes > limits.max_bytes) {
@@ -43,26 +52,33 @@ absl::Status CheckSizes(const std::vector<Example>& train, const std::vector<Exa
 }
 
 // Each example on its own, counting the training labels; then the label set
-// those make: enough examples, at least 2 labels, at most the limit, and
-// validation labels among the training ones.
+// those make: enough examples, and for the kinds with labels at least 2 (1
+// entity type), at most the limit, and validation labels among the training
+// ones.
 absl::Status CheckExamplesAndLabels(const std::vector<Example>& train, const std::vector<Example>& validation,
-                                    const DatasetLimits& limits, DatasetReport& report) {
+                                    TaskKind kind, const DatasetLimits& limits, DatasetReport& report) {
   for (size_t i = 0; i < train.size(); ++i) {
-    RETURN_IF_ERROR(CheckExample(train[i], "train", i));
-    ++report.label_counts[train[i].label];
+    RETURN_IF_ERROR(CheckExample(train[i], kind, "train", i));
+    for (const std::string& name : LabelNamesOf(kind, train[i])) ++report.label_counts[name];
   }
   for (size_t i = 0; i < validation.size(); ++i) {
-    RETURN_IF_ERROR(CheckExample(validation[i], "validation", i));
-    if (!report.label_counts.contains(validation[i].label)) {
-      return Bad("validation", i,
-                 absl::StrCat("label '", validation[i].label, "' does not occur in the training data"));
+    RETURN_IF_ERROR(CheckExample(validation[i], kind, "validation", i));
+    for (const std::string& name : LabelNamesOf(kind, validation[i])) {
+      if (!report.label_counts.contains(name)) {
+        return Bad("validation", i, absl::StrCat("label '", name, "' does not occur in the training data"));
+      }
     }
   }
   if (report.num_train < limits.min_examples) {
     return absl::InvalidArgumentError(absl::StrCat("dataset has ", report.num_train, " training examples; at least ",
                                                    limits.min_examples, " are required"));
   }
-  if (report.label_counts.size() < 2) {
+  if (!HasLabels(kind)) return absl::OkStatus();
+  const size_t needed = kind == TaskKind::kTokenClassification ? 1 : 2;
+  if (report.label_counts.size() < needed) {
+    if (kind == TaskKind::kTokenClassification) {
+      return absl::InvalidArgumentError("dataset has no entities: token classification needs at least 1 entity type");
+    }
     return absl::InvalidArgumentError(
         absl::StrCat("dataset needs at least 2 distinct labels; found ", report.label_counts.size(),
                      report.label_counts.empty() ? "" : absl::StrCat(" ('", report.label_counts.begin()->first, "')")));
@@ -76,24 +92,32 @@ absl::Status CheckExamplesAndLabels(const std::vector<Example>& train, const std
 
 // The task's labels: an existing task's, which every training label must be
 // one of (a label without examples is a warning), or the training labels.
-absl::Status ResolveLabels(const std::vector<Example>& train, const std::vector<std::string>* existing_labels,
-                           DatasetReport& report) {
+// Token classification's are BioTagSet of the entity types.
+absl::Status ResolveLabels(const std::vector<Example>& train, TaskKind kind,
+                           const std::vector<std::string>* existing_labels, DatasetReport& report) {
+  std::vector<std::string> names;
+  for (const auto& [label, count] : report.label_counts) names.push_back(label);
+  const bool tags = kind == TaskKind::kTokenClassification;
+  std::vector<std::string> wanted = tags ? model::BioTagSet(names) : names;
   if (existing_labels == nullptr) {
-    for (const auto& [label, count] : report.label_counts) report.labels.push_back(label);
+    report.labels = std::move(wanted);
     return absl::OkStatus();
   }
   const std::set<std::string> known(existing_labels->begin(), existing_labels->end());
   for (size_t i = 0; i < train.size(); ++i) {
-    if (!known.contains(train[i].label)) {
-      return Bad("train", i,
-                 absl::StrCat("label '", train[i].label, "' conflicts with the task's labels [",
-                              absl::StrJoin(*existing_labels, ", "), "]"));
+    for (const std::string& name : LabelNamesOf(kind, train[i])) {
+      if (!known.contains(tags ? "B-" + name : name)) {
+        return Bad("train", i,
+                   absl::StrCat(tags ? "entity type '" : "label '", name, "' conflicts with the task's ",
+                                tags ? "tags [" : "labels [", absl::StrJoin(*existing_labels, ", "), "]"));
+      }
     }
   }
   report.labels = *existing_labels;
   std::vector<std::string> absent;
+  const std::set<std::string> have(wanted.begin(), wanted.end());
   for (const std::string& l : *existing_labels) {
-    if (!report.label_counts.contains(l)) absent.push_back(l);
+    if (!have.contains(l) && !(tags && l == "O")) absent.push_back(l);
   }
   if (!absent.empty()) {
     report.warnings.push_back(
@@ -102,25 +126,74 @@ absl::Status ResolveLabels(const std::vector<Example>& train, const std::vector<
   return absl::OkStatus();
 }
 
-// What trains but may disappoint: truncated examples, imbalanced labels,
-// validation examples that are also training examples.
+// Token classification and extractive QA: every example's words and
+// answers map onto tokens (TagWords, AnswerPieces); counts the questions
+// that will be cut.
+absl::Status CheckTokenMapping(const std::vector<Example>& examples, const model::BertTokenizer& tokenizer,
+                               const DatasetShape& shape, const char* which, int64_t& cut_questions) {
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const Example& e = examples[i];
+    if (shape.kind == TaskKind::kTokenClassification) {
+      absl::StatusOr<TaggedWords> tagged = TagWords(e, tokenizer);
+      if (!tagged.ok()) return Bad(which, i, std::string(tagged.status().message()));
+    } else if (shape.kind == TaskKind::kExtractiveQa) {
+      if (static_cast<int>(tokenizer.TokenizeToIds(e.text).size()) > shape.max_question_len) ++cut_questions;
+      if (e.answers.empty()) continue;
+      const model::TextPieces context = model::PiecesOfText(tokenizer, e.text_pair);
+      for (const AnswerSpan& a : e.answers) {
+        absl::StatusOr<std::pair<int32_t, int32_t>> pieces = AnswerPieces(context, a);
+        if (!pieces.ok()) return Bad(which, i, std::string(pieces.status().message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Validation examples whose inputs are also training examples' inputs.
+absl::Status AddDuplicateWarning(const std::vector<Example>& train, const std::vector<Example>& validation,
+                                 DatasetReport& report) {
+  if (validation.empty()) return absl::OkStatus();
+  const auto key = [](const Example& e) {
+    return std::make_pair(e.tokens.empty() ? e.text : model::JoinWords(e.tokens), e.text_pair);
+  };
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const Example& e : train) seen.insert(key(e));
+  for (const Example& e : validation) report.train_validation_duplicates += seen.contains(key(e));
+  if (report.train_validation_duplicates > 0) {
+    report.warnings.push_back(
+        absl::StrCat(report.train_validation_duplicates, " validation examples also appear in the training data"));
+  }
+  return absl::OkStatus();
+}
+
+// What trains but may disappoint: truncated examples, cut questions,
+// imbalanced labels, validation examples that are also training examples.
 absl::Status AddWarnings(const std::vector<Example>& train, const std::vector<Example>& validation,
-                         const model::BertTokenizer& tokenizer, int max_seq_len, const DatasetLimits& limits,
+                         const model::BertTokenizer& tokenizer, const DatasetShape& shape, const DatasetLimits& limits,
                          DatasetReport& report) {
-  model::TokenizerOptions topts = tokenizer.options();
-  topts.max_seq_len = max_seq_len;
-  ASSIGN_OR_RETURN(auto tok, model::BertTokenizer::FromTokens(tokenizer.tokens(), topts));
-  for (const auto* set : {&train, &validation}) {
-    for (const Example& e : *set) {
-      const model::Encoding enc = e.text_pair.empty() ? tok->Encode(e.text) : tok->Encode(e.text, e.text_pair);
-      if (enc.num_truncated > 0) ++report.truncated_examples;
+  const int64_t total = report.num_train + report.num_validation;
+  if (report.cut_questions > 0) {
+    report.warnings.push_back(absl::StrCat(report.cut_questions, " of ", total,
+                                           " questions are longer than max_question_len ", shape.max_question_len,
+                                           " tokens and will be cut"));
+  }
+  if (!model::ReadsTokens(shape.kind)) {
+    model::TokenizerOptions topts = tokenizer.options();
+    topts.max_seq_len = shape.max_seq_len;
+    ASSIGN_OR_RETURN(auto tok, model::BertTokenizer::FromTokens(tokenizer.tokens(), topts));
+    for (const auto* set : {&train, &validation}) {
+      for (const Example& e : *set) {
+        const model::Encoding enc = e.text_pair.empty() ? tok->Encode(e.text) : tok->Encode(e.text, e.text_pair);
+        if (enc.num_truncated > 0) ++report.truncated_examples;
+      }
     }
   }
   if (report.truncated_examples > 0) {
-    report.warnings.push_back(absl::StrCat(report.truncated_examples, " of ", report.num_train + report.num_validation,
-                                           " examples are longer than max_seq_len ", max_seq_len,
+    report.warnings.push_back(absl::StrCat(report.truncated_examples, " of ", total,
+                                           " examples are longer than max_seq_len ", shape.max_seq_len,
                                            " tokens and will be truncated"));
   }
+  if (shape.kind != TaskKind::kSequenceClassification) return AddDuplicateWarning(train, validation, report);
   int64_t lo = INT64_MAX, hi = 0;
   std::string lo_label, hi_label;
   for (const auto& [label, count] : report.label_counts) {
@@ -131,29 +204,24 @@ absl::Status AddWarnings(const std::vector<Example>& train, const std::vector<Ex
     report.warnings.push_back(
         absl::StrCat("labels are imbalanced: '", hi_label, "' has ", hi, " examples, '", lo_label, "' has ", lo));
   }
-  if (!validation.empty()) {
-    std::set<std::pair<std::string, std::string>> seen;
-    for (const Example& e : train) seen.emplace(e.text, e.text_pair);
-    for (const Example& e : validation) report.train_validation_duplicates += seen.contains({e.text, e.text_pair});
-    if (report.train_validation_duplicates > 0) {
-      report.warnings.push_back(
-          absl::StrCat(report.train_validation_duplicates, " validation examples also appear in the training data"));
-    }
-  }
-  return absl::OkStatus();
+  return AddDuplicateWarning(train, validation, report);
 }
 
 }  // namespace
 
 absl::StatusOr<DatasetReport> ValidateDataset(const std::vector<Example>& train, const std::vector<Example>& validation,
-                                              const model::BertTokenizer& tokenizer, int max_seq_len,
+                                              const model::BertTokenizer& tokenizer, const DatasetShape& shape,
                                               const DatasetLimits& limits,
                                               const std::vector<std::string>* existing_labels) {
   DatasetReport report;
   RETURN_IF_ERROR(CheckSizes(train, validation, limits, report));
-  RETURN_IF_ERROR(CheckExamplesAndLabels(train, validation, limits, report));
-  RETURN_IF_ERROR(ResolveLabels(train, existing_labels, report));
-  RETURN_IF_ERROR(AddWarnings(train, validation, tokenizer, max_seq_len, limits, report));
+  RETURN_IF_ERROR(CheckExamplesAndLabels(train, validation, shape.kind, limits, report));
+  RETURN_IF_ERROR(ResolveLabels(train, shape.kind, existing_labels, report));
+  if (model::ReadsTokens(shape.kind)) {
+    RETURN_IF_ERROR(CheckTokenMapping(train, tokenizer, shape, "train", report.cut_questions));
+    RETURN_IF_ERROR(CheckTokenMapping(validation, tokenizer, shape, "validation", report.cut_questions));
+  }
+  RETURN_IF_ERROR(AddWarnings(train, validation, tokenizer, shape, limits, report));
   return report;
 }
 

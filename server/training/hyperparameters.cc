@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/model/adapter_set.h"
+#include "server/model/text_pieces.h"
 
 namespace adapterd::training {
 namespace {
@@ -33,6 +34,9 @@ absl::Status Hyperparameters::Validate() const {
   RETURN_IF_ERROR(Range(adam_beta2 >= 0 && adam_beta2 < 1, "adam_beta2", "must be in [0, 1)"));
   RETURN_IF_ERROR(Range(adam_epsilon > 0 && adam_epsilon < 1, "adam_epsilon", "must be in (0, 1)"));
   RETURN_IF_ERROR(Range(checkpoint_every_steps >= 0, "checkpoint_every_steps", "must be >= 0"));
+  RETURN_IF_ERROR(Range(doc_stride >= 0 && doc_stride <= max_seq_len, "doc_stride", "must be in [0, max_seq_len]"));
+  RETURN_IF_ERROR(Range(max_question_len >= 1 && max_question_len <= 4096, "max_question_len", "must be in [1, 4096]"));
+  RETURN_IF_ERROR(Range(max_answer_len >= 1 && max_answer_len <= 4096, "max_answer_len", "must be in [1, 4096]"));
   return absl::OkStatus();
 }
 
@@ -51,6 +55,10 @@ absl::StatusOr<Hyperparameters> ResolveHyperparameters(const storage::v1::Hyperp
   if (r.has_weight_decay()) hp.weight_decay = r.weight_decay();
   if (r.has_max_grad_norm()) hp.max_grad_norm = r.max_grad_norm();
   if (r.has_checkpoint_every_steps()) hp.checkpoint_every_steps = r.checkpoint_every_steps();
+  if (r.has_doc_stride()) hp.doc_stride = r.doc_stride();
+  if (r.has_max_question_len()) hp.max_question_len = r.max_question_len();
+  if (r.has_max_answer_len()) hp.max_answer_len = r.max_answer_len();
+  if (hp.doc_stride == 0) hp.doc_stride = model::DefaultDocStride(hp.max_seq_len);
   if (hp.micro_batch_size > hp.batch_size) hp.micro_batch_size = hp.batch_size;
   RETURN_IF_ERROR(hp.Validate());
   return hp;
@@ -70,6 +78,9 @@ storage::v1::Hyperparameters ToProto(const Hyperparameters& hp) {
   r.set_weight_decay(hp.weight_decay);
   r.set_max_grad_norm(hp.max_grad_norm);
   r.set_checkpoint_every_steps(hp.checkpoint_every_steps);
+  r.set_doc_stride(hp.doc_stride);
+  r.set_max_question_len(hp.max_question_len);
+  r.set_max_answer_len(hp.max_answer_len);
   return r;
 }
 

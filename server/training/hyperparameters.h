@@ -11,6 +11,7 @@
 #ifndef ADAPTERD_SERVER_TRAINING_HYPERPARAMETERS_H_
 #define ADAPTERD_SERVER_TRAINING_HYPERPARAMETERS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -52,10 +53,21 @@ struct Hyperparameters {
   double adam_epsilon = 1e-6;
   // Checkpoint every N optimiser steps (0: only at epoch ends).
   int checkpoint_every_steps = 0;
+  // Extractive QA windows (BERT's run_squad settings): context tokens
+  // between two windows' starts (0: DefaultDocStride(max_seq_len), a third
+  // of the window, resolved by ResolveHyperparameters), the longest
+  // question in tokens (longer ones are cut; a window gives a question at
+  // most half its length: QuestionBudget), the longest answer.
+  int doc_stride = 0;
+  int max_question_len = 64;
+  int max_answer_len = 30;
   TrainableParts trainable = TrainableParts::kAdapters;
 
   // INVALID_ARGUMENT naming the first field out of range.
   absl::Status Validate() const;
+  // The question tokens a window keeps: max_question_len, at most half of
+  // max_seq_len (the context keeps the rest).
+  int QuestionBudget() const { return std::min(max_question_len, max_seq_len / 2); }
 };
 
 // Server-wide defaults overlaid by a job's explicit hyperparameters; the

@@ -127,17 +127,13 @@ absl::StatusOr<storage::v1::TaskKind> ResolveTaskKind(storage::v1::TaskKind requ
                                           : existing->task_kind();
     if (kind == storage::v1::TASK_KIND_UNSPECIFIED) kind = has;
     if (kind != has) {
-      return absl::FailedPreconditionError(absl::StrCat("task '", existing->task_id(), "' is a ", name(has),
-                                                        " task; a job cannot train it as ", name(kind)));
+      return absl::FailedPreconditionError(absl::StrCat("task '", existing->task_id(), "' is of kind ", name(has),
+                                                        "; a job cannot train it as ", name(kind)));
     }
   }
   if (kind == storage::v1::TASK_KIND_UNSPECIFIED) kind = storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION;
   if (!storage::v1::TaskKind_IsValid(kind)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown task kind ", static_cast<int>(kind)));
-  }
-  if (kind != storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION) {
-    return absl::UnimplementedError(
-        absl::StrCat("this server trains sequence_classification tasks; ", name(kind), " tasks are not available yet"));
   }
   return kind;
 }

@@ -65,8 +65,7 @@ storage::v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::stri
 // A job's task kind: the request's (`requested`), or for UNSPECIFIED the
 // existing task's (`existing`, null for a new task) or sequence
 // classification. FAILED_PRECONDITION when the request names another kind
-// than the existing task's; UNIMPLEMENTED for a kind this server does not
-// train yet (all but sequence classification).
+// than the existing task's; INVALID_ARGUMENT for a number that is no kind.
 absl::StatusOr<storage::v1::TaskKind> ResolveTaskKind(storage::v1::TaskKind requested,
                                                       const storage::v1::TaskRecord* existing);
 

@@ -17,10 +17,16 @@ storage::v1::EpochMetrics ToProto(const EpochReport& r) {
   m.set_epoch(r.epoch);
   m.set_step(r.step);
   m.set_train_loss(r.train_loss);
-  m.set_val_loss(r.validation_loss);
-  m.set_val_accuracy(r.validation_accuracy);
-  m.set_micro_f1(r.validation_accuracy);  // one label per example: micro F1 is accuracy
-  m.set_macro_f1(r.validation_macro_f1);
+  const Evaluation& v = r.validation;
+  m.set_val_loss(v.loss);
+  m.set_val_accuracy(v.accuracy);
+  m.set_micro_f1(v.micro_f1);
+  m.set_macro_f1(v.macro_f1);
+  m.set_f1(v.f1);
+  m.set_exact_match(v.exact_match);
+  m.set_spearman(v.spearman);
+  m.set_pearson(v.pearson);
+  m.set_mse(v.mse);
   m.set_learning_rate(r.learning_rate);
   m.set_examples_per_second(r.examples_per_second);
   return m;
@@ -31,9 +37,18 @@ EpochReport FromProto(const storage::v1::EpochMetrics& m) {
   r.epoch = m.epoch();
   r.step = m.step();
   r.train_loss = m.train_loss();
-  r.validation_loss = m.val_loss();
-  r.validation_accuracy = m.val_accuracy();
-  r.validation_macro_f1 = m.macro_f1();
+  Evaluation& v = r.validation;
+  v.loss = m.val_loss();
+  v.accuracy = m.val_accuracy();
+  // Records written before the kinds had no micro_f1: classification's is
+  // its accuracy.
+  v.micro_f1 = m.micro_f1() == 0 ? m.val_accuracy() : m.micro_f1();
+  v.macro_f1 = m.macro_f1();
+  v.f1 = m.f1();
+  v.exact_match = m.exact_match();
+  v.spearman = m.spearman();
+  v.pearson = m.pearson();
+  v.mse = m.mse();
   r.learning_rate = m.learning_rate();
   r.examples_per_second = m.examples_per_second();
   return r;
@@ -79,7 +94,7 @@ absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const s
   std::vector<Example> out;
   for (const std::string& id : dataset_ids) {
     RETURN_IF_ERROR(db.datasets().ForEachChunk(tenant, id, [&](int64_t, const storage::v1::DatasetChunk& chunk) {
-      for (const storage::v1::Example& e : chunk.examples()) out.push_back({e.text(), e.text_pair(), e.label()});
+      for (const storage::v1::Example& e : chunk.examples()) out.push_back(ExampleFromProto(e));
       return absl::OkStatus();
     }));
   }
@@ -105,7 +120,10 @@ JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertT
     if (!job.validation_dataset_id().empty()) {
       ASSIGN_OR_RETURN(validation, LoadExamples(*db, job.tenant(), {job.validation_dataset_id()}));
     }
-    ASSIGN_OR_RETURN(DatasetReport report, ValidateDataset(train, validation, *tokenizer, hp.max_seq_len, limits,
+    const DatasetShape shape{.max_seq_len = hp.max_seq_len,
+                             .kind = static_cast<model::TaskKind>(kind),
+                             .max_question_len = hp.QuestionBudget()};
+    ASSIGN_OR_RETURN(DatasetReport report, ValidateDataset(train, validation, *tokenizer, shape, limits,
                                                            existing.empty() ? nullptr : &existing));
     ValidationOutcome out;
     out.task_kind = kind;
@@ -203,6 +221,9 @@ absl::StatusOr<storage::PromotionResult> JobRunner::Execute(storage::v1::JobReco
 
 absl::StatusOr<TrainingData> JobRunner::LoadTrainingData(const storage::v1::JobRecord& job) {
   TrainingData data;
+  // Jobs stored before the kinds have none: classification.
+  data.kind = job.task_kind() == storage::v1::TASK_KIND_UNSPECIFIED ? model::TaskKind::kSequenceClassification
+                                                                    : static_cast<model::TaskKind>(job.task_kind());
   data.labels.assign(job.labels().begin(), job.labels().end());
   const std::vector<std::string> ids(job.dataset_ids().begin(), job.dataset_ids().end());
   ASSIGN_OR_RETURN(data.train, LoadExamples(*options_.db, job.tenant(), ids));

@@ -20,7 +20,9 @@
 #include "common/status_macros.h"
 #include "server/model/adapter_format.h"
 #include "server/model/tensor_io.h"
+#include "server/model/text_pieces.h"
 #include "server/model/training_support.h"
+#include "server/training/kind_examples.h"
 #include "server/training/metrics.h"
 
 namespace adapterd::training {
@@ -29,48 +31,6 @@ namespace {
 using model::AdapterSet;
 using model::BertEncoder;
 using model::BertTokenizer;
-using model::EncoderInput;
-using model::Encoding;
-
-// Tokenised examples with label indices.
-struct EncodedSet {
-  std::vector<Encoding> encodings;
-  std::vector<int64_t> labels;
-};
-
-absl::StatusOr<EncodedSet> EncodeAll(const BertTokenizer& tok, const std::vector<Example>& examples,
-                                     const std::map<std::string, int64_t>& label_index, const char* which) {
-  EncodedSet out;
-  out.encodings.reserve(examples.size());
-  for (size_t i = 0; i < examples.size(); ++i) {
-    const Example& e = examples[i];
-    auto it = label_index.find(e.label);
-    if (it == label_index.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(which, " example ", i, ": label '", e.label, "' is not one of the task's labels"));
-    }
-    out.labels.push_back(it->second);
-    out.encodings.push_back(e.text_pair.empty() ? tok.Encode(e.text) : tok.Encode(e.text, e.text_pair));
-  }
-  return out;
-}
-
-// Pads the chosen rows into a batch on `device`.
-EncoderInput MakeBatch(const EncodedSet& set, const std::vector<size_t>& rows, int32_t pad_id, c10::Device device) {
-  const auto row = [&](size_t i) -> const Encoding& { return set.encodings[rows[i]]; };
-  return model::ToEncoderInput(
-      model::PadRows(
-          rows.size(), pad_id, [&](size_t i) -> const std::vector<int32_t>& { return row(i).input_ids; },
-          [&](size_t i) -> const std::vector<int32_t>& { return row(i).token_type_ids; }),
-      device);
-}
-
-at::Tensor LabelsOf(const EncodedSet& set, const std::vector<size_t>& rows, c10::Device device) {
-  std::vector<int64_t> v;
-  v.reserve(rows.size());
-  for (size_t r : rows) v.push_back(set.labels[r]);
-  return at::tensor(v, at::kLong).to(device);
-}
 
 // Fisher-Yates with a 64-bit Mersenne Twister: the same order on every
 // platform for a given (seed, epoch), which resuming relies on.
@@ -127,9 +87,11 @@ int64_t TrainableParameterCount(const AdapterSet& set, TrainableParts parts, con
 }
 
 std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::vector<Example>& examples,
-                                                                    double fraction, uint64_t seed) {
+                                                                    double fraction, uint64_t seed,
+                                                                    model::TaskKind kind) {
+  const bool by_class = kind == model::TaskKind::kSequenceClassification;
   std::map<std::string, std::vector<size_t>> by_label;
-  for (size_t i = 0; i < examples.size(); ++i) by_label[examples[i].label].push_back(i);
+  for (size_t i = 0; i < examples.size(); ++i) by_label[by_class ? examples[i].label : ""].push_back(i);
   std::vector<size_t> train, val;
   std::mt19937_64 rng(seed ^ 0x5DEECE66Dull);
   for (auto& [label, idx] : by_label) {
@@ -145,55 +107,21 @@ std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::v
   return {train, val};
 }
 
-namespace {
-
-absl::StatusOr<Evaluation> EvaluateEncoded(const BertEncoder& encoder, const AdapterSet& set, const EncodedSet& data,
-                                           int32_t pad_id, int batch_size) {
-  return model::GuardTorch("evaluate", [&]() -> absl::StatusOr<Evaluation> {
-    torch::NoGradGuard no_grad;
-    double loss_sum = 0;
-    std::vector<int32_t> gold, predicted;
-    const size_t n = data.encodings.size();
-    for (size_t start = 0; start < n; start += static_cast<size_t>(batch_size)) {
-      std::vector<size_t> rows;
-      for (size_t i = start; i < std::min(n, start + static_cast<size_t>(batch_size)); ++i) rows.push_back(i);
-      EncoderInput input = MakeBatch(data, rows, pad_id, encoder.device());
-      ASSIGN_OR_RETURN(model::EncoderOutput out, encoder.Forward(input, set));
-      at::Tensor labels = LabelsOf(data, rows, encoder.device());
-      at::Tensor logits = out.logits.to(at::kFloat);
-      loss_sum += at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum).item<double>();
-      const at::Tensor argmax = logits.argmax(-1).to(at::kCPU).to(at::kInt).contiguous();
-      const at::Tensor truth = labels.to(at::kCPU).to(at::kInt).contiguous();
-      predicted.insert(predicted.end(), argmax.data_ptr<int32_t>(), argmax.data_ptr<int32_t>() + argmax.numel());
-      gold.insert(gold.end(), truth.data_ptr<int32_t>(), truth.data_ptr<int32_t>() + truth.numel());
-    }
-    Evaluation e;
-    if (n > 0) {
-      e.loss = loss_sum / static_cast<double>(n);
-      e.accuracy = Accuracy(gold, predicted);
-      e.macro_f1 = ClassF1(gold, predicted).macro_f1;
-    }
-    return e;
-  });
-}
-
-}  // namespace
-
 absl::StatusOr<Evaluation> Evaluate(const BertEncoder& encoder, const BertTokenizer& tokenizer, const AdapterSet& set,
                                     const std::vector<Example>& examples, int max_seq_len, int batch_size) {
   model::TokenizerOptions topts = tokenizer.options();
   topts.max_seq_len = max_seq_len;
   ASSIGN_OR_RETURN(auto tok, BertTokenizer::FromTokens(tokenizer.tokens(), topts));
-  std::map<std::string, int64_t> label_index;
-  for (size_t i = 0; i < set.config().labels.size(); ++i) label_index[set.config().labels[i]] = static_cast<int64_t>(i);
-  ASSIGN_OR_RETURN(EncodedSet data, EncodeAll(*tok, examples, label_index, "evaluation"));
-  return EvaluateEncoded(encoder, set, data, tok->pad_id(), batch_size);
+  ASSIGN_OR_RETURN(const std::unique_ptr<model::Head> head,
+                   model::MakeHead(set.config().kind, set.config().num_labels()));
+  ASSIGN_OR_RETURN(const RowSet data, EncodeRows(set.config(), *tok, examples, "evaluation"));
+  return EvaluateRows(encoder, set, *head, data, tok->pad_id(), batch_size);
 }
 
 namespace {
 
-// One training run, in the steps Train() below takes: Prepare (labels,
-// tokenizer, the split, encoding), Restore (fresh adapters or the
+// One training run, in the steps Train() below takes: Prepare (the task's
+// config and head, tokenizer, the split, its rows), Restore (fresh adapters or the
 // checkpoint's, the optimiser), then per epoch the optimiser Steps and
 // EndEpoch (validation, best epoch, checkpoint), and the Result.
 class TrainingRun {
@@ -202,6 +130,8 @@ class TrainingRun {
       : encoder_(encoder), hp_(hp), hooks_(hooks), device_(encoder.device()), fingerprint_(encoder.fingerprint()) {}
 
   absl::Status Prepare(const BertTokenizer& tokenizer, const TrainingData& data);
+  // The task's config: the kind's labels, standardisation or windows.
+  absl::Status Configure(const TrainingData& data, const std::vector<Example>& train_examples);
   absl::Status Restore(const TrainerState* resume);
   // Every epoch from the state's, each step from the state's (a resumed run
   // continues mid-epoch).
@@ -222,8 +152,9 @@ class TrainingRun {
   const std::string& fingerprint_;
 
   model::AdapterConfig config_;
+  std::unique_ptr<model::Head> head_;
   std::unique_ptr<BertTokenizer> tokenizer_;
-  EncodedSet train_set_, val_set_;
+  RowSet train_set_, val_set_;
   int64_t steps_per_epoch_ = 0, total_steps_ = 0, warmup_steps_ = 0;
   size_t micro_ = 0;
 
@@ -233,22 +164,43 @@ class TrainingRun {
   TrainerState state_;
 };
 
-absl::Status TrainingRun::Prepare(const BertTokenizer& tokenizer, const TrainingData& data) {
+absl::Status TrainingRun::Configure(const TrainingData& data, const std::vector<Example>& train_examples) {
   config_.bottleneck_size = hp_.bottleneck_size;
   ASSIGN_OR_RETURN(config_.activation, model::ParseActivation(hp_.activation));
   config_.init_std = hp_.init_std;
+  config_.kind = data.kind;
   config_.labels = data.labels;
+  if (data.kind == model::TaskKind::kRegression) {
+    std::vector<double> targets;
+    for (size_t i = 0; i < train_examples.size(); ++i) {
+      absl::StatusOr<double> t = RegressionTargetOf(train_examples[i]);
+      if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat("training example ", i, ": ", t.status().message()));
+      targets.push_back(*t);
+    }
+    config_.target = model::StandardizationOf(targets);
+  }
+  if (data.kind == model::TaskKind::kExtractiveQa) {
+    config_.qa.max_seq_len = tokenizer_->options().max_seq_len;
+    config_.qa.doc_stride = std::min(
+        hp_.doc_stride > 0 ? hp_.doc_stride : model::DefaultDocStride(config_.qa.max_seq_len), config_.qa.max_seq_len);
+    config_.qa.max_question_tokens = hp_.QuestionBudget();
+    config_.qa.max_answer_tokens = hp_.max_answer_len;
+    config_.qa.allow_no_answer =
+        std::any_of(train_examples.begin(), train_examples.end(), [](const Example& e) { return e.answers.empty(); });
+  }
   RETURN_IF_ERROR(config_.Validate());
-  std::map<std::string, int64_t> label_index;
-  for (size_t i = 0; i < config_.labels.size(); ++i) label_index[config_.labels[i]] = static_cast<int64_t>(i);
+  ASSIGN_OR_RETURN(head_, model::MakeHead(config_.kind, config_.num_labels()));
+  return absl::OkStatus();
+}
 
+absl::Status TrainingRun::Prepare(const BertTokenizer& tokenizer, const TrainingData& data) {
   model::TokenizerOptions topts = tokenizer.options();
   topts.max_seq_len = static_cast<int>(std::min<int64_t>(hp_.max_seq_len, encoder_.config().max_position_embeddings));
   ASSIGN_OR_RETURN(tokenizer_, BertTokenizer::FromTokens(tokenizer.tokens(), topts));
 
   std::vector<Example> train_examples, val_examples;
   if (data.validation.empty()) {
-    auto [train_idx, val_idx] = StratifiedSplit(data.train, hp_.validation_fraction, hp_.seed);
+    auto [train_idx, val_idx] = StratifiedSplit(data.train, hp_.validation_fraction, hp_.seed, data.kind);
     for (size_t i : train_idx) train_examples.push_back(data.train[i]);
     for (size_t i : val_idx) val_examples.push_back(data.train[i]);
   } else {
@@ -258,10 +210,11 @@ absl::Status TrainingRun::Prepare(const BertTokenizer& tokenizer, const Training
   if (train_examples.empty() || val_examples.empty()) {
     return absl::InvalidArgumentError("need at least one training and one validation example");
   }
-  ASSIGN_OR_RETURN(train_set_, EncodeAll(*tokenizer_, train_examples, label_index, "training"));
-  ASSIGN_OR_RETURN(val_set_, EncodeAll(*tokenizer_, val_examples, label_index, "validation"));
+  RETURN_IF_ERROR(Configure(data, train_examples));
+  ASSIGN_OR_RETURN(train_set_, EncodeRows(config_, *tokenizer_, train_examples, "training"));
+  ASSIGN_OR_RETURN(val_set_, EncodeRows(config_, *tokenizer_, val_examples, "validation"));
 
-  const size_t n_train = train_set_.encodings.size();
+  const size_t n_train = train_set_.rows.size();
   steps_per_epoch_ = static_cast<int64_t>((n_train + hp_.batch_size - 1) / hp_.batch_size);
   total_steps_ = steps_per_epoch_ * hp_.epochs;
   warmup_steps_ = static_cast<int64_t>(hp_.warmup_fraction * static_cast<double>(total_steps_));
@@ -279,7 +232,8 @@ absl::Status TrainingRun::Restore(const TrainerState* resume) {
     ASSIGN_OR_RETURN(
         set_, model::DeserializeAdapterSet(state_.adapter_bytes, encoder_.config(), fingerprint_, device_,
                                            {.v1_fingerprint = encoder_.weights_fingerprint(), .check_finite = false}));
-    if (set_->config().labels != config_.labels || set_->config().bottleneck_size != config_.bottleneck_size) {
+    if (set_->config().kind != config_.kind || set_->config().labels != config_.labels ||
+        set_->config().bottleneck_size != config_.bottleneck_size) {
       return absl::InvalidArgumentError("checkpoint does not belong to this training run");
     }
   } else {
@@ -343,7 +297,7 @@ void TrainingRun::SetLearningRate(double lr) {
 
 absl::Status TrainingRun::Step(const std::vector<size_t>& order, int64_t b) {
   const size_t begin = static_cast<size_t>(b) * static_cast<size_t>(hp_.batch_size);
-  const size_t end = std::min(train_set_.encodings.size(), begin + static_cast<size_t>(hp_.batch_size));
+  const size_t end = std::min(train_set_.rows.size(), begin + static_cast<size_t>(hp_.batch_size));
   const double batch_rows = static_cast<double>(end - begin);
   optimizer_->zero_grad();
   double batch_loss = 0;
@@ -352,10 +306,11 @@ absl::Status TrainingRun::Step(const std::vector<size_t>& order, int64_t b) {
     const std::vector<size_t> rows(order.begin() + static_cast<std::ptrdiff_t>(m),
                                    order.begin() + static_cast<std::ptrdiff_t>(std::min(end, m + micro_)));
     auto micro_batch = [&]() -> absl::Status {
-      EncoderInput input = MakeBatch(train_set_, rows, tokenizer_->pad_id(), device_);
-      ASSIGN_OR_RETURN(model::EncoderOutput out, encoder_.Forward(input, *set_, {.train = true}));
-      at::Tensor loss = at::cross_entropy_loss(out.logits, LabelsOf(train_set_, rows, device_)) *
-                        (static_cast<double>(rows.size()) / batch_rows);
+      const Batch batch = MakeBatch(train_set_, rows, config_.kind, tokenizer_->pad_id(), device_);
+      ASSIGN_OR_RETURN(model::EncoderOutput out, encoder_.Forward(batch.input, *set_, {.train = true}));
+      ASSIGN_OR_RETURN(at::Tensor loss,
+                       head_->Loss(HeadLogits(out, config_.kind, head_->num_outputs()), batch.targets));
+      loss = loss * (static_cast<double>(rows.size()) / batch_rows);
       loss.backward();
       batch_loss += loss.item<double>();
       return absl::OkStatus();
@@ -373,19 +328,19 @@ absl::Status TrainingRun::Step(const std::vector<size_t>& order, int64_t b) {
 }
 
 absl::Status TrainingRun::EndEpoch(int epoch, double seconds, int64_t examples_this_run) {
-  ASSIGN_OR_RETURN(Evaluation val, EvaluateEncoded(encoder_, *set_, val_set_, tokenizer_->pad_id(), 64));
+  ASSIGN_OR_RETURN(Evaluation val, EvaluateRows(encoder_, *set_, *head_, val_set_, tokenizer_->pad_id(), 64));
   EpochReport report;
   report.epoch = epoch + 1;
   report.step = state_.step;
   report.train_loss =
       state_.epoch_examples > 0 ? state_.epoch_loss_sum / static_cast<double>(state_.epoch_examples) : 0;
-  report.validation_loss = val.loss;
-  report.validation_accuracy = val.accuracy;
-  report.validation_macro_f1 = val.macro_f1;
+  report.validation = val;
   report.learning_rate = model::LinearWarmupDecay(state_.step, total_steps_, warmup_steps_, hp_.learning_rate);
   report.examples_per_second = seconds > 0 ? static_cast<double>(examples_this_run) / seconds : 0;
-  const bool better = !state_.best.has_value() || val.accuracy > state_.best->validation_accuracy ||
-                      (val.accuracy == state_.best->validation_accuracy && val.loss < state_.best->validation_loss);
+  const double metric = SelectionMetric(config_.kind, val);
+  const double best = state_.best ? SelectionMetric(config_.kind, state_.best->validation) : 0;
+  const bool better =
+      !state_.best.has_value() || metric > best || (metric == best && val.loss < state_.best->validation.loss);
   if (better) {
     state_.best = report;
     ASSIGN_OR_RETURN(state_.best_adapter_bytes, model::SerializeAdapterSet(*set_, fingerprint_));
@@ -400,7 +355,7 @@ absl::Status TrainingRun::EndEpoch(int epoch, double seconds, int64_t examples_t
 
 absl::Status TrainingRun::RunEpochs() {
   for (int epoch = state_.epoch; epoch < hp_.epochs; ++epoch) {
-    const std::vector<size_t> order = EpochOrder(train_set_.encodings.size(), hp_.seed, epoch);
+    const std::vector<size_t> order = EpochOrder(train_set_.rows.size(), hp_.seed, epoch);
     const auto epoch_start = std::chrono::steady_clock::now();
     int64_t examples_this_run = 0;
     for (int64_t b = state_.step - static_cast<int64_t>(epoch) * steps_per_epoch_; b < steps_per_epoch_; ++b) {

@@ -5,9 +5,11 @@
 // never written. Defaults (the paper's protocol): AdamW (betas 0.9/0.999,
 // eps 1e-6, weight decay 0.01 except LayerNorm and biases), global grad-norm
 // clip 1.0, linear warmup over the first 10% of steps then linear decay to 0,
-// batch 32, lr 3e-4, 3 epochs, m = 64, max_seq_len 128. Each epoch is
-// validated; the best epoch's parameters (validation accuracy, ties broken by
-// lower loss) are the result.
+// batch 32, lr 3e-4, 3 epochs, m = 64, max_seq_len 128. Every task kind
+// trains the same way; its rows, head, loss and validation metric are its
+// own (task_rows.h, heads.h). Each epoch is validated; the best epoch's
+// parameters (the kind's SelectionMetric, ties broken by lower loss) are
+// the result.
 //
 // Determinism: with the same inputs, hyperparameters and seed, CPU training
 // is bit-reproducible, and resuming from any checkpoint reproduces the same
@@ -34,6 +36,7 @@
 #include "server/model/tokenizer.h"
 #include "server/training/example.h"
 #include "server/training/hyperparameters.h"
+#include "server/training/task_rows.h"
 
 namespace adapterd::training {
 
@@ -41,11 +44,7 @@ struct EpochReport {
   int epoch = 0;  // 1-based
   int64_t step = 0;
   double train_loss = 0;
-  double validation_loss = 0;
-  double validation_accuracy = 0;
-  // Macro F1 over the labels of the validation set (server/training/metrics.h);
-  // micro F1 is validation_accuracy.
-  double validation_macro_f1 = 0;
+  Evaluation validation;     // the kind's figures (task_rows.h)
   double learning_rate = 0;  // at the end of the epoch
   double examples_per_second = 0;
 };
@@ -88,15 +87,22 @@ struct TrainingResult {
 };
 
 struct TrainingData {
+  model::TaskKind kind = model::TaskKind::kSequenceClassification;
   std::vector<Example> train;
-  // Empty: a stratified split of `train` (validation_fraction).
+  // Empty: a split of `train` (validation_fraction; stratified by label for
+  // sequence classification).
   std::vector<Example> validation;
-  // Labels in logit order. Every example's label must be one of them.
+  // The head's output names in logit order (AdapterConfig::labels): labels,
+  // or token classification's BIO tags; empty for regression and QA. Every
+  // example's must be among them.
   std::vector<std::string> labels;
 };
 
 // Trains on `encoder` (which must be fp32) and returns the best epoch's
 // parameters. `resume` continues from a checkpoint of the same job.
+// A regression task's standardisation comes from its training split; an
+// extractive QA task's windows from `hp` (its no-answer rule from whether
+// any training example has no answer).
 // Errors: INVALID_ARGUMENT (bad hyperparameters, unknown label, empty data),
 // CANCELLED (hooks.cancelled), ABORTED (hooks.preempted, after a
 // checkpoint), or what a hook returned.
@@ -106,9 +112,12 @@ absl::StatusOr<TrainingResult> Train(const model::BertEncoder& encoder, const mo
 
 // Indices of a stratified split: per label, round(fraction * count) examples
 // (at least 1 when the label has 2 or more) go to validation, chosen by a
-// seeded shuffle. Returns {train indices, validation indices}, each sorted.
-std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::vector<Example>& examples,
-                                                                    double fraction, uint64_t seed);
+// seeded shuffle. Kinds other than sequence classification split all
+// examples as one group. Returns {train indices, validation indices}, each
+// sorted.
+std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(
+    const std::vector<Example>& examples, double fraction, uint64_t seed,
+    model::TaskKind kind = model::TaskKind::kSequenceClassification);
 
 // Parameters that train per task under `parts`: the elements of `set`'s
 // trainable tensors, plus for kFullFineTune every encoder weight but the
@@ -118,12 +127,8 @@ std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::v
 // docs/QUALITY.md).
 int64_t TrainableParameterCount(const model::AdapterSet& set, TrainableParts parts, const model::BertEncoder& encoder);
 
-// Accuracy, macro F1 and mean cross-entropy of `set` on `examples`.
-struct Evaluation {
-  double loss = 0;
-  double accuracy = 0;
-  double macro_f1 = 0;
-};
+// The kind's figures (task_rows.h) of `set` on `examples`, with rows of
+// max_seq_len tokens (QA: the task's own windows).
 absl::StatusOr<Evaluation> Evaluate(const model::BertEncoder& encoder, const model::BertTokenizer& tokenizer,
                                     const model::AdapterSet& set, const std::vector<Example>& examples, int max_seq_len,
                                     int batch_size = 64);

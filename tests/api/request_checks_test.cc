@@ -53,9 +53,31 @@ TEST(RequestChecks, ExamplesAreBoundedAndValidUtf8) {
   v1::Example bad_utf8 = e;
   bad_utf8.set_text("\xc3");
   EXPECT_THAT(CheckExample(bad_utf8, 0), StatusIs(kInvalid, HasSubstr("not valid UTF-8")));
+  // A dataset serves any kind of task: what a kind needs (a label, tags,
+  // answers) is a job's check. An upload checks each field's form.
   v1::Example no_label = e;
   no_label.clear_label();
-  EXPECT_THAT(CheckExample(no_label, 0), StatusIs(kInvalid, HasSubstr("label is missing")));
+  EXPECT_OK(CheckExample(no_label, 0));
+  v1::Example tagged;
+  tagged.add_tokens("Ada");
+  tagged.add_tokens("met");
+  tagged.add_tags("B-PER");
+  EXPECT_THAT(CheckExample(tagged, 3), StatusIs(kInvalid, HasSubstr("example 3: tokens has 2 entries and tags 1")));
+  tagged.add_tags("O");
+  EXPECT_OK(CheckExample(tagged, 3));
+  tagged.set_text("Ada met");
+  EXPECT_THAT(CheckExample(tagged, 3), StatusIs(kInvalid, HasSubstr("text and tokens are both set")));
+  v1::Example entity = e;
+  auto* x = entity.add_entities();
+  x->set_start(4);
+  x->set_end(4);
+  x->set_label("PER");
+  EXPECT_THAT(CheckExample(entity, 1), StatusIs(kInvalid, HasSubstr("entities[0] spans [4, 4)")));
+  v1::Example qa = e;
+  qa.add_answers()->set_answer_start(-1);
+  EXPECT_THAT(CheckExample(qa, 2), StatusIs(kInvalid, HasSubstr("answers[0].text is empty")));
+  qa.mutable_answers(0)->set_text("x");
+  EXPECT_THAT(CheckExample(qa, 2), StatusIs(kInvalid, HasSubstr("answers[0].answer_start is -1")));
 }
 
 TEST(RequestChecks, JobsNameAtMostSoManyDatasets) {

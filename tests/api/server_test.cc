@@ -265,10 +265,10 @@ TEST_F(ServerTest, TrainedTaskIsReadyAndPredictsItsLabels) {
   }
 }
 
-// Only sequence classification trains yet: another kind is UNIMPLEMENTED
-// and stores nothing; a kind other than an existing task's is
-// FAILED_PRECONDITION.
-TEST_F(ServerTest, AJobsKindIsTheTasksAndOtherKindsAreNotAvailableYet) {
+// A job's kind reads the dataset its own way: classification examples are
+// no QA dataset (INVALID_ARGUMENT naming the example; nothing is stored); a
+// kind other than an existing task's is FAILED_PRECONDITION.
+TEST_F(ServerTest, AJobsKindIsTheTasksAndReadsItsDatasetAsThatKind) {
   auto request = [](const std::string& task, v1::TaskKind kind) {
     v1::CreateTrainingJobRequest req;
     req.set_task_id(task);
@@ -279,12 +279,12 @@ TEST_F(ServerTest, AJobsKindIsTheTasksAndOtherKindsAreNotAvailableYet) {
   v1::TrainingJob job;
   auto ctx = Ctx();
   grpc::Status s = stub_->CreateTrainingJob(ctx.get(), request("kinds-new", v1::TASK_KIND_EXTRACTIVE_QA), &job);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
-  EXPECT_THAT(s.error_message(), HasSubstr("extractive_qa"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("train example 0: an extractive QA example has a question, a context"));
   auto ctx2 = Ctx();
   s = stub_->CreateTrainingJob(ctx2.get(), request("task-a", v1::TASK_KIND_REGRESSION), &job);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
-  EXPECT_THAT(s.error_message(), HasSubstr("task 'task-a' is a sequence_classification task"));
+  EXPECT_THAT(s.error_message(), HasSubstr("task 'task-a' is of kind sequence_classification"));
   v1::GetTaskRequest get;
   get.set_task_id("kinds-new");
   v1::Task task;
@@ -813,10 +813,14 @@ TEST_F(ServerTest, BadRequestsGetTheirCodesAndTheServerStaysHealthy) {
          v1::Dataset out;
          return Upload(s, msgs, &out);
        }},
-      {"upload: missing label", C::INVALID_ARGUMENT,
+      {"upload: tags that do not match the tokens", C::INVALID_ARGUMENT,
        [](auto& s) {
-         auto msgs = PresenceUpload("bad-label", 10, 1, 1, 1);
-         msgs[1].mutable_chunk()->mutable_examples(0)->clear_label();
+         auto msgs = PresenceUpload("bad-tags", 10, 1, 1, 1);
+         v1::Example* e = msgs[1].mutable_chunk()->mutable_examples(0);
+         e->clear_text();
+         e->add_tokens("w1");
+         e->add_tokens("w2");
+         e->add_tags("O");
          v1::Dataset out;
          return Upload(s, msgs, &out);
        }},

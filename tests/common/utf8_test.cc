@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace adapterd {
 namespace {
@@ -33,6 +34,24 @@ TEST(Utf8, ToValidUtf8ReplacesEachBadByteAndKeepsTheRest) {
   EXPECT_EQ(ToValidUtf8("\xc3"), "\xef\xbf\xbd");                                  // truncated sequence
   EXPECT_EQ(ToValidUtf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // a surrogate
   EXPECT_TRUE(IsValidUtf8(ToValidUtf8(std::string("\x80\xc0\xaf\xf5\x00z", 6))));
+}
+
+TEST(Utf8, CodePointOffsetsStartEachCodePointAndEndWithTheSize) {
+  EXPECT_EQ(CodePointOffsets(""), (std::vector<size_t>{0}));
+  // a, é (2 bytes), 中 (3 bytes), 😀 (4 bytes), z.
+  EXPECT_EQ(CodePointOffsets("a\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80z"), (std::vector<size_t>{0, 1, 3, 6, 10, 11}));
+  // Each bad byte is one code point, as the tokenizer counts them.
+  EXPECT_EQ(CodePointOffsets("a\xff\xc3"), (std::vector<size_t>{0, 1, 2, 3}));
+}
+
+TEST(Utf8, IsBlankOnlyForSpaceAndControls) {
+  EXPECT_TRUE(IsBlank(""));
+  EXPECT_TRUE(IsBlank(" \t\r\n\v\f"));
+  EXPECT_TRUE(IsBlank("\xc2\xa0\xe3\x80\x80\xe2\x80\xa8"));  // NBSP, ideographic space, line separator
+  EXPECT_TRUE(IsBlank("\x01\xe2\x80\x8b"));                  // a control, a zero-width space (Cf)
+  EXPECT_FALSE(IsBlank("  a  "));
+  EXPECT_FALSE(IsBlank(" \xe4\xb8\xad"));  // 中
+  EXPECT_FALSE(IsBlank(" \xff"));          // not text
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ std::vector<Example> Balanced(int n) {
 
 TEST(DatasetValidator, AcceptsACleanDatasetAndSortsLabels) {
   auto tok = Tokenizer();
-  ASSERT_OK_AND_ASSIGN(DatasetReport r, ValidateDataset(Balanced(20), {}, *tok, 128, {}));
+  ASSERT_OK_AND_ASSIGN(DatasetReport r, ValidateDataset(Balanced(20), {}, *tok, {.max_seq_len = 128}, {}));
   EXPECT_EQ(r.labels, (std::vector<std::string>{"neg", "pos"}));
   EXPECT_EQ(r.label_counts.at("pos"), 10);
   EXPECT_EQ(r.num_train, 20);
@@ -70,7 +70,7 @@ TEST(DatasetValidator, EachRejectionRuleNamesTheExample) {
     std::vector<Example> train = Balanced(20), validation = Balanced(4);
     DatasetLimits limits;
     c.edit(train, validation, limits);
-    EXPECT_THAT(ValidateDataset(train, validation, *tok, 128, limits),
+    EXPECT_THAT(ValidateDataset(train, validation, *tok, {.max_seq_len = 128}, limits),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
         << c.what;
   }
@@ -79,13 +79,13 @@ TEST(DatasetValidator, EachRejectionRuleNamesTheExample) {
 TEST(DatasetValidator, RetrainingRejectsConflictingLabelsAndKeepsTheTaskOrder) {
   auto tok = Tokenizer();
   const std::vector<std::string> existing = {"pos", "neg", "neutral"};
-  ASSERT_OK_AND_ASSIGN(DatasetReport r, ValidateDataset(Balanced(20), {}, *tok, 128, {}, &existing));
+  ASSERT_OK_AND_ASSIGN(DatasetReport r, ValidateDataset(Balanced(20), {}, *tok, {.max_seq_len = 128}, {}, &existing));
   EXPECT_EQ(r.labels, existing);
   ASSERT_EQ(r.warnings.size(), 1u);
   EXPECT_THAT(r.warnings[0], HasSubstr("neutral"));
   std::vector<Example> train = Balanced(20);
   train[9].label = "angry";
-  EXPECT_THAT(ValidateDataset(train, {}, *tok, 128, {}, &existing),
+  EXPECT_THAT(ValidateDataset(train, {}, *tok, {.max_seq_len = 128}, {}, &existing),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("train example 9: label 'angry' conflicts with the task's labels")));
 }
@@ -96,7 +96,8 @@ TEST(DatasetValidator, WarnsAboutTruncationImbalanceAndDuplicates) {
   train[0].text = "the film was good the film was good the film was good";  // 12 pieces
   for (int i = 0; i < 30; ++i) train.push_back({absl::StrCat("more ", i), "", "pos"});
   std::vector<Example> validation = {train[1], {"fresh", "", "neg"}};
-  ASSERT_OK_AND_ASSIGN(DatasetReport r, ValidateDataset(train, validation, *tok, 8, {.imbalance_warning_ratio = 3}));
+  ASSERT_OK_AND_ASSIGN(DatasetReport r,
+                       ValidateDataset(train, validation, *tok, {.max_seq_len = 8}, {.imbalance_warning_ratio = 3}));
   EXPECT_EQ(r.truncated_examples, 1);
   EXPECT_EQ(r.train_validation_duplicates, 1);
   ASSERT_EQ(r.warnings.size(), 3u);

@@ -132,14 +132,17 @@ TEST(TaskKinds, AJobsKindIsTheRequestsTheTasksOrClassificationAndOnlyClassificat
             storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION);
   EXPECT_THAT(ResolveTaskKind(storage::v1::TASK_KIND_REGRESSION, &old),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("task 't' is a sequence_classification task; a job cannot train it as regression")));
+                       HasSubstr("task 't' is of kind sequence_classification; a job cannot train it as regression")));
   storage::v1::TaskRecord qa;
   qa.set_task_id("q");
   qa.set_task_kind(storage::v1::TASK_KIND_EXTRACTIVE_QA);
-  EXPECT_THAT(ResolveTaskKind(storage::v1::TASK_KIND_UNSPECIFIED, &qa),
-              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("extractive_qa")));
-  EXPECT_THAT(ResolveTaskKind(storage::v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION, nullptr),
-              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("multi_label_classification")));
+  EXPECT_EQ(ResolveTaskKind(storage::v1::TASK_KIND_UNSPECIFIED, &qa).value_or(storage::v1::TASK_KIND_UNSPECIFIED),
+            storage::v1::TASK_KIND_EXTRACTIVE_QA);
+  EXPECT_THAT(ResolveTaskKind(storage::v1::TASK_KIND_SEQUENCE_CLASSIFICATION, &qa),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("'q' is of kind extractive_qa")));
+  EXPECT_EQ(ResolveTaskKind(storage::v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION, nullptr)
+                .value_or(storage::v1::TASK_KIND_UNSPECIFIED),
+            storage::v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION);
   EXPECT_THAT(ResolveTaskKind(static_cast<TaskKind>(42), nullptr), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 

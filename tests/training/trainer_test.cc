@@ -90,14 +90,14 @@ TEST_F(TrainerTest, LearnsASyntheticTaskWellAboveTheMajorityRate) {
   // reachable by learning which word decides the label. (Seeds 1-3 of this
   // configuration reach 0.82-0.88 when measured.)
   EXPECT_LT(majority, 0.62);
-  EXPECT_GE(result.best_epoch.validation_accuracy, 0.75) << "majority " << majority;
+  EXPECT_GE(result.best_epoch.validation.accuracy, 0.75) << "majority " << majority;
   // Training loss falls, and the reported best really is the best epoch.
   EXPECT_LT(reports.back().train_loss, reports.front().train_loss);
-  for (const EpochReport& r : reports) EXPECT_LE(r.validation_accuracy, result.best_epoch.validation_accuracy);
+  for (const EpochReport& r : reports) EXPECT_LE(r.validation.accuracy, result.best_epoch.validation.accuracy);
   // The returned parameters are that epoch's: re-evaluating reproduces it.
   ASSERT_OK_AND_ASSIGN(Evaluation eval, Evaluate(*encoder_, *tokenizer_, *result.best, data_.validation, 32));
-  EXPECT_DOUBLE_EQ(eval.accuracy, result.best_epoch.validation_accuracy);
-  EXPECT_DOUBLE_EQ(eval.macro_f1, result.best_epoch.validation_macro_f1);
+  EXPECT_DOUBLE_EQ(eval.accuracy, result.best_epoch.validation.accuracy);
+  EXPECT_DOUBLE_EQ(eval.macro_f1, result.best_epoch.validation.macro_f1);
   EXPECT_GT(eval.macro_f1, 0.7);  // both labels learned, not the majority one alone
   EXPECT_GT(reports.back().examples_per_second, 0);
   EXPECT_EQ(result.steps, 20 * 16);  // ceil(500 / 32) = 16 steps per epoch
@@ -156,7 +156,7 @@ TEST_F(TrainerTest, ResumingFromAMidEpochCheckpointReproducesTheUninterruptedRun
   EXPECT_EQ(resumed.steps, full.steps);
   ASSERT_EQ(resumed.history.size(), full.history.size());
   for (size_t i = 0; i < full.history.size(); ++i) {
-    EXPECT_DOUBLE_EQ(resumed.history[i].validation_loss, full.history[i].validation_loss) << "epoch " << i + 1;
+    EXPECT_DOUBLE_EQ(resumed.history[i].validation.loss, full.history[i].validation.loss) << "epoch " << i + 1;
   }
   auto nf = full.best->Named(), nr = resumed.best->Named();
   for (size_t i = 0; i < nf.size(); ++i) EXPECT_TRUE(BitEqual(nf[i].second, nr[i].second)) << nf[i].first;

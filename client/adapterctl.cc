@@ -207,18 +207,29 @@ class CommandLine {
         [this] { action_ = [this](const CommandEnv& env) { return TasksImport(env, task_id_, import_file_); }; });
   }
   void AddPredict(CLI::App& app) {
-    auto* predict = app.add_subcommand("predict", "classify texts (arguments, --file with one per line, or stdin)");
+    auto* predict = app.add_subcommand(
+        "predict",
+        "predict with a task: texts as arguments, --file with one per line, or stdin (QA: the questions, "
+        "with --context per question)");
     predict->add_option("--task", predict_args_.task_id, "task id")->required();
     predict->add_option("--version", predict_args_.version, "task version (default: current)")
         ->check(CLI::NonNegativeNumber);
     predict->add_flag("--all-scores", predict_args_.all_scores, "show every label's probability");
     predict->add_option("--file", predict_args_.file, "read texts from this file, one per line");
-    predict->add_option("--pair", predict_args_.pairs, "second segment, one per text (repeat)")
+    predict
+        ->add_option("--pair,--context", predict_args_.pairs,
+                     "second segment, one per text (repeat); extractive QA: each question's context")
         ->allow_extra_args(false);
+    predict
+        ->add_option("--threshold", predict_args_.threshold,
+                     "multi-label: the probability a label needs (default: the task's, 0.5)")
+        ->check(CLI::Range(0.0, 1.0));
+    predict->add_option("--top-k", predict_args_.top_k_answers, "extractive QA: answers per question (default 1)")
+        ->check(CLI::Range(0, 20));
     predict->add_option("--batch", predict_args_.batch_size, "texts per request")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
-    predict->add_option("TEXT", predict_args_.texts, "texts to classify");
+    predict->add_option("TEXT", predict_args_.texts, "texts (QA: questions)");
     predict->callback([this] { action_ = [this](const CommandEnv& env) { return Predict(env, predict_args_); }; });
   }
   void AddHealth(CLI::App& app) {

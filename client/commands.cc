@@ -827,6 +827,167 @@ absl::Status TasksImport(const CommandEnv& env, const std::string& task_id, cons
 
 // --- Predict -----------------------------------------------------------------------------
 
+namespace {
+
+// `text` with [the span](label) marked at each of `spans` (code points,
+// in order, apart).
+struct Marked {
+  int32_t start, end;
+  std::string label;
+};
+std::string MarkSpans(const std::string& text, const std::vector<Marked>& spans) {
+  const std::vector<size_t> at = CodePointOffsets(text);
+  const auto byte = [&](int32_t cp) {
+    return at[std::clamp<size_t>(static_cast<size_t>(std::max(cp, 0)), 0, at.size() - 1)];
+  };
+  std::string out;
+  size_t from = 0;
+  for (const Marked& m : spans) {
+    const size_t b = byte(m.start), e = byte(m.end);
+    if (b < from || e < b) continue;
+    absl::StrAppend(&out, text.substr(from, b - from), "[", text.substr(b, e - b), "](", m.label, ")");
+    from = e;
+  }
+  return out + text.substr(std::min(from, text.size()));
+}
+
+// The answer in its context: up to `around` code points each side, with
+// "..." where the context goes on.
+std::string AnswerInContext(const std::string& context, const v1::Answer& a, int32_t around = 30) {
+  const std::vector<size_t> at = CodePointOffsets(context);
+  const auto n = static_cast<int32_t>(at.size() - 1);
+  const int32_t from = std::max(0, a.start() - around), to = std::min(n, a.end() + around);
+  const auto piece = [&](int32_t b, int32_t e) {
+    return context.substr(at[static_cast<size_t>(b)], at[static_cast<size_t>(e)] - at[static_cast<size_t>(b)]);
+  };
+  return absl::StrCat(from > 0 ? "..." : "", piece(from, a.start()), "[", piece(a.start(), a.end()), "]",
+                      piece(a.end(), to), to < n ? "..." : "");
+}
+
+nlohmann::json PredictionJson(const v1::Prediction& p, v1::TaskKind kind, bool all_scores) {
+  nlohmann::json row = nlohmann::json::object();
+  const auto scores = [](const auto& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const v1::LabelScore& s : list) out.push_back({{"label", s.label()}, {"score", RoundedScore(s.score())}});
+    return out;
+  };
+  switch (kind) {
+    case v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION:
+      row["labels"] = scores(p.labels());
+      break;
+    case v1::TASK_KIND_REGRESSION:
+      row["value"] = p.value();
+      break;
+    case v1::TASK_KIND_TOKEN_CLASSIFICATION:
+      row["entities"] = nlohmann::json::array();
+      for (const v1::Entity& e : p.entities()) {
+        row["entities"].push_back({{"label", e.label()},
+                                   {"start", e.start()},
+                                   {"end", e.end()},
+                                   {"text", e.text()},
+                                   {"score", RoundedScore(e.score())}});
+      }
+      break;
+    case v1::TASK_KIND_EXTRACTIVE_QA:
+      row["answers"] = nlohmann::json::array();
+      for (const v1::Answer& a : p.answers()) {
+        row["answers"].push_back(
+            {{"text", a.text()}, {"start", a.start()}, {"end", a.end()}, {"score", RoundedScore(a.score())}});
+      }
+      break;
+    default:
+      row["label"] = p.label();
+      row["score"] = RoundedScore(p.score());
+  }
+  if (all_scores && p.all_scores_size() > 0) row["all_scores"] = scores(p.all_scores());
+  return row;
+}
+
+// One table row's cells after the text (and pair) for the task's kind.
+std::vector<std::string> PredictionCells(const v1::Prediction& p, v1::TaskKind kind, const std::string& text,
+                                         const std::string& pair) {
+  switch (kind) {
+    case v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION: {
+      std::vector<std::string> labels;
+      for (const v1::LabelScore& l : p.labels()) labels.push_back(absl::StrFormat("%s %.4f", l.label(), l.score()));
+      return {Cell(labels.empty() ? std::string("-") : absl::StrJoin(labels, ", "), 60)};
+    }
+    case v1::TASK_KIND_REGRESSION:
+      return {absl::StrFormat("%.6g", p.value())};
+    case v1::TASK_KIND_TOKEN_CLASSIFICATION: {
+      std::vector<Marked> spans;
+      for (const v1::Entity& e : p.entities()) spans.push_back({e.start(), e.end(), e.label()});
+      return {absl::StrCat(p.entities_size()), Cell(MarkSpans(text, spans), 100)};
+    }
+    case v1::TASK_KIND_EXTRACTIVE_QA: {
+      if (p.answers_size() == 0) return {"-", "", ""};
+      const v1::Answer& a = p.answers(0);
+      if (a.text().empty()) return {"(no answer)", absl::StrFormat("%.4f", a.score()), ""};
+      return {Cell(a.text(), 40), absl::StrFormat("%.4f", a.score()), Cell(AnswerInContext(pair, a), 100)};
+    }
+    default:
+      return {Cell(p.label(), 40), absl::StrFormat("%.4f", p.score())};
+  }
+}
+
+std::vector<std::string> PredictionHeader(v1::TaskKind kind) {
+  switch (kind) {
+    case v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION:
+      return {"LABELS"};
+    case v1::TASK_KIND_REGRESSION:
+      return {"VALUE"};
+    case v1::TASK_KIND_TOKEN_CLASSIFICATION:
+      return {"ENTITIES", "MARKED"};
+    case v1::TASK_KIND_EXTRACTIVE_QA:
+      return {"ANSWER", "SCORE", "IN CONTEXT"};
+    default:
+      return {"LABEL", "SCORE"};
+  }
+}
+
+absl::Status PrintPredictions(const CommandEnv& env, const PredictArgs& args, const std::vector<std::string>& texts,
+                              const std::vector<v1::Prediction>& predictions, v1::TaskKind kind, int64_t version) {
+  const bool qa = kind == v1::TASK_KIND_EXTRACTIVE_QA;
+  if (env.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      nlohmann::json row = {{qa ? "question" : "text", texts[i]}};
+      if (!args.pairs.empty()) row[qa ? "context" : "text_pair"] = args.pairs[i];
+      row.update(PredictionJson(predictions[i], kind, args.all_scores));
+      rows.push_back(std::move(row));
+    }
+    nlohmann::json doc = {{"task_id", args.task_id}, {"version", version}};
+    if (kind != v1::TASK_KIND_UNSPECIFIED) doc["task_kind"] = v1::TaskKind_Name(kind);
+    doc["predictions"] = std::move(rows);
+    *env.out << doc.dump(2) << "\n";
+    return absl::OkStatus();
+  }
+  // QA shows the answer in its context instead of the whole context.
+  const bool pair_column = !args.pairs.empty() && !qa;
+  std::vector<std::string> header = {qa ? "QUESTION" : "TEXT"};
+  if (pair_column) header.push_back("TEXT_PAIR");
+  for (std::string& h : PredictionHeader(kind)) header.push_back(std::move(h));
+  const bool scores = args.all_scores && predictions.front().all_scores_size() > 0;
+  if (scores) {
+    for (const auto& s : predictions.front().all_scores()) header.push_back(absl::StrCat("P(", s.label(), ")"));
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string pair = args.pairs.empty() ? "" : args.pairs[i];
+    std::vector<std::string> row = {Cell(texts[i])};
+    if (pair_column) row.push_back(Cell(pair));
+    for (std::string& c : PredictionCells(predictions[i], kind, texts[i], pair)) row.push_back(std::move(c));
+    if (scores) {
+      for (const auto& s : predictions[i].all_scores()) row.push_back(absl::StrFormat("%.4f", s.score()));
+    }
+    rows.push_back(std::move(row));
+  }
+  PrintTable(*env.out, header, rows);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Predict(const CommandEnv& env, const PredictArgs& args) {
   if (args.task_id.empty()) return absl::InvalidArgumentError("--task is required");
   if (args.batch_size <= 0) return absl::InvalidArgumentError("the batch size must be positive");
@@ -839,6 +1000,7 @@ absl::Status Predict(const CommandEnv& env, const PredictArgs& args) {
   std::vector<v1::Prediction> predictions;
   predictions.reserve(texts.size());
   int64_t version = args.version;
+  v1::TaskKind kind = v1::TASK_KIND_UNSPECIFIED;
   const auto batch = static_cast<size_t>(args.batch_size);
   for (size_t begin = 0; begin < texts.size(); begin += batch) {
     const size_t end = std::min(texts.size(), begin + batch);
@@ -847,6 +1009,8 @@ absl::Status Predict(const CommandEnv& env, const PredictArgs& args) {
     // Later batches stay on the version that served the first one.
     request.set_version(version);
     request.set_return_all_scores(args.all_scores);
+    request.set_threshold(args.threshold);
+    request.set_top_k_answers(args.top_k_answers);
     for (size_t i = begin; i < end; ++i) {
       request.add_texts(texts[i]);
       if (!args.pairs.empty()) request.add_text_pairs(args.pairs[i]);
@@ -857,49 +1021,11 @@ absl::Status Predict(const CommandEnv& env, const PredictArgs& args) {
                                               end - begin, " texts"));
     }
     version = response.version();
+    kind = response.task_kind();
     for (auto& p : *response.mutable_predictions()) predictions.push_back(std::move(p));
   }
 
-  if (env.json) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (size_t i = 0; i < texts.size(); ++i) {
-      nlohmann::json row = {{"text", texts[i]}};
-      if (!args.pairs.empty()) row["text_pair"] = args.pairs[i];
-      row["label"] = predictions[i].label();
-      row["score"] = RoundedScore(predictions[i].score());
-      if (args.all_scores) {
-        nlohmann::json scores = nlohmann::json::array();
-        for (const auto& s : predictions[i].all_scores()) {
-          scores.push_back({{"label", s.label()}, {"score", RoundedScore(s.score())}});
-        }
-        row["all_scores"] = std::move(scores);
-      }
-      rows.push_back(std::move(row));
-    }
-    const nlohmann::json doc = {{"task_id", args.task_id}, {"version", version}, {"predictions", std::move(rows)}};
-    *env.out << doc.dump(2) << "\n";
-    return absl::OkStatus();
-  }
-
-  std::vector<std::string> header = {"TEXT"};
-  if (!args.pairs.empty()) header.push_back("TEXT_PAIR");
-  header.insert(header.end(), {"LABEL", "SCORE"});
-  if (args.all_scores) {
-    for (const auto& s : predictions.front().all_scores()) header.push_back(absl::StrCat("P(", s.label(), ")"));
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    std::vector<std::string> row = {Cell(texts[i])};
-    if (!args.pairs.empty()) row.push_back(Cell(args.pairs[i]));
-    row.push_back(Cell(predictions[i].label(), 40));
-    row.push_back(absl::StrFormat("%.4f", predictions[i].score()));
-    if (args.all_scores) {
-      for (const auto& s : predictions[i].all_scores()) row.push_back(absl::StrFormat("%.4f", s.score()));
-    }
-    rows.push_back(std::move(row));
-  }
-  PrintTable(*env.out, header, rows);
-  return absl::OkStatus();
+  return PrintPredictions(env, args, texts, predictions, kind, version);
 }
 
 // --- Health ------------------------------------------------------------------------------

@@ -163,6 +163,10 @@ struct PredictArgs {
   // Texts per Predict call; long inputs are sent in several calls, all on
   // the version the first call was served by.
   int batch_size = 64;
+  // Multi-label: the probability a label needs (0 = the task's); extractive
+  // QA: answers per question (0 = 1).
+  double threshold = 0;
+  int top_k_answers = 0;
 };
 absl::Status Predict(const CommandEnv& env, const PredictArgs& args);
 

@@ -30,16 +30,6 @@ namespace {
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
-// Tasks of the other kinds train and serve once their whole path exists
-// (docs/ARCHITECTURE.md, "Task kinds"); until then their adapter files are
-// refused, so that no task is stored that this server cannot serve.
-absl::Status CheckServableKind(const model::AdapterFileInfo& info) {
-  if (info.config.kind == model::TaskKind::kSequenceClassification) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat("the adapter file is a ",
-                                               std::string(model::TaskKindName(info.config.kind)),
-                                               " task's; this server imports sequence classification adapters only"));
-}
-
 int64_t TaskParameters(const model::BertConfig& c, const storage::v1::TaskRecord& t) {
   return model::AdapterSetParameterCount(c.num_hidden_layers, c.hidden_size, t.adapter_config().bottleneck_size(),
                                          t.labels_size());
@@ -148,7 +138,6 @@ absl::Status AdapterImport::CheckHeader(uint64_t total_bytes,
                                                    " bytes, but the file's header describes ", total_bytes));
   }
   ASSIGN_OR_RETURN(model::AdapterFileInfo info, model::ReadAdapterInfo(metadata));
-  RETURN_IF_ERROR(CheckServableKind(info));
   const model::BertEncoder& encoder = *backend_->options_.encoder;
   if (info.num_layers != encoder.config().num_hidden_layers || info.hidden_size != encoder.config().hidden_size) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -493,7 +482,6 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
   RETURN_IF_ERROR(ValidateId("task_id", task_id));
   if (bytes.empty()) return absl::InvalidArgumentError("the adapter file is empty");
   ASSIGN_OR_RETURN(model::AdapterFileInfo info, model::ReadAdapterInfo(bytes));
-  RETURN_IF_ERROR(CheckServableKind(info));
   const model::BertEncoder& encoder = *options_.encoder;
   // Parse every tensor against this encoder (fingerprint, shapes, finite
   // values) before anything is stored.
@@ -528,26 +516,66 @@ absl::StatusOr<v1::PredictResponse> Backend::Predict(const Tenant& tenant, const
   in.text_pairs.assign(request.text_pairs().begin(), request.text_pairs().end());
   in.version = request.version();
   in.deadline = deadline;
+  in.threshold = request.threshold();
+  in.top_k_answers = request.top_k_answers();
   ASSIGN_OR_RETURN(serving::PredictResult result, options_.engine->Predict(std::move(in)));
   v1::PredictResponse out;
   out.set_version(result.version);
-  for (const std::vector<float>& probs : result.probabilities) {
-    v1::Prediction* p = out.add_predictions();
-    size_t best = 0;
-    for (size_t i = 1; i < probs.size(); ++i) {
-      if (probs[i] > probs[best]) best = i;
-    }
-    p->set_label(result.labels[best]);
-    p->set_score(probs[best]);
-    if (request.return_all_scores()) {
-      for (size_t i = 0; i < probs.size(); ++i) {
-        v1::LabelScore* s = p->add_all_scores();
-        s->set_label(result.labels[i]);
-        s->set_score(probs[i]);
-      }
-    }
-  }
+  out.set_task_kind(static_cast<v1::TaskKind>(result.kind));  // the same numbers
+  for (int i = 0; i < request.texts_size(); ++i) AddPrediction(result, static_cast<size_t>(i), request, out);
   return out;
+}
+
+void Backend::AddPrediction(const serving::PredictResult& result, size_t i, const v1::PredictRequest& request,
+                            v1::PredictResponse& out) {
+  v1::Prediction* p = out.add_predictions();
+  const auto add_scores = [&](const std::vector<float>& probs) {
+    for (size_t l = 0; l < probs.size(); ++l) {
+      v1::LabelScore* s = p->add_all_scores();
+      s->set_label(result.labels[l]);
+      s->set_score(probs[l]);
+    }
+  };
+  switch (result.kind) {
+    case model::TaskKind::kSequenceClassification: {
+      const std::vector<float>& probs = result.probabilities[i];
+      const size_t best = static_cast<size_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
+      p->set_label(result.labels[best]);
+      p->set_score(probs[best]);
+      if (request.return_all_scores()) add_scores(probs);
+      break;
+    }
+    case model::TaskKind::kMultiLabelClassification:
+      for (const model::LabelProbability& l : result.label_sets[i]) {
+        v1::LabelScore* s = p->add_labels();
+        s->set_label(result.labels[static_cast<size_t>(l.label)]);
+        s->set_score(static_cast<float>(l.probability));
+      }
+      if (request.return_all_scores()) add_scores(result.probabilities[i]);
+      break;
+    case model::TaskKind::kRegression:
+      p->set_value(result.values[i]);
+      break;
+    case model::TaskKind::kTokenClassification:
+      for (const serving::Entity& e : result.entities[i]) {
+        v1::Entity* x = p->add_entities();
+        x->set_label(e.label);
+        x->set_start(e.start);
+        x->set_end(e.end);
+        x->set_text(e.text);
+        x->set_score(static_cast<float>(e.score));
+      }
+      break;
+    case model::TaskKind::kExtractiveQa:
+      for (const model::TextAnswer& a : result.answers[i]) {
+        v1::Answer* x = p->add_answers();
+        x->set_text(a.text);
+        x->set_start(a.start);
+        x->set_end(a.end);
+        x->set_score(static_cast<float>(a.score));
+      }
+      break;
+  }
 }
 
 }  // namespace adapterd::api

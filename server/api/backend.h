@@ -179,6 +179,9 @@ class Backend {
   storage::Database& db() const { return *options_.db; }
 
  private:
+  // Text i's result as the API's Prediction for the task's kind.
+  static void AddPrediction(const serving::PredictResult& result, size_t i, const v1::PredictRequest& request,
+                            v1::PredictResponse& out);
   friend class DatasetUpload;
   friend class AdapterImport;
   explicit Backend(Options options)

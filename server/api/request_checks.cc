@@ -31,6 +31,7 @@ absl::Status CheckJobId(const std::string& job_id) { return ValidateId("job_id",
 absl::Status CheckPredictRequest(const v1::PredictRequest& request) {
   RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
   RETURN_IF_ERROR(serving::CheckPredictInputs(request.texts(), request.text_pairs(), request.version()));
+  RETURN_IF_ERROR(serving::CheckPredictOptions(request.threshold(), request.top_k_answers()));
   for (int i = 0; i < request.texts_size(); ++i) {
     RETURN_IF_ERROR(CheckText(request.texts(i), absl::StrCat("texts[", i, "]")));
   }

@@ -4,8 +4,10 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,30 +20,92 @@
 namespace adapterd::serving {
 namespace {
 
-// Softmax probabilities [rows, max_labels] (float, CPU) of one padded batch.
-absl::StatusOr<at::Tensor> ForwardProbabilities(const model::BertEncoder& encoder, const model::EncoderInput& input,
-                                                const std::vector<std::shared_ptr<const model::AdapterSet>>& sets,
-                                                const std::vector<int64_t>& slots, model::MixedStrategy strategy) {
+using model::TaskKind;
+
+// One mixed-task forward of a padded batch.
+absl::StatusOr<model::EncoderOutput> ForwardBatch(const model::BertEncoder& encoder, const model::EncoderInput& input,
+                                                  const std::vector<std::shared_ptr<const model::AdapterSet>>& sets,
+                                                  const std::vector<int64_t>& slots, model::MixedStrategy strategy) {
   c10::InferenceMode inference_mode;
   model::ForwardOptions fo;
   fo.strategy = strategy;
-  absl::StatusOr<model::EncoderOutput> out;
-  if (sets.size() == 1) {
-    out = encoder.Forward(input, *sets[0], fo);
-  } else {
-    const int64_t rows = static_cast<int64_t>(slots.size());
-    const bool gather = strategy == model::MixedStrategy::kGatherBmm ||
-                        (strategy == model::MixedStrategy::kAuto &&
-                         model::BertEncoder::ChooseStrategy(rows, static_cast<int64_t>(sets.size()), true,
-                                                            encoder.device()) == model::MixedStrategy::kGatherBmm);
-    ASSIGN_OR_RETURN(std::shared_ptr<const model::AdapterStack> stack,
-                     model::AdapterStack::Create(sets, encoder.config(), encoder.device(), encoder.dtype(), gather));
-    out = encoder.Forward(input, *stack, slots, fo);
-  }
-  if (!out.ok()) return out.status();
-  return model::GuardTorch("batch softmax", [&]() -> absl::StatusOr<at::Tensor> {
-    return at::softmax(out->logits.to(at::kFloat), 1).to(at::kCPU).contiguous();
+  if (sets.size() == 1) return encoder.Forward(input, *sets[0], fo);
+  const int64_t rows = static_cast<int64_t>(slots.size());
+  const bool gather = strategy == model::MixedStrategy::kGatherBmm ||
+                      (strategy == model::MixedStrategy::kAuto &&
+                       model::BertEncoder::ChooseStrategy(rows, static_cast<int64_t>(sets.size()), true,
+                                                          encoder.device()) == model::MixedStrategy::kGatherBmm);
+  ASSIGN_OR_RETURN(std::shared_ptr<const model::AdapterStack> stack,
+                   model::AdapterStack::Create(sets, encoder.config(), encoder.device(), encoder.dtype(), gather));
+  return encoder.Forward(input, *stack, slots, fo);
+}
+
+// Each row's outputs, as its kind's decoding reads them: the softmax over
+// the task's labels (sequence classification), its K logits (multi-label,
+// regression), per position the softmax over its tags (token
+// classification) or the start and end logits (extractive QA).
+absl::StatusOr<std::vector<std::vector<float>>> RowOutputs(const model::EncoderOutput& out,
+                                                           const std::vector<BatchRow*>& rows) {
+  return model::GuardTorch("batch outputs", [&]() -> absl::StatusOr<std::vector<std::vector<float>>> {
+    c10::InferenceMode inference_mode;
+    bool any[6] = {};
+    for (const BatchRow* row : rows) any[static_cast<int>(row->adapter->set->config().kind)] = true;
+    const auto host = [](const at::Tensor& t) { return t.to(at::kFloat).to(at::kCPU).contiguous(); };
+    at::Tensor softmax, logits, tag_probs, token_logits;
+    if (any[static_cast<int>(TaskKind::kSequenceClassification)]) softmax = at::softmax(host(out.logits), 1);
+    if (any[static_cast<int>(TaskKind::kMultiLabelClassification)] || any[static_cast<int>(TaskKind::kRegression)]) {
+      logits = host(out.logits);
+    }
+    if (any[static_cast<int>(TaskKind::kTokenClassification)]) tag_probs = at::softmax(host(out.token_logits), 2);
+    if (any[static_cast<int>(TaskKind::kExtractiveQa)]) token_logits = host(out.token_logits);
+    std::vector<std::vector<float>> result(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const model::AdapterConfig& config = rows[i]->adapter->set->config();
+      const int64_t k = config.num_outputs();
+      const at::Tensor* from = nullptr;
+      switch (config.kind) {
+        case TaskKind::kSequenceClassification:
+          from = &softmax;
+          break;
+        case TaskKind::kMultiLabelClassification:
+        case TaskKind::kRegression:
+          from = &logits;
+          break;
+        case TaskKind::kTokenClassification:
+          from = &tag_probs;
+          break;
+        case TaskKind::kExtractiveQa:
+          from = &token_logits;
+          break;
+      }
+      at::Tensor row = from->select(0, static_cast<int64_t>(i));
+      row = model::ReadsTokens(config.kind) ? row.narrow(0, 0, rows[i]->length()).narrow(1, 0, k) : row.narrow(0, 0, k);
+      row = row.contiguous();
+      result[i].assign(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+    }
+    return result;
   });
+}
+
+// What a task's kind needs of a request's shape.
+absl::Status CheckKindShape(TaskKind kind, const PredictRequest& request) {
+  if (kind == TaskKind::kExtractiveQa && request.text_pairs.empty()) {
+    return absl::InvalidArgumentError(
+        "the task answers questions (extractive QA): give each question (texts) its context (text_pairs)");
+  }
+  if (kind == TaskKind::kTokenClassification && !request.text_pairs.empty()) {
+    return absl::InvalidArgumentError(
+        "the task tags the tokens of one text (token classification): text_pairs must "
+        "be empty");
+  }
+  return absl::OkStatus();
+}
+
+BatchRow RowOf(std::span<const int32_t> ids, std::span<const int32_t> types) {
+  BatchRow row;
+  row.input_ids.assign(ids.begin(), ids.end());
+  row.token_type_ids.assign(types.begin(), types.end());
+  return row;
 }
 
 }  // namespace
@@ -131,7 +195,8 @@ void InferenceEngine::Shutdown() {
 absl::Status InferenceEngine::Validate(const PredictRequest& request) const {
   if (request.tenant.empty()) return absl::InvalidArgumentError("tenant is empty");
   if (request.task_id.empty()) return absl::InvalidArgumentError("task_id is empty");
-  return CheckPredictInputs(request.texts, request.text_pairs, request.version);
+  RETURN_IF_ERROR(CheckPredictInputs(request.texts, request.text_pairs, request.version));
+  return CheckPredictOptions(request.threshold, request.top_k_answers);
 }
 
 absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& request) {
@@ -156,29 +221,115 @@ absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& req
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const LoadedAdapter> adapter,
                    cache_->Get(request.tenant, request.task_id, request.version));
+  RETURN_IF_ERROR(CheckKindShape(adapter->set->config().kind, request));
 
-  auto pending = std::make_shared<PendingRequest>(n);
-  std::vector<BatchRow> rows(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const size_t k = static_cast<size_t>(i);
-    std::optional<std::string_view> pair;
-    if (!request.text_pairs.empty()) pair = request.text_pairs[k];
-    model::Encoding enc = tokenizer_->Encode(request.texts[k], pair);
-    BatchRow& row = rows[k];
-    row.input_ids.assign(enc.input_ids.begin(), enc.input_ids.end());
-    row.token_type_ids.assign(enc.token_type_ids.begin(), enc.token_type_ids.end());
-    row.adapter = adapter;
-    row.deadline = request.deadline;
-    row.request = pending;
-    row.index = i;
+  std::vector<BatchRow> rows;
+  const std::vector<TextRows> plan = PlanRows(request, adapter, rows);
+  auto pending = std::make_shared<PendingRequest>(static_cast<int64_t>(rows.size()));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].adapter = adapter;
+    rows[i].deadline = request.deadline;
+    rows[i].request = pending;
+    rows[i].index = static_cast<int64_t>(i);
   }
   RETURN_IF_ERROR(batcher_->Enqueue(std::move(rows)));
-  ASSIGN_OR_RETURN(std::vector<std::vector<float>> probabilities, pending->Wait());
+  ASSIGN_OR_RETURN(std::vector<std::vector<float>> outputs, pending->Wait());
   PredictResult result;
   result.version = adapter->version;
+  result.kind = adapter->set->config().kind;
   result.labels = adapter->labels;
-  result.probabilities = std::move(probabilities);
+  Decode(request, *adapter, plan, outputs, result);
   return result;
+}
+
+struct InferenceEngine::TextRows {
+  size_t first_row = 0;
+  // The token-reading kinds: the text's (QA: the context's) pieces and
+  // windows, one row each from first_row on.
+  model::TextPieces pieces;
+  std::vector<model::SlidingWindow> windows;
+};
+
+std::vector<InferenceEngine::TextRows> InferenceEngine::PlanRows(const PredictRequest& request,
+                                                                 const std::shared_ptr<const LoadedAdapter>& adapter,
+                                                                 std::vector<BatchRow>& rows) const {
+  const model::AdapterConfig& config = adapter->set->config();
+  const int32_t len = options_.max_seq_len;
+  std::vector<TextRows> plan(request.texts.size());
+  for (size_t k = 0; k < request.texts.size(); ++k) {
+    TextRows& text = plan[k];
+    text.first_row = rows.size();
+    switch (config.kind) {
+      case TaskKind::kTokenClassification:
+        text.pieces = model::PiecesOfText(*tokenizer_, request.texts[k]);
+        text.windows = model::SlidingWindows({}, text.pieces.ids, len, model::TaggingStride(len), 0,
+                                             tokenizer_->cls_id(), tokenizer_->sep_id());
+        break;
+      case TaskKind::kExtractiveQa: {
+        text.pieces = model::PiecesOfText(*tokenizer_, request.text_pairs[k]);
+        const model::QaWindowing& qa = config.qa;
+        text.windows = model::SlidingWindows(tokenizer_->TokenizeToIds(request.texts[k]), text.pieces.ids,
+                                             std::min(qa.max_seq_len, len), qa.doc_stride, qa.max_question_tokens,
+                                             tokenizer_->cls_id(), tokenizer_->sep_id());
+        break;
+      }
+      default: {
+        std::optional<std::string_view> pair;
+        if (!request.text_pairs.empty()) pair = request.text_pairs[k];
+        const model::Encoding enc = tokenizer_->Encode(request.texts[k], pair);
+        rows.push_back(RowOf(enc.input_ids, enc.token_type_ids));
+        continue;
+      }
+    }
+    for (const model::SlidingWindow& w : text.windows) rows.push_back(RowOf(w.input_ids, w.token_type_ids));
+  }
+  return plan;
+}
+
+void InferenceEngine::Decode(const PredictRequest& request, const LoadedAdapter& adapter,
+                             const std::vector<TextRows>& plan, const std::vector<std::vector<float>>& outputs,
+                             PredictResult& result) {
+  const model::AdapterConfig& config = adapter.set->config();
+  for (size_t k = 0; k < plan.size(); ++k) {
+    const TextRows& text = plan[k];
+    const std::vector<float>& first = outputs[text.first_row];
+    std::vector<std::span<const float>> windows;
+    for (size_t w = 0; w < text.windows.size(); ++w) windows.emplace_back(outputs[text.first_row + w]);
+    switch (config.kind) {
+      case TaskKind::kSequenceClassification:
+        result.probabilities.push_back(first);
+        break;
+      case TaskKind::kMultiLabelClassification: {
+        std::vector<float>& p = result.probabilities.emplace_back();
+        for (float logit : first) p.push_back(static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logit)))));
+        result.label_sets.push_back(model::LabelsAtThreshold(first, request.threshold > 0 ? request.threshold : 0.5));
+        break;
+      }
+      case TaskKind::kRegression:
+        result.values.push_back(model::Destandardize(first.front(), config.target));
+        break;
+      case TaskKind::kTokenClassification: {
+        std::vector<std::vector<float>> words =
+            model::WordOutputs(text.pieces, text.windows, windows, config.num_outputs());
+        for (std::vector<float>& w : words) {
+          if (w.empty()) w.assign(static_cast<size_t>(config.num_outputs()), 0.0f), w[0] = 1.0f;  // "O"
+        }
+        std::vector<Entity>& entities = result.entities.emplace_back();
+        for (const model::TaggedEntity& e : model::DecodeEntities(words, text.pieces.word_spans, config.labels)) {
+          entities.push_back(
+              {e.label, e.start, e.end, model::CodePointSubstr(request.texts[k], e.start, e.end), e.score});
+        }
+        break;
+      }
+      case TaskKind::kExtractiveQa:
+        result.answers.push_back(
+            model::DecodeAnswers(request.text_pairs[k], text.pieces, text.windows, windows,
+                                 {.max_answer_tokens = config.qa.max_answer_tokens,
+                                  .allow_no_answer = config.qa.allow_no_answer,
+                                  .top_k = request.top_k_answers > 0 ? request.top_k_answers : 1}));
+        break;
+    }
+  }
 }
 
 void InferenceEngine::RunBatch(std::vector<BatchRow>& batch) {
@@ -215,21 +366,16 @@ void InferenceEngine::RunBatch(std::vector<BatchRow>& batch) {
     options_.observer->OnBatch(stats);
   }
 
-  absl::StatusOr<at::Tensor> probs = model::GuardTorch("predict batch", [&]() -> absl::StatusOr<at::Tensor> {
-    return ForwardProbabilities(*options_.encoder, model::ToEncoderInput(padded), sets, slots, options_.strategy);
+  absl::StatusOr<model::EncoderOutput> out = model::GuardTorch("predict batch", [&]() {
+    return ForwardBatch(*options_.encoder, model::ToEncoderInput(padded), sets, slots, options_.strategy);
   });
-  if (!probs.ok()) {
-    for (BatchRow* row : rows) row->request->Fail(row->index, probs.status());
+  absl::StatusOr<std::vector<std::vector<float>>> outputs =
+      out.ok() ? RowOutputs(*out, rows) : absl::StatusOr<std::vector<std::vector<float>>>(out.status());
+  if (!outputs.ok()) {
+    for (BatchRow* row : rows) row->request->Fail(row->index, outputs.status());
     return;
   }
-  const int64_t width = probs->size(1);
-  const float* p = probs->data_ptr<float>();
-  for (int64_t i = 0; i < b; ++i) {
-    BatchRow& row = *rows[static_cast<size_t>(i)];
-    const int64_t labels = static_cast<int64_t>(row.adapter->labels.size());
-    const float* begin = p + i * width;
-    row.request->Complete(row.index, std::vector<float>(begin, begin + std::min(labels, width)));
-  }
+  for (size_t i = 0; i < rows.size(); ++i) rows[i]->request->Complete(rows[i]->index, std::move((*outputs)[i]));
 }
 
 }  // namespace adapterd::serving

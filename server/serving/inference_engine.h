@@ -2,8 +2,17 @@
 // (docs/ARCHITECTURE.md, "server/serving"). It owns the adapter cache, the dynamic batcher and
 // the device executor:
 //
-//   Predict -> validate -> tokenize -> AdapterCache::Get -> DynamicBatcher
-//           -> DeviceExecutor (one mixed-task forward per batch) -> softmax
+//   Predict -> validate -> AdapterCache::Get -> the kind's rows -> DynamicBatcher
+//           -> DeviceExecutor (one mixed-task forward per batch) -> each row's
+//              outputs -> the kind's decoding per text
+//
+// Rows per text, by the task's kind (docs/ARCHITECTURE.md, "Task kinds"):
+// one (truncated to max_seq_len) for the kinds that read the pooled vector;
+// token classification cuts a long text into windows TaggingStride apart,
+// extractive QA a long context into the task's run_squad windows. A text's
+// windows may run in different batches, beside other tasks' rows. Decoding
+// (window_decoding.h) takes each word's tags from the window where it has
+// the most context, and each answer from the best span over all windows.
 //
 // A batch's rows may belong to different tasks: the engine builds an
 // AdapterStack of the batch's distinct tasks and runs
@@ -15,14 +24,18 @@
 //   INVALID_ARGUMENT  empty tenant or task_id; empty `texts`; an empty text or
 //                     text pair, invalid UTF-8, or a text_pairs count that
 //                     differs from texts (the message names the index, e.g.
-//                     "texts[2] is not valid UTF-8");
+//                     "texts[2] is not valid UTF-8"); a threshold or
+//                     top_k_answers out of range (predict_checks.h); an
+//                     extractive QA request without contexts (text_pairs), or
+//                     a token classification request with them;
 //   NOT_FOUND / FAILED_PRECONDITION  from AdapterCache::Get (unknown task or
 //                     version, task not ready, adapter of another encoder);
 //   DEADLINE_EXCEEDED the deadline passed before a row was computed (rows are
 //                     dropped, never computed);
 //   UNAVAILABLE       after Drain() or Shutdown() began.
-// Texts longer than max_seq_len word pieces are truncated (pairs with
-// longest_first), as the tokenizer does.
+// For the pooled kinds, texts longer than max_seq_len word pieces are
+// truncated (pairs with longest_first), as the tokenizer does; the
+// token-reading kinds window them instead.
 //
 // Drain(): new Predicts fail with UNAVAILABLE; returns when every Predict in
 // flight has completed; the executor keeps running training work. Shutdown():
@@ -49,7 +62,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/model/bert_encoder.h"
+#include "server/model/task_kinds.h"
 #include "server/model/tokenizer.h"
+#include "server/model/window_decoding.h"
 #include "server/serving/adapter_cache.h"
 #include "server/serving/device_executor.h"
 #include "server/serving/dynamic_batcher.h"
@@ -70,15 +85,40 @@ struct PredictRequest {
   // 0 = the task's current version.
   int64_t version = 0;
   absl::Time deadline = absl::InfiniteFuture();
+  // Multi-label: the probability a label needs (0 = 0.5).
+  double threshold = 0;
+  // Extractive QA: answers per question (0 = 1).
+  int32_t top_k_answers = 0;
 };
 
+// An entity token classification found: text[start, end) in code points.
+struct Entity {
+  std::string label;
+  int32_t start = 0;
+  int32_t end = 0;
+  std::string text;
+  double score = 0;
+};
+
+// One Predict's results, one entry per text in the fields of the task's
+// kind (the others stay empty).
 struct PredictResult {
   // The version that answered (resolved when the request asked for 0).
   int64_t version = 0;
-  // The task's labels in probability order.
+  model::TaskKind kind = model::TaskKind::kSequenceClassification;
+  // The task's labels (or tags) in output order.
   std::vector<std::string> labels;
-  // One row per text: softmax over the task's own labels.
+  // Sequence classification: softmax over the task's labels. Multi-label:
+  // each label's sigmoid probability.
   std::vector<std::vector<float>> probabilities;
+  // Multi-label: the labels at or over the threshold, highest first.
+  std::vector<std::vector<model::LabelProbability>> label_sets;
+  // Regression: the value, in the training targets' units.
+  std::vector<double> values;
+  // Token classification: the entities, in text order.
+  std::vector<std::vector<Entity>> entities;
+  // Extractive QA: the answers, best first ("no answer" is an empty text).
+  std::vector<std::vector<model::TextAnswer>> answers;
 };
 
 class InferenceEngine {
@@ -131,6 +171,13 @@ class InferenceEngine {
   absl::Status Validate(const PredictRequest& request) const;
   // Runs on the executor thread.
   void RunBatch(std::vector<BatchRow>& rows);
+  // How each text of `request` becomes rows for `adapter`'s kind, and how
+  // its rows' outputs become its result (inference_engine.cc).
+  struct TextRows;
+  std::vector<TextRows> PlanRows(const PredictRequest& request, const std::shared_ptr<const LoadedAdapter>& adapter,
+                                 std::vector<BatchRow>& rows) const;
+  static void Decode(const PredictRequest& request, const LoadedAdapter& adapter, const std::vector<TextRows>& plan,
+                     const std::vector<std::vector<float>>& outputs, PredictResult& result);
 
   const Options options_;
   // The engine's own copy when max_seq_len differs from the given tokenizer's.

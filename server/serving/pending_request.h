@@ -24,13 +24,13 @@ class PendingRequest {
   PendingRequest(const PendingRequest&) = delete;
   PendingRequest& operator=(const PendingRequest&) = delete;
 
-  // Row `row` finished with its class probabilities. Each row must be
-  // completed or failed exactly once.
-  void Complete(int64_t row, std::vector<float> probabilities);
+  // Row `row` finished with its outputs (what its task's kind decodes:
+  // InferenceEngine). Each row must be completed or failed exactly once.
+  void Complete(int64_t row, std::vector<float> outputs);
   void Fail(int64_t row, absl::Status status);
 
   // Blocks until every row is done. The first row failure, or every row's
-  // probabilities in row order.
+  // outputs in row order.
   absl::StatusOr<std::vector<std::vector<float>>> Wait();
   bool done() const;
 

@@ -6,7 +6,9 @@
 //
 // INVALID_ARGUMENT naming the field: no texts; text_pairs given but not one
 // per text; a text or text pair that is empty or not valid UTF-8; a negative
-// version.
+// version; a threshold outside [0, 1]; top_k_answers outside [0,
+// kMaxTopKAnswers]. What a task's kind needs of a request (QA's contexts)
+// is checked once the task is known (InferenceEngine::Predict).
 //
 // Thread safety: pure functions.
 #ifndef ADAPTERD_SERVER_SERVING_PREDICT_CHECKS_H_
@@ -19,6 +21,13 @@
 #include "absl/strings/str_cat.h"
 
 namespace adapterd::serving {
+
+// Extractive QA returns at most this many answers per question (run_squad's
+// n-best size).
+inline constexpr int32_t kMaxTopKAnswers = 20;
+
+// Multi-label's threshold (0 = the task's) and QA's answer count (0 = 1).
+absl::Status CheckPredictOptions(double threshold, int64_t top_k_answers);
 
 // One text of a request: `field` is "texts" or "text_pairs", `i` its index.
 absl::Status CheckPredictText(const std::string& text, const char* field, int64_t i);

@@ -444,11 +444,12 @@ TEST_F(ContractsTest, AFormatOneFileStillImportsOntoItsEncoder) {
   // for another encoder.
   const std::string wrong = Rewrite(*adapter_a_, {{"format_version", "1"}});
   EXPECT_EQ(Import(*stub_, "from-v1-wrong", wrong).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  // A valid file of a kind this server does not serve yet stores nothing.
+  // The same head read as another kind's: a multi-label task of the two
+  // labels.
   const std::string multi_label = Rewrite(*adapter_a_, {{"task_kind", "multi_label_classification"}});
-  grpc::Status refused = Import(*stub_, "multi-label", multi_label);
-  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNIMPLEMENTED) << refused.error_message();
-  EXPECT_THAT(refused.error_message(), HasSubstr("multi_label_classification"));
+  grpc::Status imported = Import(*stub_, "multi-label", multi_label, &task);
+  ASSERT_TRUE(imported.ok()) << imported.error_message();
+  EXPECT_EQ(task.task_kind(), v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION);
 
   // It serves exactly as the task it came from.
   auto predict = [&](const std::string& task_id) {
@@ -468,6 +469,19 @@ TEST_F(ContractsTest, AFormatOneFileStillImportsOntoItsEncoder) {
   for (int i = 0; i < original.predictions_size(); ++i) {
     EXPECT_EQ(original.predictions(i).label(), copy.predictions(i).label());
     EXPECT_EQ(original.predictions(i).score(), copy.predictions(i).score());
+  }
+  // Multi-label answers each label's sigmoid, and the labels at 0.5 or over,
+  // highest first; no single label.
+  const v1::PredictResponse multi = predict("multi-label");
+  ASSERT_EQ(multi.predictions_size(), 2);
+  for (const v1::Prediction& p : multi.predictions()) {
+    EXPECT_EQ(p.label(), "");
+    ASSERT_EQ(p.all_scores_size(), 2);
+    int over = 0;
+    for (const v1::LabelScore& s : p.all_scores()) over += s.score() >= 0.5f;
+    EXPECT_EQ(p.labels_size(), over);
+    for (int l = 1; l < p.labels_size(); ++l) EXPECT_GE(p.labels(l - 1).score(), p.labels(l).score());
+    for (const v1::LabelScore& l : p.labels()) EXPECT_GE(l.score(), 0.5f);
   }
 }
 

@@ -167,6 +167,78 @@ TEST_F(CommandsTest, PredictJsonIsValidAndComplete) {
   EXPECT_THAT(fake().predict_requests().at(0).text_pairs(), ElementsAre("p1", "p2"));
 }
 
+// Each task kind reads the way a person reads it: the labels, the value,
+// the entities marked in the text, the answer in its context.
+TEST_F(CommandsTest, PredictPrintsEachKindReadably) {
+  PredictArgs args;
+  args.task_id = "multi";
+  args.texts = {"a good film"};
+  args.threshold = 0.4;
+  ASSERT_OK(Predict(env_, args));
+  EXPECT_THAT(out_.str(), ::testing::MatchesRegex("TEXT +LABELS\na good film +positive 0\\.8750, short 0\\.5000\n"));
+  EXPECT_FLOAT_EQ(fake().predict_requests().back().threshold(), 0.4f);
+  out_.str("");
+  args.task_id = "regression";
+  ASSERT_OK(Predict(env_, args));
+  EXPECT_THAT(out_.str(), ::testing::MatchesRegex("TEXT +VALUE\na good film +2\\.5\n"));
+  out_.str("");
+  args.task_id = "ner";
+  args.texts = {"Ada met Ada"};
+  ASSERT_OK(Predict(env_, args));
+  EXPECT_THAT(out_.str(), ::testing::MatchesRegex("TEXT +ENTITIES +MARKED\nAda met Ada +2 +\\[Ada\\]\\(PER\\) met "
+                                                  "\\[Ada\\]\\(PER\\)\n"));
+  out_.str("");
+  args.task_id = "qa";
+  args.texts = {"Who?"};
+  args.pairs = {"Ada wrote the first program for the Analytical Engine, which Babbage designed in 1837"};
+  args.top_k_answers = 2;
+  ASSERT_OK(Predict(env_, args));
+  EXPECT_THAT(out_.str(), HasSubstr("QUESTION"));
+  EXPECT_THAT(out_.str(), HasSubstr("IN CONTEXT"));
+  EXPECT_THAT(out_.str(), ::testing::MatchesRegex("(.|\n)*Who\\? +Ada +0\\.8750 +\\[Ada\\] wrote the first program "
+                                                  "for t\\.\\.\\.\n"));
+  EXPECT_EQ(fake().predict_requests().back().top_k_answers(), 2);
+}
+
+TEST_F(CommandsTest, PredictJsonCarriesEachKindsFields) {
+  env_.json = true;
+  PredictArgs args;
+  args.task_id = "ner";
+  args.texts = {"Ada met Ada"};
+  ASSERT_OK(Predict(env_, args));
+  nlohmann::json doc = nlohmann::json::parse(out_.str());
+  EXPECT_EQ(doc["task_kind"], "TASK_KIND_TOKEN_CLASSIFICATION");
+  ASSERT_EQ(doc["predictions"][0]["entities"].size(), 2u);
+  EXPECT_EQ(doc["predictions"][0]["entities"][1]["start"], 8);
+  EXPECT_EQ(doc["predictions"][0]["entities"][1]["text"], "Ada");
+  EXPECT_FALSE(doc["predictions"][0].contains("label"));
+  out_.str("");
+  args.task_id = "qa";
+  args.texts = {"Who?"};
+  args.pairs = {"Ada wrote"};
+  ASSERT_OK(Predict(env_, args));
+  doc = nlohmann::json::parse(out_.str());
+  const auto& p = doc["predictions"][0];
+  EXPECT_EQ(p["question"], "Who?");
+  EXPECT_EQ(p["context"], "Ada wrote");
+  ASSERT_EQ(p["answers"].size(), 2u);
+  EXPECT_EQ(p["answers"][0]["text"], "Ada");
+  EXPECT_EQ(p["answers"][0]["end"], 3);
+  EXPECT_EQ(p["answers"][1]["text"], "");
+  out_.str("");
+  args.task_id = "regression";
+  args.pairs.clear();
+  ASSERT_OK(Predict(env_, args));
+  doc = nlohmann::json::parse(out_.str());
+  EXPECT_EQ(doc["predictions"][0]["value"].get<double>(), 2.5);
+  out_.str("");
+  args.task_id = "multi";
+  ASSERT_OK(Predict(env_, args));
+  doc = nlohmann::json::parse(out_.str());
+  ASSERT_EQ(doc["predictions"][0]["labels"].size(), 2u);
+  EXPECT_EQ(doc["predictions"][0]["labels"][1]["label"], "short");
+}
+
 TEST_F(CommandsTest, PredictReadsStdinWhenNoTextsAreGiven) {
   in_.str("good one\r\n\nbad one\n  \nlast without newline");
   PredictArgs args;

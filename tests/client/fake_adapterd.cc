@@ -371,6 +371,46 @@ grpc::Status FakeAdapterd::Predict(grpc::ServerContext* context, const v1::Predi
     }
   }
   if (error.has_value()) return *error;
+  response->set_version(request->version() != 0 ? request->version() : kCurrentVersion);
+  const std::string& task = request->task_id();
+  if (task == "multi" || task == "regression" || task == "ner" || task == "qa") {
+    response->set_task_kind(task == "multi"        ? v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION
+                            : task == "regression" ? v1::TASK_KIND_REGRESSION
+                            : task == "ner"        ? v1::TASK_KIND_TOKEN_CLASSIFICATION
+                                                   : v1::TASK_KIND_EXTRACTIVE_QA);
+    for (int i = 0; i < request->texts_size(); ++i) {
+      const std::string& text = request->texts(i);
+      v1::Prediction* p = response->add_predictions();
+      if (task == "multi") {
+        auto* a = p->add_labels();
+        a->set_label("positive");
+        a->set_score(kScore);
+        auto* b = p->add_labels();
+        b->set_label("short");
+        b->set_score(0.5f);
+      } else if (task == "regression") {
+        p->set_value(2.5);
+      } else if (task == "ner") {
+        for (size_t at = text.find("Ada"); at != std::string::npos; at = text.find("Ada", at + 1)) {
+          v1::Entity* e = p->add_entities();
+          e->set_label("PER");
+          e->set_start(static_cast<int32_t>(at));  // ASCII texts in the tests
+          e->set_end(static_cast<int32_t>(at + 3));
+          e->set_text("Ada");
+          e->set_score(kScore);
+        }
+      } else {
+        const std::string context = i < request->text_pairs_size() ? request->text_pairs(i) : "";
+        const size_t end = std::min(context.find(' '), context.size());
+        v1::Answer* a = p->add_answers();
+        a->set_text(context.substr(0, end));
+        a->set_end(static_cast<int32_t>(end));
+        a->set_score(kScore);
+        p->add_answers()->set_score(0.125f);
+      }
+    }
+    return grpc::Status::OK;
+  }
   for (const auto& text : request->texts()) {
     const bool good = absl::StrContains(text, "good");
     v1::Prediction* p = response->add_predictions();
@@ -385,7 +425,6 @@ grpc::Status FakeAdapterd::Predict(grpc::ServerContext* context, const v1::Predi
       positive->set_score(good ? kScore : 1.0f - kScore);
     }
   }
-  response->set_version(request->version() != 0 ? request->version() : kCurrentVersion);
   return grpc::Status::OK;
 }
 

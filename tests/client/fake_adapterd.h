@@ -89,6 +89,10 @@ class FakeAdapterd final : public v1::Adapterd::Service {
   // Predict's answer, per text: label "positive" when the text contains
   // "good", else "negative"; score kScore; all_scores (when asked) in label
   // order [negative, positive]; version = the request's, or kCurrentVersion.
+  // Tasks named after another kind answer as that kind (task_kind set):
+  // "multi" labels ["positive" kScore, "short" 0.5], "regression" the
+  // value 2.5, "ner" a PER entity at every "Ada" of the text (score kScore),
+  // "qa" the first word of the context (kScore) then "no answer" (0.125).
   static constexpr float kScore = 0.875f;
   static constexpr int64_t kCurrentVersion = 3;
 

@@ -64,17 +64,24 @@ inline std::vector<std::string> Labels(int n) {
   return labels;
 }
 
-// Serialised adapter bytes for `encoder`: a random (far from identity) set.
-// `fingerprint` overrides the encoder's (to fake another encoder).
+// Serialised adapter bytes of a random (far from identity) set of `config`
+// (its kind, labels, standardisation or windows) for `encoder`.
+inline absl::StatusOr<std::string> KindAdapterBytes(const model::BertEncoder& encoder, model::AdapterConfig config,
+                                                    uint64_t seed, const std::string& fingerprint = "") {
+  config.init_std = 0.3;
+  ASSIGN_OR_RETURN(auto set, model::AdapterSet::CreateInitialized(encoder.config(), encoder.weights(), config, seed,
+                                                                  c10::Device(c10::kCPU)));
+  return model::SerializeAdapterSet(*set, fingerprint.empty() ? encoder.fingerprint() : fingerprint);
+}
+
+// A sequence classification task's: `num_labels` labels. `fingerprint`
+// overrides the encoder's (to fake another encoder).
 inline absl::StatusOr<std::string> AdapterBytes(const model::BertEncoder& encoder, int num_labels, uint64_t seed,
                                                 int64_t bottleneck = 8, const std::string& fingerprint = "") {
   model::AdapterConfig ac;
   ac.bottleneck_size = bottleneck;
-  ac.init_std = 0.3;
   ac.labels = Labels(num_labels);
-  ASSIGN_OR_RETURN(auto set, model::AdapterSet::CreateInitialized(encoder.config(), encoder.weights(), ac, seed,
-                                                                  c10::Device(c10::kCPU)));
-  return model::SerializeAdapterSet(*set, fingerprint.empty() ? encoder.fingerprint() : fingerprint);
+  return KindAdapterBytes(encoder, ac, seed, fingerprint);
 }
 
 // Promotes `bytes` as the task's next version (an import: no job).

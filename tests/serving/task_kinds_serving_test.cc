@@ -1,0 +1,338 @@
+// Predict for every task kind through the InferenceEngine over a real
+// RocksDB: each kind's result fields, a mixed batch of all five kinds
+// (QA windows included) giving each row what it gets alone, requests of the
+// wrong shape for the kind, and, with tasks trained here, long inputs: a QA
+// answer found in the third window of its context and entities found at the
+// start, the middle and past the first window of a long text.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/testing/status_matchers.h"
+#include "server/serving/inference_engine.h"
+#include "server/training/trainer.h"
+#include "storage/database.h"
+#include "tests/serving/serving_fixture.h"
+#include "tests/training/training_fixture.h"
+
+namespace adapterd::serving {
+namespace {
+
+using ::adapterd::serving::testing::KindAdapterBytes;
+using ::adapterd::serving::testing::OpenDb;
+using ::adapterd::serving::testing::Promote;
+using ::adapterd::serving::testing::TempDir;
+using ::adapterd::testing::StatusIs;
+using model::TaskKind;
+using ::testing::HasSubstr;
+
+constexpr int64_t kForever = int64_t{3600} * 1000 * 1000;
+
+// One task of each kind (random, far-from-identity adapters) on the serving
+// fixture's encoder.
+class KindServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    encoder_ = testing::FixtureEncoder();
+    tokenizer_ = testing::FixtureTokenizer();
+    ASSERT_NE(encoder_, nullptr);
+    ASSERT_OK_AND_ASSIGN(db_, OpenDb(dir_));
+    for (TaskKind kind : kKinds) {
+      model::AdapterConfig c;
+      c.bottleneck_size = 8;
+      c.kind = kind;
+      if (kind == TaskKind::kSequenceClassification || kind == TaskKind::kMultiLabelClassification) {
+        c.labels = testing::Labels(3);
+      }
+      if (kind == TaskKind::kTokenClassification) c.labels = model::BioTagSet(std::vector<std::string>{"A", "B"});
+      if (kind == TaskKind::kRegression) c.target = {.mean = 5, .stddev = 2};
+      if (kind == TaskKind::kExtractiveQa)
+        c.qa = {.max_seq_len = 16, .doc_stride = 5, .max_question_tokens = 8, .allow_no_answer = true};
+      ASSERT_OK_AND_ASSIGN(std::string bytes, KindAdapterBytes(*encoder_, c, 300 + static_cast<int>(kind)));
+      ASSERT_OK(Promote(*db_, "acme", Name(kind), static_cast<int>(c.labels.size()), std::move(bytes)).status());
+    }
+  }
+
+  static constexpr TaskKind kKinds[] = {TaskKind::kSequenceClassification, TaskKind::kMultiLabelClassification,
+                                        TaskKind::kRegression, TaskKind::kTokenClassification, TaskKind::kExtractiveQa};
+  static std::string Name(TaskKind kind) { return std::string(model::TaskKindName(kind)); }
+
+  InferenceEngine::Options Options() {
+    InferenceEngine::Options o;
+    o.encoder = encoder_.get();
+    o.tokenizer = tokenizer_.get();
+    o.db = db_.get();
+    o.max_seq_len = 32;
+    o.max_queue_delay_us = 0;
+    return o;
+  }
+
+  // The request each kind gets below: QA's context is 20 words (3 windows
+  // of 11 context words at 16 tokens, 5 apart).
+  static PredictRequest Request(TaskKind kind) {
+    PredictRequest r;
+    r.tenant = "acme";
+    r.task_id = Name(kind);
+    if (kind == TaskKind::kExtractiveQa) {
+      r.texts = {testing::Text(1, 2)};
+      r.text_pairs = {testing::Text(3, 20)};
+      r.top_k_answers = 3;
+    } else {
+      r.texts = {testing::Text(2, 10)};
+    }
+    if (kind == TaskKind::kMultiLabelClassification) r.threshold = 0.3;
+    return r;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<model::BertEncoder> encoder_;
+  std::unique_ptr<model::BertTokenizer> tokenizer_;
+  std::unique_ptr<storage::Database> db_;
+};
+
+void ExpectSameResult(const PredictResult& a, const PredictResult& b) {
+  ASSERT_EQ(a.kind, b.kind);
+  ASSERT_EQ(a.probabilities.size(), b.probabilities.size());
+  for (size_t i = 0; i < a.probabilities.size(); ++i) {
+    ASSERT_EQ(a.probabilities[i].size(), b.probabilities[i].size());
+    for (size_t k = 0; k < a.probabilities[i].size(); ++k) {
+      EXPECT_NEAR(a.probabilities[i][k], b.probabilities[i][k], 1e-5);
+    }
+  }
+  ASSERT_EQ(a.label_sets.size(), b.label_sets.size());
+  for (size_t i = 0; i < a.label_sets.size(); ++i) {
+    ASSERT_EQ(a.label_sets[i].size(), b.label_sets[i].size());
+    for (size_t k = 0; k < a.label_sets[i].size(); ++k) {
+      EXPECT_EQ(a.label_sets[i][k].label, b.label_sets[i][k].label);
+      EXPECT_NEAR(a.label_sets[i][k].probability, b.label_sets[i][k].probability, 1e-5);
+    }
+  }
+  ASSERT_EQ(a.values.size(), b.values.size());
+  for (size_t i = 0; i < a.values.size(); ++i) EXPECT_NEAR(a.values[i], b.values[i], 1e-5);
+  ASSERT_EQ(a.entities.size(), b.entities.size());
+  for (size_t i = 0; i < a.entities.size(); ++i) {
+    ASSERT_EQ(a.entities[i].size(), b.entities[i].size());
+    for (size_t k = 0; k < a.entities[i].size(); ++k) {
+      EXPECT_EQ(a.entities[i][k].label, b.entities[i][k].label);
+      EXPECT_EQ(a.entities[i][k].start, b.entities[i][k].start);
+      EXPECT_EQ(a.entities[i][k].end, b.entities[i][k].end);
+      EXPECT_NEAR(a.entities[i][k].score, b.entities[i][k].score, 1e-5);
+    }
+  }
+  ASSERT_EQ(a.answers.size(), b.answers.size());
+  for (size_t i = 0; i < a.answers.size(); ++i) {
+    ASSERT_EQ(a.answers[i].size(), b.answers[i].size());
+    for (size_t k = 0; k < a.answers[i].size(); ++k) {
+      EXPECT_EQ(a.answers[i][k].text, b.answers[i][k].text);
+      EXPECT_EQ(a.answers[i][k].start, b.answers[i][k].start);
+      EXPECT_NEAR(a.answers[i][k].score, b.answers[i][k].score, 1e-5);
+    }
+  }
+}
+
+TEST_F(KindServingTest, EachKindFillsItsOwnFields) {
+  ASSERT_OK_AND_ASSIGN(auto engine, InferenceEngine::Create(Options()));
+  ASSERT_OK_AND_ASSIGN(PredictResult multi, engine->Predict(Request(TaskKind::kMultiLabelClassification)));
+  ASSERT_EQ(multi.probabilities.size(), 1u);
+  ASSERT_EQ(multi.label_sets.size(), 1u);
+  size_t over = 0;
+  for (float p : multi.probabilities[0]) over += p >= 0.3f;
+  EXPECT_EQ(multi.label_sets[0].size(), over);  // the request's threshold
+  for (size_t k = 1; k < multi.label_sets[0].size(); ++k) {
+    EXPECT_GE(multi.label_sets[0][k - 1].probability, multi.label_sets[0][k].probability);
+  }
+  ASSERT_OK_AND_ASSIGN(PredictResult reg, engine->Predict(Request(TaskKind::kRegression)));
+  ASSERT_EQ(reg.values.size(), 1u);
+  EXPECT_TRUE(reg.probabilities.empty());
+  ASSERT_OK_AND_ASSIGN(PredictResult tags, engine->Predict(Request(TaskKind::kTokenClassification)));
+  ASSERT_EQ(tags.entities.size(), 1u);
+  const std::string text = Request(TaskKind::kTokenClassification).texts[0];
+  for (const Entity& e : tags.entities[0]) {
+    EXPECT_TRUE(e.label == "A" || e.label == "B") << e.label;
+    EXPECT_EQ(e.text, model::CodePointSubstr(text, e.start, e.end));
+    EXPECT_GT(e.score, 0);
+  }
+  const PredictRequest qa_request = Request(TaskKind::kExtractiveQa);
+  ASSERT_OK_AND_ASSIGN(PredictResult qa, engine->Predict(qa_request));
+  ASSERT_EQ(qa.answers.size(), 1u);
+  ASSERT_EQ(qa.answers[0].size(), 3u);  // top_k_answers
+  double total = 0;
+  for (const model::TextAnswer& a : qa.answers[0]) {
+    EXPECT_EQ(a.text, model::CodePointSubstr(qa_request.text_pairs[0], a.start, a.end));
+    total += a.score;
+  }
+  EXPECT_LE(total, 1.0 + 1e-9);
+  EXPECT_GE(qa.answers[0][0].score, qa.answers[0][1].score);
+}
+
+// Issue 31's mixed batch: one batch holds rows of all five kinds (QA's three
+// windows among them) on the segments path; every result equals the one the
+// request gets alone.
+TEST_F(KindServingTest, AMixedBatchOfAllFiveKindsGivesEachRowItsResultAlone) {
+  std::map<TaskKind, PredictResult> alone;
+  {
+    ASSERT_OK_AND_ASSIGN(auto engine, InferenceEngine::Create(Options()));
+    for (TaskKind kind : kKinds) {
+      ASSERT_OK_AND_ASSIGN(alone[kind], engine->Predict(Request(kind)));
+    }
+  }
+  for (model::MixedStrategy strategy : {model::MixedStrategy::kSegments, model::MixedStrategy::kAuto}) {
+    SCOPED_TRACE(static_cast<int>(strategy));
+    testing::CountingObserver observer;
+    InferenceEngine::Options o = Options();
+    o.observer = &observer;
+    o.strategy = strategy;
+    o.max_batch_size = 7;             // 4 single rows and QA's 3 windows ...
+    o.max_queue_delay_us = kForever;  // ... in one batch
+    ASSERT_OK_AND_ASSIGN(auto engine, InferenceEngine::Create(std::move(o)));
+    std::map<TaskKind, absl::StatusOr<PredictResult>> mixed;
+    for (TaskKind kind : kKinds) mixed[kind] = absl::UnknownError("not run");
+    std::vector<std::thread> threads;
+    for (TaskKind kind : kKinds) threads.emplace_back([&, kind] { mixed[kind] = engine->Predict(Request(kind)); });
+    for (std::thread& t : threads) t.join();
+    const std::vector<BatchStats> batches = observer.batches();
+    ASSERT_EQ(batches.size(), 1u);
+    EXPECT_EQ(batches[0].rows, 7);
+    EXPECT_EQ(batches[0].distinct_tasks, 5);
+    for (TaskKind kind : kKinds) {
+      SCOPED_TRACE(Name(kind));
+      ASSERT_OK(mixed[kind].status());
+      ExpectSameResult(*mixed[kind], alone[kind]);
+    }
+  }
+}
+
+TEST_F(KindServingTest, ARequestOfTheWrongShapeForTheKindIsInvalidArgument) {
+  ASSERT_OK_AND_ASSIGN(auto engine, InferenceEngine::Create(Options()));
+  PredictRequest qa = Request(TaskKind::kExtractiveQa);
+  qa.text_pairs.clear();
+  EXPECT_THAT(engine->Predict(qa), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("give each question")));
+  PredictRequest tags = Request(TaskKind::kTokenClassification);
+  tags.text_pairs = {"w1"};
+  EXPECT_THAT(engine->Predict(tags),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("text_pairs must be empty")));
+  PredictRequest multi = Request(TaskKind::kMultiLabelClassification);
+  multi.threshold = 1.5;
+  EXPECT_THAT(engine->Predict(multi), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("threshold is 1.5")));
+  qa = Request(TaskKind::kExtractiveQa);
+  qa.top_k_answers = 21;
+  EXPECT_THAT(engine->Predict(qa), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("top_k_answers is 21")));
+}
+
+// Tasks trained here (the training fixture's encoder), served on long
+// inputs.
+class TrainedKindServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    encoder_ = training::testing::FixtureEncoder();
+    tokenizer_ = training::testing::FixtureTokenizer();
+    ASSERT_NE(encoder_, nullptr);
+    ASSERT_OK_AND_ASSIGN(db_, OpenDb(dir_));
+  }
+  absl::Status TrainAndPromote(const std::string& task, const training::TrainingData& data, int epochs) {
+    training::Hyperparameters hp;
+    hp.learning_rate = 5e-3;
+    hp.epochs = epochs;
+    hp.batch_size = 16;
+    hp.bottleneck_size = 16;
+    hp.max_seq_len = 16;
+    hp.seed = 3;
+    ASSIGN_OR_RETURN(training::TrainingResult r, training::Train(*encoder_, *tokenizer_, data, hp));
+    ASSIGN_OR_RETURN(std::string bytes, model::SerializeAdapterSet(*r.best, encoder_->fingerprint()));
+    return Promote(*db_, "acme", task, static_cast<int>(data.labels.size()), std::move(bytes)).status();
+  }
+  absl::StatusOr<std::unique_ptr<InferenceEngine>> Engine() {
+    InferenceEngine::Options o;
+    o.encoder = encoder_.get();
+    o.tokenizer = tokenizer_.get();
+    o.db = db_.get();
+    o.max_seq_len = 16;  // what the tasks trained on
+    o.max_queue_delay_us = 0;
+    return InferenceEngine::Create(std::move(o));
+  }
+  TempDir dir_;
+  std::unique_ptr<model::BertEncoder> encoder_;
+  std::unique_ptr<model::BertTokenizer> tokenizer_;
+  std::unique_ptr<storage::Database> db_;
+};
+
+std::string Filler(std::mt19937_64& rng) { return absl::StrCat("w", 20 + rng() % 40); }
+
+TEST_F(TrainedKindServingTest, QaFindsTheAnswerInTheThirdWindowAndTokenTaggingTagsEveryWindow) {
+  std::mt19937_64 rng(11);
+  // QA: the answer is the one word of w5-w9 in the context.
+  training::TrainingData qa;
+  qa.kind = TaskKind::kExtractiveQa;
+  for (int i = 0; i < 240; ++i) {
+    std::vector<std::string> words;
+    const int n = 6 + static_cast<int>(rng() % 20);
+    for (int j = 0; j < n; ++j) words.push_back(Filler(rng));
+    const int at = static_cast<int>(rng() % static_cast<uint64_t>(n));
+    words[static_cast<size_t>(at)] = absl::StrCat("w", 5 + rng() % 5);
+    training::Example e{"w1 w2", absl::StrJoin(words, " "), ""};
+    const std::string before = absl::StrJoin(words.begin(), words.begin() + at, " ");
+    e.answers.push_back({words[static_cast<size_t>(at)], static_cast<int32_t>(before.size() + (at > 0 ? 1 : 0))});
+    qa.train.push_back(std::move(e));
+  }
+  ASSERT_OK(TrainAndPromote("qa", qa, 8));
+  // Entity A is w1.
+  training::TrainingData ner;
+  ner.kind = TaskKind::kTokenClassification;
+  ner.labels = {"O", "B-A", "I-A"};
+  for (int i = 0; i < 240; ++i) {
+    training::Example e;
+    const int n = 6 + static_cast<int>(rng() % 14);
+    for (int j = 0; j < n; ++j) {
+      const bool entity = rng() % 6 == 0;
+      e.tokens.push_back(entity ? "w1" : Filler(rng));
+      e.tags.push_back(entity ? "B-A" : "O");
+    }
+    ner.train.push_back(std::move(e));
+  }
+  ASSERT_OK(TrainAndPromote("ner", ner, 20));
+
+  ASSERT_OK_AND_ASSIGN(auto engine, Engine());
+  // A 30-word context, 11 words per window starting 5 apart: word 22 is in
+  // the third window and later ones only.
+  std::vector<std::string> context;
+  for (int j = 0; j < 30; ++j) context.push_back(Filler(rng));
+  context[22] = "w7";
+  PredictRequest q{.tenant = "acme", .task_id = "qa", .texts = {"w1 w2"}, .text_pairs = {absl::StrJoin(context, " ")}};
+  ASSERT_OK_AND_ASSIGN(PredictResult answer, engine->Predict(q));
+  ASSERT_EQ(answer.answers.size(), 1u);
+  ASSERT_FALSE(answer.answers[0].empty());
+  EXPECT_EQ(answer.answers[0][0].text, "w7");
+  EXPECT_EQ(answer.answers[0][0].text,
+            model::CodePointSubstr(q.text_pairs[0], answer.answers[0][0].start, answer.answers[0][0].end));
+
+  // 40 words (windows of 14, 7 apart): w1 at the start, the middle and the
+  // end.
+  std::vector<std::string> words;
+  for (int j = 0; j < 40; ++j) words.push_back(Filler(rng));
+  for (int at : {0, 20, 39}) words[static_cast<size_t>(at)] = "w1";
+  PredictRequest t{.tenant = "acme", .task_id = "ner", .texts = {absl::StrJoin(words, " ")}};
+  ASSERT_OK_AND_ASSIGN(PredictResult tagged, engine->Predict(t));
+  ASSERT_EQ(tagged.entities.size(), 1u);
+  std::vector<int32_t> starts;
+  for (const Entity& e : tagged.entities[0]) {
+    EXPECT_EQ(e.label, "A");
+    EXPECT_EQ(e.text, "w1");
+    starts.push_back(e.start);
+  }
+  const std::string& text = t.texts[0];
+  std::vector<int32_t> want;
+  for (size_t pos = text.find("w1"); pos != std::string::npos; pos = text.find("w1", pos + 1)) {
+    if ((pos + 2 == text.size() || text[pos + 2] == ' ') && (pos == 0 || text[pos - 1] == ' ')) {
+      want.push_back(static_cast<int32_t>(pos));  // ASCII: bytes are code points
+    }
+  }
+  EXPECT_EQ(starts, want);
+  EXPECT_EQ(want.size(), 3u);
+}
+
+}  // namespace
+}  // namespace adapterd::serving

@@ -548,7 +548,8 @@ TEST_F(CommandsTest, WatchDrawsALiveProgressLineOnATerminal) {
   env_.tty = true;
   ASSERT_OK(JobsWatch(env_, "job-42"));
   const std::string out = out_.str();
-  EXPECT_THAT(out, HasSubstr("\r\x1b[KRUNNING  epoch 1/2  step 5/10 (50.0%)  loss 0.5000  val acc 80.0%  ETA 10s"));
+  EXPECT_THAT(out,
+              HasSubstr("\r\x1b[KRUNNING  epoch 1/2  step 5/10 (50.0%)  loss 0.5000  val accuracy 80.0%  ETA 10s"));
   EXPECT_THAT(out, HasSubstr("SUCCEEDED"));
 }
 
@@ -569,9 +570,9 @@ TEST(ProgressLine, ShowsEpochStepLossAccuracyAndEta) {
   job.mutable_best_metrics()->set_train_loss(0.25);
   job.mutable_best_metrics()->set_val_accuracy(0.9);
   EXPECT_EQ(FormatProgressLine(job, 0.125, 160'000'000),
-            "RUNNING  epoch 2/3  step 30/90 (33.3%)  loss 0.1250  val acc 90.0%  ETA 2m00s");
+            "RUNNING  epoch 2/3  step 30/90 (33.3%)  loss 0.1250  val accuracy 90.0%  ETA 2m00s");
   EXPECT_EQ(FormatProgressLine(job, std::numeric_limits<double>::quiet_NaN(), 160'000'000),
-            "RUNNING  epoch 2/3  step 30/90 (33.3%)  loss 0.2500  val acc 90.0%  ETA 2m00s");
+            "RUNNING  epoch 2/3  step 30/90 (33.3%)  loss 0.2500  val accuracy 90.0%  ETA 2m00s");
 }
 
 TEST_F(CommandsTest, JobsListFollowsPagesWithAll) {

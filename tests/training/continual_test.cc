@@ -1,11 +1,13 @@
 // The continual guarantee end to end through the job queue, runner and
-// storage: training tasks B and C and retraining B never change task A's
+// storage: training tasks B and C, retraining B, and training a task of
+// another kind (extractive QA, with its windows) never change task A's
 // stored bytes, A's predictions, or any encoder tensor.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <map>
+#include <random>
 
 #include "common/testing/status_matchers.h"
 #include "common/testing/temp_dir.h"
@@ -55,11 +57,46 @@ class ContinualTest : public ::testing::Test {
   void TrainTask(const std::string& task, int key, uint64_t seed) {
     const std::string ds = absl::StrCat(task, "-", seed);
     ASSERT_OK(PutPresenceDataset(*db_, "acme", ds, 160, key, seed));
+    ASSERT_NO_FATAL_FAILURE(RunJob(task, ds, seed, storage::v1::TASK_KIND_UNSPECIFIED));
+  }
+
+  // Extractive QA: the answer is the context's one word of w5-w9; contexts
+  // of up to 40 words make several windows at max_seq_len 32.
+  void TrainQaTask(const std::string& task, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    storage::v1::DatasetChunk chunk;
+    for (int i = 0; i < 120; ++i) {
+      std::string context;
+      const int n = 5 + static_cast<int>(rng() % 36), at = static_cast<int>(rng() % static_cast<uint64_t>(n));
+      int32_t start = 0;
+      std::string answer;
+      for (int j = 0; j < n; ++j) {
+        const std::string w = j == at ? absl::StrCat("w", 5 + rng() % 5) : absl::StrCat("w", 20 + rng() % 40);
+        if (j == at) start = static_cast<int32_t>(context.size() + (j > 0 ? 1 : 0)), answer = w;
+        absl::StrAppend(&context, j ? " " : "", w);
+      }
+      storage::v1::Example* e = chunk.add_examples();
+      e->set_text("w1 w2");
+      e->set_text_pair(context);
+      e->add_answers()->set_text(answer);
+      e->mutable_answers(0)->set_answer_start(start);
+    }
+    storage::v1::DatasetRecord record;
+    record.set_tenant("acme");
+    record.set_dataset_id(task);
+    record.set_num_examples(chunk.examples_size());
+    record.set_num_chunks(1);
+    ASSERT_OK(db_->datasets().Put(record, {chunk}));
+    ASSERT_NO_FATAL_FAILURE(RunJob(task, task, seed, storage::v1::TASK_KIND_EXTRACTIVE_QA));
+  }
+
+  void RunJob(const std::string& task, const std::string& ds, uint64_t seed, storage::v1::TaskKind kind) {
     JobRequest req;
     req.tenant = "acme";
     req.task_id = task;
     req.dataset_ids = {ds};
     req.hyperparameters.set_seed(seed);
+    req.task_kind = kind;
     req.max_queued_for_tenant = 1;
     ASSERT_OK_AND_ASSIGN(storage::v1::JobRecord job, queue_->Submit(req));
     ASSERT_OK(runner_->RunNext(absl::Seconds(1)));
@@ -101,6 +138,7 @@ TEST_F(ContinualTest, LaterTasksAndRetrainingNeverTouchAnEarlierTask) {
   TrainTask("task-b", 5, 12);
   TrainTask("task-c", 9, 13);
   TrainTask("task-b", 5, 14);  // retrain: version 2
+  TrainQaTask("task-qa", 15);
 
   ASSERT_OK_AND_ASSIGN(auto a_after, db_->adapters().GetCurrent("acme", "task-a"));
   EXPECT_EQ(a_after.version, a_current.version);
@@ -115,6 +153,8 @@ TEST_F(ContinualTest, LaterTasksAndRetrainingNeverTouchAnEarlierTask) {
   EXPECT_OK(db_->adapters().Get("acme", "task-b", 1).status());
   // The tasks learned different things: B's predictions differ from A's.
   EXPECT_FALSE(at::allclose(Predict("task-b"), a_predictions, 1e-3, 1e-3));
+  ASSERT_OK_AND_ASSIGN(storage::v1::TaskRecord qa, db_->tasks().Get("acme", "task-qa"));
+  EXPECT_EQ(qa.task_kind(), storage::v1::TASK_KIND_EXTRACTIVE_QA);
 }
 
 }  // namespace

@@ -11,6 +11,11 @@
 //   in-process, K tasks (Zipf)  -> mixed/single ratio
 //   gRPC, K tasks (Zipf)        -> server/in-process ratio (with --server)
 //   cold adapter loads          RocksDB -> device-ready, p50/p99
+//   task kinds (--kinds)        K tasks of the five kinds against K
+//                               classification tasks, in tokens/s (the
+//                               rows' tokens: the same work per token)
+//                               -> mixed-kind/single-kind ratio; QA alone
+//                               at 2 windows per context, requests/s
 //
 // The K tasks are random near-identity adapter sets (bottleneck --bottleneck)
 // for the model in --model_dir: promoted into a temporary RocksDB for the
@@ -50,6 +55,7 @@
 #include "server/model/cpu_kernels.h"
 #include "server/model/model_loader.h"
 #include "server/model/tensor_io.h"
+#include "server/model/text_pieces.h"
 #include "server/serving/inference_engine.h"
 #include "server/training/trainer.h"
 #include "storage/database.h"
@@ -83,6 +89,7 @@ struct Flags {
   int training_concurrency = 0;  // 0 = concurrency / 4 ("moderate load")
   double training_share = 0.2;
   int micro_batch = 8;
+  bool kinds = true;
 };
 
 struct PhaseResult {
@@ -250,6 +257,7 @@ int ParseFlags(int argc, char** argv, Flags& f) {
       ->capture_default_str();
   app.add_option("--training_share", f.training_share, "executor share kept by training")->capture_default_str();
   app.add_option("--micro_batch", f.micro_batch, "training micro-batch rows")->capture_default_str();
+  app.add_option("--kinds", f.kinds, "measure mixed task kinds against one kind, and QA alone")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return -1;
 }
@@ -265,6 +273,7 @@ class LoadGen {
   int Run() {
     if (absl::Status s = Setup(); !s.ok()) return Fail(s);
     RunInProcessPhases();
+    if (f_.kinds) RunKindPhases();
     if (!f_.server.empty()) {
       if (absl::Status s = RunServerPhase(); !s.ok()) return Fail(s);
     }
@@ -310,10 +319,20 @@ class LoadGen {
 
   // Task i's adapter file, made again on each call (deterministic: seed
   // 7 + i) rather than held: 1,000 BERT-base sets would be 9.7 GB.
-  absl::StatusOr<std::string> AdapterFile(int i) const {
+  absl::StatusOr<std::string> AdapterFile(int i,
+                                          model::TaskKind kind = model::TaskKind::kSequenceClassification) const {
     model::AdapterConfig ac;
     ac.bottleneck_size = f_.bottleneck;
+    ac.kind = kind;
     ac.labels = {"negative", "positive"};
+    if (kind == model::TaskKind::kMultiLabelClassification) ac.labels = {"price", "quality", "delivery", "service"};
+    if (kind == model::TaskKind::kTokenClassification)
+      ac.labels = model::BioTagSet(std::vector<std::string>{"PER", "LOC"});
+    if (kind == model::TaskKind::kRegression || kind == model::TaskKind::kExtractiveQa) ac.labels.clear();
+    if (kind == model::TaskKind::kRegression) ac.target = {.mean = 3, .stddev = 1};
+    if (kind == model::TaskKind::kExtractiveQa) {
+      ac.qa = {.max_seq_len = f_.max_seq_len, .doc_stride = model::DefaultDocStride(f_.max_seq_len)};
+    }
     ASSIGN_OR_RETURN(auto set, model::AdapterSet::CreateInitialized(m_->config, m_->encoder->weights(), ac, 7 + i,
                                                                     c10::Device(c10::kCPU)));
     return model::SerializeAdapterSet(*set, m_->fingerprint);
@@ -334,7 +353,123 @@ class LoadGen {
       ASSIGN_OR_RETURN(p.adapter_bytes, AdapterFile(i));
       RETURN_IF_ERROR(db_->PromoteAdapterVersion(std::move(p)).status());
     }
+    for (int i = 0; f_.kinds && i < f_.tasks; ++i) {
+      storage::Promotion p;
+      p.task.set_tenant("default");
+      p.task.set_task_id(absl::StrCat("kind-", i));
+      p.task.set_task_kind(static_cast<storage::v1::TaskKind>(KindOf(i)));
+      p.task.mutable_adapter_config()->set_bottleneck_size(f_.bottleneck);
+      ASSIGN_OR_RETURN(p.adapter_bytes, AdapterFile(i, KindOf(i)));
+      RETURN_IF_ERROR(db_->PromoteAdapterVersion(std::move(p)).status());
+    }
     return absl::OkStatus();
+  }
+
+  // Task kind-i's kind: the five in turn.
+  static model::TaskKind KindOf(int i) { return static_cast<model::TaskKind>(1 + i % 5); }
+
+  // One request of each kind and the tokens of its rows.
+  struct KindRequest {
+    serving::PredictRequest request;
+    int64_t tokens = 0;
+  };
+  // The rows a request makes, as the engine plans them: one truncated row
+  // per text, or windows (text_pieces.h).
+  int64_t RowTokens(model::TaskKind kind, const std::string& text, const std::string& pair) const {
+    const model::BertTokenizer& tok = *m_->tokenizer;
+    const int32_t len = f_.max_seq_len;
+    std::vector<model::SlidingWindow> windows;
+    if (kind == model::TaskKind::kTokenClassification) {
+      windows = model::SlidingWindows({}, model::PiecesOfText(tok, text).ids, len, model::TaggingStride(len), 0,
+                                      tok.cls_id(), tok.sep_id());
+    } else if (kind == model::TaskKind::kExtractiveQa) {
+      windows = model::SlidingWindows(tok.TokenizeToIds(text), model::PiecesOfText(tok, pair).ids, len,
+                                      model::DefaultDocStride(len), 64, tok.cls_id(), tok.sep_id());
+    } else {
+      return static_cast<int64_t>(tok.Encode(text).input_ids.size());
+    }
+    int64_t n = 0;
+    for (const model::SlidingWindow& w : windows) n += static_cast<int64_t>(w.input_ids.size());
+    return n;
+  }
+  // QA: an 8-word question and a context of exactly two windows.
+  KindRequest QaRequest(std::mt19937_64& rng) const {
+    Flags words = f_;
+    words.texts_per_request = 1;
+    words.words = 8;
+    KindRequest k;
+    k.request.texts = MakeTexts(*m_->tokenizer, words, rng);
+    const model::BertTokenizer& tok = *m_->tokenizer;
+    const int32_t room = f_.max_seq_len - 3 - static_cast<int32_t>(tok.TokenizeToIds(k.request.texts[0]).size());
+    words.words = 1;
+    std::string context;
+    while (static_cast<int32_t>(tok.TokenizeToIds(context).size()) <
+           room + model::DefaultDocStride(f_.max_seq_len) / 2) {
+      absl::StrAppend(&context, context.empty() ? "" : " ", MakeTexts(tok, words, rng)[0]);
+    }
+    k.request.text_pairs = {context};
+    k.tokens = RowTokens(model::TaskKind::kExtractiveQa, k.request.texts[0], context);
+    return k;
+  }
+  void MakeKindCorpus() {
+    std::mt19937_64 rng(43);
+    kind_corpus_.resize(6);
+    for (int kind = 1; kind <= 5; ++kind) {
+      for (int i = 0; i < 16; ++i) {
+        KindRequest k;
+        if (kind == static_cast<int>(model::TaskKind::kExtractiveQa)) {
+          k = QaRequest(rng);
+        } else {
+          k.request.texts = corpus_[static_cast<size_t>(i) % corpus_.size()];
+          for (const std::string& t : k.request.texts) k.tokens += RowTokens(static_cast<model::TaskKind>(kind), t, "");
+        }
+        kind_corpus_[static_cast<size_t>(kind)].push_back(std::move(k));
+      }
+    }
+  }
+
+  // Mixed kinds against one kind at the same work per token, then QA alone.
+  void RunKindPhases() {
+    MakeKindCorpus();
+    for (int i = 0; i < f_.tasks; ++i) (void)engine_->cache().Get("default", absl::StrCat("kind-", i));
+    std::atomic<int64_t> tokens{0};
+    // Classification tasks, their tokens counted the same way.
+    auto one_kind = [&](std::mt19937_64& rng) {
+      serving::PredictRequest r;
+      r.tenant = "default";
+      r.task_id = absl::StrCat("loadgen-", picker_->Pick(rng));
+      r.texts = corpus_[rng() % corpus_.size()];
+      int64_t n = 0;
+      for (const std::string& t : r.texts) n += RowTokens(model::TaskKind::kSequenceClassification, t, "");
+      absl::Status s = engine_->Predict(r).status();
+      if (s.ok()) tokens += n;
+      return s;
+    };
+    auto kinds = [&](int only_kind) {
+      return [&, only_kind](std::mt19937_64& rng) {
+        int task = picker_->Pick(rng);
+        if (only_kind > 0) task = task - task % 5 + (only_kind - 1);
+        if (task >= f_.tasks) task = only_kind - 1;
+        const std::vector<KindRequest>& pool = kind_corpus_[static_cast<size_t>(KindOf(task))];
+        const KindRequest& k = pool[rng() % pool.size()];
+        serving::PredictRequest r = k.request;
+        r.tenant = "default";
+        r.task_id = absl::StrCat("kind-", task);
+        absl::Status s = engine_->Predict(r).status();
+        if (s.ok()) tokens += k.tokens;
+        return s;
+      };
+    };
+    const PhaseResult single = RunClosedLoop(absl::StrCat("kinds: ", f_.tasks, " classification"), f_, one_kind);
+    const double single_tps = static_cast<double>(tokens.exchange(0)) / single.seconds;
+    std::printf("  %s; %.0f tokens/s\n", shapes_.Take().c_str(), single_tps);
+    const PhaseResult mixed = RunClosedLoop(absl::StrCat("kinds: ", f_.tasks, " of 5 kinds"), f_, kinds(0));
+    const double mixed_tps = static_cast<double>(tokens.exchange(0)) / mixed.seconds;
+    std::printf("  %s; %.0f tokens/s\n", shapes_.Take().c_str(), mixed_tps);
+    std::printf("ratio  mixed kinds / one kind (tokens/s, in-process):  %.3f\n", mixed_tps / single_tps);
+    const PhaseResult qa = RunClosedLoop("kinds: extractive QA only", f_, kinds(5));
+    std::printf("  %s; QA at 2 windows per context: %.1f questions/s, %.0f tokens/s\n", shapes_.Take().c_str(),
+                qa.rps(), static_cast<double>(tokens.exchange(0)) / qa.seconds);
   }
 
   absl::Status CreateEngine() {
@@ -515,6 +650,7 @@ class LoadGen {
   BatchShapes shapes_;
   std::unique_ptr<serving::InferenceEngine> engine_;  // reads m_, db_ and shapes_
   std::vector<std::vector<std::string>> corpus_;
+  std::vector<std::vector<KindRequest>> kind_corpus_;  // by TaskKind
   std::unique_ptr<TaskPicker> picker_;
   PhaseResult many_;  // the in-process K-task phase, which the server phase is compared with
 };

@@ -174,7 +174,7 @@ def main():
             w.writerows(ratings(n))
     write_jsonl(os.path.join(OUT, "people_train.jsonl"), people(240, mixed=True))
     write_jsonl(os.path.join(OUT, "people_validation.jsonl"), people(60, mixed=False))
-    for name, n in (("train", 80), ("validation", 20)):
+    for name, n in (("train", 250), ("validation", 30)):
         with open(os.path.join(OUT, f"biographies_{name}.json"), "w", encoding="utf-8") as f:
             json.dump(biographies(n, name), f, ensure_ascii=False, indent=1)
             f.write("\n")

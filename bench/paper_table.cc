@@ -1,9 +1,16 @@
 // adapterd-paper-table: the paper's comparison (Houlsby et al. 2019,
 // Table 2) on the default encoder and the real datasets of examples/:
-// Houlsby adapters (m = 8, m = 64) vs full fine-tuning vs cheaper baselines
-// (the classification head only; head plus LayerNorm), each with its
-// learning rate and number of epochs chosen on the validation split, and
-// reported on the test split with the parameters trained per task.
+// Houlsby adapters (m = 2, 8, 64) vs full fine-tuning vs cheaper baselines
+// (the task's head only; head plus LayerNorm), each with its learning rate
+// and number of epochs chosen on the validation split by the task kind's
+// metric (server/training/task_rows.h), and reported on the test split with
+// the parameters trained per task.
+//
+// A dataset's kind comes from its name (KindOfDataset): the real datasets
+// of the task kinds (examples/kinds/, examples/make_real_kind_datasets.py:
+// changelog_qa, copyright_ner, package_sizes) read NAME_{split}.json /
+// .jsonl / .csv; every other name is sequence classification over
+// NAME_{split}.csv.
 //
 //   adapterd-paper-table run --model_dir models/adapterd-mini-en --results R.jsonl
 //   adapterd-paper-table report --model_dir models/adapterd-mini-en --results R.jsonl
@@ -53,6 +60,7 @@
 #include "server/model/model_loader.h"
 #include "server/model/safetensors.h"
 #include "server/model/tensor_io.h"
+#include "server/training/kind_examples.h"
 #include "server/training/trainer.h"
 
 namespace adapterd::bench {
@@ -73,6 +81,7 @@ const std::vector<Method>& Methods() {
   static const std::vector<Method> kMethods = {
       {"adapters64", "Adapters (m = 64)", TrainableParts::kAdapters, 64, {3e-4, 1e-3, 3e-3}},
       {"adapters8", "Adapters (m = 8)", TrainableParts::kAdapters, 8, {3e-4, 1e-3, 3e-3}},
+      {"adapters2", "Adapters (m = 2)", TrainableParts::kAdapters, 2, {3e-4, 1e-3, 3e-3}},
       {"full", "Full fine-tuning", TrainableParts::kFullFineTune, 64, {3e-5, 1e-4, 3e-4}},
       {"head_ln", "Head + LayerNorm only", TrainableParts::kHeadAndLayerNorm, 64, {3e-4, 1e-3, 3e-3}},
       {"head", "Head only", TrainableParts::kHeadOnly, 64, {3e-4, 1e-3, 3e-3}},
@@ -80,7 +89,38 @@ const std::vector<Method>& Methods() {
   return kMethods;
 }
 
+using model::TaskKind;
+
+// The kind of the dataset called `name`, and its files' extension.
+TaskKind KindOfDataset(const std::string& name) {
+  if (name == "changelog_qa") return TaskKind::kExtractiveQa;
+  if (name == "copyright_ner") return TaskKind::kTokenClassification;
+  if (name == "package_sizes") return TaskKind::kRegression;
+  return TaskKind::kSequenceClassification;
+}
+std::string Extension(TaskKind kind) {
+  if (kind == TaskKind::kExtractiveQa) return ".json";
+  if (kind == TaskKind::kTokenClassification) return ".jsonl";
+  return ".csv";
+}
+// How the report names a kind's metric.
+std::string MetricName(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kExtractiveQa:
+      return "SQuAD F1";
+    case TaskKind::kTokenClassification:
+      return "entity F1";
+    case TaskKind::kRegression:
+      return "Spearman";
+    case TaskKind::kMultiLabelClassification:
+      return "micro-F1";
+    default:
+      return "acc";
+  }
+}
+
 struct Split {
+  TaskKind kind = TaskKind::kSequenceClassification;
   std::vector<Example> train, validation, test;
   std::vector<std::string> labels;
 };
@@ -89,22 +129,27 @@ absl::StatusOr<std::vector<Example>> ReadSplit(const std::string& path) {
   ASSIGN_OR_RETURN(const std::vector<v1::Example> rows, client::ReadDatasetFile(path));
   std::vector<Example> out;
   out.reserve(rows.size());
-  for (const v1::Example& r : rows) out.push_back({r.text(), r.text_pair(), r.label()});
+  for (const v1::Example& r : rows) out.push_back(training::ExampleFromProto(r));
   return out;
 }
 
 absl::StatusOr<Split> ReadDataset(const std::string& dir, const std::string& name) {
   Split s;
-  ASSIGN_OR_RETURN(s.train, ReadSplit(absl::StrCat(dir, "/", name, "_train.csv")));
-  ASSIGN_OR_RETURN(s.validation, ReadSplit(absl::StrCat(dir, "/", name, "_validation.csv")));
-  ASSIGN_OR_RETURN(s.test, ReadSplit(absl::StrCat(dir, "/", name, "_test.csv")));
+  s.kind = KindOfDataset(name);
+  const std::string ext = Extension(s.kind);
+  ASSIGN_OR_RETURN(s.train, ReadSplit(absl::StrCat(dir, "/", name, "_train", ext)));
+  ASSIGN_OR_RETURN(s.validation, ReadSplit(absl::StrCat(dir, "/", name, "_validation", ext)));
+  ASSIGN_OR_RETURN(s.test, ReadSplit(absl::StrCat(dir, "/", name, "_test", ext)));
   std::set<std::string> labels;
-  for (const Example& e : s.train) labels.insert(e.label);
+  for (const Example& e : s.train) {
+    for (const std::string& l : training::LabelNamesOf(s.kind, e)) labels.insert(l);
+  }
   s.labels.assign(labels.begin(), labels.end());
+  if (s.kind == TaskKind::kTokenClassification) s.labels = model::BioTagSet(s.labels);
   return s;
 }
 
-// The share of the most frequent test label.
+// The share of the most frequent test label (sequence classification).
 double MajorityRate(const std::vector<Example>& examples) {
   std::map<std::string, int64_t> counts;
   int64_t most = 0;
@@ -168,7 +213,7 @@ absl::StatusOr<std::unique_ptr<model::BertEncoder>> FreshEncoder(const std::stri
 struct RunArgs {
   std::string model_dir, data_dir = "examples", results;
   std::vector<std::string> datasets = {"debian_sections", "wordnet_supersenses"};
-  std::vector<std::string> methods = {"adapters64", "adapters8", "full", "head_ln", "head"};
+  std::vector<std::string> methods = {"adapters64", "adapters8", "full", "head_ln", "head"};  // and adapters2
   std::vector<int> epochs = {3, 10, 20};
   std::vector<double> lrs;  // a subset of each method's grid; empty = all of it
   uint64_t seed = 42;
@@ -252,17 +297,17 @@ absl::Status Run(const RunArgs& a) {
           hp.seed = a.seed;
           hp.trainable = method.parts;
           // Full fine-tuning: keep the encoder of the best epoch (the same
-          // rule as the trainer: validation accuracy, then lower loss).
+          // rule as the trainer: the kind's metric, then lower loss).
           std::vector<at::Tensor> best_weights;
-          double best_acc = -1, best_loss = 0;
+          double best_acc = -1e300, best_loss = 0;
           training::TrainerHooks hooks;
           hooks.on_epoch = [&](const training::EpochReport& r) {
-            std::fprintf(stderr, "  %s epoch %d: val acc %.4f loss %.4f\n", key.c_str(), r.epoch, r.validation.accuracy,
-                         r.validation.loss);
-            const bool better = r.validation.accuracy > best_acc ||
-                                (r.validation.accuracy == best_acc && r.validation.loss < best_loss);
+            const double metric = training::SelectionMetric(split.kind, r.validation);
+            std::fprintf(stderr, "  %s epoch %d: val %s %.4f loss %.4f\n", key.c_str(), r.epoch,
+                         MetricName(split.kind).c_str(), metric, r.validation.loss);
+            const bool better = metric > best_acc || (metric == best_acc && r.validation.loss < best_loss);
             if (!better) return;
-            best_acc = r.validation.accuracy;
+            best_acc = metric;
             best_loss = r.validation.loss;
             if (owned) {
               at::NoGradGuard no_grad;
@@ -273,9 +318,10 @@ absl::Status Run(const RunArgs& a) {
           const auto t0 = std::chrono::steady_clock::now();
           ASSIGN_OR_RETURN(
               training::TrainingResult result,
-              training::Train(*encoder, *m.tokenizer,
-                              {.train = split.train, .validation = split.validation, .labels = split.labels}, hp,
-                              hooks));
+              training::Train(
+                  *encoder, *m.tokenizer,
+                  {.kind = split.kind, .train = split.train, .validation = split.validation, .labels = split.labels},
+                  hp, hooks));
           const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (owned && !best_weights.empty()) {
             RETURN_IF_ERROR(model::GuardTorch("restore the best epoch", [&]() {
@@ -286,8 +332,21 @@ absl::Status Run(const RunArgs& a) {
           }
           ASSIGN_OR_RETURN(const training::Evaluation test,
                            training::Evaluate(*encoder, *m.tokenizer, *result.best, split.test, a.max_seq_len));
-          const nlohmann::json row = {
+          const auto figures = [](const training::Evaluation& e) {
+            return nlohmann::json{
+                {"loss", e.loss}, {"accuracy", e.accuracy},       {"micro_f1", e.micro_f1}, {"macro_f1", e.macro_f1},
+                {"f1", e.f1},     {"exact_match", e.exact_match}, {"spearman", e.spearman}, {"pearson", e.pearson},
+                {"mse", e.mse}};
+          };
+          const double val_metric = training::SelectionMetric(split.kind, result.best_epoch.validation);
+          const double test_metric = training::SelectionMetric(split.kind, test);
+          nlohmann::json row = {
               {"key", key},
+              {"task_kind", std::string(model::TaskKindName(split.kind))},
+              {"validation_metric", val_metric},
+              {"test_metric", test_metric},
+              {"validation", figures(result.best_epoch.validation)},
+              {"test", figures(test)},
               {"model", m.fingerprint},
               {"dataset", d},
               {"method", method.name},
@@ -303,14 +362,14 @@ absl::Status Run(const RunArgs& a) {
               {"encoder_parameters", m.encoder->NumParameters()},
               {"train_examples", split.train.size()},
               {"test_examples", split.test.size()},
-              {"test_majority", MajorityRate(split.test)},
               {"seconds", seconds},
               {"threads", at::get_num_threads()}};
+          if (split.kind == TaskKind::kSequenceClassification) row["test_majority"] = MajorityRate(split.test);
           const std::string line = row.dump() + "\n";  // one write: shards share the file
           out.write(line.data(), static_cast<std::streamsize>(line.size()));
           out.flush();
-          std::printf("%-60s val %.4f (epoch %d)  test %.4f  %.0f s\n", key.c_str(),
-                      result.best_epoch.validation.accuracy, result.best_epoch.epoch, test.accuracy, seconds);
+          std::printf("%-60s val %.4f (epoch %d)  test %.4f  %.0f s\n", key.c_str(), val_metric,
+                      result.best_epoch.epoch, test_metric, seconds);
           std::fflush(stdout);
         }
       }
@@ -319,13 +378,22 @@ absl::Status Run(const RunArgs& a) {
   return absl::OkStatus();
 }
 
+double ValidationMetric(const nlohmann::json& row) {
+  return row.contains("validation_metric") ? row.at("validation_metric").get<double>()
+                                           : row.at("validation_accuracy").get<double>();
+}
+double TestMetric(const nlohmann::json& row) {
+  return row.contains("test_metric") ? row.at("test_metric").get<double>() : row.at("test_accuracy").get<double>();
+}
+
 struct ReportArgs {
   std::string results;
   std::vector<std::string> datasets = {"debian_sections", "wordnet_supersenses"};
 };
 
-// Markdown: per method, the configuration with the best validation accuracy
-// (ties: lower validation loss, then fewer epochs) and its test accuracy.
+// Markdown: per method, the configuration with the best validation metric
+// (the kind's; ties: lower validation loss, then fewer epochs) and its test
+// metric. Rows written before the kinds carry accuracy only.
 absl::Status Report(const ReportArgs& a) {
   ASSIGN_OR_RETURN(const std::vector<nlohmann::json> rows, ReadResults(a.results));
   if (rows.empty()) return absl::NotFoundError(absl::StrCat(a.results, ": no results"));
@@ -338,7 +406,7 @@ absl::Status Report(const ReportArgs& a) {
     const nlohmann::json* best = nullptr;
     for (const nlohmann::json* r : it->second) {
       auto key = [](const nlohmann::json* x) {
-        return std::make_tuple(x->at("validation_accuracy").get<double>(), -x->at("validation_loss").get<double>(),
+        return std::make_tuple(ValidationMetric(*x), -x->at("validation_loss").get<double>(),
                                -x->at("epochs").get<int>());
       };
       if (best == nullptr || key(r) > key(best)) best = r;
@@ -357,7 +425,7 @@ absl::Status Report(const ReportArgs& a) {
   std::string header = "| Method | Trained params / task, besides the head (% of encoder) |";
   std::string rule = "|---|---:|";
   for (const std::string& d : a.datasets) {
-    absl::StrAppend(&header, " ", d, " test acc |");
+    absl::StrAppend(&header, " ", d, " test ", MetricName(KindOfDataset(d)), " |");
     absl::StrAppend(&rule, "---:|");
   }
   absl::StrAppend(&header, " Mean |");
@@ -378,7 +446,7 @@ absl::Status Report(const ReportArgs& a) {
       if (auto head = head_params.find(d); head != head_params.end()) {
         params = std::max<int64_t>(params, r->at("trainable_parameters").get<int64_t>() - head->second);
       }
-      const double acc = r->at("test_accuracy").get<double>();
+      const double acc = TestMetric(*r);
       absl::StrAppend(&cols, absl::StrFormat(" %.1f |", 100 * acc));
       sum += acc;
       ++n;
@@ -399,7 +467,8 @@ absl::Status Report(const ReportArgs& a) {
     for (const nlohmann::json& r : rows) {
       if (r.at("dataset") == d) any = &r;
     }
-    absl::StrAppend(&majority, any ? absl::StrFormat(" %.1f |", 100 * any->at("test_majority").get<double>())
+    absl::StrAppend(&majority, any && any->contains("test_majority")
+                                   ? absl::StrFormat(" %.1f |", 100 * any->at("test_majority").get<double>())
                                    : std::string(" n/a |"));
   }
   std::cout << majority << " |\n\nEncoder parameters: " << encoder_params
@@ -407,8 +476,8 @@ absl::Status Report(const ReportArgs& a) {
   for (const auto& [d, n] : head_params) std::cout << " " << n << " parameters on " << d << ";";
   std::cout << " the runs' trainable_parameters include it. Model " << model << ".\n\n";
 
-  std::cout << "Chosen configurations (best validation accuracy; runs in the sweep):\n\n"
-            << "| Dataset | Method | lr | epochs | best epoch | val acc | test acc | runs | train s |\n"
+  std::cout << "Chosen configurations (best validation metric; runs in the sweep):\n\n"
+            << "| Dataset | Method | lr | epochs | best epoch | val metric | test metric | runs | train s |\n"
             << "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const std::string& d : a.datasets) {
     for (const Method& method : Methods()) {
@@ -416,8 +485,7 @@ absl::Status Report(const ReportArgs& a) {
       if (r == nullptr) continue;
       std::cout << absl::StrFormat("| %s | %s | %g | %d | %d | %.1f | %.1f | %d | %.0f |\n", d, method.name,
                                    r->at("lr").get<double>(), r->at("epochs").get<int>(),
-                                   r->at("best_epoch").get<int>(), 100 * r->at("validation_accuracy").get<double>(),
-                                   100 * r->at("test_accuracy").get<double>(),
+                                   r->at("best_epoch").get<int>(), 100 * ValidationMetric(*r), 100 * TestMetric(*r),
                                    static_cast<int>(cells[{d, method.name}].size()), r->at("seconds").get<double>());
     }
   }
@@ -433,7 +501,7 @@ int Main(int argc, char** argv) {
   run->add_option("--results", ra.results, "JSON-lines results file (appended)")->required();
   run->add_option("--data_dir", ra.data_dir, "directory of NAME_{train,validation,test}.csv")->capture_default_str();
   run->add_option("--datasets", ra.datasets, "dataset names")->delimiter(',')->capture_default_str();
-  run->add_option("--methods", ra.methods, "adapters64, adapters8, full, head_ln, head")
+  run->add_option("--methods", ra.methods, "adapters64, adapters8, adapters2, full, head_ln, head")
       ->delimiter(',')
       ->capture_default_str();
   run->add_option("--epochs", ra.epochs, "epoch counts of the grid")->delimiter(',')->capture_default_str();

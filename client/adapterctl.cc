@@ -27,7 +27,7 @@ namespace {
 
 using Action = std::function<absl::Status(const CommandEnv&)>;
 
-const std::vector<std::string> kFormats = {"auto", "csv", "jsonl", "json", "ndjson"};
+const std::vector<std::string> kFormats = {"auto", "csv", "jsonl", "json", "ndjson", "squad"};
 
 // The command line: every option's storage, and the command the parse
 // chose (`action`). One Add function per command group; the callbacks
@@ -97,7 +97,8 @@ class CommandLine {
   void AddTrain(CLI::App& app) {
     auto* train = app.add_subcommand("train", "upload data, create a training job for a task and watch it to the end");
     train->add_option("--task", train_args_.task_id, "task id to train (new, or a new version)")->required();
-    train->add_option("--data", train_args_.data_file, "training data (.csv, .jsonl)")->required();
+    train->add_option("--data", train_args_.data_file, "training data (.csv, .jsonl, or a SQuAD .json file)")
+        ->required();
     train->add_option("--validation", train_args_.validation_file,
                       "validation data (default: a stratified split of --data)");
     train->add_option("--format", train_format_, "data file format")

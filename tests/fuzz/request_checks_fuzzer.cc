@@ -9,9 +9,13 @@
 // Invariants: a check never crashes and fails only with INVALID_ARGUMENT and
 // a valid UTF-8 message (it must not echo a caller's invalid bytes). A
 // Predict that passes has 1+ texts, each and each pair at most
-// kMaxTextBytes, pairs none or one per text, a valid task id and a version
-// >= 0; an example that passes has non-empty valid UTF-8 text and label
-// within their limits; a job request that passes names 1..kMaxDatasetsPerJob
+// kMaxTextBytes, pairs none or one per text, a valid task id, a version
+// >= 0, a threshold in [0, 1] and top_k_answers in [0, 20]; an example that
+// passes has only valid UTF-8, a non-empty text (or pre-split tokens and an
+// empty text) within its limit, labels, tags and entity labels non-empty
+// within their limit, one tag per token, entities with 0 <= start < end and
+// answers with a text and answer_start >= 0 (what a task's kind needs of
+// it is a training job's check); a job request that passes names 1..kMaxDatasetsPerJob
 // datasets; a list request that passes has page_size >= 0 and a token of at
 // most kMaxPageTokenBytes.
 //
@@ -55,6 +59,8 @@ void FuzzPredict(std::string_view bytes) {
   for (const std::string& t : r.texts()) FUZZ_CHECK(t.size() <= kMaxTextBytes);
   for (const std::string& t : r.text_pairs()) FUZZ_CHECK(t.size() <= kMaxTextBytes);
   FUZZ_CHECK(r.version() >= 0);
+  FUZZ_CHECK(r.threshold() >= 0 && r.threshold() <= 1);
+  FUZZ_CHECK(r.top_k_answers() >= 0 && r.top_k_answers() <= 20);
   FUZZ_CHECK(!r.task_id().empty() && r.task_id().size() <= kMaxIdBytes && r.task_id()[0] != '.');
 }
 
@@ -64,9 +70,19 @@ void FuzzExample(std::string_view bytes) {
   const absl::Status s = CheckExample(e, 0);
   CheckError(s);
   if (!s.ok()) return;
-  FUZZ_CHECK(!e.text().empty() && e.text().size() <= kMaxTextBytes && IsValidUtf8(e.text()));
-  FUZZ_CHECK(!e.label().empty() && e.label().size() <= adapterd::training::kMaxLabelBytes && IsValidUtf8(e.label()));
+  FUZZ_CHECK(e.text().empty() != e.tokens().empty()) << "a text, or tokens";
+  FUZZ_CHECK(e.text().size() <= kMaxTextBytes && IsValidUtf8(e.text()));
   FUZZ_CHECK(e.text_pair().size() <= kMaxTextBytes && IsValidUtf8(e.text_pair()));
+  const auto name = [](const std::string& n) {
+    return !n.empty() && n.size() <= adapterd::training::kMaxLabelBytes && IsValidUtf8(n);
+  };
+  FUZZ_CHECK(e.label().empty() || name(e.label()));
+  for (const std::string& l : e.labels()) FUZZ_CHECK(name(l));
+  FUZZ_CHECK(e.tags_size() == e.tokens_size());
+  for (const std::string& t : e.tags()) FUZZ_CHECK(name(t));
+  for (const std::string& t : e.tokens()) FUZZ_CHECK(!t.empty() && IsValidUtf8(t));
+  for (const auto& x : e.entities()) FUZZ_CHECK(x.start() >= 0 && x.end() > x.start() && name(x.label()));
+  for (const auto& a : e.answers()) FUZZ_CHECK(!a.text().empty() && IsValidUtf8(a.text()) && a.answer_start() >= 0);
 }
 
 void FuzzUploadMetadata(std::string_view bytes) {

@@ -138,6 +138,9 @@ std::vector<SlidingWindow> SlidingWindows(std::span<const int32_t> question, std
   const auto n = static_cast<int32_t>(context.size());
   std::vector<SlidingWindow> windows;
   for (int32_t start = 0;; start += stride) {
+    // The last window: a full one that ends with the context (the previous
+    // window did not reach the end, so it still starts after it).
+    if (start + room > n) start = std::max(0, n - room);
     const int32_t length = std::min(room, n - start);
     SlidingWindow w;
     w.input_ids.push_back(cls_id);

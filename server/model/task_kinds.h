@@ -109,7 +109,10 @@ struct QaWindowing {
 // 0; token classification's long texts). The question is cut to
 // `max_question_tokens`; each window holds at most `max_seq_len` tokens;
 // windows start min(doc_stride, a window's context room) context tokens
-// apart, and the last ends with the context. An empty context gives one
+// apart, and the last ends with the context. Unlike run_squad's, the last
+// window of a context longer than one window is a full window (it starts up
+// to a stride earlier), so that every window of a long input has the same
+// length and batches of them carry no padding. An empty context gives one
 // window with no context tokens.
 struct SlidingWindow {
   std::vector<int32_t> input_ids;

@@ -277,7 +277,9 @@ TEST(SlidingWindows, ALongContextIsCutLikeRunSquadAndEveryTokenIsCovered) {
   ASSERT_EQ(w.size(), 4u);
   std::vector<int32_t> offsets;
   for (const SlidingWindow& x : w) offsets.push_back(x.context_offset);
-  EXPECT_THAT(offsets, ElementsAre(0, 4, 8, 12));  // the last, 12..19, ends with the context
+  // run_squad's last window would start at 12 and hold 8 tokens; this one is
+  // a full window that ends with the context.
+  EXPECT_THAT(offsets, ElementsAre(0, 4, 8, 10));
   std::vector<int> covered(context.size(), 0);
   for (const SlidingWindow& x : w) {
     EXPECT_LE(x.input_ids.size(), 16u);
@@ -294,7 +296,8 @@ TEST(SlidingWindows, ALongContextIsCutLikeRunSquadAndEveryTokenIsCovered) {
     EXPECT_EQ(x.token_type_ids[5], 1);  // the context
   }
   for (int c : covered) EXPECT_GE(c, 1);
-  EXPECT_EQ(w.back().context_end - w.back().context_begin, 8);
+  EXPECT_EQ(w.back().context_end - w.back().context_begin, 10);
+  for (const SlidingWindow& x : w) EXPECT_EQ(x.input_ids.size(), 16u);  // one length: no padding
   // Token 9 is in windows 0 (9 left, 0 right), 1 (5, 4) and 2 (1, 8): window 1.
   const std::vector<int32_t> best = MaxContextWindows(w, 20);
   EXPECT_EQ(best[9], 1);
@@ -314,7 +317,7 @@ TEST(SlidingWindows, StrideIsCappedQuestionsCutAndTextsWithoutAQuestionAreSingle
     EXPECT_EQ(x.context_begin, 1);  // [CLS] text [SEP]: no question
     EXPECT_THAT(x.token_type_ids, ::testing::Each(0));
   }
-  EXPECT_THAT(offsets, ElementsAre(0, 5, 10));
+  EXPECT_THAT(offsets, ElementsAre(0, 5, 7));  // the last a full window, ending with the text
   const std::vector<int32_t> long_question = Range(100, 140);
   const std::vector<SlidingWindow> cut = SlidingWindows(long_question, context, 32, 8, 6, 2, 3);
   EXPECT_EQ(cut[0].context_begin, 8);  // [CLS] + 6 question tokens + [SEP]

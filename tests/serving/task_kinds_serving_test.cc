@@ -296,11 +296,11 @@ TEST_F(TrainedKindServingTest, QaFindsTheAnswerInTheThirdWindowAndTokenTaggingTa
   ASSERT_OK(TrainAndPromote("ner", ner, 20));
 
   ASSERT_OK_AND_ASSIGN(auto engine, Engine());
-  // A 30-word context, 11 words per window starting 5 apart: word 22 is in
-  // the third window and later ones only.
+  // A 30-word context, 11 words per window starting 5 apart (0, 5, 10, 15,
+  // 19): word 17 is in the third and fourth windows only.
   std::vector<std::string> context;
   for (int j = 0; j < 30; ++j) context.push_back(Filler(rng));
-  context[22] = "w7";
+  context[17] = "w7";
   PredictRequest q{.tenant = "acme", .task_id = "qa", .texts = {"w1 w2"}, .text_pairs = {absl::StrJoin(context, " ")}};
   ASSERT_OK_AND_ASSIGN(PredictResult answer, engine->Predict(q));
   ASSERT_EQ(answer.answers.size(), 1u);

@@ -79,8 +79,9 @@ TEST_F(KindTrainingTest, QaWindowsTargetTheAnswerOnlyWhereTheyHoldIt) {
   config.qa = {.max_seq_len = 16, .doc_stride = 5, .max_question_tokens = 8};
   std::mt19937_64 rng(1);
   // 30 context words, 11 per window ([CLS] 2 question [SEP] ... [SEP]),
-  // windows starting at 0, 5, 10, 15, 20: word 12 is in windows 1 and 2
-  // only (0-based), word 1 in window 0 only.
+  // windows starting at 0, 5, 10, 15 and 19 (the last a full window that
+  // ends with the context): word 12 is in windows 1 and 2 only (0-based),
+  // word 1 in window 0 only.
   const Example e = QaExample(rng, 30, 12);
   ASSERT_OK_AND_ASSIGN(RowSet rows, EncodeRows(config, *tok, {e, QaExample(rng, 30, 1)}, "training"));
   ASSERT_EQ(rows.examples.size(), 2u);

@@ -330,9 +330,7 @@ class LoadGen {
       ac.labels = model::BioTagSet(std::vector<std::string>{"PER", "LOC"});
     if (kind == model::TaskKind::kRegression || kind == model::TaskKind::kExtractiveQa) ac.labels.clear();
     if (kind == model::TaskKind::kRegression) ac.target = {.mean = 3, .stddev = 1};
-    if (kind == model::TaskKind::kExtractiveQa) {
-      ac.qa = {.max_seq_len = f_.max_seq_len, .doc_stride = model::DefaultDocStride(f_.max_seq_len)};
-    }
+    if (kind == model::TaskKind::kExtractiveQa) ac.qa = QaWindowing();
     ASSIGN_OR_RETURN(auto set, model::AdapterSet::CreateInitialized(m_->config, m_->encoder->weights(), ac, 7 + i,
                                                                     c10::Device(c10::kCPU)));
     return model::SerializeAdapterSet(*set, m_->fingerprint);
@@ -373,18 +371,20 @@ class LoadGen {
     serving::PredictRequest request;
     int64_t tokens = 0;
   };
-  // The rows a request makes, as the engine plans them: one truncated row
-  // per text, or windows (text_pieces.h).
+  // The QA tasks' windows: --max_seq_len long, run_squad's ratio of stride.
+  model::QaWindowing QaWindowing() const {
+    return {.max_seq_len = f_.max_seq_len, .doc_stride = model::DefaultDocStride(f_.max_seq_len)};
+  }
+  // The rows a request makes, with the engine's own window builders
+  // (text_pieces.h): one truncated row per text, or windows.
   int64_t RowTokens(model::TaskKind kind, const std::string& text, const std::string& pair) const {
     const model::BertTokenizer& tok = *m_->tokenizer;
     const int32_t len = f_.max_seq_len;
     std::vector<model::SlidingWindow> windows;
     if (kind == model::TaskKind::kTokenClassification) {
-      windows = model::SlidingWindows({}, model::PiecesOfText(tok, text).ids, len, model::TaggingStride(len), 0,
-                                      tok.cls_id(), tok.sep_id());
+      windows = model::TaggingWindows(tok, model::PiecesOfText(tok, text), len);
     } else if (kind == model::TaskKind::kExtractiveQa) {
-      windows = model::SlidingWindows(tok.TokenizeToIds(text), model::PiecesOfText(tok, pair).ids, len,
-                                      model::DefaultDocStride(len), 64, tok.cls_id(), tok.sep_id());
+      windows = model::QaWindows(tok, text, model::PiecesOfText(tok, pair), QaWindowing(), len);
     } else {
       return static_cast<int64_t>(tok.Encode(text).input_ids.size());
     }

@@ -44,7 +44,7 @@ bool ReadsTokens(TaskKind kind) { return kind == TaskKind::kTokenClassification 
 std::vector<LabelProbability> LabelsAtThreshold(std::span<const float> logits, double threshold) {
   std::vector<LabelProbability> out;
   for (size_t i = 0; i < logits.size(); ++i) {
-    const double p = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[i])));
+    const double p = Sigmoid(logits[i]);
     if (p >= threshold) out.push_back({static_cast<int32_t>(i), p});
   }
   std::stable_sort(out.begin(), out.end(),

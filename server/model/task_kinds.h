@@ -8,6 +8,7 @@
 #ifndef ADAPTERD_SERVER_MODEL_TASK_KINDS_H_
 #define ADAPTERD_SERVER_MODEL_TASK_KINDS_H_
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -34,6 +35,9 @@ std::string_view TaskKindName(TaskKind kind);
 // (token classification, extractive QA); false for those that read the
 // pooled vector.
 bool ReadsTokens(TaskKind kind);
+
+// The logistic function: a multi-label logit's probability.
+inline double Sigmoid(double logit) { return 1.0 / (1.0 + std::exp(-logit)); }
 
 // Multi-label: the labels whose probability sigmoid(logit) is at least
 // `threshold`, highest first (ties: lower index first).

@@ -45,6 +45,17 @@ TextPieces PiecesOfWords(const BertTokenizer& tokenizer, std::span<const std::st
   return out;
 }
 
+std::vector<SlidingWindow> TaggingWindows(const BertTokenizer& tokenizer, const TextPieces& text, int32_t max_seq_len) {
+  return SlidingWindows({}, text.ids, max_seq_len, TaggingStride(max_seq_len), 0, tokenizer.cls_id(),
+                        tokenizer.sep_id());
+}
+
+std::vector<SlidingWindow> QaWindows(const BertTokenizer& tokenizer, std::string_view question,
+                                     const TextPieces& context, const QaWindowing& qa, int32_t max_seq_len) {
+  return SlidingWindows(tokenizer.TokenizeToIds(question), context.ids, std::min(qa.max_seq_len, max_seq_len),
+                        qa.doc_stride, qa.max_question_tokens, tokenizer.cls_id(), tokenizer.sep_id());
+}
+
 std::optional<std::pair<int32_t, int32_t>> PiecesCovering(const TextPieces& pieces, int32_t start, int32_t end) {
   int32_t first = -1, last = -1;
   for (size_t i = 0; i < pieces.spans.size(); ++i) {

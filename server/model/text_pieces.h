@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/model/task_kinds.h"
 #include "server/model/tokenizer.h"
 
 namespace adapterd::model {
@@ -50,6 +51,14 @@ std::optional<std::pair<int32_t, int32_t>> PiecesCovering(const TextPieces& piec
 
 // Code points [start, end) of `text` (clamped to it), as UTF-8.
 std::string CodePointSubstr(std::string_view text, int32_t start, int32_t end);
+
+// Token classification's windows over a text's pieces: [CLS] a stretch
+// [SEP], at most `max_seq_len` tokens, TaggingStride apart.
+std::vector<SlidingWindow> TaggingWindows(const BertTokenizer& tokenizer, const TextPieces& text, int32_t max_seq_len);
+// Extractive QA's windows over a context's pieces for `question`: the
+// task's windowing (`qa`), at most `max_seq_len` tokens long.
+std::vector<SlidingWindow> QaWindows(const BertTokenizer& tokenizer, std::string_view question,
+                                     const TextPieces& context, const QaWindowing& qa, int32_t max_seq_len);
 
 // Context tokens between the starts of two windows when a job does not say:
 // a third of the window (run_squad's 128 of 384).

@@ -4,7 +4,6 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <optional>
 #include <span>
@@ -58,6 +57,7 @@ absl::StatusOr<std::vector<std::vector<float>>> RowOutputs(const model::EncoderO
     }
     if (any[static_cast<int>(TaskKind::kTokenClassification)]) tag_probs = at::softmax(host(out.token_logits), 2);
     if (any[static_cast<int>(TaskKind::kExtractiveQa)]) token_logits = host(out.token_logits);
+    // Copies out of the contiguous host tensors: no tensor op per row.
     std::vector<std::vector<float>> result(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       const model::AdapterConfig& config = rows[i]->adapter->set->config();
@@ -78,10 +78,16 @@ absl::StatusOr<std::vector<std::vector<float>>> RowOutputs(const model::EncoderO
           from = &token_logits;
           break;
       }
-      at::Tensor row = from->select(0, static_cast<int64_t>(i));
-      row = model::ReadsTokens(config.kind) ? row.narrow(0, 0, rows[i]->length()).narrow(1, 0, k) : row.narrow(0, 0, k);
-      row = row.contiguous();
-      result[i].assign(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+      const float* row = from->data_ptr<float>() + static_cast<int64_t>(i) * from->stride(0);
+      if (!model::ReadsTokens(config.kind)) {
+        result[i].assign(row, row + k);
+        continue;
+      }
+      // [L, C'] for this row: the first k outputs of each of its positions.
+      const int64_t width = from->size(2);
+      result[i].reserve(static_cast<size_t>(rows[i]->length() * k));
+      for (int64_t p = 0; p < rows[i]->length(); ++p)
+        result[i].insert(result[i].end(), row + p * width, row + p * width + k);
     }
     return result;
   });
@@ -262,17 +268,12 @@ std::vector<InferenceEngine::TextRows> InferenceEngine::PlanRows(const PredictRe
     switch (config.kind) {
       case TaskKind::kTokenClassification:
         text.pieces = model::PiecesOfText(*tokenizer_, request.texts[k]);
-        text.windows = model::SlidingWindows({}, text.pieces.ids, len, model::TaggingStride(len), 0,
-                                             tokenizer_->cls_id(), tokenizer_->sep_id());
+        text.windows = model::TaggingWindows(*tokenizer_, text.pieces, len);
         break;
-      case TaskKind::kExtractiveQa: {
+      case TaskKind::kExtractiveQa:
         text.pieces = model::PiecesOfText(*tokenizer_, request.text_pairs[k]);
-        const model::QaWindowing& qa = config.qa;
-        text.windows = model::SlidingWindows(tokenizer_->TokenizeToIds(request.texts[k]), text.pieces.ids,
-                                             std::min(qa.max_seq_len, len), qa.doc_stride, qa.max_question_tokens,
-                                             tokenizer_->cls_id(), tokenizer_->sep_id());
+        text.windows = model::QaWindows(*tokenizer_, request.texts[k], text.pieces, config.qa, len);
         break;
-      }
       default: {
         std::optional<std::string_view> pair;
         if (!request.text_pairs.empty()) pair = request.text_pairs[k];
@@ -301,7 +302,7 @@ void InferenceEngine::Decode(const PredictRequest& request, const LoadedAdapter&
         break;
       case TaskKind::kMultiLabelClassification: {
         std::vector<float>& p = result.probabilities.emplace_back();
-        for (float logit : first) p.push_back(static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logit)))));
+        for (float logit : first) p.push_back(static_cast<float>(model::Sigmoid(logit)));
         result.label_sets.push_back(model::LabelsAtThreshold(first, request.threshold > 0 ? request.threshold : 0.5));
         break;
       }

@@ -69,14 +69,17 @@ absl::Status CheckEntities(const Example& e) {
 absl::Status CheckQa(const Example& e) {
   if (IsBlank(e.text)) return Bad("the question (text) is blank");
   if (IsBlank(e.text_pair)) return Bad("the context (text_pair) is blank");
-  const int32_t length = CodePointCount(e.text_pair);
+  // The context's code points, found once for all its answers.
+  const std::vector<size_t> at = CodePointOffsets(e.text_pair);
+  const auto length = static_cast<int32_t>(at.size() - 1);
   for (size_t i = 0; i < e.answers.size(); ++i) {
     const AnswerSpan& a = e.answers[i];
     const int32_t end = a.start + CodePointCount(a.text);
-    const std::string found = model::CodePointSubstr(e.text_pair, a.start, end);
+    const auto cp = [&](int32_t x) { return at[static_cast<size_t>(std::clamp(x, 0, length))]; };
+    const std::string_view found = std::string_view(e.text_pair).substr(cp(a.start), cp(end) - cp(a.start));
     if (end > length || found != a.text) {
       return Bad(absl::StrCat("answers[", i, "] '", a.text, "' is not at answer_start ", a.start,
-                              " of the context (found '", found, "')"));
+                              " of the context (found '", std::string(found), "')"));
     }
   }
   return absl::OkStatus();

@@ -57,9 +57,7 @@ absl::Status AddTaggingRows(const model::BertTokenizer& tok, const Example& e,
     if (first < 0) continue;
     ASSIGN_OR_RETURN(piece_tags[static_cast<size_t>(first)], IndexOf(index, tagged.tags[w], "tag"));
   }
-  const int32_t len = tok.options().max_seq_len;
-  for (const model::SlidingWindow& w :
-       model::SlidingWindows({}, tagged.pieces.ids, len, model::TaggingStride(len), 0, tok.cls_id(), tok.sep_id())) {
+  for (const model::SlidingWindow& w : model::TaggingWindows(tok, tagged.pieces, tok.options().max_seq_len)) {
     Row r = WindowRow(w);
     r.tags.assign(r.input_ids.size(), model::kIgnoredPosition);
     for (int32_t p = w.context_begin; p < w.context_end; ++p) {
@@ -78,7 +76,6 @@ absl::Status AddTaggingRows(const model::BertTokenizer& tok, const Example& e,
 // first answer where it holds it whole, else [CLS].
 absl::Status AddQaRows(const model::AdapterConfig& config, const model::BertTokenizer& tok, const Example& e,
                        RowSet& out, ExampleGold& gold) {
-  const std::vector<int32_t> question = tok.TokenizeToIds(e.text);
   gold.pieces = model::PiecesOfText(tok, e.text_pair);
   gold.text = e.text_pair;
   std::optional<std::pair<int32_t, int32_t>> answer;
@@ -87,9 +84,7 @@ absl::Status AddQaRows(const model::AdapterConfig& config, const model::BertToke
   }
   for (const AnswerSpan& a : e.answers) gold.answers.push_back(a.text);
   if (gold.answers.empty()) gold.answers.emplace_back();
-  const model::QaWindowing& q = config.qa;
-  for (const model::SlidingWindow& w : model::SlidingWindows(question, gold.pieces.ids, q.max_seq_len, q.doc_stride,
-                                                             q.max_question_tokens, tok.cls_id(), tok.sep_id())) {
+  for (const model::SlidingWindow& w : model::QaWindows(tok, e.text, gold.pieces, config.qa, config.qa.max_seq_len)) {
     Row r = WindowRow(w);
     const int32_t last = w.context_offset + (w.context_end - w.context_begin);  // exclusive
     if (answer && answer->first >= w.context_offset && answer->second < last) {

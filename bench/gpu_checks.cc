@@ -71,7 +71,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/bench_main.h"
-#include "client/dataset_file.h"
+#include "common/dataset_file.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/model/adapter_format.h"
@@ -350,7 +350,7 @@ struct LabelledTexts {
 // A dataset file's examples as training::Examples (texts only: C2 encodes
 // single texts).
 absl::StatusOr<std::vector<training::Example>> ReadExamples(const std::string& path) {
-  ASSIGN_OR_RETURN(std::vector<v1::Example> rows, client::ReadDatasetFile(path));
+  ASSIGN_OR_RETURN(std::vector<v1::Example> rows, adapterd::ReadDatasetFile(path));
   std::vector<training::Example> out;
   for (const v1::Example& r : rows) {
     if (!r.text_pair().empty()) return absl::InvalidArgumentError(path + ": C2 takes single texts, not pairs");

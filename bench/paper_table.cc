@@ -54,7 +54,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "client/dataset_file.h"
+#include "common/dataset_file.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/model/model_loader.h"
@@ -126,7 +126,7 @@ struct Split {
 };
 
 absl::StatusOr<std::vector<Example>> ReadSplit(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::vector<v1::Example> rows, client::ReadDatasetFile(path));
+  ASSIGN_OR_RETURN(const std::vector<v1::Example> rows, adapterd::ReadDatasetFile(path));
   std::vector<Example> out;
   out.reserve(rows.size());
   for (const v1::Example& r : rows) out.push_back(training::ExampleFromProto(r));

@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "client/adapterd_client.h"
 #include "client/commands.h"
-#include "client/dataset_file.h"
+#include "common/dataset_file.h"
 #include "common/status_macros.h"
 
 namespace adapterd::client {

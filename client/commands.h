@@ -22,7 +22,7 @@
 
 #include "absl/status/status.h"
 #include "client/adapterd_client.h"
-#include "client/dataset_file.h"
+#include "common/dataset_file.h"
 
 namespace adapterd::client {
 

@@ -28,7 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "client/dataset_file.h"
+#include "common/dataset_file.h"
 #include "common/testing/status_matchers.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/server_fixture.h"
@@ -125,7 +125,7 @@ TEST_F(E2eTest, DefaultModelLearnsTheWalkthroughDatasetWellAboveMajority) {
   EXPECT_THAT(train.out + train.err, HasSubstr("SUCCEEDED"));
 
   ASSERT_OK_AND_ASSIGN(const std::vector<v1::Example> test,
-                       client::ReadDatasetFile(Example("wordnet_supersenses_test.csv")));
+                       adapterd::ReadDatasetFile(Example("wordnet_supersenses_test.csv")));
   ASSERT_GE(test.size(), kTestExamples);
   std::string texts;
   std::map<std::string, int> majority;

@@ -32,7 +32,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/commands.h"
-#include "client/dataset_file.h"
+#include "common/dataset_file.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 #include "storage/database.h"
@@ -132,7 +132,7 @@ TEST_F(LifecycleTest, UploadWhoseClientIsKilledStoresNothingAndCanBeRetried) {
 // train` gives its data, then the user's flow runs against the real binary.
 TEST_F(LifecycleTest, ChunksOfAnUploadACrashCutShortNeverPoisonItsId) {
   const std::string data = Example("sentiment_train.csv");
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Example> examples, client::ReadDatasetFile(data, client::DatasetFormat::kAuto));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Example> examples, adapterd::ReadDatasetFile(data, adapterd::DatasetFormat::kAuto));
   const std::string id = client::DatasetIdForExamples(examples);
   {
     storage::Database::Options o;

@@ -1,4 +1,4 @@
-// Fuzzes ParseDataset (client/dataset_file.h): the CSV and JSON Lines files
+// Fuzzes ParseDataset (common/dataset_file.h): the CSV and JSON Lines files
 // users upload with adapterctl.
 //
 // Input: byte 0 picks the format (CSV, JSON Lines, kAuto, which sniffs the
@@ -30,7 +30,7 @@
 
 #include "absl/strings/match.h"
 
-#include "client/dataset_file.h"
+#include "common/dataset_file.h"
 #include "common/utf8.h"
 #include "server/model/tokenizer.h"
 #include "server/training/dataset_validator.h"

@@ -86,17 +86,20 @@
 // whole in memory. A missing file is NOT_FOUND (ReadDatasetFile).
 //
 // Thread safety: free functions without shared state.
-#ifndef ADAPTERD_CLIENT_DATASET_FILE_H_
-#define ADAPTERD_CLIENT_DATASET_FILE_H_
+#ifndef ADAPTERD_COMMON_DATASET_FILE_H_
+#define ADAPTERD_COMMON_DATASET_FILE_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/adapterd/v1/adapterd_service.pb.h"
 
-namespace adapterd::client {
+namespace adapterd {
 
 enum class DatasetFormat {
   kAuto,  // from the file name's extension, else from the content (see above)
@@ -123,6 +126,44 @@ absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents,
 absl::StatusOr<std::vector<v1::Example>> ReadDatasetFile(const std::string& path,
                                                          DatasetFormat format = DatasetFormat::kAuto);
 
-}  // namespace adapterd::client
+// Parses a CSV or JSON Lines dataset as it arrives, a piece at a time (the
+// HTTP gateway's streamed uploads), by the rules above: the examples, and
+// the errors with their line numbers, are those ParseDataset gives for the
+// whole input. Memory holds one incomplete record at most: a record (a line
+// of JSON Lines, a CSV record with its quoted line breaks) longer than
+// `max_record_bytes` is INVALID_ARGUMENT. After an error every call returns
+// it. SQuAD is one JSON document and is parsed whole (ParseDataset).
+class DatasetStreamParser {
+ public:
+  // `format`: kCsv or kJsonl. `name` starts error messages.
+  DatasetStreamParser(DatasetFormat format, std::string name, size_t max_record_bytes);
 
-#endif  // ADAPTERD_CLIENT_DATASET_FILE_H_
+  // Appends `bytes`; returns the examples of the records they complete
+  // (often none), in order.
+  absl::StatusOr<std::vector<v1::Example>> Feed(std::string_view bytes);
+  // The end of the input: the last record's examples (it may lack a line
+  // break). INVALID_ARGUMENT, as ParseDataset, when the whole input was
+  // empty or held no examples.
+  absl::StatusOr<std::vector<v1::Example>> Finish();
+
+ private:
+  absl::StatusOr<std::vector<v1::Example>> ParsePiece(std::string_view piece);
+
+  const DatasetFormat format_;
+  const std::string name_;
+  const size_t max_record_bytes_;
+  std::string pending_;       // bytes after the last complete record
+  size_t scanned_ = 0;        // pending_[0, scanned_) looked at for boundaries
+  size_t boundary_ = 0;       // end of the last complete record in pending_
+  bool in_quotes_ = false;    // CSV: inside a quoted field at scanned_
+  int next_line_ = 1;         // the line number of pending_[0]
+  std::string csv_header_;    // CSV: the header record, once read
+  int header_lines_ = 0;      // line breaks in csv_header_
+  bool saw_content_ = false;  // anything but whitespace (and a BOM) so far
+  int64_t examples_ = 0;
+  absl::Status error_;
+};
+
+}  // namespace adapterd
+
+#endif  // ADAPTERD_COMMON_DATASET_FILE_H_

@@ -1,7 +1,7 @@
 // Dataset files for `adapterctl datasets upload` / `train`: CSV, JSON Lines
 // and SQuAD JSON for every task kind, format detection, and errors that name
 // the file and line (or the path inside a SQuAD file).
-#include "client/dataset_file.h"
+#include "common/dataset_file.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,14 +11,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/testing/status_matchers.h"
-#include "tests/client/client_test_util.h"
+#include "common/testing/temp_dir.h"
 
-namespace adapterd::client {
+namespace adapterd {
 namespace {
 
-using ::adapterd::client::testing::TempDir;
 using ::adapterd::testing::StatusIs;
+using ::adapterd::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -585,5 +586,64 @@ TEST(DatasetFile, TheShippedExamplesParse) {
   }
 }
 
+// Streaming (the HTTP uploads): fed in pieces of any size, the parser gives
+// exactly ParseDataset's examples, or its error with the same line number.
+absl::StatusOr<std::vector<v1::Example>> Streamed(std::string_view text, DatasetFormat format, size_t piece) {
+  DatasetStreamParser parser(format, format == DatasetFormat::kCsv ? "d.csv" : "d.jsonl", 1 << 20);
+  std::vector<v1::Example> all;
+  for (size_t pos = 0; pos < text.size(); pos += piece) {
+    ASSIGN_OR_RETURN(auto examples, parser.Feed(text.substr(pos, piece)));
+    all.insert(all.end(), examples.begin(), examples.end());
+  }
+  ASSIGN_OR_RETURN(auto last, parser.Finish());
+  all.insert(all.end(), last.begin(), last.end());
+  return all;
+}
+
+TEST(DatasetStreamParser, AnyPieceSizeGivesTheWholeParse) {
+  const std::vector<std::pair<DatasetFormat, std::string>> inputs = {
+      {DatasetFormat::kCsv, "text,label\na,x\nb,y\n"},
+      {DatasetFormat::kCsv, "\xEF\xBB\xBF\n\ntext_pair,text,label\r\n\"p, \"\"q\"\"\n\",\"t\nu\",x\r\n\nv,w,y"},
+      {DatasetFormat::kCsv, "text,labels\na,x|y\nb,\n\"c\nd\",z\n"},
+      {DatasetFormat::kCsv, "text,label\n"},                              // no examples
+      {DatasetFormat::kCsv, "  \n\n"},                                    // empty
+      {DatasetFormat::kCsv, "text,label\na,x\n\"b\nc\",y,extra\nd,z\n"},  // line 3
+      {DatasetFormat::kCsv, "text,label\na,x\n\"unterminated,y\n"},
+      {DatasetFormat::kCsv, "txt,label\na,x\n"},  // bad header
+      {DatasetFormat::kJsonl, "{\"text\": \"a\", \"label\": 1}\n\n{\"text\": \"b\", \"labels\": [\"x\"]}"},
+      {DatasetFormat::kJsonl, "\xEF\xBB\xBF{\"tokens\": [\"A\"], \"tags\": [\"B-X\"]}\n"},
+      {DatasetFormat::kJsonl, "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\"}\n"},  // line 2
+      {DatasetFormat::kJsonl, "{\"text\": \"a\", \"label\": \"x\"}\n\n\n{oops\n"},          // line 4
+      {DatasetFormat::kJsonl, "\n \n"},
+  };
+  for (const auto& [format, text] : inputs) {
+    const auto whole = ParseDataset(text, format, format == DatasetFormat::kCsv ? "d.csv" : "d.jsonl");
+    for (size_t piece : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{64}}) {
+      SCOPED_TRACE(absl::StrCat("input '", text, "', pieces of ", piece));
+      const auto streamed = Streamed(text, format, piece);
+      ASSERT_EQ(streamed.ok(), whole.ok()) << streamed.status() << " vs " << whole.status();
+      if (!whole.ok()) {
+        EXPECT_EQ(streamed.status(), whole.status());
+        continue;
+      }
+      ASSERT_EQ(streamed->size(), whole->size());
+      for (size_t i = 0; i < whole->size(); ++i) {
+        EXPECT_EQ((*streamed)[i].SerializeAsString(), (*whole)[i].SerializeAsString()) << i;
+      }
+    }
+  }
+}
+
+TEST(DatasetStreamParser, HoldsOneRecordAtMost) {
+  DatasetStreamParser parser(DatasetFormat::kJsonl, "d.jsonl", 64);
+  ASSERT_OK_AND_ASSIGN(auto first, parser.Feed("{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \""));
+  EXPECT_EQ(first.size(), 1u);  // the complete record comes out at once
+  EXPECT_THAT(
+      parser.Feed(std::string(100, 'b')).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("d.jsonl: line 2: a record longer than 64 bytes")));
+  // The error sticks.
+  EXPECT_THAT(parser.Finish().status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 }  // namespace
-}  // namespace adapterd::client
+}  // namespace adapterd

@@ -1,4 +1,4 @@
-#include "client/dataset_file.h"
+#include "common/dataset_file.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -17,7 +17,7 @@
 #include "common/status_macros.h"
 #include "common/utf8.h"
 
-namespace adapterd::client {
+namespace adapterd {
 namespace {
 
 constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
@@ -97,7 +97,8 @@ struct CsvRecord {
 // fields included). Completely empty lines are skipped.
 class CsvReader {
  public:
-  CsvReader(std::string_view contents, std::string_view name) : in_(contents), name_(name) {
+  CsvReader(std::string_view contents, std::string_view name, int first_line)
+      : in_(contents), name_(name), line_(first_line) {
     if (in_.substr(0, kUtf8Bom.size()) == kUtf8Bom) pos_ = kUtf8Bom.size();
   }
 
@@ -174,7 +175,7 @@ class CsvReader {
   std::string_view in_;
   std::string_view name_;
   size_t pos_ = 0;
-  int line_ = 1;
+  int line_;
 };
 
 // A `labels` cell: labels separated by '|', spaces around each trimmed; an
@@ -196,8 +197,10 @@ absl::Status SplitLabels(std::string_view cell, std::string_view name, int line,
   }
 }
 
-absl::StatusOr<std::vector<v1::Example>> ParseCsv(std::string_view contents, std::string_view name) {
-  CsvReader reader(contents, name);
+// `first_line`: the line number of contents' first line (a streamed piece).
+absl::StatusOr<std::vector<v1::Example>> ParseCsv(std::string_view contents, std::string_view name,
+                                                  int first_line = 1) {
+  CsvReader reader(contents, name, first_line);
   CsvRecord header;
   ASSIGN_OR_RETURN(const bool has_header, reader.Next(header));
   if (!has_header) return LineError(name, 1, "no header row (expected 'text,label')");
@@ -524,9 +527,10 @@ absl::Status ReadJsonExample(const nlohmann::json& object, const JsonPlace& plac
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<v1::Example>> ParseJsonl(std::string_view contents, std::string_view name) {
+absl::StatusOr<std::vector<v1::Example>> ParseJsonl(std::string_view contents, std::string_view name,
+                                                    int first_line = 1) {
   std::vector<v1::Example> examples;
-  int line = 0;
+  int line = first_line - 1;
   size_t pos = 0;
   if (contents.substr(0, kUtf8Bom.size()) == kUtf8Bom) pos = kUtf8Bom.size();
   while (pos < contents.size()) {
@@ -662,6 +666,17 @@ std::string Extension(std::string_view path) {
   return absl::AsciiStrToLower(std::string(base.substr(dot + 1)));
 }
 
+absl::Status EmptyInputError(std::string_view name) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(name),
+                   ": the file is empty (expected a CSV header 'text,label', JSON lines or a SQuAD JSON document)"));
+}
+
+absl::Status NoExamplesError(std::string_view name, DatasetFormat format) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(name), format == DatasetFormat::kCsv ? ": no examples after the header row" : ": no examples"));
+}
+
 }  // namespace
 
 absl::StatusOr<DatasetFormat> ParseDatasetFormat(std::string_view name) {
@@ -685,11 +700,7 @@ absl::StatusOr<DatasetFormat> DatasetFormatForPath(std::string_view path) {
 absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents, DatasetFormat format,
                                                       std::string_view name) {
   const std::string_view body = TrimAsciiWhitespace(SkipBom(contents));
-  if (body.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(std::string(name),
-                     ": the file is empty (expected a CSV header 'text,label', JSON lines or a SQuAD JSON document)"));
-  }
+  if (body.empty()) return EmptyInputError(name);
   std::optional<nlohmann::json> squad;  // parsed while detecting the format
   if (format == DatasetFormat::kAuto) {
     const absl::StatusOr<DatasetFormat> by_name = DatasetFormatForPath(name);
@@ -730,10 +741,7 @@ absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents,
       break;
     }
   }
-  if (examples.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        std::string(name), format == DatasetFormat::kCsv ? ": no examples after the header row" : ": no examples"));
-  }
+  if (examples.empty()) return NoExamplesError(name, format);
   return examples;
 }
 
@@ -742,4 +750,83 @@ absl::StatusOr<std::vector<v1::Example>> ReadDatasetFile(const std::string& path
   return ParseDataset(contents, format, path);
 }
 
-}  // namespace adapterd::client
+// ---------------------------------------------------------------------------
+// Streamed
+// ---------------------------------------------------------------------------
+
+DatasetStreamParser::DatasetStreamParser(DatasetFormat format, std::string name, size_t max_record_bytes)
+    : format_(format), name_(std::move(name)), max_record_bytes_(max_record_bytes) {}
+
+absl::StatusOr<std::vector<v1::Example>> DatasetStreamParser::Feed(std::string_view bytes) {
+  RETURN_IF_ERROR(error_);
+  pending_.append(bytes);
+  // Record boundaries: a line break outside quotes (CSV quotes toggle; a
+  // doubled quote inside a quoted field toggles twice).
+  for (; scanned_ < pending_.size(); ++scanned_) {
+    const char c = pending_[scanned_];
+    if (c == '"' && format_ == DatasetFormat::kCsv) in_quotes_ = !in_quotes_;
+    if (c == '\n' && !in_quotes_) boundary_ = scanned_ + 1;
+  }
+  if (boundary_ == 0) {
+    if (pending_.size() > max_record_bytes_) {
+      error_ = absl::InvalidArgumentError(
+          absl::StrCat(name_, ": line ", next_line_, ": a record longer than ", max_record_bytes_, " bytes"));
+      return error_;
+    }
+    return std::vector<v1::Example>();
+  }
+  const size_t end = boundary_;
+  auto examples = ParsePiece(std::string_view(pending_).substr(0, end));
+  pending_.erase(0, end);
+  scanned_ -= end;
+  boundary_ = 0;
+  if (!examples.ok()) error_ = examples.status();
+  return examples;
+}
+
+absl::StatusOr<std::vector<v1::Example>> DatasetStreamParser::Finish() {
+  RETURN_IF_ERROR(error_);
+  std::vector<v1::Example> examples;
+  if (!pending_.empty()) {
+    ASSIGN_OR_RETURN(examples, ParsePiece(pending_));
+    pending_.clear();
+  }
+  if (!saw_content_) return EmptyInputError(name_);
+  if (examples_ == 0) return NoExamplesError(name_, format_);
+  return examples;
+}
+
+absl::StatusOr<std::vector<v1::Example>> DatasetStreamParser::ParsePiece(std::string_view piece) {
+  const int first_line = next_line_;
+  next_line_ += static_cast<int>(std::count(piece.begin(), piece.end(), '\n'));
+  std::string_view content = piece;
+  if (!saw_content_) content = SkipBom(content);
+  if (TrimAsciiWhitespace(content).empty()) return std::vector<v1::Example>();
+  saw_content_ = true;
+  std::vector<v1::Example> examples;
+  if (format_ == DatasetFormat::kCsv) {
+    if (csv_header_.empty()) {
+      ASSIGN_OR_RETURN(examples, ParseCsv(piece, name_, first_line));
+      // Keep the header record (and the blank lines before it) for the
+      // pieces to come: each is parsed as header + records.
+      size_t pos = 0;
+      bool quoted = false;
+      while (pos < piece.size()) {
+        const char c = piece[pos++];
+        if (c == '"') quoted = !quoted;
+        if (c == '\n' && !quoted && !TrimAsciiWhitespace(SkipBom(piece.substr(0, pos))).empty()) break;
+      }
+      csv_header_ = std::string(piece.substr(0, pos));
+      header_lines_ = static_cast<int>(std::count(csv_header_.begin(), csv_header_.end(), '\n'));
+    } else {
+      ASSIGN_OR_RETURN(examples,
+                       ParseCsv(absl::StrCat(csv_header_, std::string(piece)), name_, first_line - header_lines_));
+    }
+  } else {
+    ASSIGN_OR_RETURN(examples, ParseJsonl(piece, name_, first_line));
+  }
+  examples_ += static_cast<int64_t>(examples.size());
+  return examples;
+}
+
+}  // namespace adapterd

@@ -12,9 +12,24 @@
 #include "common/status_macros.h"
 #include "server/model/adapter_set.h"
 #include "server/model/task_kinds.h"
+#include "server/training/task_rows.h"
 
 namespace adapterd::training {
 namespace {
+
+// The value of an epoch's metrics that selects a kind's best epoch (the
+// trainer's SelectionMetric; higher is better). Jobs stored before the kinds
+// have none: classification.
+double KindMetric(storage::v1::TaskKind kind, const storage::v1::EpochMetrics& m) {
+  Evaluation e;
+  e.accuracy = m.val_accuracy();
+  e.micro_f1 = m.micro_f1();
+  e.spearman = m.spearman();
+  e.f1 = m.f1();
+  return SelectionMetric(kind == storage::v1::TASK_KIND_UNSPECIFIED ? model::TaskKind::kSequenceClassification
+                                                                    : static_cast<model::TaskKind>(kind),
+                         e);
+}
 
 using storage::v1::JobState;
 
@@ -648,7 +663,13 @@ absl::Status JobManager::RecordEvent(storage::v1::JobRecord& job, const storage:
     const storage::v1::EpochMetrics& m = event.epoch_metrics();
     next.mutable_progress()->set_epoch(m.epoch());
     next.mutable_progress()->set_step(m.step());
-    if (!next.has_best_metrics() || m.val_accuracy() > next.best_metrics().val_accuracy()) {
+    // The best epoch so far as the trainer selects it: by the kind's own
+    // metric (accuracy, micro-F1, Spearman, entity F1, SQuAD F1), ties to
+    // the lower validation loss.
+    const double metric = KindMetric(next.task_kind(), m);
+    const double best = KindMetric(next.task_kind(), next.best_metrics());
+    if (!next.has_best_metrics() || metric > best ||
+        (metric == best && m.val_loss() < next.best_metrics().val_loss())) {
       *next.mutable_best_metrics() = m;
     }
   }

@@ -1,7 +1,10 @@
 #include "server/training/job_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -269,13 +272,21 @@ TrainerHooks JobRunner::MakeHooks(storage::v1::JobRecord& job, const Hyperparame
     *e.mutable_epoch_metrics() = ToProto(report);
     (void)options_.jobs->RecordEvent(job, e);  // metrics are best effort; state is not
   };
-  hooks.on_step = [this, &job, batch_size = hp.batch_size, epochs = hp.epochs, last_progress](int64_t step,
-                                                                                              int64_t total, double) {
+  // The losses of the steps since the last progress event.
+  auto loss_sum = std::make_shared<std::pair<double, int64_t>>(0.0, 0);
+  hooks.on_step = [this, &job, batch_size = hp.batch_size, epochs = hp.epochs, last_progress, loss_sum](
+                      int64_t step, int64_t total, double loss) {
     if (options_.on_step) options_.on_step(batch_size);
+    if (std::isfinite(loss)) {
+      loss_sum->first += loss;
+      ++loss_sum->second;
+    }
     // Persist progress every 10 steps: enough for a live progress bar.
     if (step - *last_progress < 10 && step != total) return;
     *last_progress = step;
     storage::v1::JobEvent e;
+    if (loss_sum->second > 0) e.mutable_progress()->set_train_loss(loss_sum->first / loss_sum->second);
+    *loss_sum = {0.0, 0};
     e.mutable_progress()->set_step(step);
     e.mutable_progress()->set_total_steps(total);
     e.mutable_progress()->set_total_epochs(epochs);

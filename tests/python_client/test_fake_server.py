@@ -1,0 +1,241 @@
+"""Retries, metadata and watch re-subscription against an in-process gRPC server that fails on purpose."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from concurrent import futures
+from typing import Dict, List, Tuple
+
+import grpc
+import pytest
+
+import adapterd
+from adapterd._stubs import pb, pb_grpc
+
+JOB_ID = "job-0123456789abcdef012.fake-task"
+
+
+class FakeAdapterd(pb_grpc.AdapterdServicer):
+    """Records every call's metadata; fails the first ``fail[method]`` calls UNAVAILABLE."""
+
+    def __init__(self) -> None:
+        self.calls: List[Tuple[str, Dict[str, str], object]] = []
+        self.fail: Dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.final_state = pb.JOB_STATE_FAILED
+
+    def _enter(self, method: str, request: object, context: grpc.ServicerContext) -> None:
+        with self.lock:
+            self.calls.append((method, dict(context.invocation_metadata()), request))
+            if self.fail.get(method, 0) > 0:
+                self.fail[method] -= 1
+                context.abort(grpc.StatusCode.UNAVAILABLE, "draining (fake)")
+
+    def calls_of(self, method: str) -> List[Tuple[Dict[str, str], object]]:
+        return [(md, r) for m, md, r in self.calls if m == method]
+
+    def GetTask(self, request, context):
+        self._enter("GetTask", request, context)
+        return pb.Task(task_id=request.task_id, task_kind=pb.TASK_KIND_REGRESSION)
+
+    def GetTrainingJob(self, request, context):
+        self._enter("GetTrainingJob", request, context)
+        return pb.TrainingJob(job_id=request.job_id, task_id="fake-task", state=self.final_state)
+
+    def UploadDataset(self, request_iterator, context):
+        requests = list(request_iterator)
+        self._enter("UploadDataset", requests, context)
+        return pb.Dataset(dataset_id="ds-x", num_examples=sum(len(r.chunk.examples) for r in requests[1:]))
+
+    def CreateTrainingJob(self, request, context):
+        self._enter("CreateTrainingJob", request, context)
+        return pb.TrainingJob(job_id=JOB_ID, task_id=request.task_id, state=pb.JOB_STATE_QUEUED)
+
+    def ListTasks(self, request, context):
+        self._enter("ListTasks", request, context)
+        start = int(request.page_token or 0)
+        ids = [f"t{i}" for i in range(7)][start : start + request.page_size]
+        following = start + request.page_size
+        return pb.ListTasksResponse(
+            tasks=[pb.Task(task_id=t) for t in ids], next_page_token=str(following) if following < 7 else ""
+        )
+
+    def WatchTrainingJob(self, request, context):
+        self._enter("WatchTrainingJob", request, context)
+        job = pb.TrainingJob(job_id=request.job_id, task_id="fake-task", state=pb.JOB_STATE_RUNNING)
+
+        def event(seq: int, to: int) -> pb.JobEvent:
+            e = pb.JobEvent(seq=seq, time_micros=1_000_000 * seq)
+            e.state_change.to = to
+            return e
+
+        if request.after_seq == 0:
+            # The snapshot, then the stream breaks as a draining server's does.
+            yield pb.WatchTrainingJobResponse(
+                job=job, events=[event(1, pb.JOB_STATE_QUEUED), event(2, pb.JOB_STATE_RUNNING)]
+            )
+            context.abort(grpc.StatusCode.UNAVAILABLE, "server shutting down (fake)")
+        job.state = self.final_state
+        job.error_message = "disk full (fake)"
+        # A re-subscription repeats seq 2 (as if it raced) and ends the job.
+        yield pb.WatchTrainingJobResponse(job=job, events=[event(2, pb.JOB_STATE_RUNNING), event(3, self.final_state)])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_fake(port: int = 0) -> Tuple[grpc.Server, FakeAdapterd, int]:
+    servicer = FakeAdapterd()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_AdapterdServicer_to_server(servicer, server)
+    bound = server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    return server, servicer, bound
+
+
+@pytest.fixture()
+def fake():
+    server, servicer, port = start_fake()
+    fast = adapterd.RetryPolicy(max_attempts=4, initial_backoff=0.01, max_backoff=0.05)
+    with adapterd.Client(f"127.0.0.1:{port}", api_key="s3cret", retries=fast, timeout=10) as client:
+        yield servicer, client
+    server.stop(None)
+
+
+def test_idempotent_call_retried_on_unavailable_with_metadata(fake):
+    servicer, client = fake
+    servicer.fail["GetTask"] = 2
+    task = client.get_task("my-task")
+    assert task.kind == adapterd.TaskKind.REGRESSION
+    calls = servicer.calls_of("GetTask")
+    assert len(calls) == 3
+    for metadata, _ in calls:
+        assert metadata["authorization"] == "Bearer s3cret"
+        assert metadata["x-task-id"] == "my-task"
+
+
+def test_retries_are_bounded(fake):
+    servicer, client = fake
+    servicer.fail["GetTask"] = 10
+    with pytest.raises(adapterd.Unavailable) as info:
+        client.get_task("my-task")
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "draining (fake)" in info.value.message
+    assert len(servicer.calls_of("GetTask")) == 4
+
+
+def test_non_idempotent_upload_is_not_retried(fake):
+    servicer, client = fake
+    servicer.fail["UploadDataset"] = 1
+    with pytest.raises(adapterd.Unavailable):
+        client.upload_dataset([{"text": "a", "label": "x"}], dataset_id="d1", task_id="t")
+    assert len(servicer.calls_of("UploadDataset")) == 1
+    dataset = client.upload_dataset([{"text": "a", "label": "x"}] * 3, task_id="t")
+    assert dataset.num_examples == 3
+    metadata, requests = servicer.calls_of("UploadDataset")[-1]
+    assert metadata["x-task-id"] == "t"
+    assert requests[0].WhichOneof("payload") == "metadata"
+
+
+def test_bad_row_cancels_the_upload_and_raises_the_local_error(fake):
+    servicer, client = fake
+    rows = ({"text": "a", "label": "x"} if i < 5 else {"text": "no label"} for i in range(10))
+    with pytest.raises(adapterd.InvalidArgument, match="row 6: missing key"):
+        client.upload_dataset(rows)
+    # The server never saw a completed stream.
+    assert servicer.calls_of("UploadDataset") == []
+
+
+def test_minted_job_id_routes_by_its_task(fake):
+    servicer, client = fake
+    servicer.final_state = pb.JOB_STATE_SUCCEEDED
+    client.get_job(JOB_ID)
+    client.get_job("job-without-task")
+    client.get_job("job-without-task", task_id="hint")
+    tasks = [md.get("x-task-id") for md, _ in servicer.calls_of("GetTrainingJob")]
+    assert tasks == ["fake-task", None, "hint"]
+
+
+def test_create_is_retried_with_the_same_request_id_and_watch_resubscribes(fake, capsys):
+    servicer, client = fake
+    servicer.fail["CreateTrainingJob"] = 1
+    with pytest.raises(adapterd.JobFailed) as info:
+        client.train("fake-task", "some-dataset-id", kind="regression", epochs=2, progress=True)
+    assert info.value.job.error_message == "disk full (fake)"
+    assert "disk full (fake)" in str(info.value)
+    creates = servicer.calls_of("CreateTrainingJob")
+    assert len(creates) == 2
+    assert creates[0][1].request_id == creates[1][1].request_id != ""
+    assert creates[0][1].request_id.startswith("py-")
+    assert creates[0][1].hyperparameters.epochs == 2
+    assert not creates[0][1].hyperparameters.HasField("learning_rate")
+    assert creates[0][1].task_kind == pb.TASK_KIND_REGRESSION
+    assert list(creates[0][1].dataset_ids) == ["some-dataset-id"]
+    watches = servicer.calls_of("WatchTrainingJob")
+    assert [r.after_seq for _, r in watches] == [0, 2]
+    assert all(md["x-task-id"] == "fake-task" for md, _ in watches)
+    assert "FAILED" in capsys.readouterr().err
+
+
+def test_watch_yields_each_event_once_across_a_resubscription(fake):
+    servicer, client = fake
+    servicer.final_state = pb.JOB_STATE_CANCELLED
+    events = list(client.watch(JOB_ID))
+    assert [e.seq for e in events] == [1, 2, 3]
+    assert events[-1].state_change.to_state == adapterd.JobState.CANCELLED
+    assert events[-1].job.state == adapterd.JobState.CANCELLED
+    with pytest.raises(adapterd.JobCancelled):
+        client.wait(JOB_ID)
+
+
+def test_paging_follows_tokens(fake):
+    servicer, client = fake
+    assert [t.task_id for t in client.tasks(page_size=3)] == [f"t{i}" for i in range(7)]
+    assert [r.page_token for _, r in servicer.calls_of("ListTasks")] == ["", "3", "6"]
+    assert all("x-task-id" not in md for md, _ in servicer.calls_of("ListTasks"))
+
+
+def test_a_server_that_starts_late_is_reached_by_retries():
+    port = free_port()
+    started: List[grpc.Server] = []
+    timer = threading.Timer(0.7, lambda: started.append(start_fake(port)[0]))
+    timer.start()
+    policy = adapterd.RetryPolicy(max_attempts=30, initial_backoff=0.05, max_backoff=0.2)
+    try:
+        with adapterd.Client(f"127.0.0.1:{port}", retries=policy, timeout=20) as client:
+            begin = time.monotonic()
+            assert client.get_task("late").task_id == "late"
+            assert time.monotonic() - begin >= 0.5
+        with adapterd.Client(f"127.0.0.1:{free_port()}", retries=0, timeout=5) as nobody:
+            with pytest.raises(adapterd.Unavailable):
+                nobody.get_task("x")
+    finally:
+        timer.join()
+        for s in started:
+            s.stop(None)
+
+
+def test_the_deadline_bounds_retries():
+    port = free_port()  # nothing listens
+    policy = adapterd.RetryPolicy(max_attempts=1000, initial_backoff=0.05, max_backoff=0.1)
+    with adapterd.Client(f"127.0.0.1:{port}", retries=policy, timeout=0.6) as client:
+        begin = time.monotonic()
+        with pytest.raises((adapterd.Unavailable, adapterd.DeadlineExceeded)):
+            client.get_task("x")
+        assert time.monotonic() - begin < 3
+
+
+def test_client_argument_checks():
+    with pytest.raises(ValueError, match="printable ASCII"):
+        adapterd.Client("127.0.0.1:1", api_key="bad\nkey")
+    with pytest.raises(ValueError, match="both certificate_chain and private_key"):
+        adapterd.Client("127.0.0.1:1", certificate_chain=b"x")
+    with pytest.raises(adapterd.InvalidArgument, match="cannot read the TLS CA file"):
+        adapterd.Client("127.0.0.1:1", root_certificates="/nonexistent/ca.pem")
+    with pytest.raises(TypeError, match="unknown hyperparameter"):
+        adapterd.Client("127.0.0.1:1").train("t", "d", learning_rat=1e-3)

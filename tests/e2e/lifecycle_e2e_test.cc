@@ -132,7 +132,8 @@ TEST_F(LifecycleTest, UploadWhoseClientIsKilledStoresNothingAndCanBeRetried) {
 // train` gives its data, then the user's flow runs against the real binary.
 TEST_F(LifecycleTest, ChunksOfAnUploadACrashCutShortNeverPoisonItsId) {
   const std::string data = Example("sentiment_train.csv");
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Example> examples, adapterd::ReadDatasetFile(data, adapterd::DatasetFormat::kAuto));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Example> examples,
+                       adapterd::ReadDatasetFile(data, adapterd::DatasetFormat::kAuto));
   const std::string id = client::DatasetIdForExamples(examples);
   {
     storage::Database::Options o;

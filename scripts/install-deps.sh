@@ -60,6 +60,11 @@ TEST_PACKAGES=(
   # offline Kubernetes schema validation and the Dockerfile linter
   podman runc uidmap fuse-overlayfs slirp4netns debootstrap nginx-light yamllint python3-yaml curl
   nodejs
+  # the Python client's tests (client/python): gRPC and protobuf for Python,
+  # pytest, and pip/venv for the install-from-checkout test
+  python3-grpcio python3-protobuf python3-pytest python3-pip python3-venv python3-setuptools
+  # the web console's test: a real headless browser (driven by puppeteer-core)
+  chromium
 )
 
 PACKAGES=("${BUILD_PACKAGES[@]}")
@@ -69,7 +74,9 @@ if [ "$ADAPTERD_DEPS" = all ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 # npm tools for the deployment tests, pinned, installed into one prefix
 # (not on PATH): tests/deploy finds them under $ADAPTERD_TOOLS/node_modules.
 ADAPTERD_TOOLS=${ADAPTERD_TOOLS:-/opt/adapterd-tools}
-NPM_TOOLS=(kubernetes-models@4.5.1 dockerfilelint@1.8.0)
+# puppeteer-core drives Debian's chromium in the console test; swagger-parser
+# validates docs/openapi.yaml.
+NPM_TOOLS=(kubernetes-models@4.5.1 dockerfilelint@1.8.0 puppeteer-core@22.15.0 @apidevtools/swagger-parser@10.1.1)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs dependencies (if missing), builds, and starts adapterd with embedded
-# defaults: RocksDB under ./data, gRPC on 127.0.0.1:8500, /metrics on
-# 127.0.0.1:9500. No external server is needed.
+# defaults: RocksDB under ./data, gRPC on 127.0.0.1:8500, the REST/JSON API and
+# web console on http://127.0.0.1:8080 (ADAPTERD_HTTP_LISTEN or --http_listen
+# to move it; empty turns it off), /metrics on 127.0.0.1:9500. No external
+# server is needed.
 #
 #   ./scripts/run.sh                              # default model (see below)
 #   ./scripts/run.sh --model_dir ~/bert-large-uncased
@@ -69,4 +71,6 @@ fi
 # ~70 ms between operators before sleeping pay off (bf16 batch-1 latency
 # 0.65x of sleeping workers'; docs/PERFORMANCE.md, "Wait policy"). An OMP_WAIT_POLICY of the caller's wins.
 if [[ -z "${OMP_WAIT_POLICY:-}" ]]; then export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-3000000}; fi
+# The REST/JSON API and console (the binary's default is off); a flag wins.
+export ADAPTERD_HTTP_LISTEN=${ADAPTERD_HTTP_LISTEN-127.0.0.1:8080}
 exec "$BUILD_DIR/server/adapterd" --data_dir "$DATA_DIR" --model_dir "$MODEL_DIR" "${args[@]}"

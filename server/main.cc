@@ -17,6 +17,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <string_view>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -25,6 +26,7 @@
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
 #include "server/backup_tool.h"
+#include "server/http/transcoding.h"
 #include "server/server.h"
 #include "server/server_options.h"
 
@@ -41,6 +43,13 @@ void LogGrpcMessage(gpr_log_func_args* args) {
 
 int main(int argc, char** argv) {
   if (adapterd::IsBackupCommand(argc, argv)) return adapterd::RunBackupCommand(argc, argv);
+  // `adapterd http-routes`: the REST routes the gateway serves, one per line
+  // ("METHOD PATTERN RPC"), as docs/openapi.yaml must list them.
+  if (argc == 2 && std::string_view(argv[1]) == "http-routes") {
+    for (const adapterd::http::Route& r : adapterd::http::Routes())
+      std::printf("%s %s %s\n", r.method, r.pattern, r.rpc);
+    return 0;
+  }
   const std::string malloc_settings = adapterd::KeepLargeBuffersOnTheHeap();
   int exit_code = 0;
   absl::StatusOr<adapterd::ServerOptions> options = adapterd::ParseServerFlags(argc, argv, &exit_code);

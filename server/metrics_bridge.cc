@@ -99,8 +99,10 @@ void MetricsBridge::OnRpc(const api::RpcRecord& r) {
   if (code.empty()) code = "UNKNOWN";  // a code outside google.rpc.Code
   // Failed authentication has no tenant; label it so, rather than "".
   const std::string tenant = r.tenant.empty() ? "unauthenticated" : r.tenant;
-  metrics_->requests_total.Add({{"method", r.method}, {"code", code}, {"tenant", tenant}}).Increment();
-  metrics_->request_duration_seconds.Add({{"method", r.method}, {"tenant", tenant}}).Observe(r.seconds);
+  metrics_->requests_total.Add({{"method", r.method}, {"code", code}, {"tenant", tenant}, {"protocol", r.protocol}})
+      .Increment();
+  metrics_->request_duration_seconds.Add({{"method", r.method}, {"tenant", tenant}, {"protocol", r.protocol}})
+      .Observe(r.seconds);
   if (r.texts > 0) {
     metrics_->predict_texts_total.Add({{"tenant", tenant}}).Increment(static_cast<double>(r.texts));
   }

@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "server/api/grpc_service.h"
 #include "server/api/tenants.h"
 #include "server/backup_scheduler.h"
+#include "server/http/http_gateway.h"
 #include "server/metrics_bridge.h"
 #include "server/model/cpu_kernels.h"
 #include "server/model/model_loader.h"
@@ -45,6 +47,8 @@ struct Server::Parts {
   std::unique_ptr<training::JobRunner> runner;
   std::unique_ptr<api::Backend> backend;
   std::unique_ptr<api::GrpcFrontend> grpc;
+  std::unique_ptr<http::HttpGateway> http;  // calls into grpc: stops first
+  std::atomic<bool> serving{false};         // the HTTP gateway's /healthz
   std::unique_ptr<BackupScheduler> backups;
   std::unique_ptr<PeriodicThread> heap_releaser;  // last: stops before the metrics it reports to
 };
@@ -126,6 +130,7 @@ Server::Server(ServerOptions options) : options_(std::move(options)), parts_(std
 Server::~Server() { Shutdown(); }
 
 int Server::grpc_port() const { return parts_->grpc ? parts_->grpc->port() : 0; }
+int Server::http_port() const { return parts_->http ? parts_->http->port() : 0; }
 int Server::metrics_port() const { return parts_->metrics ? parts_->metrics->port() : 0; }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
@@ -144,8 +149,10 @@ absl::Status Server::StartAll() {
   const ServerOptions& o = options_;
   ConfigureCompute(o);
   RETURN_IF_ERROR(OpenStorage());
-  // gRPC answers health checks (NOT_SERVING) while the encoder loads.
+  // gRPC answers health checks (NOT_SERVING) while the encoder loads, and
+  // HTTP /healthz 503.
   RETURN_IF_ERROR(StartGrpc());
+  RETURN_IF_ERROR(StartHttp());
   ASSIGN_OR_RETURN(const ModelInfo info, LoadModels(o, p));
   p.metrics->SetModelInfo(info);
   p.metrics->SetCacheBudgets(o.serving.host_cache_bytes, o.serving.device_cache_bytes);
@@ -157,8 +164,23 @@ absl::Status Server::StartAll() {
   p.grpc->SetBackend(p.backend.get());
   p.grpc->SetServing(true);
   p.metrics->SetServing(true);
+  p.serving.store(true);
   LOG(INFO) << "SERVING on port " << p.grpc->port() << " (model " << o.model.model_dir << ", " << o.model.device << ", "
             << info.dtype << ")";
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartHttp() {
+  Parts& p = *parts_;
+  if (options_.http.gateway.listen_address.empty()) return absl::OkStatus();
+  http::HttpGatewayOptions go = options_.http.gateway;
+  go.tls = p.grpc->tls();
+  go.max_body_bytes = options_.grpc.max_message_bytes;
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, p.grpc->GatewayChannel(options_.http.grpc_target));
+  http::HttpGateway::Hooks hooks;
+  std::atomic<bool>* serving = &p.serving;
+  hooks.serving = [serving] { return serving->load(); };
+  ASSIGN_OR_RETURN(p.http, http::HttpGateway::Start(go, std::move(channel), std::move(hooks)));
   return absl::OkStatus();
 }
 
@@ -313,6 +335,7 @@ void Server::Shutdown() {
   const ShutdownPlan plan = PlanShutdown(absl::Now(), options_.process.drain_seconds);
   if (p.grpc) p.grpc->SetServing(false);
   if (p.metrics) p.metrics->SetServing(false);
+  p.serving.store(false);
   api::GrpcService* service = p.grpc ? &p.grpc->service() : nullptr;
   if (service) service->StartDraining(plan.streams_deadline);
   // Preempt the running job at its next step while calls drain; it is
@@ -332,6 +355,9 @@ void Server::Shutdown() {
   // call admitted before the drain that is still running (the drain ran
   // out) is cancelled once they are answered, within the last step.
   if (p.grpc) p.grpc->Shutdown(std::max(plan.calls_deadline, answer_at + plan.hold));
+  // HTTP after gRPC: its calls were gRPC calls, drained and refused alike;
+  // its event streams end now, and its connections close.
+  if (p.http) p.http->Stop();
   if (p.runner) p.runner->Stop();
   if (p.engine) p.engine->Shutdown();
   if (p.metrics) p.metrics->Stop();

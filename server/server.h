@@ -65,6 +65,7 @@ class Server {
   // The bound ports (useful with port 0).
   int grpc_port() const;
   int metrics_port() const;  // 0 when metrics are off
+  int http_port() const;     // 0 when --http_listen is off
 
   // Idempotent; blocks until the server has stopped.
   void Shutdown();
@@ -86,6 +87,7 @@ class Server {
   absl::Status StartAll();
   absl::Status OpenStorage();         // database, tenants, metrics endpoint
   absl::Status StartGrpc();           // TLS, peers, the service, listening NOT_SERVING
+  absl::Status StartHttp();           // the REST/JSON gateway and console (--http_listen)
   absl::Status StartServingEngine();  // batcher, executor, adapter cache, pins
   absl::Status StartTraining();       // job queue and runner (not started yet)
   absl::Status CreateBackend();

@@ -63,6 +63,12 @@ absl::Status ServerOptions::Validate() const {
       return bad(absl::StrCat("--peers takes host:port entries, not '", peer, "'"));
     }
   }
+  if (!http.gateway.listen_address.empty() && !grpc.peers.empty() && http.grpc_target.empty()) {
+    return bad(
+        "--http_listen on a --peers replica needs --http_grpc_target (the router's gRPC address): this replica "
+        "does not own every task, and the router sends each call to the replica that does");
+  }
+  if (http.gateway.max_connections < 1) return bad("--http_max_connections must be at least 1");
   if (grpc.tls_cert_file.empty() != grpc.tls_key_file.empty()) {
     return bad("--tls_cert_file and --tls_key_file go together: give both or neither");
   }
@@ -119,6 +125,20 @@ void FlagGroup(CLI::App& app, const std::string& heading, const std::function<vo
   add();
   std::vector<CLI::Option*> options = app.get_options();
   for (size_t i = before; i < options.size(); ++i) options[i]->group(heading);
+}
+
+void AddHttpFlags(CLI::App& app, ServerOptions::Http& h) {
+  FlagGroup(app, "HTTP: REST/JSON API and console", [&] {
+    app.add_option("--http_listen", h.gateway.listen_address,
+                   "REST/JSON API and web console address host:port (port 0 picks a free port); empty = off. "
+                   "TLS and body limits are the gRPC port's");
+    app.add_option("--http_grpc_target", h.grpc_target,
+                   "gRPC address the HTTP gateway calls; empty = this process. With --peers: the router's address");
+    app.add_option("--http_max_connections", h.gateway.max_connections,
+                   "HTTP connections served at once (a thread each)");
+    app.add_option("--http_console_dir", h.gateway.console_dir,
+                   "Serve the console's files from this directory instead of the built-in copy (development)");
+  });
 }
 
 void AddGrpcFlags(CLI::App& app, api::GrpcFrontendOptions& g) {
@@ -239,6 +259,7 @@ absl::StatusOr<ServerOptions> ParseServerFlags(int argc, char** argv, int* exit_
   app.set_config("--config", "", "Read options from an INI/TOML file (key = value, flag names without dashes)");
   app.option_defaults()->always_capture_default();
   AddGrpcFlags(app, o.grpc);
+  AddHttpFlags(app, o.http);
   AddStorageAndModelFlags(app, o.storage, o.model);
   AddServingAndTrainingFlags(app, o.serving, o.training);
   AddTenancyFlags(app, o.tenancy);

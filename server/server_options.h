@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "server/api/grpc_frontend.h"
 #include "server/api/tenants.h"
+#include "server/http/http_gateway.h"
 
 namespace adapterd {
 
@@ -24,6 +25,16 @@ namespace adapterd {
 struct ServerOptions {
   // --- gRPC: --listen, --max_message_bytes, TLS, scale-out (docs/DEPLOYMENT.md) ---
   api::GrpcFrontendOptions grpc;
+  // --- HTTP: the REST/JSON gateway and the console (docs/API.md, "REST/JSON") ---
+  struct Http {
+    // listen_address "" = off. Its TLS files and body limit are the gRPC
+    // port's (--tls_*, --max_message_bytes): Server::StartHttp copies them.
+    http::HttpGatewayOptions gateway;
+    // The gRPC address the gateway calls: "" = this process (in-process
+    // channel). On a task-sharded replica (--peers), the router's address,
+    // so that an HTTP call reaches its task's replica.
+    std::string grpc_target;
+  } http;
 
   struct Storage {
     std::string data_dir = "./data";  // RocksDB lives in <data_dir>/db

@@ -1,11 +1,13 @@
 #include "server/api/grpc_frontend.h"
 
+#include <grpcpp/create_channel.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include <chrono>
 #include <utility>
@@ -61,23 +63,30 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsPem& tls) {
   return grpc::SslServerCredentials(ssl);
 }
 
+// What this replica presents when it calls other replicas (or the router):
+// over TLS its own certificate, trusting --tls_peer_ca_file; null when the
+// server is plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ReplicaCredentials(const GrpcFrontendOptions& o,
+                                                                             const TlsPem& tls) {
+  if (tls.cert_chain.empty()) return nullptr;
+  TlsFiles peer_files;
+  peer_files.ca_file = o.tls_peer_ca_file;
+  peer_files.ca_flag = "--tls_peer_ca_file";
+  ASSIGN_OR_RETURN(const TlsPem peer_ca, LoadTlsPem(peer_files));
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = peer_ca.ca_certs;  // "" = gRPC's default roots
+  ssl.pem_private_key = tls.private_key;
+  ssl.pem_cert_chain = tls.cert_chain;
+  return grpc::SslCredentials(ssl);
+}
+
 // The fan-out to the other replicas; over TLS they see this replica's
 // certificate as a client certificate.
 absl::StatusOr<std::unique_ptr<ShardFanout>> MakeFanout(const GrpcFrontendOptions& o, const TlsPem& tls) {
   ShardFanout::Options fo;
   fo.peers = o.peers;
   ASSIGN_OR_RETURN(fo.secret, ReadPeerSecret(o.peer_secret_file));
-  if (!tls.cert_chain.empty()) {
-    TlsFiles peer_files;
-    peer_files.ca_file = o.tls_peer_ca_file;
-    peer_files.ca_flag = "--tls_peer_ca_file";
-    ASSIGN_OR_RETURN(const TlsPem peer_ca, LoadTlsPem(peer_files));
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = peer_ca.ca_certs;  // "" = gRPC's default roots
-    ssl.pem_private_key = tls.private_key;
-    ssl.pem_cert_chain = tls.cert_chain;
-    fo.credentials = grpc::SslCredentials(ssl);
-  }
+  ASSIGN_OR_RETURN(fo.credentials, ReplicaCredentials(o, tls));
   return std::make_unique<ShardFanout>(std::move(fo));
 }
 
@@ -90,7 +99,9 @@ const char* Describe(const TlsPem& tls) {
 
 absl::StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const GrpcFrontendOptions& o, Hooks hooks) {
   std::unique_ptr<GrpcFrontend> f(new GrpcFrontend());
+  f->options_ = o;
   ASSIGN_OR_RETURN(const TlsPem tls, LoadServingTls(o));
+  f->tls_ = tls;
   if (!tls.cert_chain.empty()) {
     for (const std::string& w : TlsValidityWarnings(tls, o.tls_cert_file, absl::Now())) LOG(WARNING) << w;
     if (hooks.on_certificate) hooks.on_certificate(tls.not_before_seconds, tls.not_after_seconds);
@@ -127,6 +138,16 @@ GrpcFrontend::~GrpcFrontend() {
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
   }
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> GrpcFrontend::GatewayChannel(const std::string& target) const {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+  args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
+  if (target.empty()) return server_->InProcessChannel(args);
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials, ReplicaCredentials(options_, tls_));
+  if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
+  return grpc::CreateCustomChannel(target, credentials, args);
 }
 
 void GrpcFrontend::SetBackend(Backend* backend) { service_->SetBackend(backend); }

@@ -24,9 +24,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "server/api/rpc_record.h"
 
 namespace grpc {
+class Channel;
 class Server;
 }  // namespace grpc
 
@@ -78,7 +80,15 @@ class GrpcFrontend {
   GrpcFrontend& operator=(const GrpcFrontend&) = delete;
 
   int port() const { return port_; }
+  // The serving certificate, key and client CA, loaded and checked (no
+  // cert_chain: plaintext). The HTTP gateway serves with the same.
+  const TlsPem& tls() const { return tls_; }
   GrpcService& service() { return *service_; }
+
+  // A channel to this server's API for the HTTP gateway: in-process when
+  // `target` is empty, else to `target` (a router) with the credentials
+  // replicas present to each other (plaintext without TLS).
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> GatewayChannel(const std::string& target) const;
 
   void SetBackend(Backend* backend);
   // The health service's status for every service name.
@@ -90,6 +100,8 @@ class GrpcFrontend {
  private:
   GrpcFrontend() = default;
 
+  GrpcFrontendOptions options_;
+  TlsPem tls_;
   std::unique_ptr<ShardFanout> fanout_;
   std::unique_ptr<GrpcService> service_;
   std::unique_ptr<grpc::Server> server_;

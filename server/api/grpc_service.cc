@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/api_util.h"
 #include "common/routing.h"
 #include "common/status_macros.h"
 #include "server/api/grpc_status.h"
@@ -99,6 +100,7 @@ grpc::Status GrpcService::Handle(const char* method, grpc::ServerContext* ctx,
   RpcRecord record;
   record.method = method;
   record.texts = texts;
+  if (Metadata(*ctx, kProtocolMetadata) == "http") record.protocol = "http";
   absl::Status status;
   if (!admitted) {
     absl::SleepFor(answer_at - absl::Now());  // no-op unless held (bounded)

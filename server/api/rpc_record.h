@@ -15,7 +15,10 @@ namespace adapterd::api {
 
 struct RpcRecord {
   const char* method = "";  // the RPC's name, e.g. "Predict" (static storage)
-  std::string tenant;       // "" when authentication failed
+  // "grpc", or "http" for a call the HTTP gateway made on a client's behalf
+  // (common/api_util.h, kProtocolMetadata). Static storage.
+  const char* protocol = "grpc";
+  std::string tenant;  // "" when authentication failed
   absl::StatusCode code = absl::StatusCode::kOk;
   double seconds = 0;
   int64_t texts = 0;  // Predict only

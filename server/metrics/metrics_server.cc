@@ -1,6 +1,5 @@
 #include "server/metrics/metrics_server.h"
 
-#include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 
@@ -13,11 +12,12 @@
 #include <map>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/listen_address.h"
+#include "common/status_macros.h"
 
 namespace adapterd::metrics {
 
@@ -119,23 +119,7 @@ MetricsServer::MetricsServer() : state_(std::make_unique<State>()) {}
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address, Registry* registry,
                                                                     const Options& options) {
-  const size_t colon = address.rfind(':');
-  int port = -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("metrics address '", address, "' is not host:port"));
-  }
-  const std::string host = address.substr(0, colon);
-  if (host.empty() || host == "0.0.0.0") {
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  } else if (host == "localhost") {
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  } else if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics address '", address, "': host must be an IPv4 address, 0.0.0.0 or localhost"));
-  }
-  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ASSIGN_OR_RETURN(sockaddr_in addr, ParseIpv4ListenAddress(address, "metrics"));
 
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   State* state = server->state_.get();

@@ -22,6 +22,11 @@
 namespace adapterd::metrics {
 
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, absl::Duration timeout) {
+  return HttpRequest(port, "GET", path, "", {}, timeout);
+}
+
+absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method, const std::string& path,
+                                         const std::string& body, const HttpHeaders& headers, absl::Duration timeout) {
   const absl::Time end = absl::Now() + timeout;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError("socket failed");
@@ -36,16 +41,21 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, absl::Du
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     return absl::UnavailableError(absl::StrCat("connect 127.0.0.1:", port, ": ", std::strerror(errno)));
   }
-  const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1:", port, "\r\nConnection: close\r\n\r\n");
-  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
-    return absl::UnavailableError("send failed");
+  std::string request =
+      absl::StrCat(method, " ", path, " HTTP/1.0\r\nHost: 127.0.0.1:", port, "\r\nConnection: close\r\n");
+  for (const auto& [name, value] : headers) absl::StrAppend(&request, name, ": ", value, "\r\n");
+  if (!body.empty() || method != "GET") absl::StrAppend(&request, "Content-Length: ", body.size(), "\r\n");
+  absl::StrAppend(&request, "\r\n", body);
+  for (size_t sent = 0; sent < request.size();) {
+    const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return absl::UnavailableError("send failed");
+    sent += static_cast<size_t>(n);
   }
   std::string raw;
   char buf[65536];
   while (true) {
     const int64_t left_ms = absl::ToInt64Milliseconds(end - absl::Now());
-    if (left_ms <= 0) return absl::DeadlineExceededError(absl::StrCat("GET ", path, " timed out"));
+    if (left_ms <= 0) return absl::DeadlineExceededError(absl::StrCat(method, " ", path, " timed out"));
     pollfd p{fd, POLLIN, 0};
     const int ready = ::poll(&p, 1, static_cast<int>(left_ms));
     if (ready < 0) return absl::InternalError("poll failed");

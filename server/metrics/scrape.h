@@ -10,6 +10,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -27,6 +29,12 @@ struct HttpResponse {
 // listens, DEADLINE_EXCEEDED after `timeout`, DATA_LOSS for a malformed
 // response.
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, absl::Duration timeout);
+
+// Any method, with `headers` and a `body` (sent with its Content-Length);
+// otherwise as HttpGet. The end-to-end tests' client of the REST gateway.
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method, const std::string& path,
+                                         const std::string& body, const HttpHeaders& headers, absl::Duration timeout);
 
 // The value of one series in a Prometheus text exposition: `series` is the
 // name with its labels exactly as written (`adapterd_serving`,

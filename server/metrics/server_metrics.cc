@@ -12,10 +12,11 @@ BucketBoundaries LoadBuckets() {
 }
 
 ServerMetrics::ServerMetrics(Registry& r)
-    : requests_total(
-          r.AddCounter("adapterd_requests_total", "gRPC calls finished, by method, status code and tenant.")),
+    : requests_total(r.AddCounter("adapterd_requests_total",
+                                  "API calls finished, by method, status code, tenant and protocol (grpc, or http for "
+                                  "calls through the HTTP gateway).")),
       request_duration_seconds(r.AddHistogram("adapterd_request_duration_seconds",
-                                              "Server-side latency of gRPC calls, by method and tenant.",
+                                              "Server-side latency of API calls, by method, tenant and protocol.",
                                               LatencyBuckets())),
       predict_texts_total(r.AddCounter("adapterd_predict_texts_total", "Texts received in Predict calls.")),
       batch_size(r.AddHistogram("adapterd_batch_size", "Rows per mixed-task forward pass.", CountBuckets())),

@@ -58,6 +58,8 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, a
 
 // Reading /metrics back: server/metrics/scrape.h.
 using ::adapterd::metrics::HttpGet;
+using ::adapterd::metrics::HttpHeaders;
+using ::adapterd::metrics::HttpRequest;
 using ::adapterd::metrics::HttpResponse;
 using ::adapterd::metrics::SampleValue;
 

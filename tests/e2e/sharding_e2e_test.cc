@@ -5,7 +5,9 @@
 // README walkthrough goes through the router's single address with the real
 // adapterctl; each task lives on exactly one replica; a stopped replica's
 // tasks answer UNAVAILABLE while the others serve, and serve again after a
-// restart; a task moves between replicas with export/import.
+// restart; a task moves between replicas with export/import. Each replica's
+// REST gateway calls through the router (--http_grpc_target), so an HTTP
+// call made to any replica reaches the replica of its task.
 #include <signal.h>
 
 #include <filesystem>
@@ -67,7 +69,12 @@ class ShardingTest : public ServerProcessTest {
       f << "shard-secret-of-this-test-0123456789\n";
     }
     ASSERT_EQ(::chmod(secret_file_.c_str(), 0600), 0);
+    // The router's port first: the replicas' HTTP gateways call through it.
+    absl::StatusOr<int> router_port = PickFreePort();
+    ASSERT_TRUE(router_port.ok()) << router_port.status();
+    router_port_ = *router_port;
     replicas_.resize(kReplicas);
+    http_ports_.resize(kReplicas);
     for (int i = 0; i < kReplicas; ++i) ASSERT_NO_FATAL_FAILURE(StartReplica(i));
     ASSERT_NO_FATAL_FAILURE(StartRouter());
     // A small, balanced dataset: the test is about where calls go, not accuracy.
@@ -94,7 +101,11 @@ class ShardingTest : public ServerProcessTest {
                                      "--peers",
                                      absl::StrJoin(peers_, ","),
                                      "--peer_secret_file",
-                                     secret_file_};
+                                     secret_file_,
+                                     "--http_listen",
+                                     "127.0.0.1:0",
+                                     "--http_grpc_target",
+                                     absl::StrCat("127.0.0.1:", router_port_)};
     auto p = Process::Start(argv, dir_.Sub(absl::StrCat("replica-", i, ".", ++starts_, ".log")));
     ASSERT_TRUE(p.ok()) << p.status();
     replicas_[i] = std::make_unique<Process>(*std::move(p));
@@ -102,12 +113,11 @@ class ShardingTest : public ServerProcessTest {
     const bool up = PollUntil([&] { return !r.running() || r.Log().find("SERVING on port") != std::string::npos; },
                               absl::Minutes(3));
     ASSERT_TRUE(up && r.running()) << "replica " << i << " did not start:\n" << r.Log();
+    http_ports_[i] = PortFromLog(r.Log(), "HTTP");
+    ASSERT_NE(http_ports_[i], 0) << r.Log();
   }
 
   void StartRouter() {
-    absl::StatusOr<int> port = PickFreePort();
-    ASSERT_TRUE(port.ok()) << port.status();
-    router_port_ = *port;
     grpc_port_ = router_port_;  // Ctl() goes through the router
     std::vector<std::string> render = {kSourceDir + "/tests/deploy/k8s/render_router.sh", dir_.Sub("router"),
                                        absl::StrCat(router_port_)};
@@ -160,8 +170,20 @@ class ShardingTest : public ServerProcessTest {
   std::vector<std::string> peers_;
   std::string secret_file_;
   std::vector<std::unique_ptr<Process>> replicas_;
+  // A REST call to replica `i`'s HTTP port: its JSON, after checking the
+  // status.
+  nlohmann::json Http(int i, const std::string& method, const std::string& path, const std::string& body = "",
+                      int status = 200, const HttpHeaders& headers = {{"Content-Type", "application/json"}}) {
+    absl::StatusOr<HttpResponse> r = HttpRequest(http_ports_[i], method, path, body, headers, absl::Minutes(2));
+    EXPECT_TRUE(r.ok()) << method << " " << path << ": " << r.status();
+    if (!r.ok()) return nlohmann::json();
+    EXPECT_EQ(r->status, status) << method << " " << path << " on replica " << i << ": " << r->body;
+    return nlohmann::json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  }
+
   std::unique_ptr<Process> router_;
   int router_port_ = 0;
+  std::vector<int> http_ports_;
 };
 
 TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
@@ -355,6 +377,69 @@ TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
   EXPECT_EQ(OwnerOf(moved), to);
   EXPECT_EQ(CtlJsonAt(ports_[to], PredictArgs(moved))["predictions"], scores[moved]);
   EXPECT_EQ(CtlJson({"tasks", "list"})["tasks"].size(), static_cast<size_t>(kTasks)) << "listed once, after the move";
+}
+
+TEST_F(ShardingTest, HttpCallsReachTheTasksReplicaThroughAnyReplica) {
+  // Each task is uploaded, trained, watched and predicted over HTTP, each
+  // step through a different replica's gateway: the path's task id, the
+  // task in a minted job or dataset id, a job's task_id or the X-Task-Id
+  // header goes on as x-task-id, and the router sends the call to the task's
+  // replica.
+  constexpr int kHttpTasks = 6;
+  std::ifstream in(dir_.Sub("small.csv"));
+  const std::string csv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::map<std::string, std::string> job_of;
+  for (int t = 0; t < kHttpTasks; ++t) {
+    const std::string task = absl::StrCat("http-", t);
+    const nlohmann::json ds =
+        Http(t % kReplicas, "POST", "/v1/datasets", csv, 200, {{"Content-Type", "text/csv"}, {"X-Task-Id", task}});
+    const std::string ds_id = ds.value("datasetId", "");
+    EXPECT_THAT(ds_id, HasSubstr(task));
+    // The dataset by its id alone, through another replica.
+    EXPECT_EQ(Http((t + 1) % kReplicas, "GET", "/v1/datasets/" + ds_id).value("datasetId", ""), ds_id);
+    const nlohmann::json job = Http(
+        (t + 1) % kReplicas, "POST", "/v1/trainingJobs",
+        nlohmann::json({{"taskId", task}, {"datasetIds", {ds_id}}, {"hyperparameters", {{"epochs", 1}, {"seed", "3"}}}})
+            .dump());
+    job_of[task] = job.value("jobId", "");
+  }
+  for (const auto& [task, job_id] : job_of) {
+    const bool done = PollUntil(
+        [&] {
+          const nlohmann::json job = Http(2, "GET", "/v1/trainingJobs/" + job_id);
+          return job.value("state", "") == "JOB_STATE_SUCCEEDED" || job.value("state", "") == "JOB_STATE_FAILED";
+        },
+        absl::Minutes(5), absl::Milliseconds(100));
+    ASSERT_TRUE(done) << job_id;
+    EXPECT_EQ(Http(0, "GET", "/v1/trainingJobs/" + job_id).value("state", ""), "JOB_STATE_SUCCEEDED");
+  }
+  std::set<int> used;
+  for (const auto& [task, job_id] : job_of) used.insert(OwnerOf(task));
+  EXPECT_GE(used.size(), 2u) << "6 tasks hashed to one replica";
+
+  // Every replica answers every task, identically; lists cover all replicas.
+  const std::string texts = R"({"texts": ["a wonderful film", "a dull film"], "returnAllScores": true})";
+  for (const auto& [task, job_id] : job_of) {
+    const nlohmann::json want = Http(0, "POST", "/v1/tasks/" + task + ":predict", texts);
+    EXPECT_EQ(want["predictions"].size(), 2u) << want.dump();
+    for (int i = 1; i < kReplicas; ++i) EXPECT_EQ(Http(i, "POST", "/v1/tasks/" + task + ":predict", texts), want);
+  }
+  std::set<std::string> listed;
+  const nlohmann::json tasks = Http(1, "GET", "/v1/tasks?pageSize=100");
+  for (const auto& t : tasks["tasks"]) listed.insert(t["taskId"].get<std::string>());
+  for (const auto& [task, job_id] : job_of) EXPECT_TRUE(listed.contains(task)) << task << " in " << tasks.dump();
+
+  // Export through one replica, import under a new id through another: it
+  // lands on its own replica, and answers as the original.
+  absl::StatusOr<HttpResponse> file =
+      HttpRequest(http_ports_[0], "GET", "/v1/tasks/http-0:export", "", {}, absl::Minutes(1));
+  ASSERT_TRUE(file.ok() && file->status == 200) << (file.ok() ? file->body : file.status().ToString());
+  Http(1, "POST", "/v1/tasks/http-0-copy:import", file->body, 200, {{"Content-Type", "application/octet-stream"}});
+  OwnerOf("http-0-copy");
+  EXPECT_EQ(Http(2, "POST", "/v1/tasks/http-0-copy:predict", texts),
+            Http(2, "POST", "/v1/tasks/http-0:predict", texts));
+  Http(2, "DELETE", "/v1/tasks/http-0-copy", "", 200, {});
+  Http(0, "GET", "/v1/tasks/http-0-copy", "", 404, {});
 }
 
 }  // namespace

@@ -1,0 +1,936 @@
+#include "server/http/http_gateway.h"
+
+#include <gnutls/gnutls.h>
+#include <grpcpp/grpcpp.h>
+#include <microhttpd.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/api_util.h"
+#include "common/dataset_file.h"
+#include "common/listen_address.h"
+#include "common/logging.h"
+#include "common/routing.h"
+#include "common/status_macros.h"
+#include "common/tls.h"
+#include "common/utf8.h"
+#include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
+#include "server/http/console_assets.h"
+#include "server/http/transcoding.h"
+
+namespace adapterd::http {
+
+struct HttpGateway::State {
+  HttpGatewayOptions options;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Adapterd::Stub> stub;
+  Hooks hooks;
+  bool require_client_certificate = false;
+  TlsPem tls;  // MHD keeps pointers to the PEM text: it lives here
+  std::atomic<bool> stopping{false};
+  MHD_Daemon* daemon = nullptr;
+};
+
+namespace {
+
+using State = HttpGateway::State;
+
+constexpr char kJsonType[] = "application/json";
+constexpr unsigned int kHttpContentTooLarge = 413;
+// How much of a refused request's body is read (and dropped) to answer it.
+constexpr int64_t kMaxDiscardedBytes = 64 << 20;
+// The console's pages load only what the gateway serves, and call only it.
+constexpr char kContentSecurityPolicy[] =
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+// --- Replies ----------------------------------------------------------------
+
+MHD_Result Queue(MHD_Connection* c, unsigned int code, MHD_Response* response) {
+  if (response == nullptr) return MHD_NO;
+  const MHD_Result r = MHD_queue_response(c, code, response);
+  MHD_destroy_response(response);
+  return r;
+}
+
+MHD_Response* BufferResponse(std::string_view body, const char* content_type) {
+  MHD_Response* response =
+      MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response != nullptr) {
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  }
+  return response;
+}
+
+MHD_Result ReplyJson(MHD_Connection* c, unsigned int code, std::string_view json) {
+  return Queue(c, code, BufferResponse(json, kJsonType));
+}
+
+MHD_Result ReplyStatus(MHD_Connection* c, const absl::Status& status, unsigned int http_code = 0) {
+  return ReplyJson(c, http_code != 0 ? http_code : static_cast<unsigned int>(HttpStatusFor(status.code())),
+                   StatusJson(status));
+}
+
+// --- Requests ---------------------------------------------------------------
+
+std::optional<std::string> Header(MHD_Connection* c, const char* name) {
+  const char* value = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+bool PrintableAscii(std::string_view s) {
+  for (const char ch : s) {
+    if (ch < 0x20 || ch > 0x7e) return false;
+  }
+  return true;
+}
+
+// The query string's parameters, in order; a parameter without '=' has the
+// value "".
+std::vector<std::pair<std::string, std::string>> QueryParameters(MHD_Connection* c) {
+  std::vector<std::pair<std::string, std::string>> params;
+  MHD_get_connection_values(
+      c, MHD_GET_ARGUMENT_KIND,
+      [](void* cls, MHD_ValueKind, const char* key, const char* value) -> MHD_Result {
+        static_cast<std::vector<std::pair<std::string, std::string>>*>(cls)->emplace_back(
+            key, value != nullptr ? value : "");
+        return MHD_YES;
+      },
+      &params);
+  return params;
+}
+
+using Variables = std::vector<std::pair<std::string, std::string>>;
+
+// Sets the path's variables, then the query's parameters, on `message`.
+// A body field the path also names must agree with it; a query parameter
+// may not name a path variable.
+absl::Status ApplyPathAndQuery(google::protobuf::Message& message, const Variables& variables,
+                               const std::vector<std::pair<std::string, std::string>>& query,
+                               const std::vector<std::string>& skip_query = {}) {
+  for (const auto& [name, value] : variables) {
+    const auto* field = message.GetDescriptor()->FindFieldByName(name);
+    if (field != nullptr) {
+      const std::string in_body = message.GetReflection()->GetString(message, field);
+      if (!in_body.empty() && in_body != value) {
+        return absl::InvalidArgumentError(absl::StrCat(name, " is '", ToValidUtf8(in_body), "' in the body but '",
+                                                       ToValidUtf8(value), "' in the path"));
+      }
+    }
+    RETURN_IF_ERROR(SetFieldFromText(message, name, value));
+  }
+  for (const auto& [key, value] : query) {
+    if (std::find(skip_query.begin(), skip_query.end(), key) != skip_query.end()) continue;
+    for (const auto& [name, unused] : variables) {
+      const auto* field = message.GetDescriptor()->FindFieldByName(name);
+      if (key == name || (field != nullptr && key == field->json_name())) {
+        return absl::InvalidArgumentError(absl::StrCat("parameter '", key, "' is given by the path"));
+      }
+    }
+    RETURN_IF_ERROR(SetFieldFromText(message, key, value));
+  }
+  return absl::OkStatus();
+}
+
+// The task a request concerns, for x-task-id: its task_id, else the task
+// part of the minted job or dataset id it names.
+std::string RoutingTask(const google::protobuf::Message& message) {
+  const auto* d = message.GetDescriptor();
+  const auto* r = message.GetReflection();
+  if (const auto* f = d->FindFieldByName("task_id"); f != nullptr && f->type() == f->TYPE_STRING) {
+    if (std::string task = r->GetString(message, f); !task.empty()) return task;
+  }
+  for (const char* name : {"job_id", "dataset_id"}) {
+    if (const auto* f = d->FindFieldByName(name); f != nullptr && f->type() == f->TYPE_STRING) {
+      return std::string(RoutingTaskOf(r->GetString(message, f)));
+    }
+  }
+  return "";
+}
+
+// The gRPC call's metadata from the HTTP request: the caller's credentials,
+// the task it concerns (X-Task-Id wins over the request's own), and the
+// protocol for the metrics.
+absl::Status PrepareContext(MHD_Connection* c, const std::string& task, grpc::ClientContext& ctx) {
+  if (const auto auth = Header(c, MHD_HTTP_HEADER_AUTHORIZATION); auth.has_value()) {
+    if (!PrintableAscii(*auth)) {
+      return absl::UnauthenticatedError("the Authorization header is not printable ASCII");
+    }
+    ctx.AddMetadata("authorization", *auth);
+  }
+  const auto header = Header(c, "X-Task-Id");
+  if (header.has_value() && !header->empty()) {
+    if (!PrintableAscii(*header)) return absl::InvalidArgumentError("the X-Task-Id header is not printable ASCII");
+    ctx.AddMetadata(std::string(kTaskRoutingHeader), *header);
+  } else if (!task.empty() && PrintableAscii(task)) {
+    ctx.AddMetadata(std::string(kTaskRoutingHeader), task);
+  }
+  ctx.AddMetadata(std::string(kProtocolMetadata), "http");
+  return absl::OkStatus();
+}
+
+// The gateway's own body limits: RESOURCE_EXHAUSTED, answered 413 (a
+// tenant's quotas, RESOURCE_EXHAUSTED from the service, are 429).
+constexpr char kTooLargePayload[] = "adapterd.http/too-large";
+absl::Status TooLarge(std::string message) {
+  absl::Status s = absl::ResourceExhaustedError(message);
+  s.SetPayload(kTooLargePayload, absl::Cord("1"));
+  return s;
+}
+bool IsTooLarge(const absl::Status& s) { return s.GetPayload(kTooLargePayload).has_value(); }
+
+// Whether the request has a body to read (a Content-Length above 0, or a
+// chunked one).
+bool HasBody(MHD_Connection* c) {
+  if (Header(c, MHD_HTTP_HEADER_TRANSFER_ENCODING).has_value()) return true;
+  const auto length = Header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  int64_t n = 0;
+  return length.has_value() && absl::SimpleAtoi(*length, &n) && n > 0;
+}
+
+// --- Event streams (WatchTrainingJob) ---------------------------------------
+
+std::string FormatEvent(const v1::WatchTrainingJobResponse& m) {
+  std::string out = "event: update\n";
+  if (m.events_size() > 0) absl::StrAppend(&out, "id: ", m.events(m.events_size() - 1).seq(), "\n");
+  absl::StrAppend(&out, "data: ", ToJson(m), "\n\n");
+  return out;
+}
+
+std::string FormatEnd(const absl::Status& status) {
+  return absl::StrCat("event: end\ndata: ", StatusJson(status), "\n\n");
+}
+
+// One watch: a thread reads the gRPC stream into a queue; libmicrohttpd's
+// connection thread drains it through Read(), sending keep-alives while the
+// queue is empty. Freed by libmicrohttpd when the response ends or the
+// client goes away: the gRPC call is cancelled and the reader joined.
+class EventStream {
+ public:
+  EventStream(State* state, std::unique_ptr<grpc::ClientContext> ctx,
+              std::unique_ptr<grpc::ClientReader<v1::WatchTrainingJobResponse>> reader,
+              const v1::WatchTrainingJobResponse& first)
+      : state_(state), ctx_(std::move(ctx)), reader_(std::move(reader)) {
+    queue_.push_back(FormatEvent(first));
+    producer_ = std::thread([this] { Produce(); });
+  }
+  ~EventStream() {
+    ctx_->TryCancel();
+    producer_.join();
+  }
+
+  static ssize_t Read(void* cls, uint64_t, char* buf, size_t max) {
+    return static_cast<EventStream*>(cls)->ReadSome(buf, max);
+  }
+  static void Free(void* cls) { delete static_cast<EventStream*>(cls); }
+
+ private:
+  void Produce() {
+    v1::WatchTrainingJobResponse m;
+    while (reader_->Read(&m)) {
+      std::string event = FormatEvent(m);
+      absl::MutexLock l(&mu_);
+      queue_.push_back(std::move(event));
+    }
+    const absl::Status status = FromGrpcStatus(reader_->Finish());
+    absl::MutexLock l(&mu_);
+    final_ = status;
+    done_ = true;
+  }
+
+  ssize_t ReadSome(char* buf, size_t max) {
+    if (pos_ == out_.size()) {
+      if (ended_) return MHD_CONTENT_READER_END_OF_STREAM;
+      out_.clear();
+      pos_ = 0;
+      NextChunk();
+    }
+    const size_t n = std::min(max, out_.size() - pos_);
+    std::memcpy(buf, out_.data() + pos_, n);
+    pos_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  // Fills out_ with the next event, the end, or a keep-alive.
+  void NextChunk() {
+    const absl::Time keepalive_at = absl::Now() + state_->options.keepalive;
+    absl::MutexLock l(&mu_);
+    auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || done_; };
+    while (true) {
+      // Short waits, so that Stop() ends the stream promptly.
+      mu_.AwaitWithDeadline(absl::Condition(&ready), std::min(keepalive_at, absl::Now() + absl::Milliseconds(200)));
+      if (!queue_.empty()) {
+        out_ = std::move(queue_.front());
+        queue_.pop_front();
+        return;
+      }
+      if (done_) {
+        out_ = FormatEnd(final_);
+        ended_ = true;
+        return;
+      }
+      if (state_->stopping.load()) {
+        out_ = FormatEnd(absl::UnavailableError("adapterd is shutting down; watch again with after_seq"));
+        ended_ = true;
+        return;
+      }
+      if (absl::Now() >= keepalive_at) {
+        out_ = ": keepalive\n\n";
+        return;
+      }
+    }
+  }
+
+  State* const state_;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientReader<v1::WatchTrainingJobResponse>> reader_;
+  std::thread producer_;
+  absl::Mutex mu_;  // protects queue_, done_, final_
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_ ABSL_GUARDED_BY(mu_);
+  // The connection thread's own: the chunk being sent.
+  std::string out_;
+  size_t pos_ = 0;
+  bool ended_ = false;
+};
+
+// --- Downloads (ExportAdapter) ----------------------------------------------
+
+class Download {
+ public:
+  Download(std::unique_ptr<grpc::ClientContext> ctx,
+           std::unique_ptr<grpc::ClientReader<v1::ExportAdapterResponse>> reader, std::string first_chunk)
+      : ctx_(std::move(ctx)), reader_(std::move(reader)), chunk_(std::move(first_chunk)) {}
+  ~Download() {
+    if (!finished_) {
+      ctx_->TryCancel();
+      v1::ExportAdapterResponse m;
+      while (reader_->Read(&m)) {
+      }
+      (void)reader_->Finish();
+    }
+  }
+
+  static ssize_t Read(void* cls, uint64_t, char* buf, size_t max) {
+    return static_cast<Download*>(cls)->ReadSome(buf, max);
+  }
+  static void Free(void* cls) { delete static_cast<Download*>(cls); }
+
+ private:
+  ssize_t ReadSome(char* buf, size_t max) {
+    while (pos_ == chunk_.size()) {
+      if (finished_) return MHD_CONTENT_READER_END_OF_STREAM;
+      v1::ExportAdapterResponse m;
+      if (!reader_->Read(&m)) {
+        finished_ = true;
+        const grpc::Status status = reader_->Finish();
+        if (!status.ok()) {
+          LOG(WARNING) << "HTTP export ended early: " << status.error_message();
+          return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        return MHD_CONTENT_READER_END_OF_STREAM;
+      }
+      chunk_ = std::move(*m.mutable_chunk());
+      pos_ = 0;
+    }
+    const size_t n = std::min(max, chunk_.size() - pos_);
+    std::memcpy(buf, chunk_.data() + pos_, n);
+    pos_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientReader<v1::ExportAdapterResponse>> reader_;
+  std::string chunk_;
+  size_t pos_ = 0;
+  bool finished_ = false;
+};
+
+// --- One request --------------------------------------------------------------
+
+// What a request keeps between libmicrohttpd's calls (*con_cls).
+struct Call {
+  // An answer decided from the headers alone (an error, the console,
+  // /healthz): given on the next call, so that a request without a body
+  // keeps its connection alive.
+  std::function<MHD_Result(MHD_Connection*)> early;
+  // A refusal decided while the body arrives: libmicrohttpd can answer only
+  // after the whole body, so the rest is read and dropped (up to
+  // kMaxDiscardedBytes; past that the connection is closed unanswered).
+  std::optional<absl::Status> refusal;
+  int64_t discarded = 0;
+  const Route* route = nullptr;
+  Variables variables;
+  bool answered = false;
+  std::string body;  // a JSON body, or a SQuAD document
+  // Client streams (UploadDataset, ImportAdapter), open from the first call
+  // until the body ends: then committed, or cancelled (nothing stored).
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<grpc::ClientWriter<v1::UploadDatasetRequest>> upload;
+  std::unique_ptr<grpc::ClientWriter<v1::ImportAdapterRequest>> import;
+  v1::Dataset dataset;
+  v1::Task task;
+  std::unique_ptr<DatasetStreamParser> parser;  // null for SQuAD (parsed whole)
+  v1::UploadDatasetRequest chunk;               // examples not sent yet
+  size_t chunk_bytes = 0;
+  std::string pending_bytes;  // adapter bytes not sent yet
+
+  bool stream_open() const { return ctx != nullptr; }
+
+  // Ends an open client stream without committing it.
+  void Cancel() {
+    if (!stream_open()) return;
+    ctx->TryCancel();
+    if (upload) (void)upload->Finish();
+    if (import) (void)import->Finish();
+    upload.reset();
+    import.reset();
+    ctx.reset();
+  }
+
+  // The stream's status after a failed Write (the server ended it).
+  absl::Status Broken() {
+    grpc::Status status = upload ? upload->Finish() : import->Finish();
+    upload.reset();
+    import.reset();
+    ctx.reset();
+    if (status.ok()) return absl::InternalError("the stream ended early");
+    return FromGrpcStatus(status);
+  }
+};
+
+const char* ContentTypeOf(std::string_view name) {
+  if (name.ends_with(".html")) return "text/html; charset=utf-8";
+  if (name.ends_with(".js")) return "text/javascript; charset=utf-8";
+  if (name.ends_with(".css")) return "text/css; charset=utf-8";
+  if (name.ends_with(".svg")) return "image/svg+xml";
+  if (name.ends_with(".png")) return "image/png";
+  if (name.ends_with(".json")) return "application/json";
+  return "application/octet-stream";
+}
+
+// GET / and /console/<name>.
+MHD_Result ServeConsole(State* state, MHD_Connection* c, std::string_view path) {
+  std::string name = path == "/" ? "index.html" : std::string(path.substr(std::strlen("/console/")));
+  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') {
+    return ReplyStatus(c, absl::NotFoundError("no such console file"));
+  }
+  std::string content;
+  bool found = false;
+  if (!state->options.console_dir.empty()) {
+    std::ifstream in(state->options.console_dir + "/" + name, std::ios::binary);
+    if (in) {
+      std::ostringstream s;
+      s << in.rdbuf();
+      content = s.str();
+      found = true;
+    }
+  } else {
+    for (const ConsoleAsset& asset : ConsoleAssets()) {
+      if (asset.name == name) {
+        content = std::string(asset.content);
+        found = true;
+        break;
+      }
+    }
+  }
+  if (!found) return ReplyStatus(c, absl::NotFoundError("no such console file"));
+  MHD_Response* response = BufferResponse(content, ContentTypeOf(name));
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, "Content-Security-Policy", kContentSecurityPolicy);
+  MHD_add_response_header(response, "X-Frame-Options", "DENY");
+  MHD_add_response_header(response, "Referrer-Policy", "no-referrer");
+  return Queue(c, MHD_HTTP_OK, response);
+}
+
+// With a client CA: the connection's certificate chain verified against it.
+bool ClientCertificateVerified(MHD_Connection* c) {
+  const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+  if (info == nullptr || info->tls_session == nullptr) return false;
+  auto session = static_cast<gnutls_session_t>(info->tls_session);
+  unsigned int count = 0;
+  if (gnutls_certificate_get_peers(session, &count) == nullptr || count == 0) return false;
+  unsigned int verify = 0;
+  return gnutls_certificate_verify_peers2(session, &verify) == GNUTLS_E_SUCCESS && verify == 0;
+}
+
+std::optional<DatasetFormat> DatasetFormatOf(const std::optional<std::string>& content_type) {
+  if (!content_type.has_value()) return std::nullopt;
+  std::string type = absl::AsciiStrToLower(content_type->substr(0, content_type->find(';')));
+  type = std::string(absl::StripAsciiWhitespace(type));
+  if (type == "text/csv") return DatasetFormat::kCsv;
+  if (type == "application/x-ndjson" || type == "application/jsonl" || type == "application/x-jsonlines" ||
+      type == "application/json-lines") {
+    return DatasetFormat::kJsonl;
+  }
+  if (type == "application/json") return DatasetFormat::kSquad;
+  return std::nullopt;
+}
+
+// Sends the examples gathered so far as one UploadDataset chunk.
+absl::Status FlushChunk(Call& call) {
+  if (call.chunk.chunk().examples_size() == 0) return absl::OkStatus();
+  if (!call.upload->Write(call.chunk)) return call.Broken();
+  call.chunk.Clear();
+  call.chunk_bytes = 0;
+  return absl::OkStatus();
+}
+
+absl::Status AddExamples(State* state, Call& call, std::vector<v1::Example> examples) {
+  for (v1::Example& e : examples) {
+    const size_t bytes = e.ByteSizeLong();
+    if (call.chunk_bytes > 0 && call.chunk_bytes + bytes > static_cast<size_t>(state->options.chunk_bytes)) {
+      RETURN_IF_ERROR(FlushChunk(call));
+    }
+    *call.chunk.mutable_chunk()->add_examples() = std::move(e);
+    call.chunk_bytes += bytes + 8;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SendBytes(State* state, Call& call, bool all) {
+  const size_t chunk = static_cast<size_t>(state->options.chunk_bytes);
+  size_t offset = 0;
+  while (call.pending_bytes.size() - offset >= chunk || (all && offset < call.pending_bytes.size())) {
+    v1::ImportAdapterRequest m;
+    m.set_chunk(call.pending_bytes.substr(offset, chunk));
+    offset += m.chunk().size();
+    if (!call.import->Write(m)) return call.Broken();
+  }
+  call.pending_bytes.erase(0, offset);
+  return absl::OkStatus();
+}
+
+// The first call of a request with a body that streams: opens the gRPC
+// client stream and sends its metadata.
+absl::Status OpenStream(State* state, MHD_Connection* c, Call& call) {
+  const auto query = QueryParameters(c);
+  call.ctx = std::make_unique<grpc::ClientContext>();
+  if (call.route->body == BodyKind::kDataset) {
+    const auto content_type = Header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const std::optional<DatasetFormat> format = DatasetFormatOf(content_type);
+    if (!format.has_value()) {
+      call.ctx.reset();
+      return absl::InvalidArgumentError(
+          absl::StrCat("Content-Type '", ToValidUtf8(content_type.value_or("")),
+                       "' is not a dataset format: send text/csv, application/x-ndjson (JSON Lines) or "
+                       "application/json (a SQuAD document)"));
+    }
+    if (*format != DatasetFormat::kSquad) {
+      call.parser = std::make_unique<DatasetStreamParser>(*format, "request body",
+                                                          static_cast<size_t>(state->options.max_record_bytes));
+    }
+    v1::UploadDatasetRequest first;
+    auto* metadata = first.mutable_metadata();
+    for (const auto& [key, value] : query) {
+      if (absl::Status s = SetFieldFromText(*metadata, key, value); !s.ok()) {
+        call.ctx.reset();
+        return s;
+      }
+    }
+    if (absl::Status s = PrepareContext(c, "", *call.ctx); !s.ok()) {
+      call.ctx.reset();
+      return s;
+    }
+    call.upload = state->stub->UploadDataset(call.ctx.get(), &call.dataset);
+    if (!call.upload->Write(first)) return call.Broken();
+    return absl::OkStatus();
+  }
+  // ImportAdapter: the task from the path, the size from Content-Length.
+  v1::ImportAdapterRequest first;
+  auto* metadata = first.mutable_metadata();
+  if (absl::Status s = ApplyPathAndQuery(*metadata, call.variables, query); !s.ok()) {
+    call.ctx.reset();
+    return s;
+  }
+  if (const auto length = Header(c, MHD_HTTP_HEADER_CONTENT_LENGTH); length.has_value()) {
+    int64_t n = 0;
+    if (absl::SimpleAtoi(*length, &n)) metadata->set_total_bytes(n);
+  }
+  if (absl::Status s = PrepareContext(c, metadata->task_id(), *call.ctx); !s.ok()) {
+    call.ctx.reset();
+    return s;
+  }
+  call.import = state->stub->ImportAdapter(call.ctx.get(), &call.task);
+  if (!call.import->Write(first)) return call.Broken();
+  return absl::OkStatus();
+}
+
+// A piece of the body.
+absl::Status Receive(State* state, Call& call, std::string_view data) {
+  switch (call.route->body) {
+    case BodyKind::kNone:
+      return absl::InvalidArgumentError(absl::StrCat(call.route->method, " ", call.route->pattern, " takes no body"));
+    case BodyKind::kJson:
+      if (call.body.size() + data.size() > static_cast<size_t>(state->options.max_body_bytes)) {
+        return TooLarge(absl::StrCat("the body is larger than ", state->options.max_body_bytes, " bytes"));
+      }
+      call.body.append(data);
+      return absl::OkStatus();
+    case BodyKind::kDataset: {
+      if (call.parser == nullptr) {
+        if (call.body.size() + data.size() > static_cast<size_t>(state->options.max_body_bytes)) {
+          return TooLarge(absl::StrCat("the SQuAD document is larger than ", state->options.max_body_bytes,
+                                       " bytes; send JSON Lines (streamed) instead"));
+        }
+        call.body.append(data);
+        return absl::OkStatus();
+      }
+      ASSIGN_OR_RETURN(std::vector<v1::Example> examples, call.parser->Feed(data));
+      return AddExamples(state, call, std::move(examples));
+    }
+    case BodyKind::kBytes:
+      call.pending_bytes.append(data);
+      return SendBytes(state, call, /*all=*/false);
+  }
+  return absl::OkStatus();
+}
+
+// Unary calls: request from the body, path and query; response as JSON.
+template <typename Request, typename Response>
+MHD_Result Unary(State* state, MHD_Connection* c, Call& call,
+                 grpc::Status (v1::Adapterd::Stub::*method)(grpc::ClientContext*, const Request&, Response*)) {
+  Request request;
+  absl::Status s;
+  if (call.route->body == BodyKind::kJson && !absl::StripAsciiWhitespace(call.body).empty()) {
+    s = ParseJsonBody(call.body, request);
+  }
+  const auto query = QueryParameters(c);
+  if (s.ok() && call.route->body == BodyKind::kJson && !query.empty()) {
+    s = absl::InvalidArgumentError(absl::StrCat("parameter '", ToValidUtf8(query.front().first),
+                                                "': ", call.route->method, " ", call.route->pattern,
+                                                " takes its fields in the JSON body, not the query string"));
+  }
+  if (s.ok()) s = ApplyPathAndQuery(request, call.variables, query);
+  grpc::ClientContext ctx;
+  if (s.ok()) s = PrepareContext(c, RoutingTask(request), ctx);
+  if (!s.ok()) return ReplyStatus(c, s);
+  Response response;
+  const grpc::Status status = (state->stub.get()->*method)(&ctx, request, &response);
+  if (!status.ok()) return ReplyStatus(c, FromGrpcStatus(status));
+  return ReplyJson(c, MHD_HTTP_OK, ToJson(response));
+}
+
+MHD_Result Watch(State* state, MHD_Connection* c, Call& call) {
+  v1::WatchTrainingJobRequest request;
+  const auto query = QueryParameters(c);
+  absl::Status s = ApplyPathAndQuery(request, call.variables, query);
+  // EventSource's reconnection header resumes after the last event seen.
+  if (const auto last = Header(c, "Last-Event-ID"); s.ok() && last.has_value() && request.after_seq() == 0) {
+    int64_t seq = 0;
+    if (absl::SimpleAtoi(*last, &seq)) request.set_after_seq(seq);
+  }
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  if (s.ok()) s = PrepareContext(c, RoutingTask(request), *ctx);
+  if (!s.ok()) return ReplyStatus(c, s);
+  auto reader = state->stub->WatchTrainingJob(ctx.get(), request);
+  v1::WatchTrainingJobResponse first;
+  if (!reader->Read(&first)) {
+    const absl::Status status = FromGrpcStatus(reader->Finish());
+    return ReplyStatus(c, status.ok() ? absl::InternalError("the watch ended without a message") : status);
+  }
+  auto* stream = new EventStream(state, std::move(ctx), std::move(reader), first);
+  MHD_Response* response =
+      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, &EventStream::Read, stream, &EventStream::Free);
+  if (response == nullptr) {
+    delete stream;
+    return MHD_NO;
+  }
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  MHD_add_response_header(response, "X-Accel-Buffering", "no");  // nginx: pass events on at once
+  return Queue(c, MHD_HTTP_OK, response);
+}
+
+MHD_Result Export(State* state, MHD_Connection* c, Call& call) {
+  v1::ExportAdapterRequest request;
+  absl::Status s = ApplyPathAndQuery(request, call.variables, QueryParameters(c));
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  if (s.ok()) s = PrepareContext(c, request.task_id(), *ctx);
+  if (!s.ok()) return ReplyStatus(c, s);
+  auto reader = state->stub->ExportAdapter(ctx.get(), request);
+  v1::ExportAdapterResponse first;
+  if (!reader->Read(&first)) {
+    const absl::Status status = FromGrpcStatus(reader->Finish());
+    return ReplyStatus(c, status.ok() ? absl::InternalError("the export ended without a message") : status);
+  }
+  const int64_t version = first.version();
+  const int64_t total = first.total_bytes();
+  auto* download = new Download(std::move(ctx), std::move(reader), std::move(*first.mutable_chunk()));
+  MHD_Response* response =
+      MHD_create_response_from_callback(total > 0 ? static_cast<uint64_t>(total) : MHD_SIZE_UNKNOWN, 64 * 1024,
+                                        &Download::Read, download, &Download::Free);
+  if (response == nullptr) {
+    delete download;
+    return MHD_NO;
+  }
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+  MHD_add_response_header(
+      response, "Content-Disposition",
+      absl::StrCat("attachment; filename=\"", request.task_id(), "-v", version, ".adapter\"").c_str());
+  MHD_add_response_header(response, "X-Adapterd-Version", absl::StrCat(version).c_str());
+  return Queue(c, MHD_HTTP_OK, response);
+}
+
+// The end of a client stream's body: the rest sent, then commit.
+MHD_Result FinishStream(State* state, MHD_Connection* c, Call& call) {
+  absl::Status s;
+  if (call.upload) {
+    absl::StatusOr<std::vector<v1::Example>> rest =
+        call.parser ? call.parser->Finish() : ParseDataset(call.body, DatasetFormat::kSquad, "request body");
+    s = rest.status();
+    if (s.ok()) s = AddExamples(state, call, *std::move(rest));
+    if (s.ok()) s = FlushChunk(call);
+  } else {
+    s = SendBytes(state, call, /*all=*/true);
+  }
+  if (!s.ok()) {
+    call.Cancel();
+    return ReplyStatus(c, s);
+  }
+  grpc::Status status;
+  if (call.upload) {
+    call.upload->WritesDone();
+    status = call.upload->Finish();
+  } else {
+    call.import->WritesDone();
+    status = call.import->Finish();
+  }
+  call.upload.reset();
+  call.import.reset();
+  call.ctx.reset();
+  if (!status.ok()) return ReplyStatus(c, FromGrpcStatus(status));
+  return ReplyJson(c, MHD_HTTP_OK, call.route->body == BodyKind::kDataset ? ToJson(call.dataset) : ToJson(call.task));
+}
+
+MHD_Result Dispatch(State* state, MHD_Connection* c, Call& call) {
+  using Stub = v1::Adapterd::Stub;
+  const std::string_view rpc = call.route->rpc;
+  if (call.stream_open()) return FinishStream(state, c, call);
+  if (rpc == "WatchTrainingJob") return Watch(state, c, call);
+  if (rpc == "ExportAdapter") return Export(state, c, call);
+  if (rpc == "GetDataset") return Unary(state, c, call, &Stub::GetDataset);
+  if (rpc == "ListDatasets") return Unary(state, c, call, &Stub::ListDatasets);
+  if (rpc == "DeleteDataset") return Unary(state, c, call, &Stub::DeleteDataset);
+  if (rpc == "CreateTrainingJob") return Unary(state, c, call, &Stub::CreateTrainingJob);
+  if (rpc == "GetTrainingJob") return Unary(state, c, call, &Stub::GetTrainingJob);
+  if (rpc == "ListTrainingJobs") return Unary(state, c, call, &Stub::ListTrainingJobs);
+  if (rpc == "CancelTrainingJob") return Unary(state, c, call, &Stub::CancelTrainingJob);
+  if (rpc == "GetTask") return Unary(state, c, call, &Stub::GetTask);
+  if (rpc == "ListTasks") return Unary(state, c, call, &Stub::ListTasks);
+  if (rpc == "DeleteTask") return Unary(state, c, call, &Stub::DeleteTask);
+  if (rpc == "Predict") return Unary(state, c, call, &Stub::Predict);
+  return ReplyStatus(c, absl::InternalError(absl::StrCat("no handler for ", std::string(rpc))));
+}
+
+// The first call of a request (its headers): answers at once what needs no
+// body; opens client streams.
+MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::string_view method, Call& call) {
+  if (state->require_client_certificate && !ClientCertificateVerified(c)) {
+    call.early = [](MHD_Connection* c) {
+      return ReplyStatus(
+          c, absl::UnauthenticatedError("a client certificate signed by the server's client CA is required"));
+    };
+    return MHD_YES;
+  }
+  if (method == "GET" && (path == "/" || path.starts_with("/console/"))) {
+    call.early = [state, path = std::string(path)](MHD_Connection* c) { return ServeConsole(state, c, path); };
+    return MHD_YES;
+  }
+  if (path == "/healthz" && method == "GET") {
+    call.early = [state](MHD_Connection* c) {
+      const bool serving = !state->stopping.load() && (!state->hooks.serving || state->hooks.serving());
+      return ReplyJson(c, serving ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+                       serving ? R"({"status":"SERVING"})" : R"({"status":"NOT_SERVING"})");
+    };
+    return MHD_YES;
+  }
+  RouteMatch match = MatchRoute(method, path);
+  if (match.route == nullptr) {
+    const std::string what = absl::StrCat(ToValidUtf8(std::string(method)), " ", ToValidUtf8(std::string(path)));
+    if (!match.allowed_methods.empty()) {
+      call.early = [what, allowed = match.allowed_methods](MHD_Connection* c) {
+        MHD_Response* response = BufferResponse(StatusJson(absl::UnimplementedError(absl::StrCat(
+                                                    what, ": the method is not allowed (allowed: ", allowed, ")"))),
+                                                kJsonType);
+        if (response == nullptr) return MHD_NO;
+        MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, allowed.c_str());
+        return Queue(c, MHD_HTTP_METHOD_NOT_ALLOWED, response);
+      };
+      return MHD_YES;
+    }
+    call.early = [what](MHD_Connection* c) {
+      return ReplyStatus(c, absl::NotFoundError(absl::StrCat("no route for ", what, " (docs/API.md, \"REST/JSON\")")));
+    };
+    return MHD_YES;
+  }
+  call.route = match.route;
+  call.variables = std::move(match.variables);
+  if (call.route->body == BodyKind::kJson) {
+    int64_t length = 0;
+    const auto header = Header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (header.has_value() && absl::SimpleAtoi(*header, &length) && length > state->options.max_body_bytes) {
+      call.answered = true;
+      return ReplyStatus(c,
+                         TooLarge(absl::StrCat("the body is ", length, " bytes; at most ",
+                                               state->options.max_body_bytes, " are accepted")),
+                         kHttpContentTooLarge);
+    }
+  }
+  if (call.route->body == BodyKind::kDataset || call.route->body == BodyKind::kBytes) {
+    if (absl::Status s = OpenStream(state, c, call); !s.ok()) {
+      call.answered = true;
+      return ReplyStatus(c, s);
+    }
+  }
+  return MHD_YES;
+}
+
+MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
+                  const char* upload_data, size_t* upload_data_size, void** con_cls) {
+  State* state = static_cast<State*>(cls);
+  // libmicrohttpd lets a handler answer after the headers (the first call)
+  // or after the whole body (the last), never in between.
+  if (*con_cls == nullptr) {
+    auto call = std::make_unique<Call>();
+    MHD_Result r = Begin(state, c, url, method, *call);
+    if (call->early && HasBody(c)) {
+      // Answered from the headers; the body is not read (libmicrohttpd
+      // closes the connection after the answer).
+      call->answered = true;
+      r = call->early(c);
+      call->early = nullptr;
+    }
+    *con_cls = call.release();
+    return r;
+  }
+  Call& call = *static_cast<Call*>(*con_cls);
+  if (*upload_data_size > 0) {
+    if (!call.answered && !call.early && !call.refusal.has_value()) {
+      const absl::Status s = Receive(state, call, std::string_view(upload_data, *upload_data_size));
+      if (!s.ok()) {
+        call.Cancel();  // nothing stored
+        call.refusal = s;
+      }
+    } else if (call.refusal.has_value()) {
+      call.discarded += static_cast<int64_t>(*upload_data_size);
+      if (call.discarded > kMaxDiscardedBytes) return MHD_NO;
+    }
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  if (call.answered) return MHD_YES;
+  call.answered = true;
+  if (call.early) return call.early(c);
+  if (call.refusal.has_value()) {
+    const absl::Status& s = *call.refusal;
+    return ReplyStatus(c, s, IsTooLarge(s) ? kHttpContentTooLarge : 0);
+  }
+  return Dispatch(state, c, call);
+}
+
+// The request is over: a client stream still open (the client went away
+// mid-body) is cancelled, so nothing is stored.
+void Completed(void*, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
+  auto* call = static_cast<Call*>(*con_cls);
+  if (call == nullptr) return;
+  call->Cancel();
+  delete call;
+  *con_cls = nullptr;
+}
+
+void Log(void*, const char* format, va_list args) {
+  char buf[512];
+  std::vsnprintf(buf, sizeof(buf), format, args);
+  std::string line(buf);
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  LOG(WARNING) << "HTTP: " << line;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewayOptions& options,
+                                                                std::shared_ptr<grpc::Channel> channel, Hooks hooks) {
+  ASSIGN_OR_RETURN(sockaddr_in addr, ParseIpv4ListenAddress(options.listen_address, "HTTP"));
+  std::unique_ptr<HttpGateway> gateway(new HttpGateway());
+  gateway->state_ = std::make_unique<State>();
+  State* state = gateway->state_.get();
+  state->options = options;
+  state->channel = std::move(channel);
+  state->stub = v1::Adapterd::NewStub(state->channel);
+  state->hooks = std::move(hooks);
+  unsigned int flags =
+      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+  if (!options.tls.cert_chain.empty()) {
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+      return absl::FailedPreconditionError("this libmicrohttpd has no TLS: cannot serve HTTPS on --http_listen");
+    }
+    state->tls = options.tls;
+    flags |= MHD_USE_TLS;
+    state->require_client_certificate = !state->tls.ca_certs.empty();
+  }
+  std::vector<MHD_OptionItem> items = {
+      {MHD_OPTION_SOCK_ADDR, 0, &addr},
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Completed), nullptr},
+      {MHD_OPTION_CONNECTION_LIMIT, options.max_connections, nullptr},
+      // Idle connections (keep-alive, a stalled upload) close after this;
+      // event streams send keep-alives more often.
+      {MHD_OPTION_CONNECTION_TIMEOUT, 120, nullptr},
+  };
+  if (flags & MHD_USE_TLS) {
+    items.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, state->tls.private_key.data()});
+    items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, state->tls.cert_chain.data()});
+    if (state->require_client_certificate) {
+      items.push_back({MHD_OPTION_HTTPS_MEM_TRUST, 0, state->tls.ca_certs.data()});
+    }
+  }
+  items.push_back({MHD_OPTION_END, 0, nullptr});
+  // The logger first: libmicrohttpd logs the options that follow through it.
+  state->daemon = MHD_start_daemon(flags, 0, nullptr, nullptr, &Handle, state, MHD_OPTION_EXTERNAL_LOGGER, &Log,
+                                   nullptr, MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
+  if (state->daemon == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve HTTP on ", options.listen_address, " (address in use, or not a valid host:port?)"));
+  }
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(state->daemon, MHD_DAEMON_INFO_BIND_PORT);
+  if (info == nullptr || info->port == 0) return absl::InternalError("the HTTP daemon reports no port");
+  gateway->port_ = info->port;
+  LOG(INFO) << "HTTP on port " << gateway->port_ << ", "
+            << (flags & MHD_USE_TLS ? (state->require_client_certificate ? "mutual TLS" : "TLS") : "plaintext")
+            << " (REST/JSON API and console)";
+  return gateway;
+}
+
+void HttpGateway::Stop() {
+  if (state_ == nullptr || state_->daemon == nullptr) return;
+  state_->stopping.store(true);
+  MHD_stop_daemon(state_->daemon);
+  state_->daemon = nullptr;
+}
+
+HttpGateway::~HttpGateway() { Stop(); }
+
+}  // namespace adapterd::http

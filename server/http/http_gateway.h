@@ -1,0 +1,111 @@
+// HttpGateway: adapterd's REST/JSON API and web console on --http_listen
+// (docs/API.md, "REST/JSON"; the mapping is transcoding.h's).
+//
+// Every API request becomes one call of adapterd.v1.Adapterd on a gRPC
+// channel, the in-process channel of this server's gRPC frontend, or, on a
+// task-sharded replica, the router's address (--http_grpc_target), so that a
+// task's calls reach its replica however they arrive. HTTP therefore has
+// gRPC's core unchanged: authentication (`Authorization: Bearer` goes on as
+// metadata), tenancy and quotas, validation, the x-task-id routing check,
+// size limits, drain behaviour, and the calls' metrics, labelled
+// protocol="http" (common/api_util.h, kProtocolMetadata). The call's task
+// (the path's task id, the task part of a minted job or dataset id, a
+// CreateTrainingJob body's task_id, or the X-Task-Id header, which wins) is
+// sent as x-task-id.
+//
+// Streams:
+// - POST /v1/datasets streams the body (chunked transfer encoding or not)
+//   into UploadDataset as it arrives: CSV (Content-Type text/csv) and JSON
+//   Lines (application/x-ndjson, application/jsonl) record by record, a
+//   SQuAD document (application/json) whole. The dataset is stored only
+//   when the whole body arrived and parsed; a client that disconnects, a
+//   parse error, or a refusal from the server cancels the gRPC stream, and
+//   nothing is stored (GrpcService's client-stream contract).
+// - POST /v1/tasks/{task_id}:import streams the body's bytes likewise.
+// - GET /v1/trainingJobs/{job_id}:watch is Server-Sent Events: `event:
+//   update`, `id:` the last event's seq, `data:` a WatchTrainingJobResponse
+//   as JSON on one line; `: keepalive` comments while nothing happens; and
+//   at the end `event: end` with the google.rpc.Status of the watch (code 0
+//   when the job finished). `Last-Event-ID` (or after_seq) resumes.
+// - GET /v1/tasks/{task_id}:export sends the adapter file as a download.
+//
+// Other paths: GET / and GET /console/<file> serve the console (embedded
+// in the binary; console_dir overrides for development), GET /healthz
+// answers 200 while the server is SERVING and 503 otherwise.
+//
+// Threads: libmicrohttpd with a thread per connection (calls block),
+// at most max_connections. TLS: the gRPC port's certificate and key; with a
+// client CA every request must present a certificate it signed (else 401).
+//
+// Thread safety: Start and Stop from the owning thread.
+#ifndef ADAPTERD_SERVER_HTTP_HTTP_GATEWAY_H_
+#define ADAPTERD_SERVER_HTTP_HTTP_GATEWAY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/tls.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
+namespace adapterd::http {
+
+// The flags (ServerOptions::http; docs/API.md, "Configuration reference").
+struct HttpGatewayOptions {
+  std::string listen_address;  // host:port (port 0 = any free); IPv4, 0.0.0.0 or localhost
+  // TLS: the gRPC port's certificate, key and client CA, as the gRPC
+  // frontend loaded and checked them. No cert_chain = plaintext; ca_certs
+  // set = clients must present a certificate one of them signed.
+  TlsPem tls;
+  int max_connections = 256;
+  // The largest JSON body, and the largest SQuAD document (parsed whole).
+  int64_t max_body_bytes = 16 << 20;
+  // The largest record of a streamed CSV or JSON Lines dataset.
+  int64_t max_record_bytes = 1 << 20;
+  // The size of the gRPC messages uploads and imports are sent in.
+  int64_t chunk_bytes = 1 << 20;
+  // How often an idle event stream sends a keep-alive comment.
+  absl::Duration keepalive = absl::Seconds(15);
+  // Serve the console from this directory instead of the embedded copy
+  // (development: edit and reload).
+  std::string console_dir;
+};
+
+class HttpGateway {
+ public:
+  struct Hooks {
+    std::function<bool()> serving;  // GET /healthz; null = always serving
+  };
+
+  // Errors: INVALID_ARGUMENT for a malformed address, UNAVAILABLE when it
+  // cannot be bound, FAILED_PRECONDITION for TLS without libmicrohttpd TLS.
+  static absl::StatusOr<std::unique_ptr<HttpGateway>> Start(const HttpGatewayOptions& options,
+                                                            std::shared_ptr<grpc::Channel> channel, Hooks hooks);
+  ~HttpGateway();
+  HttpGateway(const HttpGateway&) = delete;
+  HttpGateway& operator=(const HttpGateway&) = delete;
+
+  int port() const { return port_; }
+
+  // Stops accepting connections, ends open event streams (their `end`
+  // event says UNAVAILABLE), and returns when every connection is closed.
+  // Calls in flight end as the gRPC side ends them (drain). Idempotent.
+  void Stop();
+
+  struct State;  // what the daemon's callbacks share (http_gateway.cc)
+
+ private:
+  HttpGateway() = default;
+  std::unique_ptr<State> state_;
+  int port_ = 0;
+};
+
+}  // namespace adapterd::http
+
+#endif  // ADAPTERD_SERVER_HTTP_HTTP_GATEWAY_H_

@@ -1,0 +1,659 @@
+"""The REST/JSON gateway (server/http) against the real adapterd binary.
+
+Every route with a real HTTP client (http.client, one keep-alive connection
+per test), every task kind, and the gRPC contract's bad inputs over HTTP:
+wrong JSON, unknown fields and parameters, oversize bodies, a client that
+disconnects mid-upload (nothing stored), plus the Server-Sent Events watch,
+the export download and the import upload, tenancy and quotas, TLS and
+mutual TLS, the drain, the metrics' protocol label, and a gRPC/HTTP parity
+check: the same Predict over both gives the identical PredictResponse.
+
+Run by ctest (tests/http/CMakeLists.txt) with Debian's python3 and pytest;
+environment: ADAPTERD_BIN, MAKE_MODEL_BIN, ADAPTERD_SOURCE_DIR, and
+PYTHONPATH holding the Python stubs generated from proto/ (for the gRPC
+side of the parity check).
+"""
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+
+import grpc
+import pytest
+from google.protobuf import json_format
+
+from adapterd.v1 import adapterd_service_pb2 as pb
+from adapterd.v1 import adapterd_service_pb2_grpc as pb_grpc
+
+ADAPTERD = os.environ["ADAPTERD_BIN"]
+MAKE_MODEL = os.environ["MAKE_MODEL_BIN"]
+SOURCE = os.environ["ADAPTERD_SOURCE_DIR"]
+KINDS = os.path.join(SOURCE, "examples", "kinds")
+
+
+def wait_for(predicate, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Server:
+    """One adapterd process on free loopback ports."""
+
+    def __init__(self, workdir, model, extra=(), name="server"):
+        self.log_path = os.path.join(workdir, f"{name}.log")
+        self.data = os.path.join(workdir, f"{name}-data")
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [ADAPTERD, "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--http_listen",
+             "127.0.0.1:0", "--data_dir", self.data, "--model_dir", model, "--threads", "1",
+             "--max_queue_delay_us", "500", "--drain_seconds", "5", *extra],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        text = wait_for(lambda: self._serving(), 60, f"{name} to serve")
+        self.grpc_port = int(re.search(r"SERVING on port (\d+)", text).group(1))
+        self.http_port = int(re.search(r"HTTP on port (\d+)", text).group(1))
+        self.metrics_port = int(re.search(r"/metrics on port (\d+)", text).group(1))
+
+    def _serving(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"adapterd exited {self.proc.returncode}:\n{self.read_log()}")
+        text = self.read_log()
+        return text if "SERVING on port" in text else None
+
+    def read_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+class Http:
+    """A keep-alive HTTP/1.1 client of one server."""
+
+    def __init__(self, port, context=None, key=None):
+        self.port, self.context, self.key = port, context, key
+        self.conn = None
+
+    def _connect(self):
+        if self.context is not None:
+            return http.client.HTTPSConnection("localhost", self.port, context=self.context, timeout=60)
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+
+    def request(self, method, path, body=None, headers=None):
+        """(status, headers, body bytes); JSON bodies are sent for dicts."""
+        headers = dict(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            headers.setdefault("Content-Type", "application/json")
+        elif isinstance(body, str):
+            body = body.encode()
+        if self.key is not None:
+            headers.setdefault("Authorization", f"Bearer {self.key}")
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = self._connect()
+            try:
+                self.conn.request(method, path, body=body, headers=headers)
+                r = self.conn.getresponse()
+                data = r.read()
+                if r.getheader("Connection", "").lower() == "close":
+                    self.conn.close()
+                    self.conn = None
+                return r.status, r, data
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self.conn.close()
+                self.conn = None
+                if attempt == 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def json(self, method, path, body=None, headers=None, expect=200):
+        status, r, data = self.request(method, path, body, headers)
+        assert status == expect, f"{method} {path}: {status} {data[:500]!r}"
+        assert r.getheader("Content-Type") == "application/json", r.getheader("Content-Type")
+        return json.loads(data)
+
+    def error(self, method, path, body=None, headers=None, status=400, code=3):
+        """Checks an error answer: the HTTP status and a google.rpc.Status body."""
+        got, r, data = self.request(method, path, body, headers)
+        assert got == status, f"{method} {path}: {got} (want {status}) {data[:500]!r}"
+        error = json.loads(data.decode("utf-8"))  # valid UTF-8, or this raises
+        assert set(error) == {"code", "message", "details"}, error
+        assert error["code"] == code, error
+        assert error["details"] == []
+        assert "/tmp/" not in error["message"] and "/work/" not in error["message"], error
+        return error["message"]
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+
+
+def read_events(port, path, headers=None, context=None, timeout=120):
+    """Reads a Server-Sent Events response to its end: [(event, id, data)]."""
+    conn = (http.client.HTTPSConnection("localhost", port, context=context, timeout=timeout) if context
+            else http.client.HTTPConnection("127.0.0.1", port, timeout=timeout))
+    conn.request("GET", path, headers=headers or {})
+    r = conn.getresponse()
+    assert r.status == 200, (r.status, r.read()[:300])
+    assert r.getheader("Content-Type").startswith("text/event-stream")
+    events, fields = [], {}
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        line = line.decode("utf-8").rstrip("\n")
+        if line == "":
+            if fields:
+                events.append((fields.get("event"), fields.get("id"), fields.get("data")))
+                if fields.get("event") == "end":
+                    break
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(": ")
+            fields[name] = value
+    conn.close()
+    return events
+
+
+def upload(client, path, content_type, query="", headers=None):
+    with open(path, "rb") as f:
+        body = f.read()
+    h = {"Content-Type": content_type}
+    h.update(headers or {})
+    return client.json("POST", f"/v1/datasets{query}", body, h)
+
+
+def train(client, task, dataset, kind=None, epochs=2, extra=None):
+    body = {"taskId": task, "datasetIds": [dataset],
+            "hyperparameters": {"epochs": epochs, "learningRate": 0.002, "batchSize": 16}}
+    if kind:
+        body["taskKind"] = kind
+    body.update(extra or {})
+    job = client.json("POST", "/v1/trainingJobs", body)
+    assert job["jobId"].endswith("." + task)
+    return job
+
+
+def wait_job(client, job_id, states=("JOB_STATE_SUCCEEDED",), timeout=240):
+    def done():
+        job = client.json("GET", f"/v1/trainingJobs/{job_id}")
+        return job if job["state"] in states + ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED") else None
+    job = wait_for(done, timeout, f"job {job_id}")
+    assert job["state"] in states, job
+    return job
+
+
+@pytest.fixture(scope="module")
+def work():
+    with tempfile.TemporaryDirectory(prefix="http-api-test-") as d:
+        yield d
+
+
+@pytest.fixture(scope="module")
+def model(work):
+    out = os.path.join(work, "model")
+    subprocess.run([MAKE_MODEL, "--out", out, "--preset", "tiny", "--seed", "5", "--init_range", "0.2"],
+                   check=True, capture_output=True, timeout=300)
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(work, model):
+    s = Server(work, model, name="main")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def client(server):
+    c = Http(server.http_port)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def trained(server):
+    """One task of every kind, trained over HTTP: {kind: (task, sample request)}."""
+    c = Http(server.http_port)
+    sets = [
+        ("TASK_KIND_SEQUENCE_CLASSIFICATION", "sentiment", os.path.join(SOURCE, "examples", "sentiment_train.csv"),
+         "text/csv", {"texts": ["a wonderful, moving film", "dull and far too long"], "returnAllScores": True}),
+        ("TASK_KIND_MULTI_LABEL_CLASSIFICATION", "aspects", os.path.join(KINDS, "aspects_train.jsonl"),
+         "application/x-ndjson", {"texts": ["the courier lost it, the price was fair"], "threshold": 0.3}),
+        ("TASK_KIND_REGRESSION", "ratings", os.path.join(KINDS, "ratings_train.csv"), "text/csv",
+         {"texts": ["absolutely love it", "it broke after a week"]}),
+        ("TASK_KIND_TOKEN_CLASSIFICATION", "people", os.path.join(KINDS, "people_train.jsonl"),
+         "application/x-ndjson", {"texts": ["Ada Lovelace visited Paris with IBM ."]}),
+        ("TASK_KIND_EXTRACTIVE_QA", "bios", os.path.join(KINDS, "biographies_train.json"), "application/json",
+         {"texts": ["Where was Ada born?"], "textPairs": ["Ada was born in London and moved to Paris."],
+          "topKAnswers": 2}),
+    ]
+    jobs = {}
+    for kind, task, path, content_type, request in sets:
+        dataset = upload(c, path, content_type, f"?datasetId={task}-data")
+        jobs[kind] = (task, train(c, task, dataset["datasetId"], kind, epochs=3)["jobId"], request)
+    for kind, (task, job_id, _) in jobs.items():
+        wait_job(c, job_id)
+    c.close()
+    return {kind: (task, request, job_id) for kind, (task, job_id, request) in jobs.items()}
+
+
+# --- Every route ---------------------------------------------------------------
+
+
+def test_datasets_upload_streamed_get_list_delete(client):
+    # CSV with Content-Length, JSON Lines with chunked transfer encoding.
+    d1 = upload(client, os.path.join(SOURCE, "examples", "sentiment_train.csv"), "text/csv",
+                "?datasetId=sent-csv&displayName=Sentiment%20(CSV)")
+    assert d1["datasetId"] == "sent-csv" and d1["displayName"] == "Sentiment (CSV)"
+    assert int(d1["numExamples"]) > 100 and set(d1["labelCounts"]) == {"positive", "negative"}
+
+    def chunks():
+        with open(os.path.join(KINDS, "aspects_train.jsonl"), "rb") as f:
+            while True:
+                piece = f.read(777)  # records cut mid-line
+                if not piece:
+                    return
+                yield piece
+
+    conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=60)
+    conn.request("POST", "/v1/datasets", body=chunks(), headers={"Content-Type": "application/x-ndjson"},
+                 encode_chunked=True)
+    r = conn.getresponse()
+    d2 = json.loads(r.read())
+    conn.close()
+    assert r.status == 200, d2
+    assert d2["datasetId"].startswith("ds-") and d2["numExamples"] == "240"
+
+    got = client.json("GET", "/v1/datasets/sent-csv")
+    assert got == d1
+    ids = []
+    token = ""
+    for _ in range(20):  # paging, one per page
+        page = client.json("GET", f"/v1/datasets?pageSize=1&pageToken={token}")
+        ids += [d["datasetId"] for d in page["datasets"]]
+        token = page["nextPageToken"]
+        if not token:
+            break
+    assert "sent-csv" in ids and d2["datasetId"] in ids
+    assert client.json("DELETE", f"/v1/datasets/{d2['datasetId']}") == {}
+    client.error("GET", f"/v1/datasets/{d2['datasetId']}", status=404, code=5)
+
+
+def test_training_job_create_get_list_watch(client):
+    dataset = upload(client, os.path.join(SOURCE, "examples", "topics_train.csv"), "text/csv")
+    job = train(client, "topics", dataset["datasetId"], epochs=2)
+    assert job["state"] in ("JOB_STATE_VALIDATING", "JOB_STATE_QUEUED", "JOB_STATE_RUNNING")
+    # The watch: updates with increasing ids, epoch metrics, and the end.
+    events = read_events(client.port, f"/v1/trainingJobs/{job['jobId']}:watch")
+    assert events[-1][0] == "end" and json.loads(events[-1][2]) == {"code": 0, "message": "", "details": []}
+    updates = [json.loads(data) for event, _, data in events if event == "update"]
+    assert updates and updates[-1]["job"]["state"] == "JOB_STATE_SUCCEEDED"
+    seqs = [int(e["seq"]) for u in updates for e in u["events"]]
+    assert seqs == sorted(seqs) and len(seqs) == len(set(seqs))
+    ids = [int(i) for event, i, _ in events if event == "update" and i is not None]
+    assert ids == sorted(ids) and ids[-1] == seqs[-1]
+    metrics = [e["epochMetrics"] for u in updates for e in u["events"] if "epochMetrics" in e]
+    assert [m["epoch"] for m in metrics] == [1, 2]
+    # Resuming after a seq (Last-Event-ID, as EventSource sends it) repeats nothing.
+    again = read_events(client.port, f"/v1/trainingJobs/{job['jobId']}:watch",
+                        headers={"Last-Event-ID": str(seqs[2])})
+    resumed = [int(e["seq"]) for event, _, data in again if event == "update" for e in json.loads(data)["events"]]
+    assert resumed == seqs[3:]
+    assert client.json("GET", f"/v1/trainingJobs/{job['jobId']}")["state"] == "JOB_STATE_SUCCEEDED"
+    listed = client.json("GET", "/v1/trainingJobs?taskId=topics&state=JOB_STATE_SUCCEEDED")
+    assert [j["jobId"] for j in listed["jobs"]] == [job["jobId"]]
+    assert client.json("GET", "/v1/trainingJobs?state=JOB_STATE_FAILED")["jobs"] == []
+
+
+def test_cancel_a_running_job(client):
+    dataset = upload(client, os.path.join(SOURCE, "examples", "sentiment_train.csv"), "text/csv")
+    job = train(client, "to-cancel", dataset["datasetId"], epochs=50)
+    wait_for(lambda: client.json("GET", f"/v1/trainingJobs/{job['jobId']}")["state"] == "JOB_STATE_RUNNING", 120,
+             "the job to run")
+    cancelled = client.json("POST", f"/v1/trainingJobs/{job['jobId']}:cancel")
+    assert cancelled["state"] in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
+    wait_job(client, job["jobId"], states=("JOB_STATE_CANCELLED",))
+
+
+def test_every_kind_predicts_exports_imports_and_deletes(client, trained):
+    for kind, (task, request, _) in trained.items():
+        t = client.json("GET", f"/v1/tasks/{task}")
+        assert t["taskKind"] == kind and t["state"] == "TASK_STATE_READY"
+        p = client.json("POST", f"/v1/tasks/{task}:predict", request)
+        assert p["taskKind"] == kind and len(p["predictions"]) == len(request["texts"])
+        first = p["predictions"][0]
+        if kind == "TASK_KIND_SEQUENCE_CLASSIFICATION":
+            assert first["label"] in ("positive", "negative") and len(first["allScores"]) == 2
+        elif kind == "TASK_KIND_MULTI_LABEL_CLASSIFICATION":
+            assert all(s["score"] >= 0.3 for s in first["labels"])
+        elif kind == "TASK_KIND_REGRESSION":
+            assert isinstance(first["value"], (int, float))
+        elif kind == "TASK_KIND_TOKEN_CLASSIFICATION":
+            text = list(request["texts"][0])
+            for e in first["entities"]:
+                assert "".join(text[e["start"]:e["end"]]) == e["text"]
+        else:
+            context = list(request["textPairs"][0])
+            assert 1 <= len(first["answers"]) <= 2
+            for a in first["answers"]:
+                assert "".join(context[a["start"]:a["end"]]) == a["text"]
+
+        # Export as a download, import under a new id: the same predictions.
+        status, r, blob = client.request("GET", f"/v1/tasks/{task}:export")
+        assert status == 200 and r.getheader("Content-Type") == "application/octet-stream"
+        assert int(r.getheader("Content-Length")) == len(blob) > 0
+        assert r.getheader("Content-Disposition") == f'attachment; filename="{task}-v1.adapter"'
+        assert r.getheader("X-Adapterd-Version") == "1"
+        imported = client.json("POST", f"/v1/tasks/{task}-copy:import", blob,
+                               {"Content-Type": "application/octet-stream"})
+        assert imported["taskId"] == f"{task}-copy" and imported["taskKind"] == kind
+        assert client.json("POST", f"/v1/tasks/{task}-copy:predict", request)["predictions"] == p["predictions"]
+        assert client.json("DELETE", f"/v1/tasks/{task}-copy") == {}
+        client.error("POST", f"/v1/tasks/{task}-copy:predict", request, status=404, code=5)
+
+    listed, token = [], ""
+    for _ in range(20):
+        page = client.json("GET", f"/v1/tasks?pageSize=2&pageToken={token}")
+        listed += [t["taskId"] for t in page["tasks"]]
+        token = page["nextPageToken"]
+        if not token:
+            break
+    assert set(task for task, _, _ in trained.values()) <= set(listed)
+
+
+def test_each_kinds_best_epoch_is_chosen_by_its_own_metric(client, trained):
+    metric = {"TASK_KIND_SEQUENCE_CLASSIFICATION": "valAccuracy", "TASK_KIND_MULTI_LABEL_CLASSIFICATION": "microF1",
+              "TASK_KIND_REGRESSION": "spearman", "TASK_KIND_TOKEN_CLASSIFICATION": "f1",
+              "TASK_KIND_EXTRACTIVE_QA": "f1"}
+    for kind, (task, _, job_id) in trained.items():
+        events = read_events(client.port, f"/v1/trainingJobs/{job_id}:watch")
+        updates = [json.loads(data) for event, _, data in events if event == "update"]
+        epochs = [e["epochMetrics"] for u in updates for e in u["events"] if "epochMetrics" in e]
+        assert [m["epoch"] for m in epochs] == [1, 2, 3], kind
+        best = epochs[0]
+        for m in epochs[1:]:
+            if (m[metric[kind]], -m["valLoss"]) > (best[metric[kind]], -best["valLoss"]):
+                best = m  # the kind's metric, ties to the lower validation loss
+        assert updates[-1]["job"]["bestMetrics"] == best, kind
+        # Progress events between epochs carry the mean loss of their steps.
+        losses = [float(e["progress"]["trainLoss"]) for u in updates for e in u["events"] if "progress" in e]
+        assert losses and all(loss > 0 for loss in losses), (kind, losses)
+
+
+def test_grpc_and_http_give_identical_predictions(server, client, trained):
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    stub = pb_grpc.AdapterdStub(channel)
+    for kind, (task, request, _) in trained.items():
+        http_response = json_format.Parse(
+            json.dumps(client.json("POST", f"/v1/tasks/{task}:predict", request)), pb.PredictResponse())
+        grpc_request = json_format.Parse(json.dumps(request), pb.PredictRequest())
+        grpc_request.task_id = task
+        grpc_response = stub.Predict(grpc_request, metadata=[("x-task-id", task)], timeout=60)
+        assert http_response == grpc_response, kind  # every field, every float bit
+    channel.close()
+
+
+def test_health_and_console(client):
+    assert client.json("GET", "/healthz") == {"status": "SERVING"}
+    status, r, page = client.request("GET", "/")
+    assert status == 200 and r.getheader("Content-Type") == "text/html; charset=utf-8"
+    assert "default-src 'self'" in r.getheader("Content-Security-Policy")
+    for src in re.findall(rb'(?:src|href)="(/console/[^"]+)"', page):
+        status, r, _ = client.request("GET", src.decode())
+        assert status == 200, src
+    client.error("GET", "/console/nosuch.js", status=404, code=5)
+    client.error("GET", "/console/..%2Fhttp_gateway.cc", status=404, code=5)
+
+
+# --- Bad input -------------------------------------------------------------------
+
+
+def test_bad_requests_are_google_rpc_statuses(client, trained):
+    task, request, _ = trained["TASK_KIND_SEQUENCE_CLASSIFICATION"]
+    m = client.error("POST", f"/v1/tasks/{task}:predict", '{"texts": ["a"', {"Content-Type": "application/json"})
+    assert "invalid JSON body" in m
+    m = client.error("POST", f"/v1/tasks/{task}:predict", {"txts": ["a"]})
+    assert "txts" in m
+    client.error("POST", f"/v1/tasks/{task}:predict", {"texts": ["a"], "topKAnswers": "many"})
+    client.error("POST", f"/v1/tasks/{task}:predict", {"texts": [{"a": 1}]})
+    client.error("POST", f"/v1/tasks/{task}:predict", b'{"texts": ["\xff"]}', {"Content-Type": "application/json"})
+    m = client.error("POST", f"/v1/tasks/{task}:predict", {"texts": []})  # the service's own check
+    m = client.error("POST", f"/v1/tasks/{task}:predict", {"taskId": "other", "texts": ["a"]})
+    assert "in the body but" in m
+    m = client.error("GET", "/v1/tasks?pageSise=2")
+    assert "unknown parameter 'pageSise'" in m
+    client.error("GET", "/v1/tasks?pageSize=two")
+    client.error("GET", "/v1/tasks/bad%20id")  # the id's alphabet: the service's check
+    client.error("POST", "/v1/tasks/nosuch:predict", {"texts": ["a"]}, status=404, code=5)
+    client.error("GET", "/v1/trainingJobs/job-0000000000000000000:watch", status=404, code=5)
+    client.error("GET", "/v1/tasks/nosuch:export", status=404, code=5)
+    m = client.error("GET", "/v1/nosuch", status=404, code=5)
+    assert m.startswith("no route for GET /v1/nosuch")
+    status, r, _ = client.request("PUT", f"/v1/tasks/{task}")
+    assert status == 405 and r.getheader("Allow") == "GET, DELETE"
+    client.error("GET", f"/v1/tasks/{task}", b"a body", {"Content-Type": "text/plain"})
+    m = client.error("POST", "/v1/datasets", "text,label\na,b\n", {"Content-Type": "text/plain"})
+    assert "Content-Type" in m
+    # The server still serves.
+    assert client.json("POST", f"/v1/tasks/{task}:predict", request)["predictions"]
+
+
+def test_bad_datasets_store_nothing(client):
+    before = client.json("GET", "/v1/datasets?pageSize=1000")["datasets"]
+    m = client.error("POST", "/v1/datasets?datasetId=bad1", "text,label\na,x\nb\n", {"Content-Type": "text/csv"})
+    assert m.startswith("request body: line 3: expected 2 fields")
+    m = client.error("POST", "/v1/datasets?datasetId=bad2", '{"text": "a", "label": "x"}\n{"text": 5}\n',
+                     {"Content-Type": "application/x-ndjson"})
+    assert m.startswith("request body: line 2:")
+    client.error("POST", "/v1/datasets?datasetId=bad3", "", {"Content-Type": "text/csv"})
+    client.error("POST", "/v1/datasets?datasetId=bad4", '{"data": [{"paragraphs": 1}]}',
+                 {"Content-Type": "application/json"})
+    client.error("POST", "/v1/datasets?nosuch=1", "text,label\na,x\n", {"Content-Type": "text/csv"})
+    # A failure after the first examples were sent (line 20000): the stream is cancelled.
+    big = "text,label\n" + "".join(f"text {i},x\n" for i in range(20000)) + "a,b,c\n"
+    m = client.error("POST", "/v1/datasets?datasetId=bad5", big, {"Content-Type": "text/csv"})
+    assert "line 20002" in m
+    assert client.json("GET", "/v1/datasets?pageSize=1000")["datasets"] == before
+
+
+def test_oversize_bodies_are_413(client, trained):
+    task, _, _ = trained["TASK_KIND_SEQUENCE_CLASSIFICATION"]
+    # Over --max_message_bytes (16 MiB) by its Content-Length: answered at once,
+    # before the body (as a client sending `Expect: 100-continue` sees it).
+    s = socket.create_connection(("127.0.0.1", client.port), timeout=30)
+    s.sendall(f"POST /v1/tasks/{task}:predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {17 << 20}\r\n\r\n".encode() + b'{"texts": ["xxxx')
+    answer = b""
+    while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+        piece = s.recv(65536)
+        if not piece:
+            break
+        answer += piece
+    s.close()
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["code"] == 8
+
+    def pieces():  # the same without a Content-Length: refused while it arrives
+        yield b'{"texts": ["'
+        for _ in range(20):
+            yield b"x" * (1 << 20)
+        yield b'"]}'
+
+    conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=60)
+    try:
+        conn.request("POST", f"/v1/tasks/{task}:predict", body=pieces(), encode_chunked=True,
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        assert r.status == 413 and json.loads(r.read())["code"] == 8
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server answered and closed while the body was still arriving
+    conn.close()
+    # A record over the streaming parser's bound.
+    m = client.error("POST", "/v1/datasets", "text,label\n" + "y" * (2 << 20) + ",x\n", {"Content-Type": "text/csv"})
+    assert "longer than" in m
+
+
+def test_a_client_that_disconnects_mid_upload_stores_nothing(server, client):
+    before = client.json("GET", "/v1/datasets?pageSize=1000")["datasets"]
+    body = ("text,label\n" + "".join(f"an example text number {i},x\n" for i in range(40000))).encode()
+    s = socket.create_connection(("127.0.0.1", server.http_port))
+    s.sendall(b"POST /v1/datasets?datasetId=half HTTP/1.1\r\nHost: x\r\nContent-Type: text/csv\r\n"
+              + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[: len(body) // 2])
+    time.sleep(0.5)
+    s.close()
+    wait_for(lambda: metric(server, "adapterd_requests_total", 'method="UploadDataset"', 'code="CANCELLED"',
+                            'protocol="http"') >= 1, 30, "the cancelled upload")
+    assert client.json("GET", "/v1/datasets?pageSize=1000")["datasets"] == before
+    client.error("GET", "/v1/datasets/half", status=404, code=5)
+
+
+# --- The same core as gRPC -------------------------------------------------------
+
+
+def metric(server, name, *labels):
+    conn = http.client.HTTPConnection("127.0.0.1", server.metrics_port, timeout=10)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(label in line for label in labels):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_metrics_are_labelled_by_protocol(server, client, trained):
+    task, request, _ = trained["TASK_KIND_SEQUENCE_CLASSIFICATION"]
+    before_http = metric(server, "adapterd_requests_total", 'method="Predict"', 'code="OK"', 'protocol="http"')
+    before_grpc = metric(server, "adapterd_requests_total", 'method="Predict"', 'code="OK"', 'protocol="grpc"')
+    for _ in range(3):
+        client.json("POST", f"/v1/tasks/{task}:predict", request)
+    client.error("POST", "/v1/tasks/nosuch:predict", {"texts": ["a"]}, status=404, code=5)
+    assert metric(server, "adapterd_requests_total", 'method="Predict"', 'code="OK"',
+                  'protocol="http"') == before_http + 3
+    assert metric(server, "adapterd_requests_total", 'method="Predict"', 'code="OK"',
+                  'protocol="grpc"') == before_grpc
+    assert metric(server, "adapterd_requests_total", 'method="Predict"', 'code="NOT_FOUND"', 'protocol="http"') >= 1
+
+
+def write_tenants(work, quotas):
+    key = "http-test-key-0123456789"
+    path = os.path.join(work, "tenants.json")
+    with open(path, "w") as f:
+        json.dump({"tenants": [dict(id="acme", api_key_sha256=hashlib.sha256(key.encode()).hexdigest(),
+                                    **quotas)]}, f)
+    os.chmod(path, 0o600)
+    return path, key
+
+
+def test_tenancy_quotas_and_the_drain(work, model):
+    tenants, key = write_tenants(work, {"max_texts_per_predict": 2, "max_dataset_bytes": 8192})
+    s = Server(work, model, ["--tenants_file", tenants], name="tenants")
+    try:
+        anonymous, wrong, acme = Http(s.http_port), Http(s.http_port, key="wrong-key"), Http(s.http_port, key=key)
+        anonymous.error("GET", "/v1/tasks", status=401, code=16)
+        wrong.error("GET", "/v1/tasks", status=401, code=16)
+        assert acme.json("GET", "/v1/tasks") == {"tasks": [], "nextPageToken": ""}
+        # Quotas: the dataset size (streamed upload refused), texts per Predict.
+        big = "text,label\n" + "".join(f"example number {i},x\n" for i in range(600))
+        m = acme.error("POST", "/v1/datasets?datasetId=big", big, {"Content-Type": "text/csv"}, status=429, code=8)
+        acme.error("GET", "/v1/datasets/big", status=404, code=5)
+        with open(os.path.join(SOURCE, "examples", "sentiment_train.csv")) as f:
+            small = "".join(f.readlines()[:60])
+        d = acme.json("POST", "/v1/datasets", small, {"Content-Type": "text/csv"})
+        job = acme.json("POST", "/v1/trainingJobs", {"taskId": "t", "datasetIds": [d["datasetId"]],
+                                                     "hyperparameters": {"epochs": 1}})
+        wait_job(acme, job["jobId"])
+        acme.error("POST", "/v1/tasks/t:predict", {"texts": ["a", "b", "c"]}, status=429, code=8)
+        assert len(acme.json("POST", "/v1/tasks/t:predict", {"texts": ["a", "b"]})["predictions"]) == 2
+
+        # The drain: an open watch ends with UNAVAILABLE, /healthz and new calls
+        # fail, and the process exits.
+        long = acme.json("POST", "/v1/trainingJobs", {"taskId": "long", "datasetIds": [d["datasetId"]],
+                                                      "hyperparameters": {"epochs": 500}})
+        conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=60)
+        conn.request("GET", f"/v1/trainingJobs/{long['jobId']}:watch", headers={"Authorization": f"Bearer {key}"})
+        r = conn.getresponse()
+        assert r.status == 200
+        assert r.readline().startswith(b"event: update")
+        s.proc.send_signal(signal.SIGTERM)
+        rest = r.read().decode()
+        conn.close()
+        end = rest[rest.rindex("event: end"):]
+        assert json.loads(end.split("data: ", 1)[1])["code"] == 14, end
+        assert s.proc.wait(30) == 0
+    finally:
+        s.stop()
+
+
+# --- TLS ------------------------------------------------------------------------------
+
+
+def openssl(*args):
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+
+def make_certs(d):
+    """A CA, a server certificate for localhost/127.0.0.1, a client certificate."""
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
+            "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.crt")
+    for name, ext in (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", f"{d}/{name}.key",
+                "-out", f"{d}/{name}.csr")
+        with open(f"{d}/{name}.ext", "w") as f:
+            f.write(ext + "\n")
+        openssl("x509", "-req", "-in", f"{d}/{name}.csr", "-CA", f"{d}/ca.crt", "-CAkey", f"{d}/ca.key",
+                "-CAcreateserial", "-days", "2", "-extfile", f"{d}/{name}.ext", "-out", f"{d}/{name}.crt")
+        os.chmod(f"{d}/{name}.key", 0o600)
+
+
+def test_tls_and_mutual_tls(work, model):
+    certs = os.path.join(work, "certs")
+    os.makedirs(certs)
+    make_certs(certs)
+    tls = ["--tls_cert_file", f"{certs}/server.crt", "--tls_key_file", f"{certs}/server.key"]
+    s = Server(work, model, tls, name="tls")
+    try:
+        context = ssl.create_default_context(cafile=f"{certs}/ca.crt")
+        assert Http(s.http_port, context).json("GET", "/v1/tasks") == {"tasks": [], "nextPageToken": ""}
+        plain = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=10)
+        with pytest.raises((http.client.HTTPException, ConnectionError, OSError)):
+            plain.request("GET", "/v1/tasks")
+            plain.getresponse().read()
+    finally:
+        s.stop()
+    s = Server(work, model, tls + ["--tls_client_ca_file", f"{certs}/ca.crt"], name="mtls")
+    try:
+        anonymous = ssl.create_default_context(cafile=f"{certs}/ca.crt")
+        try:
+            Http(s.http_port, anonymous).error("GET", "/v1/tasks", status=401, code=16)
+        except (ssl.SSLError, ConnectionError):
+            pass  # refused in the handshake: as good
+        with_cert = ssl.create_default_context(cafile=f"{certs}/ca.crt")
+        with_cert.load_cert_chain(f"{certs}/client.crt", f"{certs}/client.key")
+        assert Http(s.http_port, with_cert).json("GET", "/healthz") == {"status": "SERVING"}
+        assert Http(s.http_port, with_cert).json("GET", "/v1/tasks")["tasks"] == []
+    finally:
+        s.stop()

@@ -797,12 +797,22 @@ absl::StatusOr<std::vector<v1::Example>> DatasetStreamParser::Finish() {
 }
 
 absl::StatusOr<std::vector<v1::Example>> DatasetStreamParser::ParsePiece(std::string_view piece) {
+  // Until something but whitespace arrives, pieces are held: an input of
+  // whitespace alone is "empty" (as ParseDataset has it), while whitespace
+  // before content is the content's first lines (a CSV "header" of spaces).
+  std::string combined;
+  if (!saw_content_) {
+    combined = absl::StrCat(held_, std::string(piece));
+    if (TrimAsciiWhitespace(SkipBom(combined)).empty()) {
+      held_ = std::move(combined);
+      return std::vector<v1::Example>();
+    }
+    held_.clear();
+    saw_content_ = true;
+    piece = combined;
+  }
   const int first_line = next_line_;
   next_line_ += static_cast<int>(std::count(piece.begin(), piece.end(), '\n'));
-  std::string_view content = piece;
-  if (!saw_content_) content = SkipBom(content);
-  if (TrimAsciiWhitespace(content).empty()) return std::vector<v1::Example>();
-  saw_content_ = true;
   std::vector<v1::Example> examples;
   if (format_ == DatasetFormat::kCsv) {
     if (csv_header_.empty()) {

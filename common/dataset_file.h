@@ -160,6 +160,7 @@ class DatasetStreamParser {
   std::string csv_header_;    // CSV: the header record, once read
   int header_lines_ = 0;      // line breaks in csv_header_
   bool saw_content_ = false;  // anything but whitespace (and a BOM) so far
+  std::string held_;          // whitespace-only records before any content
   int64_t examples_ = 0;
   absl::Status error_;
 };

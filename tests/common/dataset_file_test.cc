@@ -609,7 +609,9 @@ TEST(DatasetStreamParser, AnyPieceSizeGivesTheWholeParse) {
       {DatasetFormat::kCsv, "  \n\n"},                                    // empty
       {DatasetFormat::kCsv, "text,label\na,x\n\"b\nc\",y,extra\nd,z\n"},  // line 3
       {DatasetFormat::kCsv, "text,label\na,x\n\"unterminated,y\n"},
-      {DatasetFormat::kCsv, "txt,label\na,x\n"},  // bad header
+      {DatasetFormat::kCsv, "txt,label\na,x\n"},            // bad header
+      {DatasetFormat::kCsv, "text,label\na,x\n  \nb,y\n"},  // a record of spaces: line 3
+      {DatasetFormat::kCsv, "  \ntext,label\na,x\n"},       // a header of spaces
       {DatasetFormat::kJsonl, "{\"text\": \"a\", \"label\": 1}\n\n{\"text\": \"b\", \"labels\": [\"x\"]}"},
       {DatasetFormat::kJsonl, "\xEF\xBB\xBF{\"tokens\": [\"A\"], \"tags\": [\"B-X\"]}\n"},
       {DatasetFormat::kJsonl, "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\"}\n"},  // line 2

@@ -10,7 +10,10 @@
 // limit only the server applies; writing the examples back as JSON Lines
 // (every field) and, for examples of the CSV columns, as CSV (every field
 // quoted) and parsing those gives the same examples. Errors are
-// INVALID_ARGUMENT and start with the file's name.
+// INVALID_ARGUMENT and start with the file's name. CSV and JSON Lines
+// streamed a piece at a time (DatasetStreamParser, the HTTP gateway's
+// uploads; byte 0 also picks the piece size, 1 to 17 bytes) give the same
+// examples, or the same error.
 //
 // Then the examples go through training::ValidateDataset (server/training/
 // dataset_validator.h), as the server does before it queues a job (every 4th
@@ -36,7 +39,7 @@
 #include "server/training/dataset_validator.h"
 #include "tests/fuzz/fuzz_check.h"
 
-namespace adapterd::client {
+namespace adapterd {
 namespace {
 
 constexpr std::string_view kName = "fuzz";  // no extension: kAuto sniffs
@@ -116,6 +119,38 @@ void CheckSame(const std::vector<v1::Example>& want, const absl::StatusOr<std::v
   }
 }
 
+// The streamed parse (DatasetStreamParser: the HTTP gateway's uploads), fed
+// in pieces of `piece` bytes, gives the whole parse's examples, or its error.
+void CheckStreamed(std::string_view contents, DatasetFormat format,
+                   const absl::StatusOr<std::vector<v1::Example>>& whole, size_t piece) {
+  DatasetStreamParser parser(format, std::string(kName), contents.size() + 1);
+  std::vector<v1::Example> all;
+  absl::Status status;
+  for (size_t pos = 0; status.ok() && pos < contents.size(); pos += piece) {
+    absl::StatusOr<std::vector<v1::Example>> some = parser.Feed(contents.substr(pos, piece));
+    if (!some.ok()) {
+      status = some.status();
+      break;
+    }
+    all.insert(all.end(), some->begin(), some->end());
+  }
+  if (status.ok()) {
+    absl::StatusOr<std::vector<v1::Example>> last = parser.Finish();
+    if (last.ok()) {
+      all.insert(all.end(), last->begin(), last->end());
+    } else {
+      status = last.status();
+    }
+  }
+  if (!whole.ok()) {
+    FUZZ_CHECK(status == whole.status()) << "streamed in pieces of " << piece << ": " << status
+                                         << ", whole: " << whole.status();
+    return;
+  }
+  FUZZ_CHECK(status.ok()) << "streamed in pieces of " << piece << ": " << status << ", whole: ok";
+  CheckSame(*whole, all, "a stream");
+}
+
 // Every kind's validation, as the server runs it before it queues a job.
 void CheckValidation(const std::vector<v1::Example>& examples) {
   static const model::BertTokenizer* const tokenizer = [] {
@@ -153,10 +188,10 @@ void CheckValidation(const std::vector<v1::Example>& examples) {
 }
 
 }  // namespace
-}  // namespace adapterd::client
+}  // namespace adapterd
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace adapterd::client;
+  using namespace adapterd;
   if (size < 1) return 0;
   static constexpr DatasetFormat kFormats[4] = {DatasetFormat::kCsv, DatasetFormat::kJsonl, DatasetFormat::kAuto,
                                                 DatasetFormat::kSquad};
@@ -164,6 +199,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view contents = adapterd::fuzz::AsStringView(data + 1, size - 1);
 
   absl::StatusOr<std::vector<adapterd::v1::Example>> examples = ParseDataset(contents, format, kName);
+  if (format == DatasetFormat::kCsv || format == DatasetFormat::kJsonl) {
+    CheckStreamed(contents, format, examples, 1 + (data[0] >> 2) % 17);
+  }
   if (!examples.ok()) {
     FUZZ_CHECK(examples.status().code() == absl::StatusCode::kInvalidArgument)
         << "unexpected error " << examples.status();

@@ -13,10 +13,11 @@
 #      IMAGE_BINARIES=source builds them in the builder stage instead, as a
 #      user's plain `podman build` does;
 #   3. the container runs with only the recipe's run flags, a named volume on
-#      /data and ADAPTERD_LISTEN / ADAPTERD_METRICS_LISTEN on free loopback
-#      ports (--network=host);
+#      /data and ADAPTERD_LISTEN / ADAPTERD_HTTP_LISTEN /
+#      ADAPTERD_METRICS_LISTEN on free loopback ports (--network=host);
 #   4. from the host, build/client/adapterctl trains a task (--detach, then
-#      jobs watch to SUCCEEDED) and records predict's scores;
+#      jobs watch to SUCCEEDED) and records predict's scores; the image's
+#      REST gateway answers /healthz, the console and the same Predict;
 #   5. the image's HEALTHCHECK reports healthy;
 #   6. the server runs as uid 10001, not root;
 #   7. podman stop (SIGTERM) ends it with exit 0 and "stopped cleanly"; a new
@@ -81,15 +82,17 @@ command -v podman >/dev/null || die "podman not installed (scripts/install-deps.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # run_server NAME [PODMAN RUN FLAGS...]: a detached container of $IMAGE with
-# the recipe's flags, the volume, and fresh ports in $PORT / $METRICS_PORT.
+# the recipe's flags, the volume, and fresh ports in $PORT / $HTTP_PORT /
+# $METRICS_PORT.
 run_server() {
   local name=$1; shift
-  PORT=$(free_port); METRICS_PORT=$(free_port)
+  PORT=$(free_port); HTTP_PORT=$(free_port); METRICS_PORT=$(free_port)
   CONTAINERS+=("$name")
   podman --runtime runc run -d --name "$name" --network=host \
     --ulimit nofile=1024:1024 --ulimit nproc=1000:1000 \
     -v "$VOLUME:/data" \
-    -e "ADAPTERD_LISTEN=127.0.0.1:$PORT" -e "ADAPTERD_METRICS_LISTEN=127.0.0.1:$METRICS_PORT" \
+    -e "ADAPTERD_LISTEN=127.0.0.1:$PORT" -e "ADAPTERD_HTTP_LISTEN=127.0.0.1:$HTTP_PORT" \
+    -e "ADAPTERD_METRICS_LISTEN=127.0.0.1:$METRICS_PORT" \
     "$@" "$IMAGE" >"$WORK/$name.id" 2>"$WORK/$name.run.err" || {
       cat "$WORK/$name.run.err" >&2
       return 1
@@ -185,6 +188,12 @@ log "$(tail -n 1 "$WORK/watch.log")"
 ctl --json predict --task sentiment --all-scores "${TEXTS[@]}" >"$WORK/predict-before.json" \
   || die "predict failed"
 log "scores: $(tr -d '\n' <"$WORK/predict-before.json" | cut -c1-300)"
+# The REST gateway and the console, served by the image.
+curl -sf --max-time 10 "http://127.0.0.1:$HTTP_PORT/healthz" | grep -q '"SERVING"' || die "HTTP /healthz is not SERVING"
+curl -sf --max-time 10 "http://127.0.0.1:$HTTP_PORT/" | grep -q '<title>' || die "the console is not served at /"
+curl -sf --max-time 60 -X POST "http://127.0.0.1:$HTTP_PORT/v1/tasks/sentiment:predict" \
+  -d "{\"texts\": [\"${TEXTS[0]}\"]}" | grep -q '"predictions"' || die "HTTP predict failed"
+log "ok: HTTP on 127.0.0.1:$HTTP_PORT: /healthz SERVING, the console at /, Predict over REST"
 
 # ------------------------------------------------------------ 5. HEALTHCHECK
 check "the image has a HEALTHCHECK" \

@@ -188,6 +188,11 @@ absl::Status PrepareContext(MHD_Connection* c, const std::string& task, grpc::Cl
     ctx.AddMetadata(std::string(kTaskRoutingHeader), task);
   }
   ctx.AddMetadata(std::string(kProtocolMetadata), "http");
+  // A deadline, as grpc-gateway takes it (none by default, as in gRPC).
+  if (const auto timeout = Header(c, "Grpc-Timeout"); timeout.has_value()) {
+    ASSIGN_OR_RETURN(const absl::Duration d, ParseGrpcTimeout(*timeout));
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + d));
+  }
   return absl::OkStatus();
 }
 

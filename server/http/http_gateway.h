@@ -11,7 +11,8 @@
 // protocol="http" (common/api_util.h, kProtocolMetadata). The call's task
 // (the path's task id, the task part of a minted job or dataset id, a
 // CreateTrainingJob body's task_id, or the X-Task-Id header, which wins) is
-// sent as x-task-id.
+// sent as x-task-id; a `Grpc-Timeout` header (gRPC's format, "30S") sets the
+// call's deadline.
 //
 // Streams:
 // - POST /v1/datasets streams the body (chunked transfer encoding or not)

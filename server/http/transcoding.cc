@@ -225,6 +225,35 @@ std::string ToJson(const Message& message) {
   return json;
 }
 
+absl::StatusOr<absl::Duration> ParseGrpcTimeout(std::string_view value) {
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat("Grpc-Timeout '", ToValidUtf8(std::string(value)),
+                                                   "' is not 1 to 8 digits and a unit (H, M, S, m, u, n), e.g. 30S"));
+  };
+  if (value.size() < 2 || value.size() > 9) return bad();
+  int64_t n = 0;
+  for (const char c : value.substr(0, value.size() - 1)) {
+    if (c < '0' || c > '9') return bad();
+    n = n * 10 + (c - '0');
+  }
+  switch (value.back()) {
+    case 'H':
+      return absl::Hours(n);
+    case 'M':
+      return absl::Minutes(n);
+    case 'S':
+      return absl::Seconds(n);
+    case 'm':
+      return absl::Milliseconds(n);
+    case 'u':
+      return absl::Microseconds(n);
+    case 'n':
+      return absl::Nanoseconds(n);
+    default:
+      return bad();
+  }
+}
+
 int HttpStatusFor(absl::StatusCode code) {
   switch (code) {
     case absl::StatusCode::kOk:

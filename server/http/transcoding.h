@@ -35,6 +35,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace google::protobuf {
 class Message;
@@ -92,6 +94,11 @@ absl::Status ParseJsonBody(std::string_view json, google::protobuf::Message& mes
 
 // `message` in canonical JSON, default values included.
 std::string ToJson(const google::protobuf::Message& message);
+
+// A `Grpc-Timeout` header (gRPC's own format, as grpc-gateway takes it):
+// 1 to 8 digits and a unit, H, M, S, m (milliseconds), u or n; e.g. "30S",
+// "1500m". INVALID_ARGUMENT otherwise.
+absl::StatusOr<absl::Duration> ParseGrpcTimeout(std::string_view value);
 
 // The HTTP status of a gRPC (google.rpc.Code) status code: the standard
 // mapping of google/rpc/code.proto (e.g. NOT_FOUND 404, INVALID_ARGUMENT

@@ -446,6 +446,10 @@ def test_bad_requests_are_google_rpc_statuses(client, trained):
     assert "unknown parameter 'pageSise'" in m
     client.error("GET", "/v1/tasks?pageSize=two")
     client.error("GET", "/v1/tasks/bad%20id")  # the id's alphabet: the service's check
+    client.error("GET", "/v1/tasks", headers={"Grpc-Timeout": "soon"})
+    # A deadline too short for the call: DEADLINE_EXCEEDED, 504.
+    client.error("POST", f"/v1/tasks/{task}:predict", request, {"Grpc-Timeout": "1n"}, status=504, code=4)
+    assert client.json("GET", "/v1/tasks", headers={"Grpc-Timeout": "30S"})["tasks"]
     client.error("POST", "/v1/tasks/nosuch:predict", {"texts": ["a"]}, status=404, code=5)
     client.error("GET", "/v1/trainingJobs/job-0000000000000000000:watch", status=404, code=5)
     client.error("GET", "/v1/tasks/nosuch:export", status=404, code=5)

@@ -179,6 +179,23 @@ TEST(Json, ResponsesPrintDefaultsInt64AsStringsAndEnumsByName) {
   EXPECT_EQ(back.SerializeAsString(), job.SerializeAsString());
 }
 
+TEST(GrpcTimeout, GrpcsFormatOnly) {
+  const auto parsed = [](const char* value) {
+    const absl::StatusOr<absl::Duration> d = ParseGrpcTimeout(value);
+    EXPECT_TRUE(d.ok()) << value << ": " << d.status();
+    return d.value_or(absl::ZeroDuration());
+  };
+  EXPECT_EQ(parsed("30S"), absl::Seconds(30));
+  EXPECT_EQ(parsed("1500m"), absl::Milliseconds(1500));
+  EXPECT_EQ(parsed("2H"), absl::Hours(2));
+  EXPECT_EQ(parsed("5M"), absl::Minutes(5));
+  EXPECT_EQ(parsed("7u"), absl::Microseconds(7));
+  EXPECT_EQ(parsed("99999999n"), absl::Nanoseconds(99999999));
+  for (const char* bad : {"", "S", "30", "30s", "-1S", "1.5S", "123456789S", " 30S", "30 S"}) {
+    EXPECT_THAT(ParseGrpcTimeout(bad), StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+  }
+}
+
 TEST(Errors, StandardHttpStatusOfEveryCode) {
   const std::map<absl::StatusCode, int> want = {
       {absl::StatusCode::kOk, 200},

@@ -178,6 +178,29 @@ TEST(ServerOptions, PortsBindToLoopbackByDefaultAndTlsFlagsComeTogether) {
   EXPECT_OK(good.Validate());
 }
 
+TEST(ServerOptions, HttpIsOffByDefaultAndAReplicaGatewayCallsThroughTheRouter) {
+  int code = 0;
+  auto o = Parse({"--model_dir", "/m"}, &code);
+  ASSERT_OK(o.status());
+  EXPECT_EQ(o->http.gateway.listen_address, "");  // off
+  EXPECT_EQ(o->http.grpc_target, "");             // this process
+  o = Parse({"--model_dir", "/m", "--http_listen", "127.0.0.1:8080", "--http_max_connections", "8"}, &code);
+  ASSERT_OK(o.status());
+  EXPECT_EQ(o->http.gateway.listen_address, "127.0.0.1:8080");
+  EXPECT_EQ(o->http.gateway.max_connections, 8);
+  // A replica's gateway must call through the router: it does not own every task.
+  EXPECT_THAT(
+      Parse({"--model_dir", "/m", "--peers", "a:1,b:2", "--peer_secret_file", "/s", "--http_listen", ":8080"}, &code)
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--http_grpc_target")));
+  EXPECT_OK(Parse({"--model_dir", "/m", "--peers", "a:1,b:2", "--peer_secret_file", "/s", "--http_listen", ":8080",
+                   "--http_grpc_target", "router:8500"},
+                  &code)
+                .status());
+  EXPECT_THAT(Parse({"--model_dir", "/m", "--http_max_connections", "0"}, &code).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--http_max_connections")));
+}
+
 TEST(ServerOptions, ModelDirIsStillRequired) {
   int code = 0;
   EXPECT_FALSE(Parse({}, &code).ok());

@@ -88,7 +88,7 @@ if [ "$KIND" = address ]; then
   fi
 else
   TSAN_TESTS=(tsan_canary_test common_test serving_test job_manager_test job_queue_test api_server_test
-              api_tenancy_test api_contracts_test)
+              api_tenancy_test api_contracts_test http_gateway_test)
   [ "$STEPS" = test ] || cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TSAN_TESTS[@]}" >&2
   SELECT=(-R "^($(IFS='|'; echo "${TSAN_TESTS[*]}"))\$")
   # Debian's abseil, instrumented (scripts/tsan-abseil.sh says why): without

@@ -47,6 +47,7 @@ struct HttpGateway::State {
   bool require_client_certificate = false;
   TlsPem tls;  // MHD keeps pointers to the PEM text: it lives here
   std::atomic<bool> stopping{false};
+  std::atomic<int> open_streams{0};  // event streams not yet freed
   MHD_Daemon* daemon = nullptr;
 };
 
@@ -238,12 +239,14 @@ class EventStream {
               std::unique_ptr<grpc::ClientReader<v1::WatchTrainingJobResponse>> reader,
               const v1::WatchTrainingJobResponse& first)
       : state_(state), ctx_(std::move(ctx)), reader_(std::move(reader)) {
+    state_->open_streams.fetch_add(1);
     queue_.push_back(FormatEvent(first));
     producer_ = std::thread([this] { Produce(); });
   }
   ~EventStream() {
     ctx_->TryCancel();
     producer_.join();
+    state_->open_streams.fetch_sub(1);
   }
 
   static ssize_t Read(void* cls, uint64_t, char* buf, size_t max) {
@@ -284,6 +287,13 @@ class EventStream {
     absl::MutexLock l(&mu_);
     auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || done_; };
     while (true) {
+      // Stopping ends the stream even while events keep coming: the client
+      // resumes after the last id it received.
+      if (state_->stopping.load()) {
+        out_ = FormatEnd(absl::UnavailableError("adapterd is shutting down; watch again with after_seq"));
+        ended_ = true;
+        return;
+      }
       // Short waits, so that Stop() ends the stream promptly.
       mu_.AwaitWithDeadline(absl::Condition(&ready), std::min(keepalive_at, absl::Now() + absl::Milliseconds(200)));
       if (!queue_.empty()) {
@@ -293,11 +303,6 @@ class EventStream {
       }
       if (done_) {
         out_ = FormatEnd(final_);
-        ended_ = true;
-        return;
-      }
-      if (state_->stopping.load()) {
-        out_ = FormatEnd(absl::UnavailableError("adapterd is shutting down; watch again with after_seq"));
         ended_ = true;
         return;
       }
@@ -932,6 +937,10 @@ absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewa
 void HttpGateway::Stop() {
   if (state_ == nullptr || state_->daemon == nullptr) return;
   state_->stopping.store(true);
+  // Open event streams send their end event within a poll (200 ms) of
+  // `stopping`; give them a moment to, before the connections are closed.
+  const absl::Time end = absl::Now() + absl::Seconds(2);
+  while (state_->open_streams.load() > 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
   MHD_stop_daemon(state_->daemon);
   state_->daemon = nullptr;
 }

@@ -1,0 +1,254 @@
+// HttpGateway's own machinery, in-process and under concurrency (this test
+// runs under ThreadSanitizer too): a real gRPC server holding a scripted
+// adapterd.v1.Adapterd service, the gateway on a free loopback port over its
+// in-process channel, and real HTTP connections. Concurrent calls each get
+// their own answer; event streams run to their end, end when the client
+// leaves (the gRPC watch is cancelled) and end UNAVAILABLE when the gateway
+// stops; an upload whose client disconnects mid-body cancels its gRPC stream.
+// What the real service does with the calls is http_api_test's.
+#include "server/http/http_gateway.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
+#include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
+#include "server/metrics/scrape.h"
+
+namespace adapterd::http {
+namespace {
+
+using ::adapterd::metrics::HttpRequest;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Predict answers one prediction per text, labelled with the text; a watch
+// sends `kWatchMessages` messages 20 ms apart, then ends (or notices the
+// cancellation); an upload counts the examples it received.
+class ScriptedService final : public v1::Adapterd::Service {
+ public:
+  static constexpr int kWatchMessages = 5;
+
+  grpc::Status Predict(grpc::ServerContext* ctx, const v1::PredictRequest* request,
+                       v1::PredictResponse* response) override {
+    for (const std::string& text : request->texts()) response->add_predictions()->set_label(text);
+    // The gateway's metadata reaches the call.
+    const auto& md = ctx->client_metadata();
+    const auto task = md.find("x-task-id");
+    response->set_version(
+        task != md.end() && std::string(task->second.data(), task->second.size()) == request->task_id() ? 1 : 0);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status WatchTrainingJob(grpc::ServerContext* ctx, const v1::WatchTrainingJobRequest* request,
+                                grpc::ServerWriter<v1::WatchTrainingJobResponse>* writer) override {
+    const int64_t endless = request->job_id() == "endless" ? 1000000 : kWatchMessages;
+    for (int64_t i = request->after_seq(); i < endless; ++i) {
+      if (ctx->IsCancelled()) {
+        watches_cancelled.fetch_add(1);
+        return grpc::Status::CANCELLED;
+      }
+      v1::WatchTrainingJobResponse m;
+      m.mutable_job()->set_job_id(request->job_id());
+      m.add_events()->set_seq(i + 1);
+      if (!writer->Write(m)) {
+        watches_cancelled.fetch_add(1);
+        return grpc::Status::CANCELLED;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status UploadDataset(grpc::ServerContext* ctx, grpc::ServerReader<v1::UploadDatasetRequest>* reader,
+                             v1::Dataset* response) override {
+    v1::UploadDatasetRequest m;
+    int64_t examples = 0;
+    while (reader->Read(&m)) examples += m.chunk().examples_size();
+    if (ctx->IsCancelled()) {
+      uploads_cancelled.fetch_add(1);
+      return grpc::Status::CANCELLED;
+    }
+    uploads_committed.fetch_add(1);
+    response->set_num_examples(examples);
+    return grpc::Status::OK;
+  }
+
+  std::atomic<int> watches_cancelled{0};
+  std::atomic<int> uploads_cancelled{0};
+  std::atomic<int> uploads_committed{0};
+};
+
+class HttpGatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    HttpGatewayOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.keepalive = absl::Milliseconds(100);
+    auto gateway = HttpGateway::Start(options, server_->InProcessChannel(grpc::ChannelArguments()), {});
+    ASSERT_OK(gateway.status());
+    gateway_ = *std::move(gateway);
+  }
+  void TearDown() override {
+    if (gateway_) gateway_->Stop();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  }
+
+  // An open connection that sent `request`; -1 on failure.
+  int Send(const std::string& request) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(gateway_->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
+  // Reads from `fd` until `what` has arrived or 10 s pass.
+  static std::string ReadUntil(int fd, const std::string& what) {
+    std::string got;
+    const absl::Time end = absl::Now() + absl::Seconds(10);
+    char buf[4096];
+    while (got.find(what) == std::string::npos && absl::Now() < end) {
+      timeval tv{0, 100000};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n == 0) break;
+      if (n > 0) got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  }
+
+  ScriptedService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpGateway> gateway_;
+};
+
+TEST_F(HttpGatewayTest, ConcurrentCallsEachGetTheirOwnAnswer) {
+  constexpr int kThreads = 6;
+  constexpr int kCalls = 15;
+  std::atomic<int> right{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        const std::string text = absl::StrCat("text-", t, "-", i);
+        auto r = HttpRequest(gateway_->port(), "POST", absl::StrCat("/v1/tasks/task-", t, ":predict"),
+                             nlohmann::json({{"texts", {text}}}).dump(), {{"Content-Type", "application/json"}},
+                             absl::Seconds(30));
+        if (!r.ok() || r->status != 200) continue;
+        const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+        if (j["predictions"][0]["label"] == text && j["version"] == "1") right.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(right.load(), kThreads * kCalls);
+}
+
+TEST_F(HttpGatewayTest, EventStreamsRunToTheirEndConcurrently) {
+  constexpr int kStreams = 4;
+  std::vector<std::string> bodies(kStreams);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kStreams; ++s) {
+    threads.emplace_back([&, s] {
+      auto r = HttpRequest(gateway_->port(), "GET", absl::StrCat("/v1/trainingJobs/job-", s, ":watch"), "", {},
+                           absl::Seconds(30));
+      if (r.ok() && r->status == 200) bodies[s] = r->body;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int s = 0; s < kStreams; ++s) {
+    std::vector<int64_t> ids;
+    size_t at = 0;
+    while ((at = bodies[s].find("\nid: ", at)) != std::string::npos) {
+      at += 5;
+      ids.push_back(std::stoll(bodies[s].substr(at, bodies[s].find('\n', at) - at)));
+    }
+    EXPECT_EQ(ids, (std::vector<int64_t>{1, 2, 3, 4, 5})) << bodies[s];
+    EXPECT_THAT(bodies[s], HasSubstr("event: end\ndata: {\"code\":0,")) << bodies[s];
+    EXPECT_THAT(bodies[s], HasSubstr(absl::StrCat("\"jobId\":\"job-", s, "\"")));
+  }
+  // Resuming after seq 3 sends only what follows.
+  auto r = HttpRequest(gateway_->port(), "GET", "/v1/trainingJobs/job-0:watch", "", {{"Last-Event-ID", "3"}},
+                       absl::Seconds(30));
+  ASSERT_OK(r.status());
+  EXPECT_THAT(r->body, Not(HasSubstr("id: 3\n")));
+  EXPECT_THAT(r->body, HasSubstr("id: 4\n"));
+}
+
+TEST_F(HttpGatewayTest, AClientThatLeavesAWatchCancelsIt) {
+  const int fd = Send("GET /v1/trainingJobs/endless:watch HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_GE(fd, 0);
+  EXPECT_THAT(ReadUntil(fd, "id: 2\n"), HasSubstr("id: 2\n"));
+  ::close(fd);
+  // The gateway notices at its next write (an event or a keep-alive) and
+  // cancels the gRPC watch.
+  const absl::Time end = absl::Now() + absl::Seconds(20);
+  while (service_.watches_cancelled.load() == 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(service_.watches_cancelled.load(), 1);
+}
+
+TEST_F(HttpGatewayTest, StoppingEndsOpenStreamsUnavailable) {
+  const int fd = Send("GET /v1/trainingJobs/endless:watch HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_GE(fd, 0);
+  ASSERT_THAT(ReadUntil(fd, "id: 1\n"), HasSubstr("id: 1\n"));
+  std::string rest;
+  std::thread reader([&] { rest = ReadUntil(fd, "event: end"); });
+  const absl::Time start = absl::Now();
+  gateway_->Stop();
+  reader.join();
+  ::close(fd);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE(rest.find("event: end\ndata: {\"code\":14,") != std::string::npos)
+      << rest.size() << " bytes after the first event, without an UNAVAILABLE end: "
+      << rest.substr(rest.size() > 300 ? rest.size() - 300 : 0);
+}
+
+TEST_F(HttpGatewayTest, AnUploadWhoseClientDisconnectsIsCancelled) {
+  std::string body = "text,label\n";
+  for (int i = 0; i < 2000; ++i) absl::StrAppend(&body, "an example ", i, ",x\n");
+  const int fd = Send(absl::StrCat("POST /v1/datasets HTTP/1.1\r\nHost: x\r\nContent-Type: text/csv\r\n",
+                                   "Content-Length: ", body.size(), "\r\n\r\n", body.substr(0, body.size() / 2)));
+  ASSERT_GE(fd, 0);
+  absl::SleepFor(absl::Milliseconds(200));
+  ::close(fd);
+  const absl::Time end = absl::Now() + absl::Seconds(20);
+  while (service_.uploads_cancelled.load() == 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(service_.uploads_cancelled.load(), 1);
+  EXPECT_EQ(service_.uploads_committed.load(), 0);
+  // The whole body commits, with every example.
+  auto r =
+      HttpRequest(gateway_->port(), "POST", "/v1/datasets", body, {{"Content-Type", "text/csv"}}, absl::Seconds(30));
+  ASSERT_OK(r.status());
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_THAT(r->body, HasSubstr("\"numExamples\":\"2000\""));
+  EXPECT_EQ(service_.uploads_committed.load(), 1);
+}
+
+}  // namespace
+}  // namespace adapterd::http

@@ -99,7 +99,9 @@ class CsvReader {
  public:
   CsvReader(std::string_view contents, std::string_view name, int first_line)
       : in_(contents), name_(name), line_(first_line) {
-    if (in_.substr(0, kUtf8Bom.size()) == kUtf8Bom) pos_ = kUtf8Bom.size();
+    // A byte-order mark only at the start of the file (a streamed piece
+    // from line 2 on keeps one as data, as the whole file would).
+    if (first_line == 1 && in_.substr(0, kUtf8Bom.size()) == kUtf8Bom) pos_ = kUtf8Bom.size();
   }
 
   // Reads the next record into `record`; false at the end of the input.
@@ -532,7 +534,7 @@ absl::StatusOr<std::vector<v1::Example>> ParseJsonl(std::string_view contents, s
   std::vector<v1::Example> examples;
   int line = first_line - 1;
   size_t pos = 0;
-  if (contents.substr(0, kUtf8Bom.size()) == kUtf8Bom) pos = kUtf8Bom.size();
+  if (first_line == 1 && contents.substr(0, kUtf8Bom.size()) == kUtf8Bom) pos = kUtf8Bom.size();
   while (pos < contents.size()) {
     ++line;
     size_t end = contents.find('\n', pos);
@@ -826,7 +828,9 @@ absl::StatusOr<std::vector<v1::Example>> DatasetStreamParser::ParsePiece(std::st
         if (c == '"') quoted = !quoted;
         if (c == '\n' && !quoted && !TrimAsciiWhitespace(SkipBom(piece.substr(0, pos))).empty()) break;
       }
-      csv_header_ = std::string(piece.substr(0, pos));
+      // Without the file's byte-order mark: pieces from line 2 on keep a
+      // mark as data, and the header is put before each of them.
+      csv_header_ = std::string(SkipBom(piece.substr(0, pos)));
       header_lines_ = static_cast<int>(std::count(csv_header_.begin(), csv_header_.end(), '\n'));
     } else {
       ASSIGN_OR_RETURN(examples,

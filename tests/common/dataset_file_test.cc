@@ -612,6 +612,8 @@ TEST(DatasetStreamParser, AnyPieceSizeGivesTheWholeParse) {
       {DatasetFormat::kCsv, "txt,label\na,x\n"},            // bad header
       {DatasetFormat::kCsv, "text,label\na,x\n  \nb,y\n"},  // a record of spaces: line 3
       {DatasetFormat::kCsv, "  \ntext,label\na,x\n"},       // a header of spaces
+      {DatasetFormat::kJsonl, "{\"text\": \"a\", \"label\": 1}\n\xEF\xBB\xBF{\"text\"\n"},  // a BOM on line 2
+      {DatasetFormat::kCsv, "text,label\n\xEF\xBB\xBF,x\n"},                                // a BOM in a cell of line 2
       {DatasetFormat::kJsonl, "{\"text\": \"a\", \"label\": 1}\n\n{\"text\": \"b\", \"labels\": [\"x\"]}"},
       {DatasetFormat::kJsonl, "\xEF\xBB\xBF{\"tokens\": [\"A\"], \"tags\": [\"B-X\"]}\n"},
       {DatasetFormat::kJsonl, "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\"}\n"},  // line 2

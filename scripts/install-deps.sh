@@ -63,8 +63,9 @@ TEST_PACKAGES=(
   # the Python client's tests (client/python): gRPC and protobuf for Python,
   # pytest, and pip/venv for the install-from-checkout test
   python3-grpcio python3-protobuf python3-pytest python3-pip python3-venv python3-setuptools
-  # the web console's test: a real headless browser (driven by puppeteer-core)
-  chromium
+  # the web console's test: a real headless browser (driven by puppeteer-core);
+  # the REST gateway's TLS test makes its certificates with openssl
+  chromium openssl
 )
 
 PACKAGES=("${BUILD_PACKAGES[@]}")

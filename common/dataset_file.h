@@ -85,7 +85,8 @@
 // message, e.g. "entities[1].start is negative (-3)". A SQuAD file is parsed
 // whole in memory. A missing file is NOT_FOUND (ReadDatasetFile).
 //
-// Thread safety: free functions without shared state.
+// Thread safety: the free functions share no state; a DatasetStreamParser
+// is one upload's, used by one thread at a time.
 #ifndef ADAPTERD_COMMON_DATASET_FILE_H_
 #define ADAPTERD_COMMON_DATASET_FILE_H_
 

@@ -538,33 +538,25 @@ absl::Status SendBytes(State* state, Call& call, bool all) {
 // client stream and sends its metadata.
 absl::Status OpenStream(State* state, MHD_Connection* c, Call& call) {
   const auto query = QueryParameters(c);
-  call.ctx = std::make_unique<grpc::ClientContext>();
+  auto ctx = std::make_unique<grpc::ClientContext>();
   if (call.route->body == BodyKind::kDataset) {
     const auto content_type = Header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
     const std::optional<DatasetFormat> format = DatasetFormatOf(content_type);
     if (!format.has_value()) {
-      call.ctx.reset();
       return absl::InvalidArgumentError(
           absl::StrCat("Content-Type '", ToValidUtf8(content_type.value_or("")),
                        "' is not a dataset format: send text/csv, application/x-ndjson (JSON Lines) or "
                        "application/json (a SQuAD document)"));
     }
+    v1::UploadDatasetRequest first;
+    auto* metadata = first.mutable_metadata();  // the first message is the metadata, even when empty
+    for (const auto& [key, value] : query) RETURN_IF_ERROR(SetFieldFromText(*metadata, key, value));
+    RETURN_IF_ERROR(PrepareContext(c, "", *ctx));
     if (*format != DatasetFormat::kSquad) {
       call.parser = std::make_unique<DatasetStreamParser>(*format, "request body",
                                                           static_cast<size_t>(state->options.max_record_bytes));
     }
-    v1::UploadDatasetRequest first;
-    auto* metadata = first.mutable_metadata();
-    for (const auto& [key, value] : query) {
-      if (absl::Status s = SetFieldFromText(*metadata, key, value); !s.ok()) {
-        call.ctx.reset();
-        return s;
-      }
-    }
-    if (absl::Status s = PrepareContext(c, "", *call.ctx); !s.ok()) {
-      call.ctx.reset();
-      return s;
-    }
+    call.ctx = std::move(ctx);
     call.upload = state->stub->UploadDataset(call.ctx.get(), &call.dataset);
     if (!call.upload->Write(first)) return call.Broken();
     return absl::OkStatus();
@@ -572,18 +564,13 @@ absl::Status OpenStream(State* state, MHD_Connection* c, Call& call) {
   // ImportAdapter: the task from the path, the size from Content-Length.
   v1::ImportAdapterRequest first;
   auto* metadata = first.mutable_metadata();
-  if (absl::Status s = ApplyPathAndQuery(*metadata, call.variables, query); !s.ok()) {
-    call.ctx.reset();
-    return s;
-  }
+  RETURN_IF_ERROR(ApplyPathAndQuery(*metadata, call.variables, query));
   if (const auto length = Header(c, MHD_HTTP_HEADER_CONTENT_LENGTH); length.has_value()) {
     int64_t n = 0;
     if (absl::SimpleAtoi(*length, &n)) metadata->set_total_bytes(n);
   }
-  if (absl::Status s = PrepareContext(c, metadata->task_id(), *call.ctx); !s.ok()) {
-    call.ctx.reset();
-    return s;
-  }
+  RETURN_IF_ERROR(PrepareContext(c, metadata->task_id(), *ctx));
+  call.ctx = std::move(ctx);
   call.import = state->stub->ImportAdapter(call.ctx.get(), &call.task);
   if (!call.import->Write(first)) return call.Broken();
   return absl::OkStatus();
@@ -644,31 +631,55 @@ MHD_Result Unary(State* state, MHD_Connection* c, Call& call,
   return ReplyJson(c, MHD_HTTP_OK, ToJson(response));
 }
 
+// A server stream's call, opened, with its first message (so that a call
+// that fails at once, e.g. NOT_FOUND, is answered as a JSON error).
+template <typename Response>
+struct OpenedStream {
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<grpc::ClientReader<Response>> reader;
+  Response first;
+};
+
+template <typename Request, typename Response>
+absl::StatusOr<OpenedStream<Response>> OpenServerStream(
+    State* state, MHD_Connection* c, const Request& request,
+    std::unique_ptr<grpc::ClientReader<Response>> (v1::Adapterd::Stub::*method)(grpc::ClientContext*, const Request&)) {
+  OpenedStream<Response> s;
+  s.ctx = std::make_unique<grpc::ClientContext>();
+  RETURN_IF_ERROR(PrepareContext(c, RoutingTask(request), *s.ctx));
+  s.reader = (state->stub.get()->*method)(s.ctx.get(), request);
+  if (!s.reader->Read(&s.first)) {
+    const absl::Status status = FromGrpcStatus(s.reader->Finish());
+    return status.ok() ? absl::InternalError("the stream ended without a message") : status;
+  }
+  return s;
+}
+
+// A response whose body `body` (an EventStream or a Download) produces;
+// libmicrohttpd frees it when the response ends. Null (and `body` freed)
+// when the response cannot be made.
+template <typename Body>
+MHD_Response* StreamedResponse(uint64_t size, size_t block, Body* body) {
+  MHD_Response* response = MHD_create_response_from_callback(size, block, &Body::Read, body, &Body::Free);
+  if (response == nullptr) delete body;
+  return response;
+}
+
 MHD_Result Watch(State* state, MHD_Connection* c, Call& call) {
   v1::WatchTrainingJobRequest request;
-  const auto query = QueryParameters(c);
-  absl::Status s = ApplyPathAndQuery(request, call.variables, query);
+  absl::Status s = ApplyPathAndQuery(request, call.variables, QueryParameters(c));
   // EventSource's reconnection header resumes after the last event seen.
   if (const auto last = Header(c, "Last-Event-ID"); s.ok() && last.has_value() && request.after_seq() == 0) {
     int64_t seq = 0;
     if (absl::SimpleAtoi(*last, &seq)) request.set_after_seq(seq);
   }
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  if (s.ok()) s = PrepareContext(c, RoutingTask(request), *ctx);
   if (!s.ok()) return ReplyStatus(c, s);
-  auto reader = state->stub->WatchTrainingJob(ctx.get(), request);
-  v1::WatchTrainingJobResponse first;
-  if (!reader->Read(&first)) {
-    const absl::Status status = FromGrpcStatus(reader->Finish());
-    return ReplyStatus(c, status.ok() ? absl::InternalError("the watch ended without a message") : status);
-  }
-  auto* stream = new EventStream(state, std::move(ctx), std::move(reader), first);
-  MHD_Response* response =
-      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, &EventStream::Read, stream, &EventStream::Free);
-  if (response == nullptr) {
-    delete stream;
-    return MHD_NO;
-  }
+  absl::StatusOr<OpenedStream<v1::WatchTrainingJobResponse>> opened =
+      OpenServerStream(state, c, request, &v1::Adapterd::Stub::WatchTrainingJob);
+  if (!opened.ok()) return ReplyStatus(c, opened.status());
+  MHD_Response* response = StreamedResponse(
+      MHD_SIZE_UNKNOWN, 4096, new EventStream(state, std::move(opened->ctx), std::move(opened->reader), opened->first));
+  if (response == nullptr) return MHD_NO;
   MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
   MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
   MHD_add_response_header(response, "X-Accel-Buffering", "no");  // nginx: pass events on at once
@@ -677,26 +688,18 @@ MHD_Result Watch(State* state, MHD_Connection* c, Call& call) {
 
 MHD_Result Export(State* state, MHD_Connection* c, Call& call) {
   v1::ExportAdapterRequest request;
-  absl::Status s = ApplyPathAndQuery(request, call.variables, QueryParameters(c));
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  if (s.ok()) s = PrepareContext(c, request.task_id(), *ctx);
-  if (!s.ok()) return ReplyStatus(c, s);
-  auto reader = state->stub->ExportAdapter(ctx.get(), request);
-  v1::ExportAdapterResponse first;
-  if (!reader->Read(&first)) {
-    const absl::Status status = FromGrpcStatus(reader->Finish());
-    return ReplyStatus(c, status.ok() ? absl::InternalError("the export ended without a message") : status);
+  if (absl::Status s = ApplyPathAndQuery(request, call.variables, QueryParameters(c)); !s.ok()) {
+    return ReplyStatus(c, s);
   }
-  const int64_t version = first.version();
-  const int64_t total = first.total_bytes();
-  auto* download = new Download(std::move(ctx), std::move(reader), std::move(*first.mutable_chunk()));
-  MHD_Response* response =
-      MHD_create_response_from_callback(total > 0 ? static_cast<uint64_t>(total) : MHD_SIZE_UNKNOWN, 64 * 1024,
-                                        &Download::Read, download, &Download::Free);
-  if (response == nullptr) {
-    delete download;
-    return MHD_NO;
-  }
+  absl::StatusOr<OpenedStream<v1::ExportAdapterResponse>> opened =
+      OpenServerStream(state, c, request, &v1::Adapterd::Stub::ExportAdapter);
+  if (!opened.ok()) return ReplyStatus(c, opened.status());
+  const int64_t version = opened->first.version();
+  const int64_t total = opened->first.total_bytes();
+  MHD_Response* response = StreamedResponse(
+      total > 0 ? static_cast<uint64_t>(total) : MHD_SIZE_UNKNOWN, 64 * 1024,
+      new Download(std::move(opened->ctx), std::move(opened->reader), std::move(*opened->first.mutable_chunk())));
+  if (response == nullptr) return MHD_NO;
   MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
   MHD_add_response_header(
       response, "Content-Disposition",

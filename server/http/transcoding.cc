@@ -94,6 +94,18 @@ absl::Status BadValue(std::string_view field, std::string_view value, std::strin
       absl::StrCat("parameter '", ToValidUtf8(field), "': '", ToValidUtf8(value), "' is not ", std::string(type)));
 }
 
+// An integer field of type T, set (or, repeated, added) from its decimal text.
+template <typename T>
+absl::Status SetInteger(Message& m, const FieldDescriptor& f, std::string_view name, std::string_view value,
+                        const char* type, void (Reflection::*set)(Message*, const FieldDescriptor*, T) const,
+                        void (Reflection::*add)(Message*, const FieldDescriptor*, T) const) {
+  T v = 0;
+  if (!absl::SimpleAtoi(std::string(value), &v)) return BadValue(name, value, type);
+  const Reflection& r = *m.GetReflection();
+  (r.*(f.is_repeated() ? add : set))(&m, &f, v);
+  return absl::OkStatus();
+}
+
 absl::Status SetScalar(Message& m, const FieldDescriptor& f, std::string_view name, std::string_view value) {
   const Reflection& r = *m.GetReflection();
   const bool repeated = f.is_repeated();
@@ -103,30 +115,16 @@ absl::Status SetScalar(Message& m, const FieldDescriptor& f, std::string_view na
       repeated ? r.AddString(&m, &f, std::string(value)) : r.SetString(&m, &f, std::string(value));
       return absl::OkStatus();
     }
-    case FieldDescriptor::CPPTYPE_INT32: {
-      int32_t v = 0;
-      if (!absl::SimpleAtoi(std::string(value), &v)) return BadValue(name, value, "a 32-bit integer");
-      repeated ? r.AddInt32(&m, &f, v) : r.SetInt32(&m, &f, v);
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_INT64: {
-      int64_t v = 0;
-      if (!absl::SimpleAtoi(std::string(value), &v)) return BadValue(name, value, "a 64-bit integer");
-      repeated ? r.AddInt64(&m, &f, v) : r.SetInt64(&m, &f, v);
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_UINT32: {
-      uint32_t v = 0;
-      if (!absl::SimpleAtoi(std::string(value), &v)) return BadValue(name, value, "an unsigned 32-bit integer");
-      repeated ? r.AddUInt32(&m, &f, v) : r.SetUInt32(&m, &f, v);
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_UINT64: {
-      uint64_t v = 0;
-      if (!absl::SimpleAtoi(std::string(value), &v)) return BadValue(name, value, "an unsigned 64-bit integer");
-      repeated ? r.AddUInt64(&m, &f, v) : r.SetUInt64(&m, &f, v);
-      return absl::OkStatus();
-    }
+    case FieldDescriptor::CPPTYPE_INT32:
+      return SetInteger<int32_t>(m, f, name, value, "a 32-bit integer", &Reflection::SetInt32, &Reflection::AddInt32);
+    case FieldDescriptor::CPPTYPE_INT64:
+      return SetInteger<int64_t>(m, f, name, value, "a 64-bit integer", &Reflection::SetInt64, &Reflection::AddInt64);
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return SetInteger<uint32_t>(m, f, name, value, "an unsigned 32-bit integer", &Reflection::SetUInt32,
+                                  &Reflection::AddUInt32);
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return SetInteger<uint64_t>(m, f, name, value, "an unsigned 64-bit integer", &Reflection::SetUInt64,
+                                  &Reflection::AddUInt64);
     case FieldDescriptor::CPPTYPE_DOUBLE:
     case FieldDescriptor::CPPTYPE_FLOAT: {
       double v = 0;

@@ -21,14 +21,9 @@ namespace {
 // trainer's SelectionMetric; higher is better). Jobs stored before the kinds
 // have none: classification.
 double KindMetric(storage::v1::TaskKind kind, const storage::v1::EpochMetrics& m) {
-  Evaluation e;
-  e.accuracy = m.val_accuracy();
-  e.micro_f1 = m.micro_f1();
-  e.spearman = m.spearman();
-  e.f1 = m.f1();
   return SelectionMetric(kind == storage::v1::TASK_KIND_UNSPECIFIED ? model::TaskKind::kSequenceClassification
                                                                     : static_cast<model::TaskKind>(kind),
-                         e);
+                         EvaluationOfRecord(m));
 }
 
 using storage::v1::JobState;

@@ -40,18 +40,7 @@ EpochReport FromProto(const storage::v1::EpochMetrics& m) {
   r.epoch = m.epoch();
   r.step = m.step();
   r.train_loss = m.train_loss();
-  Evaluation& v = r.validation;
-  v.loss = m.val_loss();
-  v.accuracy = m.val_accuracy();
-  // Records written before the kinds had no micro_f1: classification's is
-  // its accuracy.
-  v.micro_f1 = m.micro_f1() == 0 ? m.val_accuracy() : m.micro_f1();
-  v.macro_f1 = m.macro_f1();
-  v.f1 = m.f1();
-  v.exact_match = m.exact_match();
-  v.spearman = m.spearman();
-  v.pearson = m.pearson();
-  v.mse = m.mse();
+  r.validation = EvaluationOfRecord(m);
   r.learning_rate = m.learning_rate();
   r.examples_per_second = m.examples_per_second();
   return r;

@@ -313,6 +313,20 @@ at::Tensor HeadLogits(const model::EncoderOutput& out, TaskKind kind, int64_t ou
   return model::ReadsTokens(kind) ? out.token_logits.narrow(2, 0, outputs) : out.logits.narrow(1, 0, outputs);
 }
 
+Evaluation EvaluationOfRecord(const storage::v1::EpochMetrics& m) {
+  Evaluation v;
+  v.loss = m.val_loss();
+  v.accuracy = m.val_accuracy();
+  v.micro_f1 = m.micro_f1() == 0 ? m.val_accuracy() : m.micro_f1();
+  v.macro_f1 = m.macro_f1();
+  v.f1 = m.f1();
+  v.exact_match = m.exact_match();
+  v.spearman = m.spearman();
+  v.pearson = m.pearson();
+  v.mse = m.mse();
+  return v;
+}
+
 double SelectionMetric(TaskKind kind, const Evaluation& e) {
   switch (kind) {
     case TaskKind::kSequenceClassification:

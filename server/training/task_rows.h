@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "proto/adapterd/storage/v1/records.pb.h"
 #include "server/model/adapter_set.h"
 #include "server/model/bert_encoder.h"
 #include "server/model/heads.h"
@@ -101,6 +102,11 @@ struct Evaluation {
   double pearson = 0;
   double mse = 0;
 };
+
+// An epoch's validation metrics as events and checkpoints store them
+// (storage::v1::EpochMetrics). Records written before the kinds had no
+// micro_f1: classification's is its accuracy.
+Evaluation EvaluationOfRecord(const storage::v1::EpochMetrics& m);
 
 // The figure that selects a kind's best epoch (higher is better; ties go to
 // the lower loss).

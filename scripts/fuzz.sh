@@ -62,7 +62,7 @@ SECONDS_EACH=$2
 if [ "$NAME" = all ]; then
   mapfile -t NAMES < <(harnesses)
 else
-  harnesses | grep -qx -- "$NAME" || {
+  harnesses | grep -x -- "$NAME" >/dev/null || {  # not -q: an early exit would fail the pipe
     echo "fuzz.sh: unknown harness '$NAME' (known: $(harnesses | tr '\n' ' '))" >&2
     exit 2
   }

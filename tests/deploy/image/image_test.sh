@@ -79,14 +79,15 @@ trap cleanup EXIT
 [[ -x "$CTL" ]] || die "$CTL not built (cmake --build build --target adapterctl)"
 command -v podman >/dev/null || die "podman not installed (scripts/install-deps.sh)"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
 # run_server NAME [PODMAN RUN FLAGS...]: a detached container of $IMAGE with
 # the recipe's flags, the volume, and fresh ports in $PORT / $HTTP_PORT /
 # $METRICS_PORT.
 run_server() {
   local name=$1; shift
-  PORT=$(free_port); HTTP_PORT=$(free_port); METRICS_PORT=$(free_port)
+  # Ports from below the ephemeral range (tests/testing/free_port.py says why).
+  local ports
+  ports=$(python3 "$SRC/tests/testing/free_port.py" 3) || return 1
+  { read -r PORT; read -r HTTP_PORT; read -r METRICS_PORT; } <<<"$ports"
   CONTAINERS+=("$name")
   podman --runtime runc run -d --name "$name" --network=host \
     --ulimit nofile=1024:1024 --ulimit nproc=1000:1000 \
@@ -189,10 +190,16 @@ ctl --json predict --task sentiment --all-scores "${TEXTS[@]}" >"$WORK/predict-b
   || die "predict failed"
 log "scores: $(tr -d '\n' <"$WORK/predict-before.json" | cut -c1-300)"
 # The REST gateway and the console, served by the image.
-curl -sf --max-time 10 "http://127.0.0.1:$HTTP_PORT/healthz" | grep -q '"SERVING"' || die "HTTP /healthz is not SERVING"
-curl -sf --max-time 10 "http://127.0.0.1:$HTTP_PORT/" | grep -q '<title>' || die "the console is not served at /"
-curl -sf --max-time 60 -X POST "http://127.0.0.1:$HTTP_PORT/v1/tasks/sentiment:predict" \
-  -d "{\"texts\": [\"${TEXTS[0]}\"]}" | grep -q '"predictions"' || die "HTTP predict failed"
+# Each body is read whole before it is searched: `curl | grep -q` under
+# pipefail fails whenever grep finds its match and exits before curl has
+# written the rest (curl exits 23 on the closed pipe).
+http_body() { curl -sf --max-time 60 "$@"; }
+BODY=$(http_body "http://127.0.0.1:$HTTP_PORT/healthz") && [[ $BODY == *'"SERVING"'* ]] \
+  || die "HTTP /healthz is not SERVING: ${BODY:-no answer}"
+BODY=$(http_body "http://127.0.0.1:$HTTP_PORT/") && [[ $BODY == *'<title>'* ]] \
+  || die "the console is not served at /: $(head -c 300 <<<"${BODY:-no answer}")"
+BODY=$(http_body -X POST "http://127.0.0.1:$HTTP_PORT/v1/tasks/sentiment:predict" -d "{\"texts\": [\"${TEXTS[0]}\"]}") \
+  && [[ $BODY == *'"predictions"'* ]] || die "HTTP predict failed: ${BODY:-no answer}"
 log "ok: HTTP on 127.0.0.1:$HTTP_PORT: /healthz SERVING, the console at /, Predict over REST"
 
 # ------------------------------------------------------------ 5. HEALTHCHECK

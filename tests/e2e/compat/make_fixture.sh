@@ -80,7 +80,7 @@ ctl jobs watch "$TOPICS" >/dev/null
 CANCELLED=$(train --task topics --data "$EX/topics_train.csv" --epochs 50 --max-seq-len 32 --seed 3)
 ctl jobs cancel "$CANCELLED" >/dev/null
 for _ in $(seq 1 600); do
-  ctl --json jobs get "$CANCELLED" | grep -q '"JOB_STATE_CANCELLED"' && break
+  ctl --json jobs get "$CANCELLED" | grep '"JOB_STATE_CANCELLED"' >/dev/null && break
   sleep 0.2
 done
 
@@ -108,7 +108,7 @@ for _ in $(seq 1 1200); do
   [[ -n "$step" && "$step" -ge 20 ]] && break
   sleep 0.1
 done
-ctl --json jobs get "$QUEUED" | grep -q '"JOB_STATE_QUEUED"' || { echo "job $QUEUED is not queued" >&2; exit 1; }
+ctl --json jobs get "$QUEUED" | grep '"JOB_STATE_QUEUED"' >/dev/null || { echo "job $QUEUED is not queued" >&2; exit 1; }
 kill -9 "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null || true
 SERVER_PID=

@@ -17,7 +17,7 @@ EPOCHS=${2:-3}
 MODEL=models/adapterd-mini-en
 WORK=$(mktemp -d /tmp/adapterd-dtype-agreement.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
-PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(python3 tests/testing/free_port.py)
 CTL=("$BUILD/client/adapterctl" --server "127.0.0.1:$PORT" --timeout 3600)
 
 serve() {  # serve DTYPE: starts adapterd, waits until it is SERVING

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <utility>
 
@@ -136,19 +137,45 @@ bool PollUntil(const std::function<bool()>& done, absl::Duration timeout, absl::
   }
 }
 
-absl::StatusOr<int> PickFreePort() {
+namespace {
+
+// Binds 127.0.0.1:`port` (0: the kernel's pick) and returns the port bound,
+// or 0 when it is taken.
+int BindLoopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError("socket failed");
+  if (fd < 0) return 0;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   ::close(fd);
-  if (!ok) return absl::InternalError("bind to 127.0.0.1:0 failed");
-  return static_cast<int>(ntohs(addr.sin_port));
+  return ok ? static_cast<int>(ntohs(addr.sin_port)) : 0;
+}
+
+}  // namespace
+
+absl::StatusOr<int> PickFreePort() {
+  constexpr int kLowest = 10000;  // above the common registered service ports
+  int ephemeral_low = 32768;      // Linux's default
+  {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    int low = 0;
+    if (range >> low && low > 0) ephemeral_low = low;
+  }
+  if (ephemeral_low - kLowest < 1000) {  // an unusual range: the kernel's pick
+    const int port = BindLoopback(0);
+    if (port == 0) return absl::InternalError("bind to 127.0.0.1:0 failed");
+    return port;
+  }
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> draw(kLowest, ephemeral_low - 1);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    if (const int port = BindLoopback(draw(rng)); port != 0) return port;
+  }
+  return absl::InternalError(absl::StrCat("no free port on 127.0.0.1 in [", kLowest, ", ", ephemeral_low, ")"));
 }
 
 std::string UrlEncode(const std::string& s) {

@@ -67,8 +67,13 @@ using ::adapterd::metrics::SampleValue;
 bool PollUntil(const std::function<bool()>& done, absl::Duration timeout,
                absl::Duration interval = absl::Milliseconds(100));
 
-// A TCP port on 127.0.0.1 that was free a moment ago (for programs that
-// cannot report the port they bound, such as Prometheus).
+// A TCP port on 127.0.0.1 that was free a moment ago, for a program that
+// cannot report the port it bound (Prometheus, nginx) or whose port others
+// must know before it starts. Drawn at random from below the kernel's
+// ephemeral range (/proc/sys/net/ipv4/ip_local_port_range): a port from
+// bind(0) comes from that range, where any outgoing connection may take it
+// as its source port before the program binds it (CI saw nginx fail so).
+// tests/testing/free_port.py follows the same rule.
 absl::StatusOr<int> PickFreePort();
 
 // Percent-encodes a URL query value.

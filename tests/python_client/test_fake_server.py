@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from concurrent import futures
@@ -13,6 +12,7 @@ import pytest
 
 import adapterd
 from adapterd._stubs import pb, pb_grpc
+from free_port import free_port  # tests/testing, on PYTHONPATH
 
 JOB_ID = "job-0123456789abcdef012.fake-task"
 
@@ -81,12 +81,6 @@ class FakeAdapterd(pb_grpc.AdapterdServicer):
         job.error_message = "disk full (fake)"
         # A re-subscription repeats seq 2 (as if it raced) and ends the job.
         yield pb.WatchTrainingJobResponse(job=job, events=[event(2, pb.JOB_STATE_RUNNING), event(3, self.final_state)])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_fake(port: int = 0) -> Tuple[grpc.Server, FakeAdapterd, int]:

@@ -36,6 +36,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testing"))
+from free_port import free_ports  # noqa: E402
+
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 CURL = shutil.which("curl")
 FAILURES = []
@@ -49,18 +52,6 @@ def check(cond, what, detail=""):
     if not cond:
         FAILURES.append(what)
     return cond
-
-
-def free_ports(n):
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
 def wait_port(host, port, timeout=10.0):

@@ -25,7 +25,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,9 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "testing"))
 import promql_check  # noqa: E402
+from free_port import free_port  # noqa: E402
 
 SOURCE_DIR = Path(os.environ.get("ADAPTERD_SOURCE_DIR", Path(__file__).resolve().parents[3]))
 BUILD_DIR = Path(os.environ.get("ADAPTERD_BINARY_DIR", SOURCE_DIR / "build"))
@@ -70,12 +71,6 @@ def poll(predicate, timeout, interval=0.25):
         if value or time.monotonic() >= deadline:
             return value
         time.sleep(interval)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url, timeout=5):

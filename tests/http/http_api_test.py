@@ -32,6 +32,7 @@ from google.protobuf import json_format
 
 from adapterd.v1 import adapterd_service_pb2 as pb
 from adapterd.v1 import adapterd_service_pb2_grpc as pb_grpc
+from tls_certs import make_certs  # tests/testing, on PYTHONPATH
 
 ADAPTERD = os.environ["ADAPTERD_BIN"]
 MAKE_MODEL = os.environ["MAKE_MODEL_BIN"]
@@ -613,24 +614,6 @@ def test_tenancy_quotas_and_the_drain(work, model):
 
 
 # --- TLS ------------------------------------------------------------------------------
-
-
-def openssl(*args):
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
-
-
-def make_certs(d):
-    """A CA, a server certificate for localhost/127.0.0.1, a client certificate."""
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
-            "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.crt")
-    for name, ext in (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")):
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", f"{d}/{name}.key",
-                "-out", f"{d}/{name}.csr")
-        with open(f"{d}/{name}.ext", "w") as f:
-            f.write(ext + "\n")
-        openssl("x509", "-req", "-in", f"{d}/{name}.csr", "-CA", f"{d}/ca.crt", "-CAkey", f"{d}/ca.key",
-                "-CAcreateserial", "-days", "2", "-extfile", f"{d}/{name}.ext", "-out", f"{d}/{name}.crt")
-        os.chmod(f"{d}/{name}.key", 0o600)
 
 
 def test_tls_and_mutual_tls(work, model):

@@ -769,11 +769,12 @@ MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::st
     };
     return MHD_YES;
   }
-  if (method == "GET" && (path == "/" || path.starts_with("/console/"))) {
+  const bool get = method == "GET" || method == "HEAD";  // HEAD: GET's answer, without the body
+  if (get && (path == "/" || path.starts_with("/console/"))) {
     call.early = [state, path = std::string(path)](MHD_Connection* c) { return ServeConsole(state, c, path); };
     return MHD_YES;
   }
-  if (path == "/healthz" && method == "GET") {
+  if (path == "/healthz" && get) {
     call.early = [state](MHD_Connection* c) {
       const bool serving = !state->stopping.load() && (!state->hooks.serving || state->hooks.serving());
       return ReplyJson(c, serving ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,

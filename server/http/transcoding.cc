@@ -171,12 +171,14 @@ RouteMatch MatchRoute(std::string_view method, std::string_view path) {
   std::vector<std::pair<std::string, std::string>> variables;
   for (const Route& route : kRoutes) {
     if (!MatchPattern(route.pattern, path, variables)) continue;
-    if (method == route.method) {
+    const bool get = std::string_view(route.method) == "GET";
+    if (method == route.method || (get && method == "HEAD")) {
       match.route = &route;
       match.variables = std::move(variables);
       return match;
     }
     allowed.emplace_back(route.method);
+    if (get) allowed.emplace_back("HEAD");
   }
   match.allowed_methods = absl::StrJoin(allowed, ", ");
   return match;

@@ -76,12 +76,13 @@ struct RouteMatch {
   // The path's variables, e.g. {"task_id", "t1"}.
   std::vector<std::pair<std::string, std::string>> variables;
   // When the path matches but the method does not: the methods it has
-  // (for 405's Allow header), e.g. "GET, DELETE". Empty otherwise.
+  // (for 405's Allow header), e.g. "GET, HEAD, DELETE". Empty otherwise.
   std::string allowed_methods;
 };
 
 // Finds the route for `method` and `path` (percent-decoded, without the
-// query string).
+// query string). HEAD matches every GET route (RFC 9110 9.3.2: the server
+// answers as for GET; libmicrohttpd leaves out the body).
 RouteMatch MatchRoute(std::string_view method, std::string_view path);
 
 // Sets `field` (a proto or JSON field name, dotted for nested messages) of

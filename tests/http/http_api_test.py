@@ -428,6 +428,24 @@ def test_health_and_console(client):
     client.error("GET", "/console/..%2Fhttp_gateway.cc", status=404, code=5)
 
 
+def test_head_answers_as_get_without_the_body(client, trained):
+    task, _, _ = trained["TASK_KIND_SEQUENCE_CLASSIFICATION"]
+    for path in ("/healthz", "/", "/v1/tasks", f"/v1/tasks/{task}", f"/v1/tasks/{task}:export", "/v1/datasets"):
+        got, r, body = client.request("GET", path)
+        status, head, nothing = client.request("HEAD", path)
+        assert (status, nothing) == (got, b""), path
+        for header in ("Content-Type", "Content-Disposition", "X-Adapterd-Version"):
+            assert head.getheader(header) == r.getheader(header), (path, header)
+        if path.endswith(":export"):  # the size of the download, without downloading it
+            assert int(head.getheader("Content-Length")) == len(body) > 0
+    status, head, nothing = client.request("HEAD", "/v1/tasks/nosuch")
+    assert (status, nothing) == (404, b"")
+    status, head, _ = client.request("HEAD", f"/v1/tasks/{task}:predict")
+    assert status == 405 and head.getheader("Allow") == "POST"
+    # The server still serves on the same connection.
+    assert client.json("GET", f"/v1/tasks/{task}")["taskId"] == task
+
+
 # --- Bad input -------------------------------------------------------------------
 
 
@@ -457,7 +475,7 @@ def test_bad_requests_are_google_rpc_statuses(client, trained):
     m = client.error("GET", "/v1/nosuch", status=404, code=5)
     assert m.startswith("no route for GET /v1/nosuch")
     status, r, _ = client.request("PUT", f"/v1/tasks/{task}")
-    assert status == 405 and r.getheader("Allow") == "GET, DELETE"
+    assert status == 405 and r.getheader("Allow") == "GET, HEAD, DELETE"
     client.error("GET", f"/v1/tasks/{task}", b"a body", {"Content-Type": "text/plain"})
     m = client.error("POST", "/v1/datasets", "text,label\na,b\n", {"Content-Type": "text/plain"})
     assert "Content-Type" in m

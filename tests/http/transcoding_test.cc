@@ -79,9 +79,25 @@ TEST(MatchRoute, WrongMethodsListWhatThePathAllows) {
   EXPECT_EQ(m.allowed_methods, "POST");
   m = MatchRoute("PUT", "/v1/tasks/t");
   EXPECT_EQ(m.route, nullptr);
-  EXPECT_EQ(m.allowed_methods, "GET, DELETE");
+  EXPECT_EQ(m.allowed_methods, "GET, HEAD, DELETE");
   m = MatchRoute("DELETE", "/v1/datasets");
-  EXPECT_EQ(m.allowed_methods, "POST, GET");
+  EXPECT_EQ(m.allowed_methods, "POST, GET, HEAD");
+  m = MatchRoute("HEAD", "/v1/tasks/t:predict");
+  EXPECT_EQ(m.route, nullptr);
+  EXPECT_EQ(m.allowed_methods, "POST");
+}
+
+TEST(MatchRoute, HeadMatchesEveryGetRouteAndNoOther) {
+  for (const Route& route : Routes()) {
+    std::string path(route.pattern);
+    for (size_t open; (open = path.find('{')) != std::string::npos;) path.replace(open, path.find('}') - open + 1, "x");
+    const RouteMatch m = MatchRoute("HEAD", path);
+    if (std::string_view(route.method) == "GET") {
+      EXPECT_EQ(m.route, &route) << route.pattern;
+    } else {
+      EXPECT_NE(m.route, &route) << route.pattern;
+    }
+  }
 }
 
 TEST(MatchRoute, UnknownPathsMatchNothing) {

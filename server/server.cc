@@ -180,6 +180,17 @@ absl::Status Server::StartHttp() {
   http::HttpGateway::Hooks hooks;
   std::atomic<bool>* serving = &p.serving;
   hooks.serving = [serving] { return serving->load(); };
+  // A request the gateway refuses before its gRPC call is counted as a call
+  // of its route's RPC: never authenticated, so without a tenant.
+  MetricsBridge* metrics = p.metrics.get();
+  hooks.on_refusal = [metrics](const char* rpc, absl::StatusCode code, absl::Duration elapsed) {
+    api::RpcRecord record;
+    record.method = rpc;
+    record.protocol = "http";  // RpcRecord::protocol's value for the gateway's calls
+    record.code = code;
+    record.seconds = absl::ToDoubleSeconds(elapsed);
+    metrics->OnRpc(record);
+  };
   ASSIGN_OR_RETURN(p.http, http::HttpGateway::Start(go, std::move(channel), std::move(hooks)));
   return absl::OkStatus();
 }

@@ -386,7 +386,7 @@ struct Call {
   // An answer decided from the headers alone (an error, the console,
   // /healthz): given on the next call, so that a request without a body
   // keeps its connection alive.
-  std::function<MHD_Result(MHD_Connection*)> early;
+  std::function<MHD_Result(MHD_Connection*, const Call&)> early;
   // A refusal decided while the body arrives: libmicrohttpd can answer only
   // after the whole body, so the rest is read and dropped (up to
   // kMaxDiscardedBytes; past that the connection is closed unanswered).
@@ -395,6 +395,10 @@ struct Call {
   const Route* route = nullptr;
   Variables variables;
   bool answered = false;
+  // Set just before the request's gRPC call is made: from then on gRPC
+  // counts the request (its metrics), whatever the answer.
+  bool grpc_called = false;
+  absl::Time start = absl::Now();
   std::string body;  // a JSON body, or a SQuAD document
   // Client streams (UploadDataset, ImportAdapter), open from the first call
   // until the body ends: then committed, or cancelled (nothing stored).
@@ -431,6 +435,20 @@ struct Call {
     return FromGrpcStatus(status);
   }
 };
+
+// Reports an API request answered with `code` before its gRPC call
+// (Hooks::on_refusal); once the call was made, gRPC counts the request.
+void NoteRefusal(State* state, const Call& call, absl::StatusCode code) {
+  if (call.grpc_called || !state->hooks.on_refusal) return;
+  state->hooks.on_refusal(call.route != nullptr ? call.route->rpc : "none", code, absl::Now() - call.start);
+}
+
+// An API request's error answer.
+MHD_Result Fail(State* state, MHD_Connection* c, const Call& call, const absl::Status& status,
+                unsigned int http_code = 0) {
+  NoteRefusal(state, call, status.code());
+  return ReplyStatus(c, status, http_code);
+}
 
 const char* ContentTypeOf(std::string_view name) {
   if (name.ends_with(".html")) return "text/html; charset=utf-8";
@@ -557,6 +575,7 @@ absl::Status OpenStream(State* state, MHD_Connection* c, Call& call) {
                                                           static_cast<size_t>(state->options.max_record_bytes));
     }
     call.ctx = std::move(ctx);
+    call.grpc_called = true;
     call.upload = state->stub->UploadDataset(call.ctx.get(), &call.dataset);
     if (!call.upload->Write(first)) return call.Broken();
     return absl::OkStatus();
@@ -571,6 +590,7 @@ absl::Status OpenStream(State* state, MHD_Connection* c, Call& call) {
   }
   RETURN_IF_ERROR(PrepareContext(c, metadata->task_id(), *ctx));
   call.ctx = std::move(ctx);
+  call.grpc_called = true;
   call.import = state->stub->ImportAdapter(call.ctx.get(), &call.task);
   if (!call.import->Write(first)) return call.Broken();
   return absl::OkStatus();
@@ -624,10 +644,11 @@ MHD_Result Unary(State* state, MHD_Connection* c, Call& call,
   if (s.ok()) s = ApplyPathAndQuery(request, call.variables, query);
   grpc::ClientContext ctx;
   if (s.ok()) s = PrepareContext(c, RoutingTask(request), ctx);
-  if (!s.ok()) return ReplyStatus(c, s);
+  if (!s.ok()) return Fail(state, c, call, s);
   Response response;
+  call.grpc_called = true;
   const grpc::Status status = (state->stub.get()->*method)(&ctx, request, &response);
-  if (!status.ok()) return ReplyStatus(c, FromGrpcStatus(status));
+  if (!status.ok()) return Fail(state, c, call, FromGrpcStatus(status));
   return ReplyJson(c, MHD_HTTP_OK, ToJson(response));
 }
 
@@ -642,11 +663,12 @@ struct OpenedStream {
 
 template <typename Request, typename Response>
 absl::StatusOr<OpenedStream<Response>> OpenServerStream(
-    State* state, MHD_Connection* c, const Request& request,
+    State* state, MHD_Connection* c, Call& call, const Request& request,
     std::unique_ptr<grpc::ClientReader<Response>> (v1::Adapterd::Stub::*method)(grpc::ClientContext*, const Request&)) {
   OpenedStream<Response> s;
   s.ctx = std::make_unique<grpc::ClientContext>();
   RETURN_IF_ERROR(PrepareContext(c, RoutingTask(request), *s.ctx));
+  call.grpc_called = true;
   s.reader = (state->stub.get()->*method)(s.ctx.get(), request);
   if (!s.reader->Read(&s.first)) {
     const absl::Status status = FromGrpcStatus(s.reader->Finish());
@@ -673,10 +695,10 @@ MHD_Result Watch(State* state, MHD_Connection* c, Call& call) {
     int64_t seq = 0;
     if (absl::SimpleAtoi(*last, &seq)) request.set_after_seq(seq);
   }
-  if (!s.ok()) return ReplyStatus(c, s);
+  if (!s.ok()) return Fail(state, c, call, s);
   absl::StatusOr<OpenedStream<v1::WatchTrainingJobResponse>> opened =
-      OpenServerStream(state, c, request, &v1::Adapterd::Stub::WatchTrainingJob);
-  if (!opened.ok()) return ReplyStatus(c, opened.status());
+      OpenServerStream(state, c, call, request, &v1::Adapterd::Stub::WatchTrainingJob);
+  if (!opened.ok()) return Fail(state, c, call, opened.status());
   MHD_Response* response = StreamedResponse(
       MHD_SIZE_UNKNOWN, 4096, new EventStream(state, std::move(opened->ctx), std::move(opened->reader), opened->first));
   if (response == nullptr) return MHD_NO;
@@ -689,11 +711,11 @@ MHD_Result Watch(State* state, MHD_Connection* c, Call& call) {
 MHD_Result Export(State* state, MHD_Connection* c, Call& call) {
   v1::ExportAdapterRequest request;
   if (absl::Status s = ApplyPathAndQuery(request, call.variables, QueryParameters(c)); !s.ok()) {
-    return ReplyStatus(c, s);
+    return Fail(state, c, call, s);
   }
   absl::StatusOr<OpenedStream<v1::ExportAdapterResponse>> opened =
-      OpenServerStream(state, c, request, &v1::Adapterd::Stub::ExportAdapter);
-  if (!opened.ok()) return ReplyStatus(c, opened.status());
+      OpenServerStream(state, c, call, request, &v1::Adapterd::Stub::ExportAdapter);
+  if (!opened.ok()) return Fail(state, c, call, opened.status());
   const int64_t version = opened->first.version();
   const int64_t total = opened->first.total_bytes();
   MHD_Response* response = StreamedResponse(
@@ -722,7 +744,7 @@ MHD_Result FinishStream(State* state, MHD_Connection* c, Call& call) {
   }
   if (!s.ok()) {
     call.Cancel();
-    return ReplyStatus(c, s);
+    return Fail(state, c, call, s);
   }
   grpc::Status status;
   if (call.upload) {
@@ -735,7 +757,7 @@ MHD_Result FinishStream(State* state, MHD_Connection* c, Call& call) {
   call.upload.reset();
   call.import.reset();
   call.ctx.reset();
-  if (!status.ok()) return ReplyStatus(c, FromGrpcStatus(status));
+  if (!status.ok()) return Fail(state, c, call, FromGrpcStatus(status));
   return ReplyJson(c, MHD_HTTP_OK, call.route->body == BodyKind::kDataset ? ToJson(call.dataset) : ToJson(call.task));
 }
 
@@ -756,26 +778,28 @@ MHD_Result Dispatch(State* state, MHD_Connection* c, Call& call) {
   if (rpc == "ListTasks") return Unary(state, c, call, &Stub::ListTasks);
   if (rpc == "DeleteTask") return Unary(state, c, call, &Stub::DeleteTask);
   if (rpc == "Predict") return Unary(state, c, call, &Stub::Predict);
-  return ReplyStatus(c, absl::InternalError(absl::StrCat("no handler for ", std::string(rpc))));
+  return Fail(state, c, call, absl::InternalError(absl::StrCat("no handler for ", std::string(rpc))));
 }
 
 // The first call of a request (its headers): answers at once what needs no
 // body; opens client streams.
 MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::string_view method, Call& call) {
   if (state->require_client_certificate && !ClientCertificateVerified(c)) {
-    call.early = [](MHD_Connection* c) {
-      return ReplyStatus(
-          c, absl::UnauthenticatedError("a client certificate signed by the server's client CA is required"));
+    call.early = [state](MHD_Connection* c, const Call& call) {
+      return Fail(state, c, call,
+                  absl::UnauthenticatedError("a client certificate signed by the server's client CA is required"));
     };
     return MHD_YES;
   }
   const bool get = method == "GET" || method == "HEAD";  // HEAD: GET's answer, without the body
   if (get && (path == "/" || path.starts_with("/console/"))) {
-    call.early = [state, path = std::string(path)](MHD_Connection* c) { return ServeConsole(state, c, path); };
+    call.early = [state, path = std::string(path)](MHD_Connection* c, const Call&) {
+      return ServeConsole(state, c, path);
+    };
     return MHD_YES;
   }
   if (path == "/healthz" && get) {
-    call.early = [state](MHD_Connection* c) {
+    call.early = [state](MHD_Connection* c, const Call&) {
       const bool serving = !state->stopping.load() && (!state->hooks.serving || state->hooks.serving());
       return ReplyJson(c, serving ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
                        serving ? R"({"status":"SERVING"})" : R"({"status":"NOT_SERVING"})");
@@ -786,7 +810,8 @@ MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::st
   if (match.route == nullptr) {
     const std::string what = absl::StrCat(ToValidUtf8(std::string(method)), " ", ToValidUtf8(std::string(path)));
     if (!match.allowed_methods.empty()) {
-      call.early = [what, allowed = match.allowed_methods](MHD_Connection* c) {
+      call.early = [state, what, allowed = match.allowed_methods](MHD_Connection* c, const Call& call) {
+        NoteRefusal(state, call, absl::StatusCode::kUnimplemented);
         MHD_Response* response = BufferResponse(StatusJson(absl::UnimplementedError(absl::StrCat(
                                                     what, ": the method is not allowed (allowed: ", allowed, ")"))),
                                                 kJsonType);
@@ -796,8 +821,9 @@ MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::st
       };
       return MHD_YES;
     }
-    call.early = [what](MHD_Connection* c) {
-      return ReplyStatus(c, absl::NotFoundError(absl::StrCat("no route for ", what, " (docs/API.md, \"REST/JSON\")")));
+    call.early = [state, what](MHD_Connection* c, const Call& call) {
+      return Fail(state, c, call,
+                  absl::NotFoundError(absl::StrCat("no route for ", what, " (docs/API.md, \"REST/JSON\")")));
     };
     return MHD_YES;
   }
@@ -808,16 +834,16 @@ MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::st
     const auto header = Header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (header.has_value() && absl::SimpleAtoi(*header, &length) && length > state->options.max_body_bytes) {
       call.answered = true;
-      return ReplyStatus(c,
-                         TooLarge(absl::StrCat("the body is ", length, " bytes; at most ",
-                                               state->options.max_body_bytes, " are accepted")),
-                         kHttpContentTooLarge);
+      return Fail(state, c, call,
+                  TooLarge(absl::StrCat("the body is ", length, " bytes; at most ", state->options.max_body_bytes,
+                                        " are accepted")),
+                  kHttpContentTooLarge);
     }
   }
   if (call.route->body == BodyKind::kDataset || call.route->body == BodyKind::kBytes) {
     if (absl::Status s = OpenStream(state, c, call); !s.ok()) {
       call.answered = true;
-      return ReplyStatus(c, s);
+      return Fail(state, c, call, s);
     }
   }
   return MHD_YES;
@@ -835,7 +861,7 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
       // Answered from the headers; the body is not read (libmicrohttpd
       // closes the connection after the answer).
       call->answered = true;
-      r = call->early(c);
+      r = call->early(c, *call);
       call->early = nullptr;
     }
     *con_cls = call.release();
@@ -858,10 +884,10 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
   }
   if (call.answered) return MHD_YES;
   call.answered = true;
-  if (call.early) return call.early(c);
+  if (call.early) return call.early(c, call);
   if (call.refusal.has_value()) {
     const absl::Status& s = *call.refusal;
-    return ReplyStatus(c, s, IsTooLarge(s) ? kHttpContentTooLarge : 0);
+    return Fail(state, c, call, s, IsTooLarge(s) ? kHttpContentTooLarge : 0);
   }
   return Dispatch(state, c, call);
 }

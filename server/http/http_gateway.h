@@ -8,7 +8,11 @@
 // gRPC's core unchanged: authentication (`Authorization: Bearer` goes on as
 // metadata), tenancy and quotas, validation, the x-task-id routing check,
 // size limits, drain behaviour, and the calls' metrics, labelled
-// protocol="http" (common/api_util.h, kProtocolMetadata). The call's task
+// protocol="http" (common/api_util.h, kProtocolMetadata). A request the
+// gateway refuses itself, before its gRPC call (no route, a wrong method, a
+// malformed body or parameter, a body over the limit, no client
+// certificate), is reported through Hooks::on_refusal instead, so that
+// every API request is counted once. The call's task
 // (the path's task id, the task part of a minted job or dataset id, a
 // CreateTrainingJob body's task_id, or the X-Task-Id header, which wins) is
 // sent as x-task-id; a `Grpc-Timeout` header (gRPC's format, "30S") sets the
@@ -47,6 +51,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/tls.h"
@@ -82,6 +87,11 @@ class HttpGateway {
  public:
   struct Hooks {
     std::function<bool()> serving;  // GET /healthz; null = always serving
+    // An API request answered with `code` without a gRPC call: `rpc` is its
+    // route's method name ("Predict"), or "none" when no route matched;
+    // both static strings. The console and /healthz are not API requests.
+    // Called on the request's connection thread.
+    std::function<void(const char* rpc, absl::StatusCode code, absl::Duration elapsed)> on_refusal;
   };
 
   // Errors: INVALID_ARGUMENT for a malformed address, UNAVAILABLE when it

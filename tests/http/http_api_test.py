@@ -501,12 +501,13 @@ def test_bad_datasets_store_nothing(client):
     assert client.json("GET", "/v1/datasets?pageSize=1000")["datasets"] == before
 
 
-def test_oversize_bodies_are_413(client, trained):
-    task, _, _ = trained["TASK_KIND_SEQUENCE_CLASSIFICATION"]
-    # Over --max_message_bytes (16 MiB) by its Content-Length: answered at once,
-    # before the body (as a client sending `Expect: 100-continue` sees it).
-    s = socket.create_connection(("127.0.0.1", client.port), timeout=30)
-    s.sendall(f"POST /v1/tasks/{task}:predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+def post_declared_oversize(port, path):
+    """POSTs the start of a body whose Content-Length is over --max_message_bytes (16 MiB); the answer's bytes.
+
+    Such a body is answered at once, before the body (as a client sending `Expect: 100-continue` sees it).
+    """
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               f"Content-Length: {17 << 20}\r\n\r\n".encode() + b'{"texts": ["xxxx')
     answer = b""
     while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
@@ -515,6 +516,12 @@ def test_oversize_bodies_are_413(client, trained):
             break
         answer += piece
     s.close()
+    return answer
+
+
+def test_oversize_bodies_are_413(client, trained):
+    task, _, _ = trained["TASK_KIND_SEQUENCE_CLASSIFICATION"]
+    answer = post_declared_oversize(client.port, f"/v1/tasks/{task}:predict")
     assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["code"] == 8
 
@@ -579,6 +586,45 @@ def test_metrics_are_labelled_by_protocol(server, client, trained):
     assert metric(server, "adapterd_requests_total", 'method="Predict"', 'code="OK"',
                   'protocol="grpc"') == before_grpc
     assert metric(server, "adapterd_requests_total", 'method="Predict"', 'code="NOT_FOUND"', 'protocol="http"') >= 1
+
+
+def test_requests_the_gateway_refuses_itself_are_counted_once(server, client, trained):
+    task, request, _ = trained["TASK_KIND_SEQUENCE_CLASSIFICATION"]
+    http = ('protocol="http"',)
+    unauthenticated = ('tenant="unauthenticated"',)  # refused before authentication: no tenant
+    watched = {
+        "bad JSON": ('method="Predict"', 'code="INVALID_ARGUMENT"') + http + unauthenticated,
+        "too large": ('method="Predict"', 'code="RESOURCE_EXHAUSTED"') + http + unauthenticated,
+        "bad parameter": ('method="ListTasks"', 'code="INVALID_ARGUMENT"') + http + unauthenticated,
+        "no route": ('method="none"', 'code="NOT_FOUND"') + http + unauthenticated,
+        "wrong method": ('method="none"', 'code="UNIMPLEMENTED"') + http + unauthenticated,
+        "not found by the service": ('method="Predict"', 'code="NOT_FOUND"') + http,
+        "every http call": http,
+        "timed": ('method="Predict"',) + http + unauthenticated,
+    }
+
+    def counts():
+        c = {what: metric(server, "adapterd_requests_total", *labels) for what, labels in watched.items()}
+        c["timed"] = metric(server, "adapterd_request_duration_seconds_count", *watched["timed"])
+        return c
+
+    before = counts()
+    # The console and /healthz are not API calls: not counted.
+    client.request("GET", "/")
+    client.request("GET", "/healthz")
+    assert counts() == before
+    client.error("POST", f"/v1/tasks/{task}:predict", "{not json")
+    assert post_declared_oversize(client.port, f"/v1/tasks/{task}:predict").startswith(b"HTTP/1.1 413 ")
+    client.error("GET", "/v1/tasks?pageSise=2")
+    client.error("GET", "/v1/nosuch", status=404, code=5)
+    status, _, _ = client.request("PUT", f"/v1/tasks/{task}")
+    assert status == 405
+    client.error("POST", "/v1/tasks/nosuch:predict", request, status=404, code=5)  # reaches gRPC: counted there
+    after = counts()
+    assert {what: after[what] - before[what] for what in watched} == {
+        "bad JSON": 1, "too large": 1, "bad parameter": 1, "no route": 1, "wrong method": 1,
+        "not found by the service": 1, "every http call": 6, "timed": 2,
+    }
 
 
 def write_tenants(work, quotas):

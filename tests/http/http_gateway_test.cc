@@ -4,7 +4,8 @@
 // in-process channel, and real HTTP connections. Concurrent calls each get
 // their own answer; event streams run to their end, end when the client
 // leaves (the gRPC watch is cancelled) and end UNAVAILABLE when the gateway
-// stops; an upload whose client disconnects mid-body cancels its gRPC stream.
+// stops; an upload whose client disconnects mid-body cancels its gRPC stream;
+// requests the gateway refuses before their gRPC call are reported once each.
 // What the real service does with the calls is http_api_test's.
 #include "server/http/http_gateway.h"
 
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -23,7 +25,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/testing/status_matchers.h"
@@ -104,7 +109,13 @@ class HttpGatewayTest : public ::testing::Test {
     HttpGatewayOptions options;
     options.listen_address = "127.0.0.1:0";
     options.keepalive = absl::Milliseconds(100);
-    auto gateway = HttpGateway::Start(options, server_->InProcessChannel(grpc::ChannelArguments()), {});
+    HttpGateway::Hooks hooks;
+    hooks.on_refusal = [this](const char* rpc, absl::StatusCode code, absl::Duration elapsed) {
+      EXPECT_GE(elapsed, absl::ZeroDuration());
+      absl::MutexLock lock(&mu_);
+      refusals_.push_back(absl::StrCat(rpc, " ", absl::StatusCodeToString(code)));
+    };
+    auto gateway = HttpGateway::Start(options, server_->InProcessChannel(grpc::ChannelArguments()), std::move(hooks));
     ASSERT_OK(gateway.status());
     gateway_ = *std::move(gateway);
   }
@@ -143,9 +154,16 @@ class HttpGatewayTest : public ::testing::Test {
     return got;
   }
 
+  std::vector<std::string> Refusals() {
+    absl::MutexLock lock(&mu_);
+    return refusals_;
+  }
+
   ScriptedService service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpGateway> gateway_;
+  absl::Mutex mu_;
+  std::vector<std::string> refusals_ ABSL_GUARDED_BY(mu_);  // "rpc CODE", as Hooks::on_refusal reported them
 };
 
 TEST_F(HttpGatewayTest, ConcurrentCallsEachGetTheirOwnAnswer) {
@@ -248,6 +266,48 @@ TEST_F(HttpGatewayTest, AnUploadWhoseClientDisconnectsIsCancelled) {
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_THAT(r->body, HasSubstr("\"numExamples\":\"2000\""));
   EXPECT_EQ(service_.uploads_committed.load(), 1);
+}
+
+TEST_F(HttpGatewayTest, RequestsRefusedBeforeTheirGrpcCallAreReportedOnceEach) {
+  constexpr int kThreads = 4;
+  constexpr int kCalls = 5;
+  std::atomic<int> right{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kCalls; ++i) {
+        auto bad = HttpRequest(gateway_->port(), "POST", "/v1/tasks/t:predict", "{bad json",
+                               {{"Content-Type", "application/json"}}, absl::Seconds(30));
+        auto lost = HttpRequest(gateway_->port(), "GET", "/v1/nosuch", "", {}, absl::Seconds(30));
+        if (bad.ok() && bad->status == 400 && lost.ok() && lost->status == 404) right.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(right.load(), kThreads * kCalls);
+  // Not refusals: an answer from the gRPC service (OK, or UNIMPLEMENTED from
+  // the scripted service), the console, /healthz, and an upload refused
+  // mid-body after its gRPC stream opened (the service sees it cancelled).
+  auto ok = HttpRequest(gateway_->port(), "POST", "/v1/tasks/t:predict", R"({"texts": ["a"]})",
+                        {{"Content-Type", "application/json"}}, absl::Seconds(30));
+  ASSERT_OK(ok.status());
+  EXPECT_EQ(ok->status, 200);
+  auto unimplemented = HttpRequest(gateway_->port(), "GET", "/v1/tasks/t", "", {}, absl::Seconds(30));
+  ASSERT_OK(unimplemented.status());
+  EXPECT_EQ(unimplemented->status, 501);
+  for (const char* path : {"/", "/healthz"}) {
+    auto r = HttpRequest(gateway_->port(), "GET", path, "", {}, absl::Seconds(30));
+    ASSERT_OK(r.status());
+    EXPECT_EQ(r->status, 200) << path;
+  }
+  auto broken = HttpRequest(gateway_->port(), "POST", "/v1/datasets", "text,label\na,x\nb\n",
+                            {{"Content-Type", "text/csv"}}, absl::Seconds(30));
+  ASSERT_OK(broken.status());
+  EXPECT_EQ(broken->status, 400) << broken->body;
+  const std::vector<std::string> refusals = Refusals();
+  EXPECT_EQ(std::count(refusals.begin(), refusals.end(), "Predict INVALID_ARGUMENT"), kThreads * kCalls);
+  EXPECT_EQ(std::count(refusals.begin(), refusals.end(), "none NOT_FOUND"), kThreads * kCalls);
+  EXPECT_EQ(refusals.size(), 2u * kThreads * kCalls);
 }
 
 }  // namespace

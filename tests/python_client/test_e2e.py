@@ -316,3 +316,21 @@ def test_pip_install_of_a_copy_needs_the_proto_dir(tmp_path):
     check = subprocess.run([str(python), "-c", "import adapterd; print(adapterd.TaskKind.parse('qa'))"],
                            capture_output=True, text=True, env=env, cwd=str(tmp_path))
     assert check.stdout.strip() == "EXTRACTIVE_QA", check.stderr
+
+
+def test_the_stub_generator_runs_as_a_script_beside_the_package_modules(tmp_path):
+    # The README's command (and the build's). Python puts the script's own
+    # directory, adapterd/, first on sys.path, where the package's types.py
+    # could shadow the standard library's. -S keeps site start-up from
+    # importing `types` first, which hid the clash on some interpreters.
+    codegen = SOURCE_DIR / "client" / "python" / "adapterd" / "_codegen.py"
+    out = tmp_path / "stubs"
+    for cwd in (tmp_path, codegen.parent):
+        run = subprocess.run(
+            ["/usr/bin/python3", "-S", str(codegen), "--out", str(out), "--proto-dir", str(SOURCE_DIR / "proto")],
+            capture_output=True, text=True, timeout=120, cwd=str(cwd),
+        )
+        assert run.returncode == 0, run.stderr
+    generated = sorted(p.name for p in (out / "adapterd" / "v1").iterdir())
+    assert generated == ["__init__.py", "adapterd_service_pb2.py", "adapterd_service_pb2_grpc.py"]
+    assert "class AdapterdStub" in (out / "adapterd" / "v1" / "adapterd_service_pb2_grpc.py").read_text()

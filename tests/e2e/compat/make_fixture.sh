@@ -15,6 +15,7 @@
 #   expected/      adapterctl --json answers taken before the kill:
 #                  tasks.json, task.json, datasets.json, predict.json,
 #                  job-<name>.json and events-<name>.json per finished job
+#                  (predictions served in bf16, as compat_e2e_test serves)
 #   jobs.env       the ids of the jobs, by name (done, retrained, cancelled,
 #                  running, queued)
 # The model is not kept: adapterd-make-model regenerates it bit for bit
@@ -38,7 +39,7 @@ trap cleanup EXIT
 "$BUILD/tools/make_model/adapterd-make-model" --out "$WORK/model" --preset tiny --seed 5 --init_range 0.2 >/dev/null
 
 "$BUILD/server/adapterd" --listen 127.0.0.1:0 --metrics_listen 127.0.0.1:0 --data_dir "$OUT/data" \
-  --model_dir "$WORK/model" --threads 1 --max_queue_delay_us 500 >"$WORK/adapterd.log" 2>&1 &
+  --model_dir "$WORK/model" --threads 1 --max_queue_delay_us 500 --dtype bf16 >"$WORK/adapterd.log" 2>&1 &
 SERVER_PID=$!
 PORT=
 for _ in $(seq 1 600); do

@@ -19,6 +19,11 @@ double LinearWarmupDecay(int64_t step, int64_t total_steps, int64_t warmup_steps
   return base_lr * std::max(0.0, rest);
 }
 
+double LinearWarmupDecayFraction(double fraction, double warmup_fraction, double base_lr) {
+  if (fraction < warmup_fraction) return base_lr * std::max(0.0, fraction) / warmup_fraction;
+  return base_lr * std::max(0.0, 1.0 - fraction) / std::max(1e-12, 1.0 - warmup_fraction);
+}
+
 std::string CaptureCpuGeneratorState() {
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());

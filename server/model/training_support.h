@@ -19,6 +19,10 @@ namespace adapterd::model {
 // HF get_linear_schedule_with_warmup: step/warmup during warmup, then
 // (total - step) / (total - warmup), floored at 0; times base_lr.
 double LinearWarmupDecay(int64_t step, int64_t total_steps, int64_t warmup_steps, double base_lr);
+// The same schedule over a fraction of a budget (of time, say) rather than
+// steps: base_lr * fraction / warmup_fraction during the warmup, then linear
+// decay to 0 at fraction 1 (and 0 past it).
+double LinearWarmupDecayFraction(double fraction, double warmup_fraction, double base_lr);
 
 // The state of LibTorch's default CPU generator (dropout draws from it), as
 // opaque bytes for checkpoints, and its restoration. Restoring bytes that

@@ -3,16 +3,22 @@
 // a run interrupted at step 15 and resumed from its checkpoint ends
 // bit-identical to an uninterrupted one, and the exported directory loads
 // through the serving model loader with the same outputs and starts a new
-// run through init_from; the dropout option applies to pretraining only.
+// run through init_from; the dropout option applies to pretraining only; a
+// timed cycle ends at its budget with its rate decayed; gradient clipping
+// matches LibTorch's.
 #include "tools/pretrain/pretrainer.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/types.h>
+
+#include <torch/nn/utils/clip_grad.h>
 
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/file_util.h"
 #include "common/testing/temp_dir.h"
 #include "server/model/model_loader.h"
 #include "server/model/safetensors.h"
@@ -369,6 +375,84 @@ TEST(PretrainerTest, DropoutOptionOverridesTrainingDropoutButNotTheSavedConfig) 
   ASSERT_NE(resumed, nullptr);
   EXPECT_TRUE(resumed->resumed());
   EXPECT_EQ(resumed->step(), 3);
+}
+
+TEST(PretrainerTest, TimedScheduleEndsAtItsBudgetWithTheRateDecayedAndResumesWithIt) {
+  const Fixture f = Make();
+  TempDir dir("pretrain");
+  PretrainOptions o = Options(0);
+  o.max_minutes = 0.02;  // 1.2 s
+  o.lr_schedule = "time";
+  o.checkpoint_every_steps = 0;
+  std::vector<StepReport> reports;
+  {
+    std::unique_ptr<Pretrainer> p = Create(f, o, dir.path());
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(p->Train(PackDocuments(f.docs, p->tokenizer(), 32), 1, [&](const StepReport& r) {
+                   reports.push_back(r);
+                 }).ok());
+    ASSERT_GE(p->step(), 3);
+    EXPECT_EQ(p->total_steps(), p->step()) << "a finished timed cycle knows its length";
+  }
+  ASSERT_EQ(static_cast<int64_t>(reports.size()), reports.back().step);
+  EXPECT_GE(reports.back().elapsed_seconds, 1.2);
+  // Up during the warmup (10% of the time), then down to about 0 at the end.
+  size_t peak = 0;
+  for (size_t i = 1; i < reports.size(); ++i) {
+    if (reports[i].learning_rate > reports[peak].learning_rate) peak = i;
+  }
+  for (size_t i = peak + 1; i < reports.size(); ++i) {
+    EXPECT_LE(reports[i].learning_rate, reports[i - 1].learning_rate) << "step " << reports[i].step;
+  }
+  EXPECT_LT(reports.back().learning_rate, 0.25 * o.learning_rate);
+  EXPECT_GT(reports[peak].learning_rate, 0.5 * o.learning_rate);
+  auto state = ReadFileToString(dir.path() + "/checkpoint/state.json");
+  ASSERT_TRUE(state.ok());
+  EXPECT_NE(state->find("\"schedule_seconds\": 1.2"), std::string::npos) << *state;
+
+  // Resumed with another budget, the run keeps its own: it is over.
+  o.max_minutes = 0.05;
+  std::unique_ptr<Pretrainer> p = Create(f, o, dir.path());
+  ASSERT_NE(p, nullptr);
+  const int64_t steps = p->step();
+  ASSERT_TRUE(p->Train(PackDocuments(f.docs, p->tokenizer(), 32), 1, nullptr).ok());
+  EXPECT_EQ(p->step(), steps);
+}
+
+TEST(PretrainerTest, TimedScheduleNeedsATimeBudgetOnly) {
+  const Fixture f = Make();
+  TempDir dir("pretrain");
+  PretrainOptions o = Options(10);
+  o.lr_schedule = "time";
+  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(), absl::StatusCode::kInvalidArgument);
+  o.max_minutes = 1;
+  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(), absl::StatusCode::kInvalidArgument);
+  o.max_steps = 0;
+  o.lr_schedule = "cosine";
+  EXPECT_EQ(Pretrainer::Create(f.config, f.vocab, o, dir.path()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ClipGradNormTest, ScalesLikeLibTorchsClipGradNorm) {
+  for (double max_norm : {0.5, 100.0}) {  // clipped, and left alone
+    std::vector<at::Tensor> ours, theirs;
+    at::manual_seed(3);
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{4, 5}, {7}, {2, 3, 2}}) {
+      at::Tensor p = at::randn(shape).requires_grad_(true);
+      p.mutable_grad() = at::randn(shape);
+      at::Tensor q = p.detach().clone().requires_grad_(true);
+      q.mutable_grad() = p.grad().clone();
+      ours.push_back(p);
+      theirs.push_back(q);
+    }
+    at::Tensor no_grad = at::randn({3}).requires_grad_(true);  // a parameter without a gradient is skipped
+    ours.push_back(no_grad);
+    ClipGradNorm(ours, max_norm);
+    torch::nn::utils::clip_grad_norm_(theirs, max_norm);
+    for (size_t i = 0; i < theirs.size(); ++i) {
+      EXPECT_TRUE(at::allclose(ours[i].grad(), theirs[i].grad(), 1e-6, 1e-7)) << "max_norm " << max_norm;
+    }
+    EXPECT_FALSE(no_grad.grad().defined());
+  }
 }
 
 }  // namespace

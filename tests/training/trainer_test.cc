@@ -246,6 +246,14 @@ TEST(TrainerSchedule, LinearWarmupThenDecayToZero) {
   EXPECT_DOUBLE_EQ(model::LinearWarmupDecay(10, 100, 10, 1.0), 1.0);
   EXPECT_DOUBLE_EQ(model::LinearWarmupDecay(55, 100, 10, 1.0), 0.5);
   EXPECT_DOUBLE_EQ(model::LinearWarmupDecay(100, 100, 10, 1.0), 0.0);
+  // The same schedule over a fraction of a budget (a timed pretraining cycle).
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecayFraction(0.0, 0.1, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecayFraction(0.05, 0.1, 1.0), 0.5);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecayFraction(0.1, 0.1, 1.0), 1.0);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecayFraction(0.55, 0.1, 2.0), 1.0);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecayFraction(1.0, 0.1, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecayFraction(1.5, 0.1, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(model::LinearWarmupDecayFraction(0.5, 0.0, 1.0), 0.5);
   EXPECT_DOUBLE_EQ(model::LinearWarmupDecay(3, 10, 0, 2.0), 1.4);
 }
 

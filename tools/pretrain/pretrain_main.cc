@@ -7,6 +7,9 @@
 //   adapterd-pretrain train --corpus train.txt --vocab vocab.txt --preset mini
 //       --max_minutes 50 --work_dir work --out models/adapterd-mini-en --heldout heldout.txt
 //   adapterd-pretrain eval --model_dir models/adapterd-mini-en --corpus heldout.txt
+//   adapterd-pretrain tokenize --corpus train.txt --vocab vocab.txt --out train.ids
+// Every --corpus/--heldout takes text (one document per line) or a token-id
+// file from `tokenize` (token_corpus.h), told apart by the file's magic.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -32,6 +35,7 @@
 #include "server/model/tensor_io.h"
 #include "tools/pretrain/mlm.h"
 #include "tools/pretrain/pretrainer.h"
+#include "tools/pretrain/token_corpus.h"
 #include "tools/pretrain/vocab_builder.h"
 
 namespace adapterd::pretrain {
@@ -55,6 +59,34 @@ absl::StatusOr<std::vector<std::string>> ReadVocab(const std::string& path) {
   std::vector<std::string> tokens = absl::StrSplit(text, '\n');
   while (!tokens.empty() && tokens.back().empty()) tokens.pop_back();
   return tokens;
+}
+
+// The documents of `path` (text or a token-id file) packed for `tokenizer`.
+absl::StatusOr<PackedCorpus> LoadCorpus(const std::string& path, const std::vector<std::string>& vocab,
+                                        const model::BertTokenizer& tokenizer, int seq_len, int threads) {
+  if (IsTokenIdsFile(path)) {
+    ASSIGN_OR_RETURN(const TokenizedDocuments docs, ReadTokenIds(path, vocab, tokenizer.unk_id()));
+    return PackTokenized(docs, tokenizer.cls_id(), tokenizer.sep_id(), seq_len);
+  }
+  ASSIGN_OR_RETURN(const std::vector<std::string> docs, ReadLines(path));
+  return PackDocuments(docs, tokenizer, seq_len, threads);
+}
+
+struct TokenizeArgs {
+  std::string corpus, vocab, out;
+  int threads = 0;
+};
+
+absl::Status RunTokenize(const TokenizeArgs& a) {
+  ASSIGN_OR_RETURN(const std::vector<std::string> vocab, ReadVocab(a.vocab));
+  ASSIGN_OR_RETURN(const std::unique_ptr<model::BertTokenizer> tokenizer,
+                   model::BertTokenizer::FromTokens(vocab, {.do_lower_case = true}));
+  ASSIGN_OR_RETURN(const std::vector<std::string> docs, ReadLines(a.corpus));
+  const TokenizedDocuments ids = TokenizeDocuments(docs, *tokenizer, a.threads);
+  RETURN_IF_ERROR(WriteTokenIds(a.out, ids, vocab));
+  std::cout << "tokenize: " << ids.num_documents() << " documents, " << ids.ids.size() << " pieces ([UNK] "
+            << ids.num_unk << ") -> " << a.out << "\n";
+  return absl::OkStatus();
 }
 
 struct VocabArgs {
@@ -132,8 +164,8 @@ absl::Status RunTrain(TrainArgs a) {
             << config.vocab_size << "; autocast " << (trainer->using_bf16() ? "bf16" : "off")
             << (CpuHasFastBf16() ? " (CPU has native bf16)" : " (CPU has no native bf16)") << "\n";
 
-  ASSIGN_OR_RETURN(const std::vector<std::string> docs, ReadLines(a.corpus));
-  const PackedCorpus corpus = PackDocuments(docs, trainer->tokenizer(), a.options.seq_len);
+  ASSIGN_OR_RETURN(const PackedCorpus corpus,
+                   LoadCorpus(a.corpus, vocab, trainer->tokenizer(), a.options.seq_len, a.threads));
   std::cout << "corpus: " << corpus.num_documents << " documents, " << corpus.num_tokens << " tokens, "
             << corpus.sequences.size() << " sequences of <= " << a.options.seq_len << " ([UNK] " << corpus.num_unk
             << ")\n"
@@ -180,6 +212,7 @@ absl::Status RunTrain(TrainArgs a) {
                             {"seed", a.options.seed},
                             {"init_from", trainer->init_from()},
                             {"autocast", trainer->using_bf16() ? "bf16" : "off"},
+                            {"lr_schedule", a.options.lr_schedule},
                             {"device", a.device},
                             {"cpu", CpuModel()},
                             {"threads", at::get_num_threads()},
@@ -191,8 +224,8 @@ absl::Status RunTrain(TrainArgs a) {
     std::cout << "wrote " << a.out << " (" << a.out_dtype << ")\n";
   }
   if (!a.heldout.empty()) {
-    ASSIGN_OR_RETURN(const std::vector<std::string> held, ReadLines(a.heldout));
-    const PackedCorpus held_corpus = PackDocuments(held, trainer->tokenizer(), a.options.seq_len);
+    ASSIGN_OR_RETURN(const PackedCorpus held_corpus,
+                     LoadCorpus(a.heldout, vocab, trainer->tokenizer(), a.options.seq_len, a.threads));
     ASSIGN_OR_RETURN(const MlmEvaluation e,
                      EvaluateMlm(trainer->encoder(), trainer->head(), held_corpus,
                                  HeldOutMasking(trainer->tokenizer(), config), /*seed=*/1234, a.eval_sequences, 64));
@@ -224,8 +257,8 @@ absl::Status RunEval(const EvalArgs& a) {
   ASSIGN_OR_RETURN(model::LoadedModel m, model::LoadBertModel(a.model_dir, {.max_seq_len = a.seq_len}));
   ASSIGN_OR_RETURN(model::SafetensorsFile file, model::SafetensorsFile::Open(a.model_dir + "/model.safetensors"));
   ASSIGN_OR_RETURN(const MlmHead head, MlmHead::FromSafetensors(file, m.config, c10::Device(c10::kCPU)));
-  ASSIGN_OR_RETURN(const std::vector<std::string> docs, ReadLines(a.corpus));
-  const PackedCorpus corpus = PackDocuments(docs, *m.tokenizer, a.seq_len);
+  ASSIGN_OR_RETURN(const std::vector<std::string> vocab, ReadVocab(a.model_dir + "/vocab.txt"));
+  ASSIGN_OR_RETURN(const PackedCorpus corpus, LoadCorpus(a.corpus, vocab, *m.tokenizer, a.seq_len, 0));
   ASSIGN_OR_RETURN(const MlmEvaluation e, EvaluateMlm(*m.encoder, head, corpus, HeldOutMasking(*m.tokenizer, m.config),
                                                       a.seed, a.max_sequences, 64));
   std::printf("masked-token accuracy %.4f (unigram baseline %.4f), loss %.4f, %lld masked tokens\n", e.accuracy,
@@ -252,7 +285,8 @@ int Main(int argc, char** argv) {
 
   TrainArgs ta;
   auto* train = app.add_subcommand("train", "pretrain with masked language modelling (resumes from --work_dir)");
-  train->add_option("--corpus", ta.corpus, "training corpus, one document per line")->required();
+  train->add_option("--corpus", ta.corpus, "training corpus: text, one document per line, or a token-id file")
+      ->required();
   train->add_option("--vocab", ta.vocab, "vocab.txt (adapterd-pretrain vocab)")->required();
   train->add_option("--work_dir", ta.work_dir, "checkpoints and the training log")->required();
   train->add_option("--out", ta.out, "HuggingFace BERT directory to write at the end");
@@ -288,6 +322,10 @@ int Main(int argc, char** argv) {
                    "off, bf16, or auto (bf16 with CUDA or a CPU with amx_bf16/avx512_bf16)")
       ->capture_default_str();
   train->add_option("--device", ta.device, "cpu or cuda[:N]")->capture_default_str();
+  train
+      ->add_option("--lr_schedule", ta.options.lr_schedule,
+                   "steps, or time: warmup and decay follow --max_minutes' clock, ending at it (a deadline)")
+      ->capture_default_str();
   train->add_flag("--new_cycle", ta.options.new_cycle,
                   "continue the checkpoint in --work_dir with a new warmup+decay cycle of this budget");
   train->add_option("--init_from", ta.options.init_from,
@@ -300,15 +338,26 @@ int Main(int argc, char** argv) {
   EvalArgs ea;
   auto* eval = app.add_subcommand("eval", "held-out masked-token accuracy of a pretrained model directory");
   eval->add_option("--model_dir", ea.model_dir, "HF BERT directory with cls.predictions.* tensors")->required();
-  eval->add_option("--corpus", ea.corpus, "held-out corpus, one document per line")->required();
+  eval->add_option("--corpus", ea.corpus, "held-out corpus: text, one document per line, or a token-id file")
+      ->required();
   eval->add_option("--max_sequences", ea.max_sequences, "evaluate at most N sequences (0 = all)");
   eval->add_option("--seq_len", ea.seq_len, "tokens per sequence")->capture_default_str();
   eval->add_option("--seed", ea.seed, "masking seed")->capture_default_str();
+
+  TokenizeArgs tk;
+  auto* tokenize = app.add_subcommand("tokenize", "tokenize a text corpus into a token-id file for train/eval");
+  tokenize->add_option("--corpus", tk.corpus, "text corpus, one document per line")->required();
+  tokenize->add_option("--vocab", tk.vocab, "vocab.txt")->required();
+  tokenize->add_option("--out", tk.out, "token-id file to write")->required();
+  tokenize->add_option("--threads", tk.threads, "tokenizer threads (0 = one per hardware thread)")
+      ->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
   absl::Status status;
   if (*vocab)
     status = RunVocab(va);
+  else if (*tokenize)
+    status = RunTokenize(tk);
   else if (*train)
     status = RunTrain(ta);
   else

@@ -3,10 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
-// clip_grad.h uses torch::Tensor without including its declaration.
 #include <torch/types.h>
+#include <torch/version.h>
 
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/serialize.h>
 
@@ -77,30 +76,38 @@ absl::StatusOr<std::pair<model::EncoderWeights, MlmHead>> LoadPretrained(const f
 }
 
 // Turns autocast on for the scope (bf16 matmuls), off and cache-cleared after.
+// LibTorch 2.4 replaced the per-backend setters by device-typed ones (the old
+// ones are deprecated there); Debian's 1.13 has only the old ones.
 class AutocastScope {
  public:
   AutocastScope(bool on, c10::Device device) : on_(on), cuda_(device.is_cuda()) {
-    if (!on_) return;
-    if (cuda_) {
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-      at::autocast::set_enabled(true);
-    } else {
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-      at::autocast::set_cpu_enabled(true);
-    }
+    if (on_) Set(true);
   }
   ~AutocastScope() {
     if (!on_) return;
-    if (cuda_)
-      at::autocast::set_enabled(false);
-    else
-      at::autocast::set_cpu_enabled(false);
+    Set(false);
     at::autocast::clear_cache();
   }
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
+  void Set(bool enabled) const {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    const c10::DeviceType type = cuda_ ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
+    if (enabled) at::autocast::set_autocast_dtype(type, at::kBFloat16);
+    at::autocast::set_autocast_enabled(type, enabled);
+#else
+    if (cuda_) {
+      if (enabled) at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_enabled(enabled);
+    } else {
+      if (enabled) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_cpu_enabled(enabled);
+    }
+#endif
+  }
+
   bool on_;
   bool cuda_;
 };
@@ -128,31 +135,43 @@ uint64_t MaskSeed(uint64_t seed, int64_t index) {
 }
 
 struct LossAndAccuracy {
-  at::Tensor loss;  // scalar, mean over masked positions (undefined when none)
-  int64_t correct = 0;
+  at::Tensor loss;     // scalar, mean over masked positions (undefined when none)
+  at::Tensor correct;  // scalar int64 on the device: masked positions predicted right
   int64_t masked = 0;
 };
 
-// MLM loss and accuracy of `batch` (already masked: MaskTokens).
+// Copies a host tensor to `device`, asynchronously from pinned memory on CUDA
+// (the host keeps preparing the next step while the device works).
+at::Tensor ToDevice(const at::Tensor& host, c10::Device device) {
+  if (!device.is_cuda()) return host;
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
+// MLM loss and accuracy of `batch` (already masked: MaskTokens). Nothing in
+// it waits for the device: the masked positions and their targets are found
+// on the host, where MaskTokens made them, the ids are known to lie in the
+// vocabulary (MaskTokens draws replacements from it; corpora are checked when
+// read), and the loss and the count of right predictions stay on the device
+// until a caller reads them.
 absl::StatusOr<LossAndAccuracy> MlmStep(const model::BertEncoder& encoder, const MlmHead& head,
                                         const MaskedBatch& batch, const at::Tensor& attention, bool train, bool bf16) {
   LossAndAccuracy out;
   out.masked = batch.num_selected;
   if (batch.num_selected == 0) return out;
   const c10::Device device = encoder.device();
-  model::EncoderInput input{batch.input_ids.to(device), at::Tensor(), attention.to(device)};
+  const at::Tensor labels = batch.labels.reshape({-1});
+  const at::Tensor positions = at::nonzero(labels != kIgnoreLabel).reshape({-1});
+  const at::Tensor targets = ToDevice(labels.index_select(0, positions), device);
+  model::EncoderInput input{ToDevice(batch.input_ids, device), at::Tensor(), ToDevice(attention, device)};
   AutocastScope autocast(bf16, device);
-  ASSIGN_OR_RETURN(model::EncoderOutput enc, encoder.Forward(input, {.train = train}));
+  ASSIGN_OR_RETURN(model::EncoderOutput enc, encoder.Forward(input, {.train = train, .inputs_checked = true}));
   return GuardTorch("MLM loss", [&]() -> absl::StatusOr<LossAndAccuracy> {
-    const at::Tensor labels = batch.labels.reshape({-1}).to(device);
-    const at::Tensor positions = at::nonzero(labels != kIgnoreLabel).reshape({-1});
-    const at::Tensor hidden =
-        enc.last_hidden_state.reshape({-1, enc.last_hidden_state.size(-1)}).index_select(0, positions);
-    const at::Tensor targets = labels.index_select(0, positions);
+    const at::Tensor hidden = enc.last_hidden_state.reshape({-1, enc.last_hidden_state.size(-1)})
+                                  .index_select(0, ToDevice(positions, device));
     const at::Tensor logits =
         head.Logits(hidden, encoder.weights().word_embeddings, encoder.config().layer_norm_eps).to(at::kFloat);
     out.loss = at::cross_entropy_loss(logits, targets);
-    out.correct = (logits.argmax(-1) == targets).sum().item<int64_t>();
+    out.correct = (logits.argmax(-1) == targets).sum();
     return out;
   });
 }
@@ -161,37 +180,55 @@ absl::StatusOr<LossAndAccuracy> MlmStep(const model::BertEncoder& encoder, const
 
 bool CpuHasFastBf16() { return !CurrentFastBf16Feature().empty(); }
 
-PackedCorpus PackDocuments(const std::vector<std::string>& documents, const model::BertTokenizer& tokenizer,
-                           int seq_len) {
+void ClipGradNorm(const std::vector<at::Tensor>& params, double max_norm) {
+  std::vector<at::Tensor> grads, norms;
+  for (const at::Tensor& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  if (grads.empty()) return;
+  for (const at::Tensor& g : grads) norms.push_back(g.norm());
+  const at::Tensor total = at::stack(norms).norm();
+  const at::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  for (at::Tensor& g : grads) g.mul_(coef);
+}
+
+PackedCorpus PackTokenized(const TokenizedDocuments& documents, int32_t cls_id, int32_t sep_id, int seq_len) {
   PackedCorpus out;
+  out.num_documents = documents.num_documents();
+  out.num_unk = documents.num_unk;
   const size_t capacity = static_cast<size_t>(std::max(seq_len, 8));
-  std::vector<int32_t> current = {tokenizer.cls_id()};
+  std::vector<int32_t> current = {cls_id};
   auto flush = [&]() {
     if (current.size() > 1) {
       out.num_tokens += static_cast<int64_t>(current.size());
       out.sequences.push_back(std::move(current));
     }
-    current = {tokenizer.cls_id()};
+    current = {cls_id};
   };
-  for (const std::string& doc : documents) {
-    std::vector<int32_t> ids = tokenizer.TokenizeToIds(doc);
-    if (ids.empty()) continue;
-    ++out.num_documents;
-    out.num_unk += std::count(ids.begin(), ids.end(), tokenizer.unk_id());
+  for (int64_t d = 0; d < documents.num_documents(); ++d) {
+    const auto begin = documents.ids.begin() + documents.offsets[static_cast<size_t>(d)];
+    const size_t size =
+        static_cast<size_t>(documents.offsets[static_cast<size_t>(d) + 1] - documents.offsets[static_cast<size_t>(d)]);
     size_t pos = 0;
-    while (pos < ids.size()) {
+    while (pos < size) {
       // Room for at least one piece and the closing [SEP].
       if (current.size() + 2 > capacity) flush();
-      const size_t take = std::min(ids.size() - pos, capacity - current.size() - 1);
-      current.insert(current.end(), ids.begin() + static_cast<std::ptrdiff_t>(pos),
-                     ids.begin() + static_cast<std::ptrdiff_t>(pos + take));
+      const size_t take = std::min(size - pos, capacity - current.size() - 1);
+      current.insert(current.end(), begin + static_cast<std::ptrdiff_t>(pos),
+                     begin + static_cast<std::ptrdiff_t>(pos + take));
       pos += take;
-      current.push_back(tokenizer.sep_id());
-      if (pos < ids.size()) flush();  // the document continues in the next sequence
+      current.push_back(sep_id);
+      if (pos < size) flush();  // the document continues in the next sequence
     }
   }
   flush();
   return out;
+}
+
+PackedCorpus PackDocuments(const std::vector<std::string>& documents, const model::BertTokenizer& tokenizer,
+                           int seq_len, int threads) {
+  return PackTokenized(TokenizeDocuments(documents, tokenizer, threads), tokenizer.cls_id(), tokenizer.sep_id(),
+                       seq_len);
 }
 
 absl::Status PretrainOptions::Validate() const {
@@ -209,6 +246,10 @@ absl::Status PretrainOptions::Validate() const {
   if (checkpoint_every_steps < 0) return bad("checkpoint_every_steps must not be negative");
   if (autocast != "off" && autocast != "bf16" && autocast != "auto") {
     return bad("autocast must be off, bf16 or auto");
+  }
+  if (lr_schedule != "steps" && lr_schedule != "time") return bad("lr_schedule must be steps or time");
+  if (lr_schedule == "time" && (max_minutes <= 0 || max_steps > 0)) {
+    return bad("lr_schedule time follows max_minutes: give max_minutes and no max_steps");
   }
   const double p = masking.select_prob, m = masking.mask_prob, r = masking.random_prob;
   if (!(p > 0 && p < 1) || m < 0 || r < 0 || m + r > 1) return bad("masking rates out of range");
@@ -243,7 +284,7 @@ absl::StatusOr<MlmEvaluation> EvaluateMlm(const model::BertEncoder& encoder, con
     ASSIGN_OR_RETURN(LossAndAccuracy r, MlmStep(encoder, head, m, attention, /*train=*/false, false));
     if (r.masked == 0) continue;
     loss_sum += r.loss.item<double>() * static_cast<double>(r.masked);
-    correct += r.correct;
+    correct += r.correct.item<int64_t>();
     masked += r.masked;
   }
   if (masked == 0) return absl::InvalidArgumentError("the evaluation sample has no maskable tokens");
@@ -274,6 +315,9 @@ struct Pretrainer::State {
   // train_seconds; 0 and 0 for the first.
   int64_t cycle_start_step = 0;
   double cycle_start_seconds = 0;
+  // The current cycle's length in seconds when its learning rate follows
+  // time (lr_schedule "time"); 0 when it follows steps.
+  double schedule_seconds = 0;
   std::string init_from;  // the model the run started from; "" = random
   bool resumed = false;
   bool bf16 = false;
@@ -308,6 +352,10 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
   s->options.masking.vocab_size = config.vocab_size;
   s->bf16 = s->options.autocast == "bf16" ||
             (s->options.autocast == "auto" && (s->options.device.is_cuda() || CpuHasFastBf16()));
+  // On CUDA, the products autocast leaves in fp32 (all of them with autocast
+  // off) run on TF32 tensor cores: pretraining has no use for fp32's last
+  // mantissa bits, and they cost half the speed.
+  if (s->options.device.is_cuda()) at::globalContext().setAllowTF32CuBLAS(true);
 
   fs::path ckpt = fs::path(s->work_dir) / kCheckpoint;
   if (!fs::exists(ckpt / "state.json") && fs::exists(fs::path(s->work_dir) / "checkpoint.old" / "state.json")) {
@@ -324,6 +372,7 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
       s->train_seconds = j.at("train_seconds").get<double>();
       s->cycle_start_step = j.value("cycle_start_step", int64_t{0});
       s->cycle_start_seconds = j.value("cycle_start_seconds", 0.0);
+      s->schedule_seconds = j.value("schedule_seconds", 0.0);
       s->init_from = j.value("init_from", std::string());
       if (j.at("seed").get<uint64_t>() != s->options.seed) {
         return absl::FailedPreconditionError("the checkpoint was trained with another seed");
@@ -336,6 +385,7 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
       s->cycle_start_step = s->step;
       s->cycle_start_seconds = s->train_seconds;
       s->total_steps = s->options.max_steps > 0 ? s->step + s->options.max_steps : 0;  // 0: timed in Train
+      s->schedule_seconds = s->options.lr_schedule == "time" ? s->options.max_minutes * 60.0 : 0.0;
     }
   } else if (s->options.new_cycle) {
     return absl::FailedPreconditionError(
@@ -362,6 +412,7 @@ absl::StatusOr<std::unique_ptr<Pretrainer>> Pretrainer::Create(const model::Bert
     s->head = MlmHead::Random(config, s->options.seed + 1, s->options.init_range, s->options.device);
   }
   if (!s->resumed && s->options.max_steps > 0) s->total_steps = s->options.max_steps;  // a new run
+  if (!s->resumed && s->options.lr_schedule == "time") s->schedule_seconds = s->options.max_minutes * 60.0;
   // No pooler, whatever the source: MLM has no sentence objective to train
   // one, and neither checkpoints nor exports hold it.
   weights.pooler_weight = at::Tensor();
@@ -429,6 +480,7 @@ absl::Status Pretrainer::SaveCheckpoint() const {
                                 {"train_seconds", s.train_seconds},
                                 {"cycle_start_step", s.cycle_start_step},
                                 {"cycle_start_seconds", s.cycle_start_seconds},
+                                {"schedule_seconds", s.schedule_seconds},
                                 {"seed", s.options.seed},
                                 {"init_from", s.init_from}};
   RETURN_IF_ERROR(WriteFileAtomically((tmp / "state.json").string(), state.dump(2) + "\n"));
@@ -480,7 +532,8 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
     return r;
   };
 
-  if (s.total_steps == 0) {
+  const bool timed = s.schedule_seconds > 0;  // lr_schedule "time"
+  if (!timed && s.total_steps == 0) {
     // Time budget only: time a few forward/backward passes, then fix the
     // schedule's length. No update is applied and the RNG is restored, so
     // the run is the same as one given that many steps outright.
@@ -504,16 +557,43 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
   const auto start = std::chrono::steady_clock::now();
   const double seconds_before = s.train_seconds;
   auto since_start = [&]() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  // The fraction of a timed cycle spent.
+  auto cycle_fraction = [&]() { return (seconds_before + since_start() - s.cycle_start_seconds) / s.schedule_seconds; };
   double window_start = 0;
-  int64_t window_tokens = 0;
-  while (s.step < s.total_steps) {
-    if (o.max_minutes > 0 && seconds_before + since_start() - s.cycle_start_seconds >= o.max_minutes * 60.0) break;
+  int64_t window_tokens = 0, reported_step = -1;
+  LossAndAccuracy r;
+  double lr = 0;
+  auto emit = [&]() {
+    const double now = since_start();
+    StepReport rep;
+    rep.step = s.step;
+    // A timed cycle's length in steps is an estimate from its pace so far.
+    rep.total_steps = timed
+                          ? s.cycle_start_step + static_cast<int64_t>(static_cast<double>(s.step - s.cycle_start_step) /
+                                                                      std::max(1e-9, cycle_fraction()))
+                          : s.total_steps;
+    // The step's only reads from the device: every report_every steps.
+    rep.loss = r.loss.defined() ? r.loss.item<double>() : 0.0;
+    rep.accuracy = r.masked > 0 ? static_cast<double>(r.correct.item<int64_t>()) / static_cast<double>(r.masked) : 0.0;
+    rep.learning_rate = lr;
+    rep.tokens_per_second = static_cast<double>(window_tokens) / std::max(1e-9, now - window_start);
+    rep.elapsed_seconds = s.train_seconds;
+    report(rep);
+    window_start = now;
+    window_tokens = 0;
+    reported_step = s.step;
+  };
+  while (timed ? cycle_fraction() < 1.0 : s.step < s.total_steps) {
+    if (!timed && o.max_minutes > 0 && seconds_before + since_start() - s.cycle_start_seconds >= o.max_minutes * 60.0) {
+      break;
+    }
     if (stop && stop()) break;
     s.optimizer->zero_grad();
-    ASSIGN_OR_RETURN(LossAndAccuracy r, forward_backward(s.step));
-    const double lr = model::LinearWarmupDecay(s.step - s.cycle_start_step, cycle_steps, warmup, o.learning_rate);
+    ASSIGN_OR_RETURN(r, forward_backward(s.step));
+    lr = timed ? model::LinearWarmupDecayFraction(cycle_fraction(), o.warmup_fraction, o.learning_rate)
+               : model::LinearWarmupDecay(s.step - s.cycle_start_step, cycle_steps, warmup, o.learning_rate);
     RETURN_IF_ERROR(GuardTorch("optimiser step", [&]() {
-      torch::nn::utils::clip_grad_norm_(params, o.max_grad_norm);
+      ClipGradNorm(params, o.max_grad_norm);
       for (auto& group : s.optimizer->param_groups()) {
         static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
       }
@@ -522,25 +602,14 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
     ++s.step;
     window_tokens += o.batch_size * o.seq_len;
     s.train_seconds = seconds_before + since_start();
-    const bool last = s.step == s.total_steps;
-    if (report && (s.step % std::max<int64_t>(1, report_every) == 0 || last)) {
-      const double now = since_start();
-      StepReport rep;
-      rep.step = s.step;
-      rep.total_steps = s.total_steps;
-      rep.loss = r.loss.defined() ? r.loss.item<double>() : 0.0;
-      rep.accuracy = r.masked > 0 ? static_cast<double>(r.correct) / static_cast<double>(r.masked) : 0.0;
-      rep.learning_rate = lr;
-      rep.tokens_per_second = static_cast<double>(window_tokens) / std::max(1e-9, now - window_start);
-      rep.elapsed_seconds = s.train_seconds;
-      report(rep);
-      window_start = now;
-      window_tokens = 0;
-    }
+    const bool last = !timed && s.step == s.total_steps;
+    if (report && (s.step % std::max<int64_t>(1, report_every) == 0 || last)) emit();
     if (o.checkpoint_every_steps > 0 && s.step % o.checkpoint_every_steps == 0 && !last) {
       RETURN_IF_ERROR(SaveCheckpoint());
     }
   }
+  if (timed && cycle_fraction() >= 1.0) s.total_steps = s.step;  // the cycle is over: its length is known
+  if (report && reported_step != s.step && r.masked > 0) emit();
   return SaveCheckpoint();
 }
 

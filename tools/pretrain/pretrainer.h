@@ -20,6 +20,13 @@
 // after the first timing_steps steps from their measured speed, and saved in
 // the checkpoint, so that a resumed run keeps the same schedule). Both may be
 // given: the schedule follows max_steps and max_minutes stops early.
+// lr_schedule "time" instead makes the learning rate a function of the time
+// spent (warmup over the first warmup_fraction of max_minutes, then linear
+// decay to 0 at max_minutes, where the run ends), however fast the steps
+// are: for a run that must end at a deadline on a device whose pace is not
+// known ahead, or that it shares with other runs (a lent GPU). Its cycle
+// length is saved in the checkpoint too; the run is then not a function of
+// the seed alone (its steps' learning rates depend on their timing).
 // new_cycle continues a finished (or any) checkpoint with a further budget:
 // a new warmup-then-decay schedule of that budget starts at the checkpoint's
 // step (a second learning-rate cycle), e.g. for a longer run later.
@@ -37,12 +44,17 @@
 // atomically (written beside, then renamed). Create() resumes from it when
 // present.
 //
-// Precision: autocast "bf16" runs matmuls in bfloat16 under LibTorch's CPU
+// Precision: autocast "bf16" runs matmuls in bfloat16 under LibTorch's
 // autocast (weights and optimiser stay fp32); "auto" chooses it on CUDA and
 // on CPUs with native bf16 dot products (amx_bf16 or avx512_bf16 in
 // /proc/cpuinfo), where it trains faster with the same loss curve
 // (models/adapterd-mini-en/MODEL_CARD.md has the figures). Without them
-// oneDNN emulates bf16 and it is slower.
+// oneDNN emulates bf16 and it is slower. On CUDA, the products left in fp32
+// run on TF32 tensor cores.
+//
+// Device: the step never waits for a CUDA device (no reads back but the
+// loss and accuracy every report_every steps; inputs copied from pinned
+// memory), so that the host prepares the next batch while the device runs.
 //
 // Thread safety: one Pretrainer per process (LibTorch's CPU generator is
 // process-global).
@@ -64,6 +76,7 @@
 #include "server/model/safetensors.h"
 #include "server/model/tokenizer.h"
 #include "tools/pretrain/mlm.h"
+#include "tools/pretrain/token_corpus.h"
 
 namespace adapterd::pretrain {
 
@@ -75,10 +88,14 @@ struct PackedCorpus {
   int64_t num_unk = 0;     // [UNK] pieces
 };
 
-// Tokenizes `documents` with `tokenizer` (its max_seq_len is ignored) and
-// packs them into sequences of at most `seq_len` (>= 8) tokens.
+// Packs tokenized documents into sequences of at most `seq_len` (>= 8)
+// tokens: "[CLS] doc [SEP] doc [SEP] ...", a document longer than what is
+// left of a sequence continuing in the next one.
+PackedCorpus PackTokenized(const TokenizedDocuments& documents, int32_t cls_id, int32_t sep_id, int seq_len);
+
+// TokenizeDocuments (token_corpus.h) on `threads` threads, then PackTokenized.
 PackedCorpus PackDocuments(const std::vector<std::string>& documents, const model::BertTokenizer& tokenizer,
-                           int seq_len);
+                           int seq_len, int threads = 1);
 
 struct PretrainOptions {
   int64_t max_steps = 0;   // 0: use max_minutes
@@ -103,6 +120,7 @@ struct PretrainOptions {
   uint64_t seed = 42;
   int64_t checkpoint_every_steps = 200;  // 0: only at the end
   std::string autocast = "off";          // off | bf16 | auto
+  std::string lr_schedule = "steps";     // steps | time (see "Budget" above)
   bool new_cycle = false;                // see "Budget" above; needs a checkpoint
   std::string init_from;                 // see "init_from" above; "" = random initialisation
   MaskingSpec masking;                   // ids and vocab size are filled in by Create()
@@ -174,6 +192,11 @@ class Pretrainer {
   absl::Status SaveCheckpoint() const;
   std::unique_ptr<State> state_;
 };
+
+// Scales the gradients of `params` so that their global L2 norm is at most
+// `max_norm` (torch::nn::utils::clip_grad_norm_'s rule), without reading the
+// norm back to the host, which would wait for a CUDA device every step.
+void ClipGradNorm(const std::vector<at::Tensor>& params, double max_norm);
 
 // True when /proc/cpuinfo lists amx_bf16 or avx512_bf16.
 bool CpuHasFastBf16();

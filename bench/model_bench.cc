@@ -4,6 +4,9 @@
 //   build/bench/model_bench [--preset=base] [--batch=32] [--seq=128] [--tasks=32]
 //                           [--bottleneck=64] [--threads=N] [--benchmark_min_time=2]
 //                           [--benchmark_filter=...]
+//                           [--layers=L --hidden=H --heads=A --intermediate=F --vocab=V]
+// The geometry flags override the preset's (a candidate default encoder's
+// serving cost, docs/QUALITY.md); --vocab sets the vocabulary size [30522].
 //
 // After the runs it prints the ratios that docs/PERFORMANCE.md tracks, all
 // taken from this one run (the machine is shared and noisy; only ratios
@@ -42,6 +45,9 @@ struct BenchConfig {
   int64_t tasks = 32;
   int64_t bottleneck = 64;
   int threads = 0;  // 0: one per hardware thread
+  // Overrides of the preset's geometry (0: the preset's).
+  int64_t layers = 0, hidden = 0, heads = 0, intermediate = 0;
+  int64_t vocab = 30522;
 };
 BenchConfig g_cfg;
 
@@ -67,8 +73,13 @@ Fixture& GetFixture(c10::ScalarType dtype) {
   auto& slot = fixtures[dtype];
   if (slot) return *slot;
   slot = std::make_unique<Fixture>();
-  auto config = BertConfig::Preset(g_cfg.preset, 30522);
+  auto config = BertConfig::Preset(g_cfg.preset, g_cfg.vocab);
   Check(config.status());
+  if (g_cfg.layers > 0) config->num_hidden_layers = g_cfg.layers;
+  if (g_cfg.hidden > 0) config->hidden_size = g_cfg.hidden;
+  if (g_cfg.heads > 0) config->num_attention_heads = g_cfg.heads;
+  if (g_cfg.intermediate > 0) config->intermediate_size = g_cfg.intermediate;
+  Check(config->Validate());
   auto weights = RandomEncoderWeights(*config, 1);
   Check(weights.status());
   BertEncoder::Options opts;
@@ -96,7 +107,7 @@ Fixture& GetFixture(c10::ScalarType dtype) {
   slot->single = std::shared_ptr<const AdapterSet>(slot->one_task, &slot->one_task->slot(0));
   slot->sets = sets;
   at::manual_seed(0);
-  at::Tensor ids = at::randint(1000, 30000, {g_cfg.batch, g_cfg.seq}, at::kLong);
+  at::Tensor ids = at::randint(5, g_cfg.vocab, {g_cfg.batch, g_cfg.seq}, at::kLong);
   slot->input = {ids, at::zeros_like(ids), at::ones_like(ids)};
   return *slot;
 }
@@ -233,9 +244,11 @@ class RatioReporter : public benchmark::ConsoleReporter {
       if (ia == rates_.end() || ib == rates_.end() || ib->second == 0) return;
       std::printf("  %-48s %-32s %.3f\n", a.c_str(), ("/ " + b).c_str(), ia->second / ib->second);
     };
-    std::printf("\nRatios (seq/s, this run; preset=%s batch=%ld seq=%ld tasks=%ld m=%ld, %d threads):\n",
-                g_cfg.preset.c_str(), static_cast<long>(g_cfg.batch), static_cast<long>(g_cfg.seq),
-                static_cast<long>(g_cfg.tasks), static_cast<long>(g_cfg.bottleneck), at::get_num_threads());
+    std::printf(
+        "\nRatios (seq/s, this run; preset=%s layers=%ld hidden=%ld batch=%ld seq=%ld tasks=%ld m=%ld, %d threads):\n",
+        g_cfg.preset.c_str(), static_cast<long>(g_cfg.layers), static_cast<long>(g_cfg.hidden),
+        static_cast<long>(g_cfg.batch), static_cast<long>(g_cfg.seq), static_cast<long>(g_cfg.tasks),
+        static_cast<long>(g_cfg.bottleneck), at::get_num_threads());
     for (const char* dt : {"0", "1"}) {
       const std::string s = absl::StrCat("/", dt);
       ratio("BM_MixedSegments" + s, "BM_OneTask" + s);
@@ -275,7 +288,12 @@ int main(int argc, char** argv) {
                                       {"--seq", [](const char* v) { g_cfg.seq = std::atol(v); }},
                                       {"--tasks", [](const char* v) { g_cfg.tasks = std::atol(v); }},
                                       {"--bottleneck", [](const char* v) { g_cfg.bottleneck = std::atol(v); }},
-                                      {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }}});
+                                      {"--threads", [](const char* v) { g_cfg.threads = std::atoi(v); }},
+                                      {"--layers", [](const char* v) { g_cfg.layers = std::atol(v); }},
+                                      {"--hidden", [](const char* v) { g_cfg.hidden = std::atol(v); }},
+                                      {"--heads", [](const char* v) { g_cfg.heads = std::atol(v); }},
+                                      {"--intermediate", [](const char* v) { g_cfg.intermediate = std::atol(v); }},
+                                      {"--vocab", [](const char* v) { g_cfg.vocab = std::atol(v); }}});
   adapterd::model::SetComputeThreads(g_cfg.threads);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());

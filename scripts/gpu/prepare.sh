@@ -10,6 +10,13 @@
 #   ./scripts/gpu/prepare.sh            # writes .gpu/ (git-ignored), checks it
 #   ADAPTERD_GPU_DIR=DIR                # write there instead of <repo>/.gpu
 #   ADAPTERD_GPU_MAX_MIB=40             # fail if the carried .gpu is larger
+#   ADAPTERD_GPU_PROFILE=model          # only what the model-only build needs
+#                                       # (-DADAPTERD_MODEL_ONLY=ON: common,
+#                                       # server/model, tools; e.g. adapterd-pretrain,
+#                                       # scripts/gpu/pretrain.sh): Abseil, glog,
+#                                       # OpenSSL, utf8proc, nlohmann-json, CLI11,
+#                                       # pkgconf; default .gpu-model/, ~5 MiB, which
+#                                       # leaves the device call's 64 MiB for data
 #
 # Output (the one path to carry to the GPU machine: .gpu, 37.1 MiB in 66 .debs
 # for bookworm as of this writing, under the 40 MiB budget):
@@ -42,7 +49,12 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-out=${ADAPTERD_GPU_DIR:-$repo/.gpu}
+profile=${ADAPTERD_GPU_PROFILE:-full}
+case "$profile" in
+  full) out=${ADAPTERD_GPU_DIR:-$repo/.gpu} ;;
+  model) out=${ADAPTERD_GPU_DIR:-$repo/.gpu-model} ;;
+  *) echo "prepare.sh: error: ADAPTERD_GPU_PROFILE must be full or model, not '$profile'" >&2; exit 2 ;;
+esac
 max_mib=${ADAPTERD_GPU_MAX_MIB:-40}
 
 die() { echo "prepare.sh: error: $*" >&2; exit 1; }
@@ -58,6 +70,9 @@ ROOTS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pkgconf zlib1g-dev
 )
+if [ "$profile" = model ]; then
+  ROOTS=(libabsl-dev libssl-dev libgoogle-glog-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev pkgconf zlib1g-dev)
+fi
 # Brought by the GPU machine itself: glibc, GCC and binutils with their
 # runtimes, perl, python, debconf, dpkg (plus every Essential: yes package,
 # added below). Counted as installed, so their dependencies are not followed.
@@ -181,6 +196,12 @@ fi
 while read -r pkg ver _ fname size sha; do
   base=${fname##*/}
   if [ ! -f "$out/debs/$base" ]; then
+    # apt-get download names a file by its version with the epoch ("1%3a1.2.13..."),
+    # the archive's Filename without it.
+    if [ ! -f "$work/archives/$base" ] && [[ $ver == *:* ]]; then
+      epoch_name="${pkg}_${ver/:/%3a}_${base##*_}"
+      [ -f "$work/archives/$epoch_name" ] && mv "$work/archives/$epoch_name" "$work/archives/$base"
+    fi
     [ -f "$work/archives/$base" ] || die "apt-get download produced no $base for $pkg=$ver"
     [ "$(sha256sum "$work/archives/$base" | cut -d' ' -f1)" = "$sha" ] ||
       die "$base: SHA256 does not match the archive's"
@@ -213,6 +234,15 @@ log "checking: unpack.sh into a temporary prefix"
   . "$here/env.sh" "$work/prefix" || exit 1
   set -u
   p=$ADAPTERD_GPU_PREFIX
+  modules="libutf8proc openssl zlib absl_strings"
+  if [ "$profile" = model ]; then
+    for m in $modules; do
+      "$PKG_CONFIG" --cflags --libs "$m" >/dev/null || { echo "pkg-config cannot resolve $m" >&2; exit 1; }
+    done
+    [ -f "$p/usr/lib/x86_64-linux-gnu/cmake/CLI11/CLI11Config.cmake" ] || [ -n "$(find "$p" -name CLI11Config.cmake)" ] ||
+      { echo "no CLI11Config.cmake" >&2; exit 1; }
+    exit 0
+  fi
   "$p/bin/protoc" --version | grep -q '^libprotoc 3\.21\.' || { echo "protoc does not run" >&2; exit 1; }
   printf 'syntax = "proto3"; package t; message M { int32 a = 1; } service S { rpc R(M) returns (M); }\n' >"$work/t.proto"
   mkdir -p "$work/gen"
@@ -220,7 +250,7 @@ log "checking: unpack.sh into a temporary prefix"
     --plugin=protoc-gen-grpc="$p/usr/bin/grpc_cpp_plugin" "$work/t.proto" ||
     { echo "protoc + grpc_cpp_plugin failed" >&2; exit 1; }
   [ -s "$work/gen/t.grpc.pb.cc" ] || { echo "grpc_cpp_plugin produced nothing" >&2; exit 1; }
-  for m in grpc++ protobuf libutf8proc libmicrohttpd openssl zlib absl_strings gtest gmock benchmark; do
+  for m in grpc++ protobuf libmicrohttpd gtest gmock benchmark $modules; do
     "$PKG_CONFIG" --cflags --libs "$m" >/dev/null || { echo "pkg-config cannot resolve $m" >&2; exit 1; }
   done
   [ "$("$PKG_CONFIG" --variable=prefix grpc++)" = "$p/usr" ] || { echo "grpc++.pc not relocated" >&2; exit 1; }

@@ -152,7 +152,10 @@ log "linked $n_ma multiarch headers into $prefix/usr/include"
 libpath="$prefix/usr/lib/$arch:$prefix/lib/$arch:$prefix/usr/lib"
 pcpath="$prefix/usr/lib/$arch/pkgconfig:$prefix/usr/share/pkgconfig:$prefix/usr/lib/pkgconfig"
 mkdir -p "$prefix/bin"
+# protoc and grpc_cpp_plugin only where they were carried (not in the model-only
+# set: prepare.sh's ADAPTERD_GPU_PROFILE=model); pkgconf always.
 for tool in protoc grpc_cpp_plugin pkgconf; do
+  if [ "$tool" != pkgconf ] && [ ! -e "$prefix/usr/bin/$tool" ]; then continue; fi
   [ -x "$prefix/usr/bin/$tool" ] || die "$prefix/usr/bin/$tool missing: is its package in $debdir?"
   {
     echo '#!/bin/sh'
@@ -170,14 +173,19 @@ done
 ln -sfn pkgconf "$prefix/bin/pkg-config"
 
 # 5. Checks.
-"$prefix/bin/protoc" --version >/dev/null 2>&1 ||
-  die "$prefix/bin/protoc does not run: $("$prefix/bin/protoc" --version 2>&1 | head -n3)"
-# grpc_cpp_plugin reads a CodeGeneratorRequest on stdin: empty input is a valid
-# empty request, so it must exit 0.
-"$prefix/bin/grpc_cpp_plugin" </dev/null >/dev/null 2>&1 ||
-  die "$prefix/bin/grpc_cpp_plugin does not run: $("$prefix/bin/grpc_cpp_plugin" </dev/null 2>&1 | head -n3)"
-"$prefix/bin/pkg-config" --modversion protobuf >/dev/null ||
-  die "$prefix/bin/pkg-config does not run or finds no protobuf.pc"
+if [ -e "$prefix/bin/protoc" ]; then
+  "$prefix/bin/protoc" --version >/dev/null 2>&1 ||
+    die "$prefix/bin/protoc does not run: $("$prefix/bin/protoc" --version 2>&1 | head -n3)"
+  # grpc_cpp_plugin reads a CodeGeneratorRequest on stdin: empty input is a valid
+  # empty request, so it must exit 0.
+  "$prefix/bin/grpc_cpp_plugin" </dev/null >/dev/null 2>&1 ||
+    die "$prefix/bin/grpc_cpp_plugin does not run: $("$prefix/bin/grpc_cpp_plugin" </dev/null 2>&1 | head -n3)"
+  "$prefix/bin/pkg-config" --modversion protobuf >/dev/null ||
+    die "$prefix/bin/pkg-config does not run or finds no protobuf.pc"
+else
+  "$prefix/bin/pkg-config" --modversion libutf8proc >/dev/null ||
+    die "$prefix/bin/pkg-config does not run or finds no libutf8proc.pc"
+fi
 left=$(find "$prefix" -type f \( -name '*.cmake' -o -name '*.pc' \) -exec grep -lE "(^|[\"' 	=;(]|-I|-L)/usr/(lib|include|bin|share)" {} + || true)
 [ -z "$left" ] || die "still pointing at /usr after relocation: $left"
 dangling=$(find "$prefix/usr/lib" "$prefix/lib" "$prefix/usr/bin" -xtype l 2>/dev/null || true)

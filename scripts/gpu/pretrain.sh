@@ -138,9 +138,13 @@ while :; do
   for name in "${NAMES[@]}"; do kill -0 "${PID[$name]}" 2>/dev/null && alive=1; done
   [ "$alive" = 0 ] && break
   if [ "$(left)" -le 15 ]; then
-    echo "!!! deadline: stopping the runs (SIGTERM checkpoints; no export)"
+    # A run still training checkpoints on SIGTERM (no export: its checkpoint
+    # comes back instead); one past its training (evaluating, exporting) is
+    # killed 8 s later, so that what there is gets packed in time.
+    echo "!!! deadline: stopping the runs"
     for name in "${NAMES[@]}"; do kill -TERM "${PID[$name]}" 2>/dev/null; done
-    sleep 5
+    sleep 8
+    for name in "${NAMES[@]}"; do kill -KILL "${PID[$name]}" 2>/dev/null; done
     break
   fi
   sleep 5

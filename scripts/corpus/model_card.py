@@ -63,6 +63,21 @@ def lineage_of(model_dir, summary, use_stored=True):
     }]
 
 
+def hardware(s):
+    """The machine a run trained on: the CPU and its threads, or the GPU."""
+    if s["device"] == "cpu":
+        return f"cpu: {s['cpu']}, {s['threads']} threads"
+    return f"{s['device']}: {s.get('gpu', 'a GPU')} (host {s['cpu']})"
+
+
+def schedule(s):
+    """How a run's learning rate was scheduled, and its length."""
+    if s.get("lr_schedule") == "time":
+        return (f"{s['steps']:,} steps; learning rate on the clock (`--lr_schedule time`): 6% warmup, then linear "
+                f"decay to 0 at the end of a {s['train_seconds'] / 60:.1f}-minute budget")
+    return f"{s['steps']:,} of a {s['total_steps']:,}-step schedule"
+
+
 def lineage_table(runs, summary, name):
     """Markdown: one row per run of the lineage and this one, then the totals."""
     rows, steps, positions, seconds = [], 0, 0, 0.0
@@ -72,8 +87,7 @@ def lineage_table(runs, summary, name):
         steps, positions, seconds = steps + s["steps"], positions + p, seconds + s["train_seconds"]
         acc = s.get("heldout", {}).get("accuracy", float("nan"))
         rows.append(f"| {label} | {s['steps']:,} | {p / max(1, s['corpus_tokens']):.2f} | {s['learning_rate']} | "
-                    f"{s['train_seconds'] / 60:.1f} | {s['cpu'] if s['device'] == 'cpu' else s['device']}, "
-                    f"{s['threads']} threads, autocast {s['autocast']} | {acc:.4f} |")
+                    f"{s['train_seconds'] / 60:.1f} | {hardware(s)}, autocast {s['autocast']} | {acc:.4f} |")
     corpus_tokens = max(1, summary["corpus_tokens"])
     return ("| run | steps | epochs | peak lr (last cycle) | minutes | hardware | held-out acc after |\n"
             "|---|---:|---:|---:|---:|---|---:|\n" + "\n".join(rows) + "\n"
@@ -145,7 +159,9 @@ encoder to adapt on a machine with no internet; for production accuracy serve a
 real `bert-large-uncased` (README).
 
 Rebuild it with `./scripts/build-default-model.sh` (corpus -> vocabulary ->
-pretraining -> this card); the numbers below are read from that run's files.
+pretraining -> this card; on a GPU machine lent for minutes, the steps of
+docs/PERFORMANCE.md, "Pretraining on a lent GPU"); the numbers below are read
+from the run's files.
 
 ## Model
 
@@ -166,12 +182,12 @@ pretraining -> this card); the numbers below are read from that run's files.
 | data | `train.txt` of the corpus below: {summary['corpus_documents']:,} documents, {summary['corpus_tokens']:,} tokens, packed into sequences of {summary['seq_len']} |
 | optimiser | AdamW (betas 0.9/0.98, eps 1e-6, weight decay 0.01 on matrices), peak lr {summary['learning_rate']}, 6% linear warmup then linear decay, grad-norm clip 1.0 |
 | batch | {summary['batch_size']} sequences x {summary['seq_len']} tokens |
-| steps | {summary['steps']:,} of a {summary['total_steps']:,}-step schedule ({tokens_seen:,} token positions, {tokens_seen / max(1, summary['corpus_tokens']):.2f} epochs) |
+| steps | {schedule(summary)} ({tokens_seen:,} token positions, {tokens_seen / max(1, summary['corpus_tokens']):.2f} epochs) |
 | initialisation | {init} |
 | precision | fp32 weights and optimiser, matmuls under autocast {summary['autocast']}; exported in fp16 |
 | seed | {summary['seed']} |
 | wall time (training) | {summary['train_seconds'] / 60:.1f} min ({hours:.2f} h){', finished ' + a.finished if a.finished else ''} |
-| hardware | {summary['device']}: {summary['cpu']}, {summary['threads']} threads |
+| hardware | {hardware(summary)} |
 
 Training curve (`train_log.jsonl`; loss and accuracy of single batches):
 
@@ -186,7 +202,7 @@ trained on): {held.get('documents', 0):,} documents, {held.get('masked_tokens', 
 
 | | |
 |---|---|
-| masked-token accuracy | **{held.get('accuracy', float('nan')):.4f}** (target >= 0.35) |
+| masked-token accuracy | **{held.get('accuracy', float('nan')):.4f}** |
 | MLM loss | {held.get('loss', float('nan')):.4f} |
 | unigram baseline (always the most frequent masked token) | {held.get('unigram_accuracy', float('nan')):.4f} |
 
@@ -199,10 +215,13 @@ test `tests/pretrain/default_model_test.cc`; `adapterd-pretrain eval
 - Intended: the frozen encoder of adapterd's quickstart and tests of the
   adapter pipeline on real English; docs/QUALITY.md measures adapters, full
   fine-tuning and a head-only baseline on it.
-- Domain: software package descriptions, dictionary glosses and Linux manual
-  pages. It has seen little conversational, news or fiction text.
-- Small (4 layers) and briefly trained: far below BERT-base on general
-  language understanding. Not for any decision about people.
+- Domain: what the corpus below holds: dictionary definitions (GCIDE, which is
+  Webster's 1913 with its literary quotations, and WordNet), software package
+  descriptions, help pages and manuals, quotations (fortunes). It has seen
+  little conversational, news or fiction text, and its English is partly a
+  century old (Webster's 1913).
+- Small ({config['num_hidden_layers']} layers, {config['hidden_size']} wide) and briefly trained: far below BERT-base on
+  general language understanding. Not for any decision about people.
 - Biases: inherits those of its sources; not audited.
 
 {provenance}""")

@@ -12,8 +12,10 @@
 #                  when missing]
 #   --out DIR      the carried directory [.pretrain-carry, git-ignored]
 #   --runs FILE    the runs to train there [scripts/gpu/pretrain_runs.conf]
-#   --init DIR     an earlier lending's unpacked exports (DIR/NAME/model.safetensors
-#                  ...), which the runs of the same NAME continue (--init_from)
+#   --init NAME=DIR  run NAME continues the model in DIR (--init_from: an earlier
+#                  lending's export, e.g. mini-4x256=models/adapterd-mini-en); the
+#                  model's vocabulary must be the one the corpus is tokenized
+#                  with (--vocab DIR/vocab.txt). Repeatable.
 #
 # Writes DIR: vocab.txt, train.ids.xz (adapterd-pretrain tokenize, then xz -9e),
 # heldout.ids, runs.conf, init/NAME/ when given; and .gpu-model/ (prepare.sh's
@@ -28,7 +30,7 @@ CORPUS=data/corpus
 VOCAB=""
 OUTDIR=.pretrain-carry
 RUNS=scripts/gpu/pretrain_runs.conf
-INIT=""
+INIT=()
 while [[ $# -gt 0 ]]; do
   [[ $# -ge 2 ]] || { sed -n '2,27p' "$0"; exit 2; }
   case "$1" in
@@ -36,7 +38,7 @@ while [[ $# -gt 0 ]]; do
     --vocab) VOCAB=$2 ;;
     --out) OUTDIR=$2 ;;
     --runs) RUNS=$2 ;;
-    --init) INIT=$2 ;;
+    --init) INIT+=("$2") ;;
     *) echo "prepare-pretrain: unknown option $1" >&2; exit 2 ;;
   esac
   shift 2
@@ -67,15 +69,14 @@ fi
 cp "$CORPUS/heldout.ids" "$OUTDIR/heldout.ids"
 cp "$RUNS" "$OUTDIR/runs.conf"
 rm -rf "$OUTDIR/init"
-if [[ -n "$INIT" ]]; then
-  while read -r name _; do
-    [[ -z "$name" || "$name" == \#* ]] && continue
-    if [[ -f "$INIT/$name/model.safetensors" ]]; then
-      mkdir -p "$OUTDIR/init/$name"
-      cp "$INIT/$name/"{config.json,model.safetensors,vocab.txt,tokenizer_config.json} "$OUTDIR/init/$name/"
-    fi
-  done < "$RUNS"
-fi
+for pair in "${INIT[@]}"; do
+  name=${pair%%=*} dir=${pair#*=}
+  [[ -f "$dir/model.safetensors" ]] || { echo "prepare-pretrain: no model in $dir" >&2; exit 1; }
+  cmp -s "$dir/vocab.txt" "$OUTDIR/vocab.txt" ||
+    { echo "prepare-pretrain: $dir has another vocabulary than the corpus's ids (--vocab $dir/vocab.txt)" >&2; exit 1; }
+  mkdir -p "$OUTDIR/init/$name"
+  cp "$dir/"{config.json,model.safetensors,vocab.txt,tokenizer_config.json,pretrain_summary.json} "$OUTDIR/init/$name/"
+done
 [[ -d .gpu-model/debs ]] || ADAPTERD_GPU_PROFILE=model ./scripts/gpu/prepare.sh
 
 # What the device call carries: tracked and untracked-not-ignored files, and

@@ -55,6 +55,7 @@ stage() { echo; echo "=== [$(elapsed) s] $*"; }
 stage "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv || true
 nproc; gcc --version | head -1; cmake --version | head -1
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 TORCH_CMAKE=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name(0))'
 
@@ -160,6 +161,14 @@ for name in "${NAMES[@]}"; do
   grep -E "^(held-out|wrote)" "$WORK/$name/stdout.log"
   if [ -f "$WORK/$name/model/model.safetensors" ]; then
     cp "$WORK/$name/run/train_log.jsonl" "$WORK/$name/stdout.log" "$WORK/$name/model/"
+    # The summary names the GPU (adapterd-pretrain knows only "cuda"), for the model card.
+    python3 - "$WORK/$name/model/pretrain_summary.json" "$GPU_NAME" <<'PY'
+import json, sys
+path, gpu = sys.argv[1:]
+s = json.load(open(path))
+s["gpu"] = gpu
+open(path, "w").write(json.dumps(s, indent=2, sort_keys=True) + "\n")
+PY
   else
     FAILED=$((FAILED + 1))
     tail -20 "$WORK/$name/stdout.log"

@@ -51,14 +51,20 @@ using ::testing::Not;
 class E2eTest : public ServerProcessTest {};
 
 // The walkthrough (README): its hyperparameters, and the test accuracy it
-// must reach on the first kTestExamples test examples. Measured: 0.75
-// (226/300; majority class 0.18) on the default encoder of 2026-11-23
-// (held-out masked-token accuracy 0.456). The bar, 0.60, is over three times
-// the majority rate, with room for thread-count-dependent rounding.
+// must reach on the first kTestExamples test examples. Measured: 0.91
+// (273/300; majority class 0.18) on the default encoder of 2026-11-28
+// (pretrained on a lent GPU, held-out masked-token accuracy 0.585); the
+// CPU-pretrained encoder it replaced reached 0.75. The bar, 0.85, is the
+// issue's target, with room for thread- and kernel-dependent rounding.
 constexpr char kWalkthroughEpochs[] = "3";
 constexpr char kWalkthroughLr[] = "1e-3";
 constexpr size_t kTestExamples = 300;
-constexpr double kMinTestAccuracy = 0.60;
+constexpr double kMinTestAccuracy = 0.85;
+// examples/everyday_descriptions.csv: the README's two walkthrough texts and
+// ten everyday descriptions written before the encoder was trained; all 12
+// are right on the committed encoder (scores 0.94-1.00). At most one may
+// flip on another machine's kernels; the README's two must not.
+constexpr int kMinEverydayRight = 11;
 // The training takes about 70 s on an idle 2-core machine; a loaded one (a
 // parallel ctest, a shared CI runner) can take several times that.
 constexpr int kWalkthroughTrainTimeoutSeconds = 900;
@@ -148,10 +154,27 @@ TEST_F(E2eTest, DefaultModelLearnsTheWalkthroughDatasetWellAboveMajority) {
   std::cout << "walkthrough: test accuracy " << accuracy << " (" << correct << "/" << kTestExamples
             << "), majority class " << majority_rate << "\n";
   RecordProperty("test_accuracy", std::to_string(accuracy));
-  // kMinTestAccuracy (see its definition) is over three times the majority rate.
+  // kMinTestAccuracy (see its definition) is over four times the majority rate.
   EXPECT_LT(majority_rate, 0.2);
   EXPECT_GE(accuracy, kMinTestAccuracy) << correct << " of " << kTestExamples << " correct; majority class "
                                         << majority_rate;
+
+  ASSERT_OK_AND_ASSIGN(const std::vector<v1::Example> everyday,
+                       adapterd::ReadDatasetFile(Example("everyday_descriptions.csv")));
+  ASSERT_EQ(everyday.size(), 12u);
+  std::vector<std::string> everyday_predict = {"predict", "--task", "supersenses"};
+  for (const v1::Example& e : everyday) everyday_predict.push_back(e.text());
+  const nlohmann::json ep = CtlJson(everyday_predict);
+  ASSERT_EQ(ep["predictions"].size(), everyday.size()) << ep.dump();
+  int everyday_right = 0;
+  for (size_t i = 0; i < everyday.size(); ++i) {
+    const std::string label = ep["predictions"][i]["label"].get<std::string>();
+    everyday_right += label == everyday[i].label() ? 1 : 0;
+    std::cout << "everyday: " << everyday[i].text() << " -> " << label << " (expected " << everyday[i].label() << ")\n";
+  }
+  EXPECT_EQ(ep["predictions"][0]["label"], "animal") << "the README's first walkthrough example";
+  EXPECT_EQ(ep["predictions"][1]["label"], "artifact") << "the README's second walkthrough example";
+  EXPECT_GE(everyday_right, kMinEverydayRight);
   EXPECT_EQ(StopServer(), 0);
 
   // --dtype bf16 (what --dtype auto serves on CPUs with AMX or AVX512-BF16;

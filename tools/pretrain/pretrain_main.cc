@@ -161,8 +161,11 @@ absl::Status RunTrain(TrainArgs a) {
                                                : absl::StrCat("model from ", trainer->init_from()))
             << ": " << config.num_hidden_layers << " layers, hidden " << config.hidden_size << ", "
             << config.num_attention_heads << " heads, FFN " << config.intermediate_size << ", vocab "
-            << config.vocab_size << "; autocast " << (trainer->using_bf16() ? "bf16" : "off")
-            << (CpuHasFastBf16() ? " (CPU has native bf16)" : " (CPU has no native bf16)") << "\n";
+            << config.vocab_size << "; " << a.device << ", autocast " << (trainer->using_bf16() ? "bf16" : "off")
+            << (a.options.device.is_cuda() ? ""
+                : CpuHasFastBf16()         ? " (CPU has native bf16)"
+                                           : " (CPU has no native bf16)")
+            << "\n";
 
   ASSIGN_OR_RETURN(const PackedCorpus corpus,
                    LoadCorpus(a.corpus, vocab, trainer->tokenizer(), a.options.seq_len, a.threads));

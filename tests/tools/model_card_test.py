@@ -28,8 +28,9 @@ def read_json(path):
         return json.load(f)
 
 
-def make_model(path, steps, seconds, lr, accuracy, init_from=""):
-    """A model directory as build-default-model.sh leaves it, with made-up weights."""
+def make_model(path, steps, seconds, lr, accuracy, init_from="", gpu=""):
+    """A model directory as build-default-model.sh leaves it, with made-up weights; with `gpu`,
+    as scripts/gpu/pretrain.sh leaves it (on CUDA, the learning rate on the clock)."""
     os.makedirs(path)
     config = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2,
               "intermediate_size": 64, "max_position_embeddings": 64, "torch_dtype": "float16"}
@@ -41,6 +42,8 @@ def make_model(path, steps, seconds, lr, accuracy, init_from=""):
                            "unigram_accuracy": 0.05}}
     if init_from:
         summary["init_from"] = init_from
+    if gpu:
+        summary.update({"device": "cuda", "gpu": gpu, "lr_schedule": "time", "autocast": "bf16"})
     for name, value in (("config.json", config), ("pretrain_summary.json", summary)):
         with open(os.path.join(path, name), "w") as f:
             json.dump(value, f)
@@ -75,11 +78,24 @@ class ModelCardTest(unittest.TestCase):
         text = self.card(a, "--write_lineage")
         self.assertIn("| steps | 10 of a 10-step schedule (400 token positions, 0.40 epochs) |", text)
         self.assertIn("normal, std 0.02", text)
-        self.assertIn("| masked-token accuracy | **0.3000** (target >= 0.35) |", text)
+        self.assertIn("| masked-token accuracy | **0.3000** |", text)
+        self.assertIn("| hardware | cpu: Test CPU, 1 threads |", text)
         self.assertIn("## Appendix: corpus provenance", text)
         self.assertIn("### Sources and counts", text)
         self.assertNotIn("## Lineage", text)
         self.assertFalse(os.path.exists(os.path.join(a, "lineage.json")))
+
+    def test_a_gpu_run_on_the_clock_names_its_gpu_and_schedule(self):
+        a, b = os.path.join(self.dir, "a"), os.path.join(self.dir, "b")
+        make_model(a, steps=10, seconds=60, lr=2e-3, accuracy=0.30, gpu="NVIDIA H200")
+        make_model(b, steps=20, seconds=30, lr=5e-4, accuracy=0.40, init_from=a, gpu="NVIDIA H200")
+        text = self.card(b, "--write_lineage")
+        self.assertIn("| hardware | cuda: NVIDIA H200 (host Test CPU) |", text)
+        self.assertIn("| steps | 20 steps; learning rate on the clock (`--lr_schedule time`): 6% warmup, then "
+                      "linear decay to 0 at the end of a 0.5-minute budget (800 token positions, 0.80 epochs) |",
+                      text)
+        self.assertIn("| 10 | 0.40 | 0.002 | 1.0 | cuda: NVIDIA H200 (host Test CPU), autocast bf16 | 0.3000 |",
+                      text)
 
     def test_a_chain_of_continuations_is_described_and_survives_its_parents(self):
         a, b, c = (os.path.join(self.dir, n) for n in ("a", "b", "c"))
@@ -92,7 +108,7 @@ class ModelCardTest(unittest.TestCase):
         text = self.card(c, "--write_lineage")
         self.assertIn(f"the weights of `{b}` (`--init_from`", text)
         self.assertIn(f"| `{a}` (weights sha256 {sha_a[:12]}) | 10 | 0.40 | 0.002 | 1.0 | "
-                      "Test CPU, 1 threads, autocast off | 0.3000 |", text)
+                      "cpu: Test CPU, 1 threads, autocast off | 0.3000 |", text)
         self.assertIn(f"| `{b}` (weights sha256 {sha_b[:12]}) | 20 | 0.80 | 0.0005 | 2.0 |", text)
         self.assertIn("| this model, `c` | 5 | 0.20 | 0.0001 | 0.5 |", text)
         self.assertIn("| **all** | **35** | **1.40** | | **3.5** | | |", text)

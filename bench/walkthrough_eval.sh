@@ -9,8 +9,9 @@
 #   - the twelve everyday descriptions of examples/everyday_descriptions.csv
 #     (the README's two and ten more, written before the encoder was trained):
 #     each prediction and how many are right;
-#   - bios (extractive QA): 10 epochs at lr 1e-3, validation SQuAD F1 / EM as
-#     `train` reports them, and the README's question.
+#   - every kind of the README's "Every kind of task" (aspects, ratings,
+#     people, bios): 10 epochs each at the README's learning rate (KIND_LR,
+#     default 3e-3), what `train` reports, and the README's predictions.
 #
 #   bench/walkthrough_eval.sh MODEL_DIR [PORT] > result.txt
 #
@@ -70,10 +71,20 @@ print(f"everyday descriptions: {right}/{len(gold)} right")
 PY
 "${CTL[@]}" predict --task supersenses "a large wild cat with a striped coat" "a tool for cutting wood"
 
-start=$(date +%s)
-"${CTL[@]}" train --task bios --kind qa --data examples/kinds/biographies_train.json \
-  --validation examples/kinds/biographies_validation.json --learning-rate 1e-3 --epochs 10 --seed 1 \
-  > "$WORK/train_bios.txt" 2>&1 || { cat "$WORK/train_bios.txt"; exit 1; }
-echo "bios: trained in $(( $(date +%s) - start )) s: $(grep -o 'SUCCEEDED.*' "$WORK/train_bios.txt" | tail -1)"
+# Every kind of task, as the README's "Every kind of task" runs them.
+train_kind() {  # TASK KIND FILE_STEM LR: train 10 epochs, print what train reports
+  local start=$(date +%s)
+  "${CTL[@]}" train --task "$1" --kind "$2" --data "examples/kinds/$3_train.$4" \
+    --validation "examples/kinds/$3_validation.$4" --learning-rate "$5" --epochs 10 --seed 1 \
+    > "$WORK/train_$1.txt" 2>&1 || { cat "$WORK/train_$1.txt"; exit 1; }
+  echo "$1 ($2, lr $5): trained in $(( $(date +%s) - start )) s: $(grep -o 'SUCCEEDED.*' "$WORK/train_$1.txt" | tail -1)"
+}
+train_kind aspects multi-label aspects jsonl "${KIND_LR:-3e-3}"
+"${CTL[@]}" predict --task aspects --threshold 0.4 "it arrived the next day, the price was fair"
+train_kind ratings regression ratings csv "${KIND_LR:-3e-3}"
+"${CTL[@]}" predict --task ratings "works perfectly, it is blue" "complete waste of money"
+train_kind people ner people jsonl "${KIND_LR:-3e-3}"
+"${CTL[@]}" predict --task people "Grace Hopper moved to Zürich in the spring ."
+train_kind bios qa biographies json "${KIND_LR:-3e-3}"
 "${CTL[@]}" predict --task bios --top-k 2 "Where was Ada Lovelace born?" \
   --context "Ada Lovelace was born in London in 1815. Ada became a mathematician."

@@ -8,6 +8,11 @@
 #   ./scripts/build-default-model.sh --minutes 10 --out /tmp/m   # a quick one
 #   ./scripts/build-default-model.sh --device cuda --minutes 30  # on a GPU machine
 #
+# On a GPU machine lent for minutes, with no apt and a cap on what travels
+# (how the committed model was made), the same pretraining runs as
+# scripts/gpu/prepare-pretrain.sh (here) -> scripts/gpu/pretrain.sh (there)
+# -> scripts/gpu/finish-pretrain.sh (here); see docs/PERFORMANCE.md.
+#
 # Options (defaults in brackets):
 #   --out DIR          model directory to write [models/adapterd-mini-en]
 #   --work DIR         corpus, vocabulary and checkpoints [./data/pretrain]
@@ -38,7 +43,7 @@
 # Interrupting it (Ctrl-C) checkpoints; running it again with the same --work
 # resumes where it stopped.
 set -euo pipefail
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; }
 
 OUT=models/adapterd-mini-en
 WORK=./data/pretrain

@@ -22,15 +22,16 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/sha256.h"
+#include "common/usage_ledger.h"
 #include "proto/adapterd/v1/adapterd_service.pb.h"
 #include "server/api/tenants.h"
-#include "server/api/usage_ledger.h"
 #include "server/model/bert_encoder.h"
 #include "server/serving/inference_engine.h"
 #include "server/training/job_manager.h"
@@ -177,6 +178,11 @@ class Backend {
                                               absl::Time deadline);
 
   storage::Database& db() const { return *options_.db; }
+  // The admission budgets the backend keeps, by the name the metrics give
+  // them (adapterd_admission_*{budget}); valid for the backend's lifetime.
+  std::vector<std::pair<std::string, const UsageLedger*>> ledgers() const {
+    return {{"client_streams", &client_streams_}, {"import_bytes", &import_bytes_}, {"dataset_bytes", &dataset_bytes_}};
+  }
 
  private:
   // Text i's result as the API's Prediction for the task's kind.

@@ -9,13 +9,13 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <map>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/connection_table.h"
 #include "common/listen_address.h"
 #include "common/status_macros.h"
 
@@ -24,15 +24,9 @@ namespace adapterd::metrics {
 // What the daemon's callbacks share. They all run on libmicrohttpd's one
 // polling thread; the lock is for the destructor's benefit only.
 struct MetricsServer::State {
-  struct Connection {
-    int fd = -1;
-    absl::Time last_active;
-    bool evicted = false;
-  };
+  explicit State(size_t max_connections) : connections(max_connections) {}
   const Registry* registry = nullptr;
-  size_t max_connections = 0;
-  absl::Mutex mu;  // protects connections
-  std::map<MHD_Connection*, Connection> connections ABSL_GUARDED_BY(mu);
+  ConnectionTable connections;  // a scrape is answered at once: never `answering`
 };
 
 namespace {
@@ -62,11 +56,7 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
   }
   (void)con_cls;
   State* state = static_cast<State*>(cls);
-  {
-    absl::MutexLock l(&state->mu);
-    auto it = state->connections.find(connection);
-    if (it != state->connections.end()) it->second.last_active = absl::Now();
-  }
+  state->connections.Touch(connection, /*answering=*/false);
   if (std::strcmp(url, "/metrics") != 0) return Reply(connection, MHD_HTTP_NOT_FOUND, "not found\n", "text/plain");
   if (std::strcmp(method, "GET") != 0 && std::strcmp(method, "HEAD") != 0) {
     return Reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "", "text/plain");
@@ -77,33 +67,16 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
 
 // Keeps the table of open connections.
 void Notify(void* cls, MHD_Connection* connection, void**, MHD_ConnectionNotificationCode code) {
-  State* state = static_cast<State*>(cls);
-  absl::MutexLock l(&state->mu);
-  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-    state->connections.erase(connection);
-    return;
-  }
+  ConnectionTable& table = static_cast<State*>(cls)->connections;
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) return table.Closed(connection);
   const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-  state->connections[connection] = {info != nullptr ? info->connect_fd : -1, absl::Now(), false};
+  table.Opened(connection, info != nullptr ? info->connect_fd : -1);
 }
 
 // A connection was accepted: at the limit, the one idle longest makes room
-// (its socket is shut down; libmicrohttpd closes it on its next poll).
+// (ConnectionTable::Admit; libmicrohttpd closes it on its next poll).
 MHD_Result Admit(void* cls, const sockaddr*, socklen_t) {
-  State* state = static_cast<State*>(cls);
-  absl::MutexLock l(&state->mu);
-  size_t live = 0;
-  State::Connection* oldest = nullptr;
-  for (auto& [c, info] : state->connections) {
-    if (info.evicted) continue;
-    ++live;
-    if (info.fd >= 0 && (oldest == nullptr || info.last_active < oldest->last_active)) oldest = &info;
-  }
-  if (live >= state->max_connections && oldest != nullptr) {
-    ::shutdown(oldest->fd, SHUT_RDWR);
-    oldest->evicted = true;
-  }
-  return MHD_YES;
+  return static_cast<State*>(cls)->connections.Admit() ? MHD_YES : MHD_NO;
 }
 
 void Log(void* cls, const char* format, va_list args) {
@@ -115,16 +88,17 @@ void Log(void* cls, const char* format, va_list args) {
 
 }  // namespace
 
-MetricsServer::MetricsServer() : state_(std::make_unique<State>()) {}
+MetricsServer::MetricsServer(size_t max_connections) : state_(std::make_unique<State>(max_connections)) {}
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address, Registry* registry,
                                                                     const Options& options) {
   ASSIGN_OR_RETURN(sockaddr_in addr, ParseIpv4ListenAddress(address, "metrics"));
 
-  std::unique_ptr<MetricsServer> server(new MetricsServer());
+  const auto max_connections = static_cast<size_t>(std::max(1, options.max_connections));
+  std::unique_ptr<MetricsServer> server(new MetricsServer(max_connections));
   State* state = server->state_.get();
   state->registry = registry;
-  state->max_connections = static_cast<size_t>(std::max(1, options.max_connections));
+
   std::string error;
   // One internal thread polls every connection: scrapes are rare and cheap.
   // Admit() evicts the connection idle longest once max_connections are
@@ -137,7 +111,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
                        state, MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_EXTERNAL_LOGGER,
                        &Log, &error, MHD_OPTION_NOTIFY_CONNECTION, &Notify, state, MHD_OPTION_CONNECTION_TIMEOUT,
                        static_cast<unsigned int>(options.idle_timeout_seconds), MHD_OPTION_CONNECTION_LIMIT,
-                       static_cast<unsigned int>(state->max_connections + 16), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                       static_cast<unsigned int>(max_connections + 16), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                        static_cast<size_t>(16 * 1024), MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot serve /metrics on ", address, ": ",

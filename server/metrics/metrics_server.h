@@ -63,7 +63,7 @@ class MetricsServer {
   struct State;
 
  private:
-  MetricsServer();
+  explicit MetricsServer(size_t max_connections);
   std::unique_ptr<State> state_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;

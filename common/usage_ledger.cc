@@ -1,4 +1,4 @@
-#include "server/api/usage_ledger.h"
+#include "common/usage_ledger.h"
 
 #include <algorithm>
 #include <utility>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace adapterd::api {
+namespace adapterd {
 
 UsageLedger::Hold::Hold(Hold&& other) noexcept
     : ledger_(std::exchange(other.ledger_, nullptr)),
@@ -61,10 +61,12 @@ absl::Status UsageLedger::Grow(const std::string& tenant, int64_t amount, int64_
   Usage& u = used_[tenant];
   const int64_t mine = u.base + u.held;
   if (amount > tenant_limit - mine) {
+    ++refusals_;
     return absl::ResourceExhaustedError(absl::StrCat("tenant '", tenant, "' would hold ", mine + amount, " ", what_,
                                                      "; its limit is ", tenant_limit, " (", mine, " in use)"));
   }
   if (amount > total_limit_ - total_) {
+    ++refusals_;
     return absl::ResourceExhaustedError(absl::StrCat("the server would hold ", total_ + amount, " ", what_,
                                                      "; its limit is ", total_limit_, " (", total_,
                                                      " in use); retry later"));
@@ -105,4 +107,9 @@ int64_t UsageLedger::total() const {
   return total_;
 }
 
-}  // namespace adapterd::api
+int64_t UsageLedger::refusals() const {
+  absl::MutexLock l(&mu_);
+  return refusals_;
+}
+
+}  // namespace adapterd

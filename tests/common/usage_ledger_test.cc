@@ -1,5 +1,5 @@
-// UsageLedger: the API's admission control (server/api/usage_ledger.h).
-#include "server/api/usage_ledger.h"
+// UsageLedger: the API's admission control (common/usage_ledger.h).
+#include "common/usage_ledger.h"
 
 #include <atomic>
 #include <thread>
@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace adapterd::api {
+namespace adapterd {
 namespace {
 
 using ::adapterd::testing::StatusIs;
@@ -29,6 +29,20 @@ TEST(UsageLedger, HoldsCountPerTenantAndInTotalAndGiveBackOnDestruction) {
   EXPECT_EQ(streams.used("acme"), 1);
   ASSERT_OK(streams.Take("beta", 1, 2).status());  // destroyed at once
   EXPECT_EQ(streams.total(), 2);
+  EXPECT_EQ(streams.refusals(), 2);  // the two refused Takes above, and nothing else
+}
+
+// At N and N+1: a hold may reach the limit exactly, and one unit more is
+// refused, whichever limit (the tenant's or the total) is the tighter.
+TEST(UsageLedger, AHoldReachesItsLimitExactlyAndNotOneUnitMore) {
+  UsageLedger bytes("bytes", /*total_limit=*/10);
+  ASSERT_OK_AND_ASSIGN(UsageLedger::Hold a, bytes.Take("", 10, UsageLedger::kUnlimited));
+  EXPECT_THAT(bytes.Take("", 1, UsageLedger::kUnlimited).status(), StatusIs(absl::StatusCode::kResourceExhausted));
+  UsageLedger tenant_bound("bytes", UsageLedger::kUnlimited);
+  ASSERT_OK_AND_ASSIGN(UsageLedger::Hold b, tenant_bound.Take("t", 7, 7));
+  EXPECT_THAT(b.Grow(1, 7), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(b.amount(), 7);  // a refused Grow changes nothing
+  EXPECT_EQ(bytes.refusals() + tenant_bound.refusals(), 2);
 }
 
 TEST(UsageLedger, AKeptHoldJoinsTheBaseUntilSubtracted) {
@@ -88,4 +102,4 @@ TEST(UsageLedger, ConcurrentTakesNeverPassTheLimit) {
 }
 
 }  // namespace
-}  // namespace adapterd::api
+}  // namespace adapterd

@@ -1,6 +1,10 @@
 // UsageLedger: how much of something each tenant holds, and all tenants
-// together, under limits. The API's admission control uses one ledger per
-// resource (server/api/backend.h):
+// together, under limits: adapterd's admission primitive. Every entry point
+// reserves what it will hold before holding it, one ledger per resource
+// (docs/API.md, "Limits"; each is exported as adapterd_admission_* metrics):
+//   - bytes of request bodies the REST gateway buffers (JSON bodies, SQuAD
+//     documents): in total, reserved from Content-Length before the body is
+//     read (server/http/http_gateway.h);
 //   - client streams open (UploadDataset and ImportAdapter calls): per tenant
 //     and in total, so idle streams cannot pin a thread each without bound;
 //   - bytes of adapter files being imported (held in memory until the file
@@ -17,8 +21,8 @@
 //
 // Thread safety: thread-safe. A Hold is used by one thread at a time and
 // must not outlive its ledger.
-#ifndef ADAPTERD_SERVER_API_USAGE_LEDGER_H_
-#define ADAPTERD_SERVER_API_USAGE_LEDGER_H_
+#ifndef ADAPTERD_COMMON_USAGE_LEDGER_H_
+#define ADAPTERD_COMMON_USAGE_LEDGER_H_
 
 #include <cstdint>
 #include <functional>
@@ -30,7 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
-namespace adapterd::api {
+namespace adapterd {
 
 class UsageLedger {
  public:
@@ -78,6 +82,10 @@ class UsageLedger {
 
   int64_t used(const std::string& tenant) const;
   int64_t total() const;
+  int64_t total_limit() const { return total_limit_; }
+  const std::string& what() const { return what_; }
+  // How many Grow()s were refused since the ledger was made (monotone).
+  int64_t refusals() const;
 
  private:
   struct Usage {
@@ -93,8 +101,9 @@ class UsageLedger {
   mutable absl::Mutex mu_;  // protects the amounts
   std::map<std::string, Usage> used_ ABSL_GUARDED_BY(mu_);
   int64_t total_ ABSL_GUARDED_BY(mu_) = 0;  // sum of base + held over tenants
+  int64_t refusals_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace adapterd::api
+}  // namespace adapterd
 
-#endif  // ADAPTERD_SERVER_API_USAGE_LEDGER_H_
+#endif  // ADAPTERD_COMMON_USAGE_LEDGER_H_

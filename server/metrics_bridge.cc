@@ -199,9 +199,30 @@ void MetricsBridge::OnHeapRelease(int64_t bytes, absl::Duration took) {
   metrics_->process_heap_release_seconds_total.Add({}).Increment(absl::ToDoubleSeconds(took));
 }
 
+void MetricsBridge::WatchLedger(std::string budget, const UsageLedger* ledger) {
+  absl::MutexLock lock(&mu_);
+  metrics_->admission_used.Add({{"budget", budget}});
+  metrics_->admission_refusals_total.Add({{"budget", budget}});
+  ledgers_.push_back({std::move(budget), ledger, 0});
+}
+
+void MetricsBridge::CollectLedgers() {
+  for (WatchedLedger& w : ledgers_) {
+    const metrics::Labels labels = {{"budget", w.budget}};
+    metrics_->admission_used.Add(labels).Set(static_cast<double>(w.ledger->total()));
+    if (w.ledger->total_limit() != UsageLedger::kUnlimited) {
+      metrics_->admission_limit.Add(labels).Set(static_cast<double>(w.ledger->total_limit()));
+    }
+    const int64_t refusals = w.ledger->refusals();
+    metrics_->admission_refusals_total.Add(labels).Increment(static_cast<double>(refusals - w.refusals_reported));
+    w.refusals_reported = refusals;
+  }
+}
+
 void MetricsBridge::Collect() {
   absl::MutexLock lock(&mu_);
   CollectProcess();
+  CollectLedgers();
   if (db_ == nullptr) return;
   if (absl::StatusOr<storage::Database::MemoryUsage> mem = db_->Memory(); mem.ok()) {
     metrics_->storage_memory_bytes.Add({{"kind", "memtables"}}).Set(static_cast<double>(mem->memtables));
@@ -243,6 +264,7 @@ void MetricsBridge::Stop() {
   server_.reset();
   absl::MutexLock lock(&mu_);
   db_ = nullptr;
+  ledgers_.clear();
 }
 
 }  // namespace adapterd

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/usage_ledger.h"
 #include "server/api/rpc_record.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_server.h"
@@ -84,6 +85,9 @@ class MetricsBridge {
   // From now on each scrape reports the free and total bytes of the file
   // system holding `path`.
   void WatchDataDir(std::string path);
+  // From now on each scrape reports `ledger` as adapterd_admission_used,
+  // _limit and _refusals_total{budget}. The ledger must outlive Stop().
+  void WatchLedger(std::string budget, const UsageLedger* ledger);
   // adapterd_serving: true once the server answers calls, false when it
   // starts draining.
   void SetServing(bool serving);
@@ -115,6 +119,13 @@ class MetricsBridge {
   storage::Database* db_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::set<std::string> queue_tenants_ ABSL_GUARDED_BY(mu_);  // every tenant given a depth series
   std::string data_dir_ ABSL_GUARDED_BY(mu_);
+  struct WatchedLedger {
+    std::string budget;
+    const UsageLedger* ledger;
+    int64_t refusals_reported = 0;
+  };
+  std::vector<WatchedLedger> ledgers_ ABSL_GUARDED_BY(mu_);
+  void CollectLedgers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double cpu_seconds_reported_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

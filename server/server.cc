@@ -176,10 +176,17 @@ absl::Status Server::StartHttp() {
   http::HttpGatewayOptions go = options_.http.gateway;
   go.tls = p.grpc->tls();
   go.max_body_bytes = options_.grpc.max_message_bytes;
+  go.body_timeout = absl::Seconds(options_.http.body_timeout_seconds);
+  go.idle_timeout = absl::Seconds(options_.http.idle_timeout_seconds);
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, p.grpc->GatewayChannel(options_.http.grpc_target));
   http::HttpGateway::Hooks hooks;
   std::atomic<bool>* serving = &p.serving;
   hooks.serving = [serving] { return serving->load(); };
+  // The caller's key checked from the headers, before a body is read.
+  const api::TenantRegistry* tenants = p.tenants.get();
+  hooks.authenticate = [tenants](const std::string* authorization) {
+    return tenants->Authenticate(authorization).status();
+  };
   // A request the gateway refuses before its gRPC call is counted as a call
   // of its route's RPC: never authenticated, so without a tenant.
   MetricsBridge* metrics = p.metrics.get();
@@ -192,6 +199,7 @@ absl::Status Server::StartHttp() {
     metrics->OnRpc(record);
   };
   ASSIGN_OR_RETURN(p.http, http::HttpGateway::Start(go, std::move(channel), std::move(hooks)));
+  p.metrics->WatchLedger("http_request_bodies", &p.http->buffered_bodies());
   return absl::OkStatus();
 }
 
@@ -243,6 +251,8 @@ absl::Status Server::StartServingEngine() {
   eo.host_cache_bytes = o.serving.host_cache_bytes;
   eo.max_batch_size = o.serving.max_batch_size;
   eo.max_queue_delay_us = o.serving.max_queue_delay_us;
+  eo.max_windows_per_text = o.serving.max_windows_per_text;
+  eo.max_rows_per_request = o.serving.max_rows_per_predict;
   eo.max_seq_len = o.model.max_seq_len;
   eo.min_training_share = o.serving.training_share;
   eo.observer = p.metrics->serving_observer();
@@ -301,6 +311,7 @@ absl::Status Server::CreateBackend() {
   bo.max_client_streams_per_tenant = o.tenancy.max_client_streams_per_tenant;
   bo.max_import_bytes_in_flight = o.tenancy.max_import_bytes_in_flight;
   ASSIGN_OR_RETURN(p.backend, api::Backend::Create(std::move(bo)));
+  for (const auto& [budget, ledger] : p.backend->ledgers()) p.metrics->WatchLedger(budget, ledger);
   return absl::OkStatus();
 }
 

@@ -30,6 +30,8 @@ absl::Status ServerOptions::Validate() const {
   if (model.max_seq_len < 8 || model.max_seq_len > 4096) return bad("--max_seq_len must be in [8, 4096]");
   if (serving.max_batch_size < 1 || serving.max_batch_size > 4096) return bad("--max_batch_size must be in [1, 4096]");
   if (serving.max_queue_delay_us < 0) return bad("--max_queue_delay_us must be >= 0");
+  if (serving.max_windows_per_text < 1) return bad("--max_windows_per_text must be at least 1");
+  if (serving.max_rows_per_predict < 1) return bad("--max_rows_per_predict must be at least 1");
   if (serving.training_share < 0 || serving.training_share > 1) return bad("--training_share must be in [0, 1]");
   if (training.micro_batch < 1) return bad("--training_micro_batch must be >= 1");
   for (const std::string& p : serving.pinned_tasks) {
@@ -69,6 +71,10 @@ absl::Status ServerOptions::Validate() const {
         "does not own every task, and the router sends each call to the replica that does");
   }
   if (http.gateway.max_connections < 1) return bad("--http_max_connections must be at least 1");
+  if (http.gateway.max_connections_per_ip < 0) return bad("--http_max_connections_per_ip must be >= 0");
+  if (http.gateway.max_buffered_bytes < 1) return bad("--http_max_buffered_bytes must be at least 1");
+  if (http.body_timeout_seconds < 1) return bad("--http_body_timeout_seconds must be at least 1");
+  if (http.idle_timeout_seconds < 1) return bad("--http_idle_timeout_seconds must be at least 1");
   if (grpc.tls_cert_file.empty() != grpc.tls_key_file.empty()) {
     return bad("--tls_cert_file and --tls_key_file go together: give both or neither");
   }
@@ -135,7 +141,17 @@ void AddHttpFlags(CLI::App& app, ServerOptions::Http& h) {
     app.add_option("--http_grpc_target", h.grpc_target,
                    "gRPC address the HTTP gateway calls; empty = this process. With --peers: the router's address");
     app.add_option("--http_max_connections", h.gateway.max_connections,
-                   "HTTP connections served at once (a thread each)");
+                   "HTTP connections served at once (a thread each); at the limit a new one evicts the connection "
+                   "idle longest that is not being answered");
+    app.add_option("--http_max_connections_per_ip", h.gateway.max_connections_per_ip,
+                   "HTTP connections from one IP address; 0 = no limit (keep 0 behind a proxy)");
+    app.add_option("--http_max_buffered_bytes", h.gateway.max_buffered_bytes,
+                   "Bytes of request bodies (JSON, SQuAD documents) all HTTP connections hold in memory together; "
+                   "past it requests get 503");
+    app.add_option("--http_body_timeout_seconds", h.body_timeout_seconds,
+                   "Seconds a request's body may take to arrive after its headers; later, the connection is closed");
+    app.add_option("--http_idle_timeout_seconds", h.idle_timeout_seconds,
+                   "Seconds an HTTP connection may stay silent before it is closed");
     app.add_option("--http_console_dir", h.gateway.console_dir,
                    "Serve the console's files from this directory instead of the built-in copy (development)");
   });
@@ -195,6 +211,11 @@ void AddServingAndTrainingFlags(CLI::App& app, ServerOptions::Serving& s, Server
         ->delimiter(',');
     app.add_option("--max_batch_size", s.max_batch_size, "Most rows in one forward pass (across tasks)");
     app.add_option("--max_queue_delay_us", s.max_queue_delay_us, "Longest a row waits for its batch to fill");
+    app.add_option("--max_windows_per_text", s.max_windows_per_text,
+                   "Most windows (rows) one Predict text of a token tagging or extractive QA task may need; a "
+                   "longer text is refused (INVALID_ARGUMENT)");
+    app.add_option("--max_rows_per_predict", s.max_rows_per_predict,
+                   "Most rows one Predict may plan, all its texts and windows together (INVALID_ARGUMENT past it)");
     app.add_option("--training_share", s.training_share,
                    "Minimum fraction of device time training gets while jobs are pending (0..1)");
   });

@@ -34,6 +34,9 @@ struct ServerOptions {
     // channel). On a task-sharded replica (--peers), the router's address,
     // so that an HTTP call reaches its task's replica.
     std::string grpc_target;
+    // The gateway's durations, in whole seconds (flags); StartHttp sets them.
+    int body_timeout_seconds = 60;
+    int idle_timeout_seconds = 120;
   } http;
 
   struct Storage {
@@ -60,6 +63,8 @@ struct ServerOptions {
     int64_t host_cache_bytes = 4ll << 30;    // host-tier adapter budget
     int max_batch_size = 32;                 // rows per forward pass
     int64_t max_queue_delay_us = 2000;       // longest wait to fill a batch
+    int max_windows_per_text = 64;           // token tagging and QA windows of one Predict text
+    int max_rows_per_predict = 2048;         // rows one Predict plans, all texts together
     double training_share = 0.2;             // minimum device share of training while jobs wait
     // Tasks whose device-tier adapters are never evicted, as
     // "tenant/task_id" ("default/<task>" on a single-tenant server). Pinned

@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/api_util.h"
+#include "common/connection_table.h"
 #include "common/dataset_file.h"
 #include "common/listen_address.h"
 #include "common/logging.h"
@@ -40,7 +41,12 @@
 namespace adapterd::http {
 
 struct HttpGateway::State {
+  explicit State(const HttpGatewayOptions& o)
+      : options(o),
+        bodies("bytes of HTTP request bodies held in memory", o.max_buffered_bytes),
+        connections(static_cast<size_t>(std::max(1, o.max_connections))) {}
   HttpGatewayOptions options;
+  UsageLedger bodies;  // every connection's buffered body (server-wide: tenant "")
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Adapterd::Stub> stub;
   Hooks hooks;
@@ -49,6 +55,12 @@ struct HttpGateway::State {
   std::atomic<bool> stopping{false};
   std::atomic<int> open_streams{0};  // event streams not yet freed
   MHD_Daemon* daemon = nullptr;
+
+  // Open connections, for eviction at max_connections (Admit). A connection
+  // is `answering` from its request's last call (the body is whole) until
+  // the request completes: its call runs, or its response (an event
+  // stream, a download) is being sent.
+  ConnectionTable connections;
 };
 
 namespace {
@@ -59,6 +71,8 @@ constexpr char kJsonType[] = "application/json";
 constexpr unsigned int kHttpContentTooLarge = 413;
 // How much of a refused request's body is read (and dropped) to answer it.
 constexpr int64_t kMaxDiscardedBytes = 64 << 20;
+// Bytes of events an event stream queues for a client that reads slowly.
+constexpr size_t kMaxQueuedEventBytes = 1 << 20;
 // The console's pages load only what the gateway serves, and call only it.
 constexpr char kContentSecurityPolicy[] =
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; "
@@ -192,7 +206,14 @@ absl::Status PrepareContext(MHD_Connection* c, const std::string& task, grpc::Cl
   // A deadline, as grpc-gateway takes it (none by default, as in gRPC).
   if (const auto timeout = Header(c, "Grpc-Timeout"); timeout.has_value()) {
     ASSIGN_OR_RETURN(const absl::Duration d, ParseGrpcTimeout(*timeout));
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + d));
+    const absl::Time deadline = absl::Now() + d;
+    // Past already (a timeout of nanoseconds): refused here, as gRPC would,
+    // rather than left to race the call.
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the Grpc-Timeout (", *timeout, ") passed before the call was made"));
+    }
+    ctx.set_deadline(absl::ToChronoTime(deadline));
   }
   return absl::OkStatus();
 }
@@ -206,6 +227,17 @@ absl::Status TooLarge(std::string message) {
   return s;
 }
 bool IsTooLarge(const absl::Status& s) { return s.GetPayload(kTooLargePayload).has_value(); }
+
+// The server-wide body budget is spent: RESOURCE_EXHAUSTED, answered 503
+// (the server is busy, not the request too large; retry later).
+constexpr char kBusyPayload[] = "adapterd.http/busy";
+constexpr unsigned int kHttpServiceUnavailable = 503;
+bool IsBusy(const absl::Status& s) { return s.GetPayload(kBusyPayload).has_value(); }
+unsigned int HttpCodeFor(const absl::Status& s) {
+  if (IsTooLarge(s)) return kHttpContentTooLarge;
+  if (IsBusy(s)) return kHttpServiceUnavailable;
+  return 0;
+}
 
 // Whether the request has a body to read (a Content-Length above 0, or a
 // chunked one).
@@ -231,8 +263,10 @@ std::string FormatEnd(const absl::Status& status) {
 
 // One watch: a thread reads the gRPC stream into a queue; libmicrohttpd's
 // connection thread drains it through Read(), sending keep-alives while the
-// queue is empty. Freed by libmicrohttpd when the response ends or the
-// client goes away: the gRPC call is cancelled and the reader joined.
+// queue is empty. The queue holds at most kMaxQueuedEventBytes: past it the
+// reader stops reading, so a client that stops reading holds back the gRPC
+// stream (its flow control) instead of growing the server's memory. Freed by libmicrohttpd when the response ends or
+// the client goes away: the gRPC call is cancelled and the reader joined.
 class EventStream {
  public:
   EventStream(State* state, std::unique_ptr<grpc::ClientContext> ctx,
@@ -240,10 +274,18 @@ class EventStream {
               const v1::WatchTrainingJobResponse& first)
       : state_(state), ctx_(std::move(ctx)), reader_(std::move(reader)) {
     state_->open_streams.fetch_add(1);
-    queue_.push_back(FormatEvent(first));
+    {
+      absl::MutexLock l(&mu_);
+      queue_.push_back(FormatEvent(first));
+      queued_bytes_ = queue_.back().size();
+    }
     producer_ = std::thread([this] { Produce(); });
   }
   ~EventStream() {
+    {
+      absl::MutexLock l(&mu_);
+      cancelled_ = true;  // frees a producer waiting for room
+    }
     ctx_->TryCancel();
     producer_.join();
     state_->open_streams.fetch_sub(1);
@@ -260,6 +302,11 @@ class EventStream {
     while (reader_->Read(&m)) {
       std::string event = FormatEvent(m);
       absl::MutexLock l(&mu_);
+      auto room = [this]()
+                      ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queued_bytes_ < kMaxQueuedEventBytes || cancelled_; };
+      mu_.Await(absl::Condition(&room));
+      if (cancelled_) break;
+      queued_bytes_ += event.size();
       queue_.push_back(std::move(event));
     }
     const absl::Status status = FromGrpcStatus(reader_->Finish());
@@ -299,6 +346,7 @@ class EventStream {
       if (!queue_.empty()) {
         out_ = std::move(queue_.front());
         queue_.pop_front();
+        queued_bytes_ -= out_.size();
         return;
       }
       if (done_) {
@@ -319,6 +367,8 @@ class EventStream {
   std::thread producer_;
   absl::Mutex mu_;  // protects queue_, done_, final_
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_ ABSL_GUARDED_BY(mu_);
   // The connection thread's own: the chunk being sent.
@@ -399,7 +449,8 @@ struct Call {
   // counts the request (its metrics), whatever the answer.
   bool grpc_called = false;
   absl::Time start = absl::Now();
-  std::string body;  // a JSON body, or a SQuAD document
+  std::string body;             // a JSON body, or a SQuAD document
+  UsageLedger::Hold body_hold;  // body's reservation in State::bodies
   // Client streams (UploadDataset, ImportAdapter), open from the first call
   // until the body ends: then committed, or cancelled (nothing stored).
   std::unique_ptr<grpc::ClientContext> ctx;
@@ -444,10 +495,24 @@ void NoteRefusal(State* state, const Call& call, absl::StatusCode code) {
 }
 
 // An API request's error answer.
-MHD_Result Fail(State* state, MHD_Connection* c, const Call& call, const absl::Status& status,
-                unsigned int http_code = 0) {
+MHD_Result Fail(State* state, MHD_Connection* c, const Call& call, const absl::Status& status) {
   NoteRefusal(state, call, status.code());
-  return ReplyStatus(c, status, http_code);
+  return ReplyStatus(c, status, HttpCodeFor(status));
+}
+
+// Grows the call's reservation of buffered body bytes to `bytes`: the busy
+// RESOURCE_EXHAUSTED when the server-wide budget would pass.
+absl::Status ReserveBody(State* state, Call& call, int64_t bytes) {
+  if (bytes <= call.body_hold.amount()) return absl::OkStatus();
+  if (call.body_hold.amount() == 0) {
+    ASSIGN_OR_RETURN(call.body_hold, state->bodies.Open("", nullptr));
+  }
+  absl::Status s = call.body_hold.Grow(bytes - call.body_hold.amount(), UsageLedger::kUnlimited);
+  if (s.ok()) return s;
+  absl::Status busy = absl::ResourceExhaustedError(
+      absl::StrCat("the REST gateway holds too many request bodies now (--http_max_buffered_bytes): ", s.message()));
+  busy.SetPayload(kBusyPayload, absl::Cord("1"));
+  return busy;
 }
 
 const char* ContentTypeOf(std::string_view name) {
@@ -605,6 +670,7 @@ absl::Status Receive(State* state, Call& call, std::string_view data) {
       if (call.body.size() + data.size() > static_cast<size_t>(state->options.max_body_bytes)) {
         return TooLarge(absl::StrCat("the body is larger than ", state->options.max_body_bytes, " bytes"));
       }
+      RETURN_IF_ERROR(ReserveBody(state, call, static_cast<int64_t>(call.body.size() + data.size())));
       call.body.append(data);
       return absl::OkStatus();
     case BodyKind::kDataset: {
@@ -613,6 +679,7 @@ absl::Status Receive(State* state, Call& call, std::string_view data) {
           return TooLarge(absl::StrCat("the SQuAD document is larger than ", state->options.max_body_bytes,
                                        " bytes; send JSON Lines (streamed) instead"));
         }
+        RETURN_IF_ERROR(ReserveBody(state, call, static_cast<int64_t>(call.body.size() + data.size())));
         call.body.append(data);
         return absl::OkStatus();
       }
@@ -829,6 +896,13 @@ MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::st
   }
   call.route = match.route;
   call.variables = std::move(match.variables);
+  if (state->hooks.authenticate) {
+    const auto auth = Header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (absl::Status s = state->hooks.authenticate(auth.has_value() ? &*auth : nullptr); !s.ok()) {
+      call.early = [state, s](MHD_Connection* c, const Call& call) { return Fail(state, c, call, s); };
+      return MHD_YES;
+    }
+  }
   if (call.route->body == BodyKind::kJson) {
     int64_t length = 0;
     const auto header = Header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -836,8 +910,14 @@ MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::st
       call.answered = true;
       return Fail(state, c, call,
                   TooLarge(absl::StrCat("the body is ", length, " bytes; at most ", state->options.max_body_bytes,
-                                        " are accepted")),
-                  kHttpContentTooLarge);
+                                        " are accepted")));
+    }
+    // Reserved before the body is read: a refusal leaves it unread.
+    if (header.has_value() && length > 0) {
+      if (absl::Status s = ReserveBody(state, call, length); !s.ok()) {
+        call.early = [state, s](MHD_Connection* c, const Call& call) { return Fail(state, c, call, s); };
+        return MHD_YES;
+      }
     }
   }
   if (call.route->body == BodyKind::kDataset || call.route->body == BodyKind::kBytes) {
@@ -864,11 +944,21 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
       r = call->early(c, *call);
       call->early = nullptr;
     }
+    state->connections.Touch(c, /*answering=*/call->answered);
     *con_cls = call.release();
     return r;
   }
   Call& call = *static_cast<Call*>(*con_cls);
   if (*upload_data_size > 0) {
+    // A body trickling in past the deadline: closed unanswered
+    // (libmicrohttpd answers only once the body is whole).
+    if (absl::Now() - call.start > state->options.body_timeout) {
+      LOG(WARNING) << "HTTP: closing a connection whose request body took longer than "
+                   << absl::FormatDuration(state->options.body_timeout);
+      call.Cancel();
+      return MHD_NO;
+    }
+    state->connections.Touch(c, /*answering=*/false);
     if (!call.answered && !call.early && !call.refusal.has_value()) {
       const absl::Status s = Receive(state, call, std::string_view(upload_data, *upload_data_size));
       if (!s.ok()) {
@@ -884,22 +974,65 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
   }
   if (call.answered) return MHD_YES;
   call.answered = true;
+  state->connections.Touch(c, /*answering=*/true);
   if (call.early) return call.early(c, call);
   if (call.refusal.has_value()) {
     const absl::Status& s = *call.refusal;
-    return Fail(state, c, call, s, IsTooLarge(s) ? kHttpContentTooLarge : 0);
+    return Fail(state, c, call, s);
   }
   return Dispatch(state, c, call);
 }
 
 // The request is over: a client stream still open (the client went away
 // mid-body) is cancelled, so nothing is stored.
-void Completed(void*, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
+void Completed(void* cls, MHD_Connection* c, void** con_cls, MHD_RequestTerminationCode) {
+  static_cast<State*>(cls)->connections.Touch(c, /*answering=*/false);
   auto* call = static_cast<Call*>(*con_cls);
   if (call == nullptr) return;
   call->Cancel();
   delete call;
   *con_cls = nullptr;
+}
+
+// libmicrohttpd's decoding of the path and query (%XX), but for %00, which
+// stays as written: a NUL would end the path at it (`/v1/tasks/t%00evil`
+// acted on task `t`); kept, it fails the id check (INVALID_ARGUMENT).
+size_t Unescape(void*, MHD_Connection*, char* s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  char* out = s;
+  for (const char* in = s; *in != '\0';) {
+    if (in[0] == '%' && in[1] != '\0' && in[2] != '\0' && hex(in[1]) >= 0 && hex(in[2]) >= 0) {
+      const char decoded = static_cast<char>(hex(in[1]) * 16 + hex(in[2]));
+      if (decoded != '\0') {
+        *out++ = decoded;
+        in += 3;
+        continue;
+      }
+    }
+    *out++ = *in++;
+  }
+  *out = '\0';
+  return static_cast<size_t>(out - s);
+}
+
+// Keeps State::connections.
+void Notify(void* cls, MHD_Connection* c, void**, MHD_ConnectionNotificationCode code) {
+  ConnectionTable& table = static_cast<State*>(cls)->connections;
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) return table.Closed(c);
+  const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  table.Opened(c, info != nullptr ? info->connect_fd : -1);
+}
+
+// A connection was accepted: at max_connections, the one idle longest
+// among those not being answered makes room (ConnectionTable::Admit: its
+// thread sees the end of its input and closes it).
+MHD_Result Admit(void* cls, const sockaddr*, socklen_t) {
+  return static_cast<State*>(cls)->connections.Admit() ? MHD_YES : MHD_NO;
 }
 
 void Log(void*, const char* format, va_list args) {
@@ -916,9 +1049,8 @@ absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewa
                                                                 std::shared_ptr<grpc::Channel> channel, Hooks hooks) {
   ASSIGN_OR_RETURN(sockaddr_in addr, ParseIpv4ListenAddress(options.listen_address, "HTTP"));
   std::unique_ptr<HttpGateway> gateway(new HttpGateway());
-  gateway->state_ = std::make_unique<State>();
+  gateway->state_ = std::make_unique<State>(options);
   State* state = gateway->state_.get();
-  state->options = options;
   state->channel = std::move(channel);
   state->stub = v1::Adapterd::NewStub(state->channel);
   state->hooks = std::move(hooks);
@@ -934,11 +1066,17 @@ absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewa
   }
   std::vector<MHD_OptionItem> items = {
       {MHD_OPTION_SOCK_ADDR, 0, &addr},
-      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Completed), nullptr},
-      {MHD_OPTION_CONNECTION_LIMIT, options.max_connections, nullptr},
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Completed), state},
+      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&Notify), state},
+      {MHD_OPTION_UNESCAPE_CALLBACK, reinterpret_cast<intptr_t>(&Unescape), nullptr},
+      // Admit() keeps max_connections; libmicrohttpd's own limit sits a
+      // little above, so that it accepts the connection that evicts one.
+      {MHD_OPTION_CONNECTION_LIMIT, options.max_connections + 16, nullptr},
+      {MHD_OPTION_PER_IP_CONNECTION_LIMIT, std::max(0, options.max_connections_per_ip), nullptr},
       // Idle connections (keep-alive, a stalled upload) close after this;
       // event streams send keep-alives more often.
-      {MHD_OPTION_CONNECTION_TIMEOUT, 120, nullptr},
+      {MHD_OPTION_CONNECTION_TIMEOUT,
+       static_cast<intptr_t>(std::max<int64_t>(1, absl::ToInt64Seconds(options.idle_timeout))), nullptr},
   };
   if (flags & MHD_USE_TLS) {
     items.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, state->tls.private_key.data()});
@@ -949,8 +1087,8 @@ absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewa
   }
   items.push_back({MHD_OPTION_END, 0, nullptr});
   // The logger first: libmicrohttpd logs the options that follow through it.
-  state->daemon = MHD_start_daemon(flags, 0, nullptr, nullptr, &Handle, state, MHD_OPTION_EXTERNAL_LOGGER, &Log,
-                                   nullptr, MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
+  state->daemon = MHD_start_daemon(flags, 0, &Admit, state, &Handle, state, MHD_OPTION_EXTERNAL_LOGGER, &Log, nullptr,
+                                   MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
   if (state->daemon == nullptr) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve HTTP on ", options.listen_address, " (address in use, or not a valid host:port?)"));
@@ -976,5 +1114,7 @@ void HttpGateway::Stop() {
 }
 
 HttpGateway::~HttpGateway() { Stop(); }
+
+const UsageLedger& HttpGateway::buffered_bodies() const { return state_->bodies; }
 
 }  // namespace adapterd::http

@@ -38,6 +38,18 @@
 // in the binary; console_dir overrides for development), GET /healthz
 // answers 200 while the server is SERVING and 503 otherwise.
 //
+// Admission (docs/API.md, "Limits"; docs/SECURITY.md): before a body is
+// read, the caller is authenticated from its headers (Hooks::authenticate:
+// 401 without reading the body), a JSON body's or SQuAD document's size is
+// reserved against max_buffered_bytes, the bytes every connection together
+// may hold in memory (503 RESOURCE_EXHAUSTED past it; chunked bodies
+// reserve as they arrive), and a request whose body is still arriving
+// body_timeout after its headers is closed. At max_connections open, a new
+// connection evicts the one idle longest among those not being answered
+// (keep-alive, headers or a body still arriving), as /metrics does, so
+// idle and trickling connections cannot lock clients out; a connection
+// whose call runs or whose event stream is open is never evicted.
+//
 // Threads: libmicrohttpd with a thread per connection (calls block),
 // at most max_connections. TLS: the gRPC port's certificate and key; with a
 // client CA every request must present a certificate it signed (else 401).
@@ -55,6 +67,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/tls.h"
+#include "common/usage_ledger.h"
 
 namespace grpc {
 class Channel;
@@ -70,6 +83,15 @@ struct HttpGatewayOptions {
   // set = clients must present a certificate one of them signed.
   TlsPem tls;
   int max_connections = 256;
+  // Connections from one IP address (0: no limit; keep 0 behind a proxy,
+  // where every client has the proxy's address).
+  int max_connections_per_ip = 0;
+  // Bytes of request bodies all connections together hold in memory.
+  int64_t max_buffered_bytes = 256 << 20;
+  // A request's body must have arrived this long after its headers.
+  absl::Duration body_timeout = absl::Seconds(60);
+  // A connection with nothing received for this long is closed.
+  absl::Duration idle_timeout = absl::Seconds(120);
   // The largest JSON body, and the largest SQuAD document (parsed whole).
   int64_t max_body_bytes = 16 << 20;
   // The largest record of a streamed CSV or JSON Lines dataset.
@@ -87,6 +109,10 @@ class HttpGateway {
  public:
   struct Hooks {
     std::function<bool()> serving;  // GET /healthz; null = always serving
+    // The request's Authorization header (null when absent) checked before
+    // its body is read: UNAUTHENTICATED refuses it. Null = every request
+    // goes on (gRPC still authenticates each call). Any thread.
+    std::function<absl::Status(const std::string* authorization)> authenticate;
     // An API request answered with `code` without a gRPC call: `rpc` is its
     // route's method name ("Predict"), or "none" when no route matched;
     // both static strings. The console and /healthz are not API requests.
@@ -103,6 +129,9 @@ class HttpGateway {
   HttpGateway& operator=(const HttpGateway&) = delete;
 
   int port() const { return port_; }
+  // The request bodies held in memory, against max_buffered_bytes (the
+  // server exports it as adapterd_admission_* metrics).
+  const UsageLedger& buffered_bodies() const;
 
   // Stops accepting connections, ends open event streams (their `end`
   // event says UNAVAILABLE), and returns when every connection is closed.

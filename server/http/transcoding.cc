@@ -4,6 +4,7 @@
 #include <google/protobuf/message.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "common/utf8.h"
 
 namespace adapterd::http {
@@ -203,8 +205,76 @@ absl::Status SetFieldFromText(Message& message, std::string_view field, std::str
   return absl::OkStatus();
 }
 
+namespace {
+
+// Arrays and objects nested deeper than this are refused before parsing (a
+// 100,000-deep array parsed as empty texts, recursing as deep).
+constexpr int kMaxJsonDepth = 32;
+
+// The deepest nesting of `json`'s arrays and objects, counted outside
+// strings; stops counting past kMaxJsonDepth.
+int JsonDepth(std::string_view json) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : json) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > kMaxJsonDepth) return deepest;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// What protobuf's JSON parser lets through and the API does not: a scalar
+// where a repeated field needs an array ({"texts": "x"} read as ["x"]).
+absl::Status CheckJsonShape(const nlohmann::json& value, const google::protobuf::Descriptor& type,
+                            const std::string& path) {
+  if (!value.is_object()) return absl::OkStatus();  // protobuf's parser reports the rest
+  for (const auto& [key, item] : value.items()) {
+    const FieldDescriptor* field = type.FindFieldByName(key);
+    for (int i = 0; field == nullptr && i < type.field_count(); ++i) {
+      if (type.field(i)->json_name() == key) field = type.field(i);
+    }
+    if (field == nullptr || item.is_null()) continue;
+    const std::string where = path.empty() ? key : absl::StrCat(path, ".", key);
+    if (field->is_repeated() && !field->is_map()) {
+      if (!item.is_array()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("invalid JSON body: '", ToValidUtf8(where), "' must be an array"));
+      }
+      if (field->message_type() != nullptr) {
+        for (const nlohmann::json& element : item)
+          RETURN_IF_ERROR(CheckJsonShape(element, *field->message_type(), where));
+      }
+    } else if (field->message_type() != nullptr && !field->is_map()) {
+      RETURN_IF_ERROR(CheckJsonShape(item, *field->message_type(), where));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ParseJsonBody(std::string_view json, Message& message) {
   if (!IsValidUtf8(json)) return absl::InvalidArgumentError("the JSON body is not valid UTF-8");
+  if (JsonDepth(json) > kMaxJsonDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid JSON body: arrays and objects nested deeper than ", kMaxJsonDepth));
+  }
+  const nlohmann::json parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_discarded()) RETURN_IF_ERROR(CheckJsonShape(parsed, *message.GetDescriptor(), ""));
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   const auto status = google::protobuf::util::JsonStringToMessage(

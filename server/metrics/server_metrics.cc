@@ -60,6 +60,12 @@ ServerMetrics::ServerMetrics(Registry& r)
                                           "Bytes available to adapterd on the file system of --data_dir.")),
       data_dir_capacity_bytes(
           r.AddGauge("adapterd_data_dir_capacity_bytes", "Size in bytes of the file system of --data_dir.")),
+      admission_used(r.AddGauge("adapterd_admission_used",
+                                "What an admission budget holds now, all tenants together (docs/API.md, \"Limits\").")),
+      admission_limit(r.AddGauge("adapterd_admission_limit", "An admission budget's server-wide limit.")),
+      admission_refusals_total(
+          r.AddCounter("adapterd_admission_refusals_total",
+                       "Reservations an admission budget refused (a tenant's limit or the server's), by budget.")),
       backups_total(r.AddCounter("adapterd_backups_total", "Database backups taken, by result (ok, error).")),
       backup_last_success_timestamp_seconds(
           r.AddGauge("adapterd_backup_last_success_timestamp_seconds",

@@ -52,7 +52,11 @@ struct ServerMetrics {
   Family<Gauge>& serving;                        // 1 serving, 0 starting or draining
   Family<Gauge>& data_dir_available_bytes;       // file system of --data_dir
   Family<Gauge>& data_dir_capacity_bytes;
-  Family<Counter>& backups_total;  // {result: ok, error}
+  // Admission budgets (common/usage_ledger.h), at scrape time.
+  Family<Gauge>& admission_used;              // {budget}: held now, all tenants
+  Family<Gauge>& admission_limit;             // {budget}: the server-wide limit (absent when unlimited)
+  Family<Counter>& admission_refusals_total;  // {budget}: reservations refused (a tenant's limit or the server's)
+  Family<Counter>& backups_total;             // {result: ok, error}
   Family<Gauge>& backup_last_success_timestamp_seconds;
   Family<Gauge>& backup_last_duration_seconds;
   // The gRPC server's TLS certificate (0 without TLS).

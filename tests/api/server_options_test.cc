@@ -201,6 +201,27 @@ TEST(ServerOptions, HttpIsOffByDefaultAndAReplicaGatewayCallsThroughTheRouter) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--http_max_connections")));
 }
 
+TEST(ServerOptions, AdmissionFlagsReachTheirPartsAndAreAtLeastOne) {
+  int code = 0;
+  auto o = Parse({"--model_dir", "/m", "--http_max_buffered_bytes", "1", "--http_body_timeout_seconds", "1",
+                  "--http_idle_timeout_seconds", "1", "--http_max_connections_per_ip", "0", "--max_windows_per_text",
+                  "1", "--max_rows_per_predict", "1"},
+                 &code);
+  ASSERT_OK(o.status());
+  EXPECT_EQ(o->http.gateway.max_buffered_bytes, 1);
+  EXPECT_EQ(o->http.body_timeout_seconds, 1);
+  EXPECT_EQ(o->serving.max_windows_per_text, 1);
+  EXPECT_EQ(o->serving.max_rows_per_predict, 1);
+  for (const char* flag : {"--http_max_buffered_bytes", "--http_body_timeout_seconds", "--http_idle_timeout_seconds",
+                           "--max_windows_per_text", "--max_rows_per_predict"}) {
+    EXPECT_THAT(Parse({"--model_dir", "/m", flag, "0"}, &code).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(flag)))
+        << flag;
+  }
+  EXPECT_THAT(Parse({"--model_dir", "/m", "--http_max_connections_per_ip", "-1"}, &code).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--http_max_connections_per_ip")));
+}
+
 TEST(ServerOptions, ModelDirIsStillRequired) {
   int code = 0;
   EXPECT_FALSE(Parse({}, &code).ok());

@@ -322,6 +322,14 @@ def test_training_job_create_get_list_watch(client):
                         headers={"Last-Event-ID": str(seqs[2])})
     resumed = [int(e["seq"]) for event, _, data in again if event == "update" for e in json.loads(data)["events"]]
     assert resumed == seqs[3:]
+    # After the largest seq (2^63 - 1: after_seq + 1 overflowed, and the watch re-sent the whole
+    # history in a hot loop, forever): the snapshot, no events, and the end.
+    for resume in ({"Last-Event-ID": str(2**63 - 1)}, None):
+        path = f"/v1/trainingJobs/{job['jobId']}:watch" + ("" if resume else f"?afterSeq={2**63 - 1}")
+        last = read_events(client.port, path, headers=resume, timeout=30)
+        assert [event for event, _, _ in last] == ["update", "end"], last[:3]
+        assert not json.loads(last[0][2]).get("events"), last[0]
+        assert json.loads(last[-1][2])["code"] == 0
     assert client.json("GET", f"/v1/trainingJobs/{job['jobId']}")["state"] == "JOB_STATE_SUCCEEDED"
     listed = client.json("GET", "/v1/trainingJobs?taskId=topics&state=JOB_STATE_SUCCEEDED")
     assert [j["jobId"] for j in listed["jobs"]] == [job["jobId"]]
@@ -465,9 +473,22 @@ def test_bad_requests_are_google_rpc_statuses(client, trained):
     assert "unknown parameter 'pageSise'" in m
     client.error("GET", "/v1/tasks?pageSize=two")
     client.error("GET", "/v1/tasks/bad%20id")  # the id's alphabet: the service's check
+    # A percent-encoded NUL does not end the path (it acted on the task before it).
+    m = client.error("POST", f"/v1/tasks/{task}%00evil:predict", request)
+    assert "task_id" in m
+    client.error("GET", f"/v1/tasks/{task}%00evil")
+    # A scalar where the API takes an array, and nesting past 32 levels.
+    m = client.error("POST", f"/v1/tasks/{task}:predict", {"texts": "a"})
+    assert "'texts' must be an array" in m
+    m = client.error("POST", f"/v1/tasks/{task}:predict", '{"texts": ' + "[" * 100000 + "]" * 100000 + "}",
+                     {"Content-Type": "application/json"})
+    assert "nested deeper than 32" in m
     client.error("GET", "/v1/tasks", headers={"Grpc-Timeout": "soon"})
-    # A deadline too short for the call: DEADLINE_EXCEEDED, 504.
-    client.error("POST", f"/v1/tasks/{task}:predict", request, {"Grpc-Timeout": "1n"}, status=504, code=4)
+    # A deadline no call can meet: DEADLINE_EXCEEDED, 504, every time (the gateway refuses a deadline
+    # already past instead of racing the call with it, which answered 200 now and then).
+    for _ in range(20):
+        m = client.error("POST", f"/v1/tasks/{task}:predict", request, {"Grpc-Timeout": "1n"}, status=504, code=4)
+        assert "passed before the call was made" in m
     assert client.json("GET", "/v1/tasks", headers={"Grpc-Timeout": "30S"})["tasks"]
     client.error("POST", "/v1/tasks/nosuch:predict", {"texts": ["a"]}, status=404, code=5)
     client.error("GET", "/v1/trainingJobs/job-0000000000000000000:watch", status=404, code=5)
@@ -625,6 +646,129 @@ def test_requests_the_gateway_refuses_itself_are_counted_once(server, client, tr
         "bad JSON": 1, "too large": 1, "bad parameter": 1, "no route": 1, "wrong method": 1,
         "not found by the service": 1, "every http call": 6, "timed": 2,
     }
+
+
+def raw_request(port, head, body=b""):
+    """A socket that sent `head` (the request line and headers, CRLF-terminated) and `body`."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    s.sendall(f"{head}\r\n".encode() + body)
+    return s
+
+
+def read_answer(s):
+    """(status line and headers, body) of one answer on `s`; (b"", b"") when it is closed unanswered."""
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data:
+            piece = s.recv(65536)
+            if not piece:
+                return data, b""
+            data += piece
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = re.search(rb"(?i)content-length: *(\d+)", head)
+        while length and len(body) < int(length.group(1)):
+            piece = s.recv(65536)
+            if not piece:
+                break
+            body += piece
+        return head, body
+    except ConnectionResetError:
+        return data, b""
+
+
+def closed_by_server(s, timeout=10):
+    """Whether the server closed `s` (the end of its input) within `timeout` seconds."""
+    s.settimeout(timeout)
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_admission_bounds_what_connections_hold(work, model):
+    """The REST gateway's admission (docs/API.md, "Limits"), each bound at N and N+1 where it has one:
+    authentication before the body, the server-wide body budget, the body deadline, and eviction of
+    idle connections at --http_max_connections."""
+    tenants, key = write_tenants(work, {})
+    s = Server(work, model, ["--tenants_file", tenants, "--http_max_buffered_bytes", "1000",
+                             "--http_body_timeout_seconds", "2", "--http_max_connections", "4"], name="admission")
+    auth = f"Authorization: Bearer {key}\r\n"
+
+    def predict_head(length, authorization=auth):
+        return (f"POST /v1/tasks/t:predict HTTP/1.1\r\nHost: x\r\n{authorization}"
+                f"Content-Type: application/json\r\nContent-Length: {length}\r\n")
+
+    def body_of(size):  # a JSON body of exactly `size` bytes
+        body = json.dumps({"texts": ["a"]}).encode()
+        return body[:-1] + b" " * (size - len(body)) + b"}"
+
+    def used():
+        return metric(s, "adapterd_admission_used", 'budget="http_request_bodies"')
+
+    try:
+        # Without a key, a 16 MiB body announced and never sent: 401 from the headers, the body unread
+        # (it used to wait for and buffer the 16 MiB first).
+        c = raw_request(s.http_port, predict_head(16 << 20, authorization=""))
+        head, body = read_answer(c)
+        c.close()
+        assert head.startswith(b"HTTP/1.1 401 "), head
+        assert json.loads(body)["code"] == 16
+        # The body budget (1,000 bytes here) at N and N+1: a body of exactly the budget reaches the
+        # service (NOT_FOUND: task t does not exist); one byte more is 503 at the headers.
+        refusals = metric(s, "adapterd_admission_refusals_total", 'budget="http_request_bodies"')
+        c = raw_request(s.http_port, predict_head(1000), body_of(1000))
+        head, body = read_answer(c)
+        c.close()
+        assert head.startswith(b"HTTP/1.1 404 "), (head, body)
+        c = raw_request(s.http_port, predict_head(1001))
+        head, body = read_answer(c)
+        c.close()
+        assert head.startswith(b"HTTP/1.1 503 "), head
+        assert json.loads(body)["code"] == 8 and "--http_max_buffered_bytes" in json.loads(body)["message"]
+        # A stalled body holds its reservation; the budget is shared by every connection.
+        holder = raw_request(s.http_port, predict_head(600))
+        wait_for(lambda: used() == 600, 10, "the stalled body's reservation")
+        c = raw_request(s.http_port, predict_head(600), body_of(600))
+        head, _ = read_answer(c)
+        c.close()
+        assert head.startswith(b"HTTP/1.1 503 "), head
+        holder.close()
+        wait_for(lambda: used() == 0, 10, "the reservation to be given back")
+        c = raw_request(s.http_port, predict_head(600), body_of(600))
+        head, _ = read_answer(c)
+        c.close()
+        assert head.startswith(b"HTTP/1.1 404 "), head
+        assert metric(s, "adapterd_admission_refusals_total", 'budget="http_request_bodies"') == refusals + 2
+        assert metric(s, "adapterd_admission_limit", 'budget="http_request_bodies"') == 1000
+
+        # A body still arriving after --http_body_timeout_seconds (2) is cut off: a trickle cannot hold
+        # a connection for as long as it likes.
+        c = raw_request(s.http_port, predict_head(100), b'{"texts": ["')
+        time.sleep(2.5)
+        try:
+            c.sendall(b"x")
+        except OSError:
+            pass
+        assert closed_by_server(c), "a body that took longer than the deadline kept its connection"
+        c.close()
+
+        # At --http_max_connections (4), a new connection evicts the one idle longest (a client that
+        # opened 4 connections and sent nothing used to lock every other client out).
+        time.sleep(0.5)  # the connections above are gone on the server's side too
+        idle = []
+        for _ in range(4):
+            idle.append(socket.create_connection(("127.0.0.1", s.http_port), timeout=20))
+            time.sleep(0.05)
+        fresh = Http(s.http_port)
+        assert fresh.json("GET", "/healthz") == {"status": "SERVING"}
+        fresh.close()
+        assert closed_by_server(idle[0]), "the connection idle longest was not evicted"
+        for c in idle:
+            c.close()
+    finally:
+        s.stop()
 
 
 def write_tenants(work, quotas):

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "proto/adapterd/v1/adapterd_service.pb.h"
 
@@ -176,6 +177,35 @@ TEST(Json, BodiesFollowTheProtobufMappingAndRefuseUnknownFields) {
   EXPECT_THAT(ParseJsonBody(R"({"texts": [)", request), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ParseJsonBody("{\"texts\": [\"\xc3\x28\"]}", request),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not valid UTF-8")));
+}
+
+// What protobuf's own parser accepts and the API does not: a scalar for a
+// repeated field ({"texts": "x"} was read as ["x"]), here and in nested
+// messages, and nesting past 32 levels (a 100,000-deep array was read as
+// empty texts), counted outside strings, at N and N+1.
+TEST(Json, RepeatedFieldsTakeArraysAndNestingIsBounded) {
+  v1::PredictRequest request;
+  EXPECT_THAT(ParseJsonBody(R"({"texts": "x"})", request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'texts' must be an array")));
+  EXPECT_THAT(ParseJsonBody(R"({"text_pairs": 3, "texts": ["a"]})", request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'text_pairs' must be an array")));
+  v1::CreateTrainingJobRequest job;
+  EXPECT_THAT(ParseJsonBody(R"({"taskId": "t", "datasetIds": "d"})", job),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'datasetIds' must be an array")));
+  ASSERT_OK(ParseJsonBody(R"({"taskId": "t", "datasetIds": ["d"], "hyperparameters": {"epochs": 2}})", job));
+  auto nested = [](int depth) {
+    return absl::StrCat(R"({"texts": ["[[[ not nesting inside a string"], "x": )", std::string(depth - 1, '['),
+                        std::string(depth - 1, ']'), "}");
+  };
+  // 32 levels (the object and 31 arrays): refused by protobuf as an unknown
+  // field, not by the depth bound; 33: the bound.
+  EXPECT_THAT(ParseJsonBody(nested(32), request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("for adapterd")));
+  EXPECT_THAT(ParseJsonBody(nested(33), request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nested deeper than 32")));
+  EXPECT_THAT(
+      ParseJsonBody(absl::StrCat(R"({"texts": )", std::string(100000, '['), std::string(100000, ']'), "}"), request),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nested deeper than 32")));
 }
 
 TEST(Json, ResponsesPrintDefaultsInt64AsStringsAndEnumsByName) {

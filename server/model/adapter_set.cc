@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/model/tensor_io.h"
+#include "server/model/text_pieces.h"
 
 namespace adapterd::model {
 namespace {
@@ -138,12 +139,13 @@ absl::Status AdapterConfig::Validate() const {
       return absl::OkStatus();
     case TaskKind::kExtractiveQa:
       if (!labels.empty()) return absl::InvalidArgumentError("an extractive QA task has no labels");
-      if (qa.max_question_tokens < 1 || qa.doc_stride < 1 || qa.max_answer_tokens < 1 ||
+      if (qa.max_question_tokens < 1 || qa.doc_stride < MinDocStride(qa.max_seq_len) || qa.max_answer_tokens < 1 ||
           qa.max_seq_len < qa.max_question_tokens + 4) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "extractive QA windows need max_question_tokens, doc_stride and max_answer_tokens >= 1 and "
-            "max_seq_len >= max_question_tokens + 4, got ",
-            qa.max_seq_len, ", ", qa.doc_stride, ", ", qa.max_question_tokens, ", ", qa.max_answer_tokens));
+            "extractive QA windows need max_question_tokens and max_answer_tokens >= 1, doc_stride >= max_seq_len "
+            "/ 8 and max_seq_len >= max_question_tokens + 4; got max_seq_len ",
+            qa.max_seq_len, ", doc_stride ", qa.doc_stride, ", max_question_tokens ", qa.max_question_tokens,
+            ", max_answer_tokens ", qa.max_answer_tokens));
       }
       return absl::OkStatus();
   }

@@ -128,7 +128,7 @@ std::vector<TaggedEntity> DecodeEntities(std::span<const std::vector<float>> wor
 
 std::vector<SlidingWindow> SlidingWindows(std::span<const int32_t> question, std::span<const int32_t> context,
                                           int32_t max_seq_len, int32_t doc_stride, int32_t max_question_tokens,
-                                          int32_t cls_id, int32_t sep_id) {
+                                          int32_t cls_id, int32_t sep_id, size_t max_windows) {
   question = question.first(std::min(question.size(), static_cast<size_t>(std::max(max_question_tokens, 0))));
   const bool pair = !question.empty();
   const auto q = static_cast<int32_t>(question.size());
@@ -156,7 +156,7 @@ std::vector<SlidingWindow> SlidingWindows(std::span<const int32_t> question, std
     w.input_ids.push_back(sep_id);
     w.token_type_ids.resize(w.input_ids.size(), pair ? 1 : 0);
     windows.push_back(std::move(w));
-    if (start + length >= n) break;
+    if (start + length >= n || windows.size() > max_windows) break;
   }
   return windows;
 }

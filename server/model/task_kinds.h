@@ -9,6 +9,7 @@
 #define ADAPTERD_SERVER_MODEL_TASK_KINDS_H_
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -117,7 +118,8 @@ struct QaWindowing {
 // window of a context longer than one window is a full window (it starts up
 // to a stride earlier), so that every window of a long input has the same
 // length and batches of them carry no padding. An empty context gives one
-// window with no context tokens.
+// window with no context tokens. At most max_windows + 1 windows are made:
+// a caller that bounds the count sees the excess without building them all.
 struct SlidingWindow {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> token_type_ids;
@@ -129,7 +131,7 @@ struct SlidingWindow {
 };
 std::vector<SlidingWindow> SlidingWindows(std::span<const int32_t> question, std::span<const int32_t> context,
                                           int32_t max_seq_len, int32_t doc_stride, int32_t max_question_tokens,
-                                          int32_t cls_id, int32_t sep_id);
+                                          int32_t cls_id, int32_t sep_id, size_t max_windows = SIZE_MAX);
 // For each context token, the window where it has the most context on both
 // sides (run_squad's _check_is_max_context: the larger of min(left, right) +
 // 0.01 * the window's context length; ties to the earlier window), whose

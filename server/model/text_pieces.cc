@@ -45,15 +45,17 @@ TextPieces PiecesOfWords(const BertTokenizer& tokenizer, std::span<const std::st
   return out;
 }
 
-std::vector<SlidingWindow> TaggingWindows(const BertTokenizer& tokenizer, const TextPieces& text, int32_t max_seq_len) {
+std::vector<SlidingWindow> TaggingWindows(const BertTokenizer& tokenizer, const TextPieces& text, int32_t max_seq_len,
+                                          size_t max_windows) {
   return SlidingWindows({}, text.ids, max_seq_len, TaggingStride(max_seq_len), 0, tokenizer.cls_id(),
-                        tokenizer.sep_id());
+                        tokenizer.sep_id(), max_windows);
 }
 
 std::vector<SlidingWindow> QaWindows(const BertTokenizer& tokenizer, std::string_view question,
-                                     const TextPieces& context, const QaWindowing& qa, int32_t max_seq_len) {
+                                     const TextPieces& context, const QaWindowing& qa, int32_t max_seq_len,
+                                     size_t max_windows) {
   return SlidingWindows(tokenizer.TokenizeToIds(question), context.ids, std::min(qa.max_seq_len, max_seq_len),
-                        qa.doc_stride, qa.max_question_tokens, tokenizer.cls_id(), tokenizer.sep_id());
+                        qa.doc_stride, qa.max_question_tokens, tokenizer.cls_id(), tokenizer.sep_id(), max_windows);
 }
 
 std::optional<std::pair<int32_t, int32_t>> PiecesCovering(const TextPieces& pieces, int32_t start, int32_t end) {

@@ -9,6 +9,7 @@
 #define ADAPTERD_SERVER_MODEL_TEXT_PIECES_H_
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -53,16 +54,24 @@ std::optional<std::pair<int32_t, int32_t>> PiecesCovering(const TextPieces& piec
 std::string CodePointSubstr(std::string_view text, int32_t start, int32_t end);
 
 // Token classification's windows over a text's pieces: [CLS] a stretch
-// [SEP], at most `max_seq_len` tokens, TaggingStride apart.
-std::vector<SlidingWindow> TaggingWindows(const BertTokenizer& tokenizer, const TextPieces& text, int32_t max_seq_len);
+// [SEP], at most `max_seq_len` tokens, TaggingStride apart. Both stop after
+// max_windows + 1 windows (SlidingWindows), so a caller that bounds them
+// sees the excess without building every window.
+std::vector<SlidingWindow> TaggingWindows(const BertTokenizer& tokenizer, const TextPieces& text, int32_t max_seq_len,
+                                          size_t max_windows = SIZE_MAX);
 // Extractive QA's windows over a context's pieces for `question`: the
 // task's windowing (`qa`), at most `max_seq_len` tokens long.
 std::vector<SlidingWindow> QaWindows(const BertTokenizer& tokenizer, std::string_view question,
-                                     const TextPieces& context, const QaWindowing& qa, int32_t max_seq_len);
+                                     const TextPieces& context, const QaWindowing& qa, int32_t max_seq_len,
+                                     size_t max_windows = SIZE_MAX);
 
 // Context tokens between the starts of two windows when a job does not say:
 // a third of the window (run_squad's 128 of 384).
 inline int32_t DefaultDocStride(int32_t max_seq_len) { return std::max(1, max_seq_len / 3); }
+// The smallest doc_stride a job or an imported adapter may set: an eighth of
+// the window, so that a context's windows are at most 8 per window's worth
+// of its tokens (a stride of 1 made one per token).
+inline int32_t MinDocStride(int32_t max_seq_len) { return std::max(1, max_seq_len / 8); }
 // Token classification's windows over a long text start half a window
 // apart, so every token has a window with context on both sides.
 inline int32_t TaggingStride(int32_t max_seq_len) { return std::max(1, (max_seq_len - 2) / 2); }

@@ -126,6 +126,9 @@ absl::StatusOr<std::unique_ptr<InferenceEngine>> InferenceEngine::Create(Options
                                                    options.encoder->config().max_position_embeddings, "], got ",
                                                    options.max_seq_len));
   }
+  if (options.max_windows_per_text < 1 || options.max_rows_per_request < 1) {
+    return absl::InvalidArgumentError("max_windows_per_text and max_rows_per_request must be at least 1");
+  }
   auto engine = std::unique_ptr<InferenceEngine>(new InferenceEngine(std::move(options)));
   const Options& o = engine->options_;
   if (o.max_seq_len != o.tokenizer->options().max_seq_len) {
@@ -230,7 +233,7 @@ absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& req
   RETURN_IF_ERROR(CheckKindShape(adapter->set->config().kind, request));
 
   std::vector<BatchRow> rows;
-  const std::vector<TextRows> plan = PlanRows(request, adapter, rows);
+  ASSIGN_OR_RETURN(const std::vector<TextRows> plan, PlanRows(request, adapter, rows));
   auto pending = std::make_shared<PendingRequest>(static_cast<int64_t>(rows.size()));
   for (size_t i = 0; i < rows.size(); ++i) {
     rows[i].adapter = adapter;
@@ -256,11 +259,12 @@ struct InferenceEngine::TextRows {
   std::vector<model::SlidingWindow> windows;
 };
 
-std::vector<InferenceEngine::TextRows> InferenceEngine::PlanRows(const PredictRequest& request,
-                                                                 const std::shared_ptr<const LoadedAdapter>& adapter,
-                                                                 std::vector<BatchRow>& rows) const {
+absl::StatusOr<std::vector<InferenceEngine::TextRows>> InferenceEngine::PlanRows(
+    const PredictRequest& request, const std::shared_ptr<const LoadedAdapter>& adapter,
+    std::vector<BatchRow>& rows) const {
   const model::AdapterConfig& config = adapter->set->config();
   const int32_t len = options_.max_seq_len;
+  const auto most_windows = static_cast<size_t>(options_.max_windows_per_text);
   std::vector<TextRows> plan(request.texts.size());
   for (size_t k = 0; k < request.texts.size(); ++k) {
     TextRows& text = plan[k];
@@ -268,11 +272,11 @@ std::vector<InferenceEngine::TextRows> InferenceEngine::PlanRows(const PredictRe
     switch (config.kind) {
       case TaskKind::kTokenClassification:
         text.pieces = model::PiecesOfText(*tokenizer_, request.texts[k]);
-        text.windows = model::TaggingWindows(*tokenizer_, text.pieces, len);
+        text.windows = model::TaggingWindows(*tokenizer_, text.pieces, len, most_windows);
         break;
       case TaskKind::kExtractiveQa:
         text.pieces = model::PiecesOfText(*tokenizer_, request.text_pairs[k]);
-        text.windows = model::QaWindows(*tokenizer_, request.texts[k], text.pieces, config.qa, len);
+        text.windows = model::QaWindows(*tokenizer_, request.texts[k], text.pieces, config.qa, len, most_windows);
         break;
       default: {
         std::optional<std::string_view> pair;
@@ -282,7 +286,23 @@ std::vector<InferenceEngine::TextRows> InferenceEngine::PlanRows(const PredictRe
         continue;
       }
     }
+    if (text.windows.size() > most_windows) {
+      const bool qa = config.kind == TaskKind::kExtractiveQa;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "text ", k, " (", text.pieces.ids.size(), " word pieces", qa ? " of context" : "", ") needs more than ",
+          most_windows, " windows of ", qa ? std::min(config.qa.max_seq_len, len) : len,
+          " tokens; the limit is --max_windows_per_text (", most_windows, "): send shorter texts"));
+    }
+    if (rows.size() + text.windows.size() > static_cast<size_t>(options_.max_rows_per_request)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the request needs more than ", options_.max_rows_per_request,
+          " rows (texts and their windows); the limit is --max_rows_per_predict: send fewer or shorter texts"));
+    }
     for (const model::SlidingWindow& w : text.windows) rows.push_back(RowOf(w.input_ids, w.token_type_ids));
+  }
+  if (rows.size() > static_cast<size_t>(options_.max_rows_per_request)) {
+    return absl::InvalidArgumentError(absl::StrCat("the request has ", rows.size(), " texts; the limit is ",
+                                                   "--max_rows_per_predict (", options_.max_rows_per_request, ")"));
   }
   return plan;
 }

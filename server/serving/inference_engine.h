@@ -138,6 +138,12 @@ class InferenceEngine {
     // Longest encoded row, specials included (>= 3, <= the encoder's
     // max_position_embeddings). 0 = the tokenizer's own max_seq_len.
     int max_seq_len = 128;
+    // Admission of one Predict (docs/API.md, "Limits"): the windows one
+    // text of a token tagging or QA task may need, and the rows of the
+    // whole request; past either, INVALID_ARGUMENT naming it, before any
+    // row is queued.
+    int max_windows_per_text = 64;
+    int64_t max_rows_per_request = 2048;
     // DeviceExecutor settings.
     double min_training_share = 0.25;
     std::function<absl::Time()> executor_clock;  // null = absl::Now
@@ -174,8 +180,9 @@ class InferenceEngine {
   // How each text of `request` becomes rows for `adapter`'s kind, and how
   // its rows' outputs become its result (inference_engine.cc).
   struct TextRows;
-  std::vector<TextRows> PlanRows(const PredictRequest& request, const std::shared_ptr<const LoadedAdapter>& adapter,
-                                 std::vector<BatchRow>& rows) const;
+  absl::StatusOr<std::vector<TextRows>> PlanRows(const PredictRequest& request,
+                                                 const std::shared_ptr<const LoadedAdapter>& adapter,
+                                                 std::vector<BatchRow>& rows) const;
   static void Decode(const PredictRequest& request, const LoadedAdapter& adapter, const std::vector<TextRows>& plan,
                      const std::vector<std::vector<float>>& outputs, PredictResult& result);
 

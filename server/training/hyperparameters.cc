@@ -34,7 +34,10 @@ absl::Status Hyperparameters::Validate() const {
   RETURN_IF_ERROR(Range(adam_beta2 >= 0 && adam_beta2 < 1, "adam_beta2", "must be in [0, 1)"));
   RETURN_IF_ERROR(Range(adam_epsilon > 0 && adam_epsilon < 1, "adam_epsilon", "must be in (0, 1)"));
   RETURN_IF_ERROR(Range(checkpoint_every_steps >= 0, "checkpoint_every_steps", "must be >= 0"));
-  RETURN_IF_ERROR(Range(doc_stride >= 0 && doc_stride <= max_seq_len, "doc_stride", "must be in [0, max_seq_len]"));
+  RETURN_IF_ERROR(Range(
+      doc_stride == 0 || (doc_stride >= model::MinDocStride(max_seq_len) && doc_stride <= max_seq_len), "doc_stride",
+      absl::StrCat("must be 0 (a third of max_seq_len) or in [max_seq_len / 8, max_seq_len] = [",
+                   model::MinDocStride(max_seq_len), ", ", max_seq_len, "]")));
   RETURN_IF_ERROR(Range(max_question_len >= 1 && max_question_len <= 4096, "max_question_len", "must be in [1, 4096]"));
   RETURN_IF_ERROR(Range(max_answer_len >= 1 && max_answer_len <= 4096, "max_answer_len", "must be in [1, 4096]"));
   return absl::OkStatus();

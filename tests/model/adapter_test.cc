@@ -570,7 +570,11 @@ TEST(AdapterFormat, WhatAKindCannotHaveIsInvalidArgument) {
        "distinct"},
       {Rewrite(qa, [](auto&, auto& m) { m["qa_max_seq_len"] = "10"; }), "max_seq_len >= max_question_tokens + 4"},
       {Rewrite(qa, [](auto&, auto& m) { m["qa_allow_no_answer"] = "yes"; }), "must be 0 or 1"},
+      // An eighth of the 48-token window is 6: a stride of 1 planned a window per context token.
+      {Rewrite(qa, [](auto&, auto& m) { m["qa_doc_stride"] = "5"; }), "doc_stride >= max_seq_len / 8"},
+      {Rewrite(qa, [](auto&, auto& m) { m["qa_doc_stride"] = "1"; }), "doc_stride >= max_seq_len / 8"},
   };
+  EXPECT_OK(ReadAdapterInfo(Rewrite(qa, [](auto&, auto& m) { m["qa_doc_stride"] = "6"; })).status());
   for (const auto& [bytes, message] : cases) {
     EXPECT_THAT(ReadAdapterInfo(bytes), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message))) << message;
   }

@@ -223,6 +223,46 @@ TEST_F(KindServingTest, ARequestOfTheWrongShapeForTheKindIsInvalidArgument) {
   EXPECT_THAT(engine->Predict(qa), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("top_k_answers is 21")));
 }
 
+// Admission of one Predict at N and N+1: the windows of one text (QA's
+// context above needs 3) and the rows of the request, refused before any row
+// is queued, naming the flag.
+TEST_F(KindServingTest, WindowsPerTextAndRowsPerRequestAreBoundedAtNAndNPlusOne) {
+  auto engine_with = [&](int windows, int64_t rows) {
+    InferenceEngine::Options o = Options();
+    o.max_windows_per_text = windows;
+    o.max_rows_per_request = rows;
+    return InferenceEngine::Create(o);
+  };
+  PredictRequest qa = Request(TaskKind::kExtractiveQa);
+  {
+    ASSERT_OK_AND_ASSIGN(auto engine, engine_with(3, 3));
+    ASSERT_OK(engine->Predict(qa).status());
+  }
+  {
+    ASSERT_OK_AND_ASSIGN(auto engine, engine_with(2, 100));
+    EXPECT_THAT(engine->Predict(qa),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs more than 2 windows of 16 tokens")));
+  }
+  qa.texts.push_back(qa.texts[0]);
+  qa.text_pairs.push_back(qa.text_pairs[0]);  // 2 texts, 6 rows
+  {
+    ASSERT_OK_AND_ASSIGN(auto engine, engine_with(3, 6));
+    ASSERT_OK(engine->Predict(qa).status());
+  }
+  {
+    ASSERT_OK_AND_ASSIGN(auto engine, engine_with(3, 5));
+    EXPECT_THAT(engine->Predict(qa),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("more than 5 rows (texts and their windows)")));
+    // A sentence kind: one row a text.
+    PredictRequest many = Request(TaskKind::kSequenceClassification);
+    many.texts.assign(5, many.texts[0]);
+    ASSERT_OK(engine->Predict(many).status());
+    many.texts.push_back(many.texts[0]);
+    EXPECT_THAT(engine->Predict(many),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_rows_per_predict (5)")));
+  }
+}
+
 // Tasks trained here (the training fixture's encoder), served on long
 // inputs.
 class TrainedKindServingTest : public ::testing::Test {

@@ -289,6 +289,15 @@ TEST(TrainerHyperparameters, OutOfRangeValuesAreNamed) {
   hp = {};
   hp.validation_fraction = 1.0;
   EXPECT_THAT(hp.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("validation_fraction")));
+  // doc_stride: 0 (the default, a third) or at least an eighth of max_seq_len, at N and N-1.
+  hp = {};
+  hp.max_seq_len = 128;
+  hp.doc_stride = 16;
+  EXPECT_OK(hp.Validate());
+  hp.doc_stride = 15;
+  EXPECT_THAT(hp.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("doc_stride must be 0")));
+  hp.doc_stride = 1;
+  EXPECT_THAT(hp.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[16, 128]")));
   EXPECT_OK(Hyperparameters{}.Validate());
 }
 

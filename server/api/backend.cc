@@ -20,6 +20,7 @@
 #include "server/api/request_checks.h"
 #include "server/model/adapter_format.h"
 #include "server/model/safetensors.h"
+#include "server/training/example.h"
 #include "storage/adapter_store.h"
 #include "storage/dataset_store.h"
 #include "storage/job_store.h"
@@ -67,7 +68,9 @@ absl::Status DatasetUpload::AddChunk(const v1::DatasetChunk& chunk) {
     const v1::Example& e = chunk.examples(i);
     const int64_t index = record_.num_examples() + i;
     RETURN_IF_ERROR(CheckExample(e, index));
-    bytes += static_cast<int64_t>(e.text().size() + e.text_pair().size() + e.label().size());
+    // Every stored string: text, pair, labels, tokens, tags, entity labels,
+    // answers (the trainer's measure).
+    bytes += static_cast<int64_t>(training::ExampleBytes(training::ExampleFromProto(e)));
   }
   if (chunk.examples_size() == 0) return absl::OkStatus();
   // The quota covers every dataset of the tenant, stored or being uploaded.
@@ -79,10 +82,26 @@ absl::Status DatasetUpload::AddChunk(const v1::DatasetChunk& chunk) {
   RETURN_IF_ERROR(backend_->db().datasets().PutChunk(tenant_->id(), dataset_id_, next_chunk_, ToRecord(chunk)));
   ++next_chunk_;
   for (const v1::Example& e : chunk.examples()) {
-    // Length-prefixed fields, so that ("ab","c") and ("a","bc") hash apart.
-    for (const std::string* f : {&e.text(), &e.text_pair(), &e.label()}) {
-      sha_->Update(absl::StrCat(f->size(), ":"));
-      sha_->Update(*f);
+    // Length-prefixed fields, so that ("ab","c") and ("a","bc") hash apart;
+    // the other kinds' fields follow, counted, when present (a dataset of
+    // text, pair and label only hashes as it always has).
+    auto field = [this](std::string_view f) {
+      sha_->Update(absl::StrCat(f.size(), ":"));
+      sha_->Update(f);
+    };
+    for (const std::string* f : {&e.text(), &e.text_pair(), &e.label()}) field(*f);
+    if (e.labels_size() + e.tokens_size() + e.tags_size() + e.entities_size() + e.answers_size() > 0) {
+      field(absl::StrCat("labels", e.labels_size(), "tokens", e.tokens_size(), "tags", e.tags_size()));
+      for (const std::string& f : e.labels()) field(f);
+      for (const std::string& f : e.tokens()) field(f);
+      for (const std::string& f : e.tags()) field(f);
+      field(absl::StrCat("entities", e.entities_size()));
+      for (const v1::Example::Entity& x : e.entities()) field(absl::StrCat(x.start(), ",", x.end(), ",", x.label()));
+      field(absl::StrCat("answers", e.answers_size()));
+      for (const v1::Example::Answer& a : e.answers()) {
+        field(absl::StrCat(a.answer_start()));
+        field(a.text());
+      }
     }
     (*record_.mutable_label_counts())[e.label()]++;
   }

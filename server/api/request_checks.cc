@@ -59,11 +59,24 @@ absl::Status CheckExample(const v1::Example& e, int64_t index) {
   auto bad = [&](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("example ", index, ": ", what));
   };
-  if (absl::Status fields = training::CheckExampleFields(training::ExampleFromProto(e)); !fields.ok()) {
+  const training::Example example = training::ExampleFromProto(e);
+  if (absl::Status fields = training::CheckExampleFields(example); !fields.ok()) {
     return bad(fields.message());
   }
   if (e.text().size() > kMaxTextBytes || e.text_pair().size() > kMaxTextBytes) {
     return bad(absl::StrCat("text or text_pair over the limit of ", kMaxTextBytes, " bytes"));
+  }
+  for (const auto& [name, n] : {std::pair<const char*, int>{"labels", e.labels_size()},
+                                {"tokens", e.tokens_size()},
+                                {"tags", e.tags_size()},
+                                {"entities", e.entities_size()},
+                                {"answers", e.answers_size()}}) {
+    if (n > kMaxListEntriesPerExample) {
+      return bad(absl::StrCat(name, " has ", n, " entries; the limit is ", kMaxListEntriesPerExample));
+    }
+  }
+  if (const size_t bytes = training::ExampleBytes(example); bytes > kMaxExampleBytes) {
+    return bad(absl::StrCat("its strings total ", bytes, " bytes; the limit is ", kMaxExampleBytes));
   }
   return absl::OkStatus();
 }

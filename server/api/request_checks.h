@@ -34,6 +34,10 @@ namespace adapterd::api {
 // work per text without refusing any text a model could read whole.
 inline constexpr size_t kMaxTextBytes = 64 << 10;
 inline constexpr size_t kMaxDisplayNameBytes = 1024;
+// One dataset example: entries of each list field (labels, tokens, tags,
+// entities, answers), and the bytes of all its strings together.
+inline constexpr int kMaxListEntriesPerExample = 4096;
+inline constexpr size_t kMaxExampleBytes = 4 * kMaxTextBytes;
 inline constexpr int kMaxDatasetsPerJob = 64;
 inline constexpr size_t kMaxPageTokenBytes = 1024;
 

@@ -80,6 +80,32 @@ TEST(RequestChecks, ExamplesAreBoundedAndValidUtf8) {
   EXPECT_THAT(CheckExample(qa, 2), StatusIs(kInvalid, HasSubstr("answers[0].answer_start is -1")));
 }
 
+// The list fields and the example's bytes together, at N and N+1 (a tenant
+// stored 50 MB of `tokens` under a 1 MiB quota: they were neither counted
+// nor bounded).
+TEST(RequestChecks, AnExamplesListsAndBytesAreBoundedAtNAndNPlusOne) {
+  v1::Example tagged;
+  for (int i = 0; i < kMaxListEntriesPerExample; ++i) {
+    tagged.add_tokens("w");
+    tagged.add_tags("O");
+  }
+  EXPECT_OK(CheckExample(tagged, 0));
+  tagged.add_tokens("w");
+  tagged.add_tags("O");
+  EXPECT_THAT(CheckExample(tagged, 0), StatusIs(kInvalid, HasSubstr("tokens has 4097 entries; the limit is 4096")));
+  // Bytes: 4 tokens of a quarter of the limit each reach it exactly.
+  v1::Example big;
+  const std::string quarter(kMaxExampleBytes / 4, 'a');
+  for (int i = 0; i < 4; ++i) {
+    big.add_tokens(quarter);
+    big.add_tags("O");
+  }
+  big.mutable_tokens(3)->resize(quarter.size() - 4);  // the tags' 4 bytes count too
+  EXPECT_OK(CheckExample(big, 0));
+  big.mutable_tokens(3)->push_back('a');
+  EXPECT_THAT(CheckExample(big, 0), StatusIs(kInvalid, HasSubstr("the limit is 262144")));
+}
+
 TEST(RequestChecks, JobsNameAtMostSoManyDatasets) {
   v1::CreateTrainingJobRequest r;
   r.set_task_id("t");

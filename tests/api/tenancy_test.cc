@@ -26,6 +26,7 @@ constexpr char kKeyA[] = "key-of-tenant-a";
 constexpr char kKeyB[] = "key-of-tenant-b";
 constexpr char kKeyTight[] = "key-of-a-tight-tenant";
 constexpr char kKeyDatasets[] = "key-of-a-tenant-with-a-small-dataset-quota";
+constexpr char kKeyTokens[] = "key-of-a-tenant-that-uploads-tokens";
 
 class TenancyTest : public ::testing::Test {
  protected:
@@ -43,7 +44,9 @@ class TenancyTest : public ::testing::Test {
            "max_tasks": 1, "max_queued_jobs": 1, "max_texts_per_predict": 2,
            "max_dataset_bytes": 2000, "predict_rate_per_second": 0.001, "predict_burst": 2},
           {"id": "datasets", "api_key_sha256": ")",
-        Sha256Hex(kKeyDatasets), R"(", "max_dataset_bytes": 1500}
+        Sha256Hex(kKeyDatasets), R"(", "max_dataset_bytes": 1500},
+          {"id": "tokens", "api_key_sha256": ")",
+        Sha256Hex(kKeyTokens), R"(", "max_dataset_bytes": 1500}
         ]})");
     ServerOptions o = TestServerOptions(dir_->Sub("data"), dir_->Sub("model"));
     o.tenancy.tenants_file = dir_->Sub("tenants.json");
@@ -260,6 +263,28 @@ TEST_F(TenancyTest, TheDatasetQuotaCoversAllOfATenantsDatasets) {
   v1::DeleteDatasetResponse dr;
   auto ctx = Ctx(kKeyDatasets);
   EXPECT_EQ(stub_->DeleteDataset(ctx.get(), d, &dr).error_code(), C::NOT_FOUND);
+}
+
+// Every stored string counts against the quota, not only text, text_pair
+// and label (a tenant with a 1 MiB quota stored 50 MB of `tokens`:
+// num_bytes was 0).
+TEST_F(TenancyTest, TheDatasetQuotaCountsEveryStoredString) {
+  auto tagged = [](const std::string& id, int n) {
+    std::vector<v1::UploadDatasetRequest> msgs(2);
+    msgs[0].mutable_metadata()->set_dataset_id(id);
+    for (int i = 0; i < n; ++i) {
+      v1::Example* e = msgs[1].mutable_chunk()->add_examples();
+      for (const char* w : {"Ada", "Lovelace", "met", "Babbage"}) e->add_tokens(w);
+      for (const char* t : {"B-PER", "I-PER", "O", "B-PER"}) e->add_tags(t);
+    }
+    return msgs;
+  };
+  v1::Dataset out;
+  ASSERT_TRUE(Upload(*stub_, tagged("tokens1", 30), &out, kKeyTokens).ok());
+  // 30 x (3 + 8 + 3 + 7 bytes of words, 5 + 5 + 1 + 5 of tags).
+  EXPECT_EQ(out.num_bytes(), 30 * (21 + 16));
+  // The 1500-byte quota holds 1110; another 1110 would pass it.
+  EXPECT_EQ(Upload(*stub_, tagged("tokens2", 30), &out, kKeyTokens).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
 TEST_F(TenancyTest, QueuedJobQuota) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/routing.h"
@@ -563,7 +564,11 @@ absl::StatusOr<std::vector<storage::v1::JobEvent>> JobManager::WaitForEvents(con
       generation = event_generation_;
     }
     ASSIGN_OR_RETURN(storage::v1::JobRecord job, options_.db->jobs().Get(tenant, job_id));  // tenant check
-    ASSIGN_OR_RETURN(std::vector<storage::v1::JobEvent> events, options_.db->jobs().ReadEvents(job_id, after_seq + 1));
+    // Nothing comes after the largest seq (and after_seq + 1 would overflow).
+    std::vector<storage::v1::JobEvent> events;
+    if (after_seq < std::numeric_limits<int64_t>::max()) {
+      ASSIGN_OR_RETURN(events, options_.db->jobs().ReadEvents(job_id, std::max<int64_t>(after_seq, -1) + 1));
+    }
     if (!events.empty() || IsTerminal(job.state()) || absl::Now() >= deadline || shutting_down()) return events;
     absl::MutexLock l(&events_mu_);
     auto changed = [this, generation]()

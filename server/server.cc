@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/cpu_features.h"
@@ -170,6 +171,26 @@ absl::Status Server::StartAll() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The Host names the gateway answers API requests for (--http_allowed_hosts;
+// by default from --http_listen's host).
+std::vector<std::string> AllowedHttpHosts(const ServerOptions::Http& http) {
+  std::vector<std::string> hosts = http.allowed_hosts;
+  if (std::find(hosts.begin(), hosts.end(), "*") != hosts.end()) return {};
+  if (hosts.empty()) {
+    const std::string& listen = http.gateway.listen_address;
+    const std::string host = listen.substr(0, listen.rfind(':'));
+    if (host.empty() || host == "0.0.0.0") return {};  // every interface: any name
+    hosts = {"localhost", "127.0.0.1", "[::1]"};
+    if (host != "localhost" && host != "127.0.0.1") hosts.push_back(host);
+  }
+  for (std::string& h : hosts) h = absl::AsciiStrToLower(h);
+  return hosts;
+}
+
+}  // namespace
+
 absl::Status Server::StartHttp() {
   Parts& p = *parts_;
   if (options_.http.gateway.listen_address.empty()) return absl::OkStatus();
@@ -178,6 +199,7 @@ absl::Status Server::StartHttp() {
   go.max_body_bytes = options_.grpc.max_message_bytes;
   go.body_timeout = absl::Seconds(options_.http.body_timeout_seconds);
   go.idle_timeout = absl::Seconds(options_.http.idle_timeout_seconds);
+  go.allowed_hosts = AllowedHttpHosts(options_.http);
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, p.grpc->GatewayChannel(options_.http.grpc_target));
   http::HttpGateway::Hooks hooks;
   std::atomic<bool>* serving = &p.serving;

@@ -148,6 +148,11 @@ void AddHttpFlags(CLI::App& app, ServerOptions::Http& h) {
     app.add_option("--http_max_buffered_bytes", h.gateway.max_buffered_bytes,
                    "Bytes of request bodies (JSON, SQuAD documents) all HTTP connections hold in memory together; "
                    "past it requests get 503");
+    app.add_option("--http_allowed_hosts", h.allowed_hosts,
+                   "Host names API requests may send as Host (comma-separated; * = any). Default: from --http_listen "
+                   "(127.0.0.1 or localhost: the loopback names; 0.0.0.0: any; another address: it and the loopback "
+                   "names)")
+        ->delimiter(',');
     app.add_option("--http_body_timeout_seconds", h.body_timeout_seconds,
                    "Seconds a request's body may take to arrive after its headers; later, the connection is closed");
     app.add_option("--http_idle_timeout_seconds", h.idle_timeout_seconds,

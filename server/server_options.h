@@ -37,6 +37,10 @@ struct ServerOptions {
     // The gateway's durations, in whole seconds (flags); StartHttp sets them.
     int body_timeout_seconds = 60;
     int idle_timeout_seconds = 120;
+    // --http_allowed_hosts: empty = derived from --http_listen (a loopback
+    // address: the loopback names; 0.0.0.0: any; another: it and the
+    // loopback names); "*" = any. StartHttp sets gateway.allowed_hosts.
+    std::vector<std::string> allowed_hosts;
   } http;
 
   struct Storage {

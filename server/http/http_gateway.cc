@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <microhttpd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -233,8 +234,11 @@ bool IsTooLarge(const absl::Status& s) { return s.GetPayload(kTooLargePayload).h
 constexpr char kBusyPayload[] = "adapterd.http/busy";
 constexpr unsigned int kHttpServiceUnavailable = 503;
 bool IsBusy(const absl::Status& s) { return s.GetPayload(kBusyPayload).has_value(); }
+constexpr unsigned int kHttpUnsupportedMediaType = 415;
+constexpr char kMediaTypePayload[] = "adapterd.http/media-type";
 unsigned int HttpCodeFor(const absl::Status& s) {
   if (IsTooLarge(s)) return kHttpContentTooLarge;
+  if (s.GetPayload(kMediaTypePayload).has_value()) return kHttpUnsupportedMediaType;
   if (IsBusy(s)) return kHttpServiceUnavailable;
   return 0;
 }
@@ -570,10 +574,16 @@ bool ClientCertificateVerified(MHD_Connection* c) {
   return gnutls_certificate_verify_peers2(session, &verify) == GNUTLS_E_SUCCESS && verify == 0;
 }
 
+// A Content-Type's media type, parameters aside, in lower case ("" if none).
+std::string MediaType(const std::optional<std::string>& content_type) {
+  if (!content_type.has_value()) return "";
+  return absl::AsciiStrToLower(
+      std::string(absl::StripAsciiWhitespace(content_type->substr(0, content_type->find(';')))));
+}
+
 std::optional<DatasetFormat> DatasetFormatOf(const std::optional<std::string>& content_type) {
   if (!content_type.has_value()) return std::nullopt;
-  std::string type = absl::AsciiStrToLower(content_type->substr(0, content_type->find(';')));
-  type = std::string(absl::StripAsciiWhitespace(type));
+  const std::string type = MediaType(content_type);
   if (type == "text/csv") return DatasetFormat::kCsv;
   if (type == "application/x-ndjson" || type == "application/jsonl" || type == "application/x-jsonlines" ||
       type == "application/json-lines") {
@@ -848,6 +858,53 @@ MHD_Result Dispatch(State* state, MHD_Connection* c, Call& call) {
   return Fail(state, c, call, absl::InternalError(absl::StrCat("no handler for ", std::string(rpc))));
 }
 
+// The host part of a Host header or an origin's authority ("h:8080" -> "h",
+// "[::1]:80" -> "[::1]"), lower case.
+std::string HostName(std::string_view authority) {
+  if (authority.starts_with("[")) {
+    const size_t end = authority.find(']');
+    return absl::AsciiStrToLower(
+        std::string(authority.substr(0, end == std::string_view::npos ? authority.size() : end + 1)));
+  }
+  return absl::AsciiStrToLower(std::string(authority.substr(0, authority.find(':'))));
+}
+
+// The cross-site checks of an API request (see the header): PERMISSION_DENIED
+// for a Host not allowed or a foreign Origin on a state-changing call,
+// INVALID_ARGUMENT (answered 415) for a body of the wrong content type.
+absl::Status CheckCrossSite(State* state, MHD_Connection* c, std::string_view method, const Route& route) {
+  const std::string host = Header(c, MHD_HTTP_HEADER_HOST).value_or("");
+  const std::vector<std::string>& allowed = state->options.allowed_hosts;
+  if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), HostName(host)) == allowed.end()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("Host '", ToValidUtf8(host), "' is not a name this server answers to (--http_allowed_hosts)"));
+  }
+  if (method != "GET" && method != "HEAD") {
+    if (const auto origin = Header(c, "Origin"); origin.has_value()) {
+      const size_t scheme = origin->find("://");
+      const std::string authority = scheme == std::string::npos ? "" : origin->substr(scheme + 3);
+      if (authority.empty() || absl::AsciiStrToLower(authority) != absl::AsciiStrToLower(host)) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("a ", std::string(method), " from origin '", ToValidUtf8(*origin),
+                         "' (another site than this server's) is refused: cross-site requests cannot change state"));
+      }
+    }
+  }
+  if (!HasBody(c)) return absl::OkStatus();
+  const auto content_type = Header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+  const char* want = route.body == BodyKind::kJson    ? "application/json"
+                     : route.body == BodyKind::kBytes ? "application/octet-stream"
+                                                      : nullptr;  // datasets: OpenStream checks their formats
+  if (want != nullptr && MediaType(content_type) != want) {
+    absl::Status s = absl::InvalidArgumentError(absl::StrCat(route.method, " ", route.pattern, " takes a ", want,
+                                                             " body, not Content-Type '",
+                                                             ToValidUtf8(content_type.value_or("")), "'"));
+    s.SetPayload(kMediaTypePayload, absl::Cord("1"));
+    return s;
+  }
+  return absl::OkStatus();
+}
+
 // The first call of a request (its headers): answers at once what needs no
 // body; opens client streams.
 MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::string_view method, Call& call) {
@@ -896,6 +953,10 @@ MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::st
   }
   call.route = match.route;
   call.variables = std::move(match.variables);
+  if (absl::Status s = CheckCrossSite(state, c, method, *call.route); !s.ok()) {
+    call.early = [state, s](MHD_Connection* c, const Call& call) { return Fail(state, c, call, s); };
+    return MHD_YES;
+  }
   if (state->hooks.authenticate) {
     const auto auth = Header(c, MHD_HTTP_HEADER_AUTHORIZATION);
     if (absl::Status s = state->hooks.authenticate(auth.has_value() ? &*auth : nullptr); !s.ok()) {

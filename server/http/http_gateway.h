@@ -38,6 +38,14 @@
 // in the binary; console_dir overrides for development), GET /healthz
 // answers 200 while the server is SERVING and 503 otherwise.
 //
+// Cross-site requests (docs/SECURITY.md): an API request's Host must be one
+// of allowed_hosts; a state-changing one (POST, DELETE) that carries an
+// Origin must come from the same origin as its Host (403 otherwise: a page
+// of another site, opened in the operator's browser, cannot cancel, train or
+// import); and a body must have its route's content type (415 otherwise):
+// JSON routes application/json, imports application/octet-stream, datasets
+// their formats.
+//
 // Admission (docs/API.md, "Limits"; docs/SECURITY.md): before a body is
 // read, the caller is authenticated from its headers (Hooks::authenticate:
 // 401 without reading the body), a JSON body's or SQuAD document's size is
@@ -62,6 +70,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -100,6 +109,10 @@ struct HttpGatewayOptions {
   int64_t chunk_bytes = 1 << 20;
   // How often an idle event stream sends a keep-alive comment.
   absl::Duration keepalive = absl::Seconds(15);
+  // Host names (without port) an API request's Host header may name; empty
+  // = any. DNS rebinding: a page of another site whose name resolves to
+  // 127.0.0.1 sends its own name as Host, and is refused (403).
+  std::vector<std::string> allowed_hosts;
   // Serve the console from this directory instead of the embedded copy
   // (development: edit and reload).
   std::string console_dir;

@@ -263,6 +263,39 @@ def trained(server):
 # --- Every route ---------------------------------------------------------------
 
 
+def test_cross_site_requests_cannot_change_state(server, client, trained):
+    """A page of another site in the operator's browser (the README's quickstart: no tenants file) could
+    cancel jobs, train and import with fetch(no-cors, text/plain); DNS rebinding gave it reads too."""
+    task, request, job_id = trained["TASK_KIND_SEQUENCE_CLASSIFICATION"]
+    body = json.dumps(request)
+    # Only the route's own content type: text/plain and a form (what a page may send without asking,
+    # and what `curl -d` sends) are 415.
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
+        headers = {"Content-Type": content_type} if content_type else {}
+        m = client.error("POST", f"/v1/tasks/{task}:predict", body, headers, status=415, code=3)
+        assert "application/json" in m
+    m = client.error("POST", f"/v1/tasks/{task}-x:import", b"bytes", {"Content-Type": "text/plain"},
+                     status=415, code=3)
+    assert "application/octet-stream" in m
+    client.error("GET", f"/v1/tasks/{task}-x", status=404, code=5)  # nothing imported
+    # A state-changing call from another origin: 403, whatever it asks; from this origin (the console), it runs.
+    for origin in ("http://evil.example", "null", f"http://127.0.0.1:{client.port}.evil.example"):
+        client.error("POST", f"/v1/trainingJobs/{job_id}:cancel", None, {"Origin": origin}, status=403, code=7)
+        client.error("POST", f"/v1/tasks/{task}:predict", body,
+                     {"Origin": origin, "Content-Type": "application/json"}, status=403, code=7)
+        client.error("DELETE", f"/v1/tasks/{task}", None, {"Origin": origin}, status=403, code=7)
+    assert client.json("POST", f"/v1/tasks/{task}:predict", request,
+                       {"Origin": f"http://127.0.0.1:{client.port}"})["predictions"]
+    assert client.json("GET", f"/v1/tasks/{task}", headers={"Origin": "http://evil.example"})  # reads: CORS' job
+    # DNS rebinding: another name for 127.0.0.1 is not a Host this loopback server answers to.
+    for host in ("evil.example", f"evil.example:{client.port}"):
+        m = client.error("GET", "/v1/tasks", headers={"Host": host}, status=403, code=7)
+        assert "--http_allowed_hosts" in m
+    for host in (f"127.0.0.1:{client.port}", f"localhost:{client.port}", "LOCALHOST"):
+        assert "tasks" in client.json("GET", "/v1/tasks", headers={"Host": host})
+    assert client.json("GET", f"/v1/tasks/{task}")["taskId"] == task  # nothing changed
+
+
 def test_datasets_upload_streamed_get_list_delete(client):
     # CSV with Content-Length, JSON Lines with chunked transfer encoding.
     d1 = upload(client, os.path.join(SOURCE, "examples", "sentiment_train.csv"), "text/csv",
@@ -528,7 +561,7 @@ def post_declared_oversize(port, path):
     Such a body is answered at once, before the body (as a client sending `Expect: 100-continue` sees it).
     """
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
               f"Content-Length: {17 << 20}\r\n\r\n".encode() + b'{"texts": ["xxxx')
     answer = b""
     while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
@@ -570,7 +603,7 @@ def test_a_client_that_disconnects_mid_upload_stores_nothing(server, client):
     before = client.json("GET", "/v1/datasets?pageSize=1000")["datasets"]
     body = ("text,label\n" + "".join(f"an example text number {i},x\n" for i in range(40000))).encode()
     s = socket.create_connection(("127.0.0.1", server.http_port))
-    s.sendall(b"POST /v1/datasets?datasetId=half HTTP/1.1\r\nHost: x\r\nContent-Type: text/csv\r\n"
+    s.sendall(b"POST /v1/datasets?datasetId=half HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/csv\r\n"
               + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[: len(body) // 2])
     time.sleep(0.5)
     s.close()
@@ -634,7 +667,7 @@ def test_requests_the_gateway_refuses_itself_are_counted_once(server, client, tr
     client.request("GET", "/")
     client.request("GET", "/healthz")
     assert counts() == before
-    client.error("POST", f"/v1/tasks/{task}:predict", "{not json")
+    client.error("POST", f"/v1/tasks/{task}:predict", "{not json", {"Content-Type": "application/json"})
     assert post_declared_oversize(client.port, f"/v1/tasks/{task}:predict").startswith(b"HTTP/1.1 413 ")
     client.error("GET", "/v1/tasks?pageSise=2")
     client.error("GET", "/v1/nosuch", status=404, code=5)
@@ -697,7 +730,7 @@ def test_admission_bounds_what_connections_hold(work, model):
     auth = f"Authorization: Bearer {key}\r\n"
 
     def predict_head(length, authorization=auth):
-        return (f"POST /v1/tasks/t:predict HTTP/1.1\r\nHost: x\r\n{authorization}"
+        return (f"POST /v1/tasks/t:predict HTTP/1.1\r\nHost: 127.0.0.1\r\n{authorization}"
                 f"Content-Type: application/json\r\nContent-Length: {length}\r\n")
 
     def body_of(size):  # a JSON body of exactly `size` bytes

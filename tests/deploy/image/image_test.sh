@@ -198,7 +198,7 @@ BODY=$(http_body "http://127.0.0.1:$HTTP_PORT/healthz") && [[ $BODY == *'"SERVIN
   || die "HTTP /healthz is not SERVING: ${BODY:-no answer}"
 BODY=$(http_body "http://127.0.0.1:$HTTP_PORT/") && [[ $BODY == *'<title>'* ]] \
   || die "the console is not served at /: $(head -c 300 <<<"${BODY:-no answer}")"
-BODY=$(http_body -X POST "http://127.0.0.1:$HTTP_PORT/v1/tasks/sentiment:predict" -d "{\"texts\": [\"${TEXTS[0]}\"]}") \
+BODY=$(http_body -X POST -H "Content-Type: application/json" "http://127.0.0.1:$HTTP_PORT/v1/tasks/sentiment:predict" -d "{\"texts\": [\"${TEXTS[0]}\"]}") \
   && [[ $BODY == *'"predictions"'* ]] || die "HTTP predict failed: ${BODY:-no answer}"
 log "ok: HTTP on 127.0.0.1:$HTTP_PORT: /healthz SERVING, the console at /, Predict over REST"
 

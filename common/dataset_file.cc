@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/json_depth.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 
@@ -543,6 +544,9 @@ absl::StatusOr<std::vector<v1::Example>> ParseJsonl(std::string_view contents, s
     pos = end + 1;
     if (text.empty()) continue;
     if (!IsValidUtf8(text)) return LineError(name, line, "invalid UTF-8");
+    if (JsonNestingDepth(text) > kMaxJsonDepth) {
+      return LineError(name, line, absl::StrCat("arrays and objects nest deeper than ", kMaxJsonDepth));
+    }
     nlohmann::json object;
     try {
       object = nlohmann::json::parse(text);
@@ -582,6 +586,10 @@ absl::StatusOr<nlohmann::json> ParseJsonDocument(std::string_view contents, std:
     if (end == std::string_view::npos) end = body.size();
     if (!IsValidUtf8(body.substr(pos, end - pos))) return LineError(name, line, "invalid UTF-8");
     pos = end + 1;
+  }
+  if (JsonNestingDepth(body) > kMaxJsonDepth) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(name), ": arrays and objects nest deeper than ",
+                                                   kMaxJsonDepth, " (a SQuAD document needs 8)"));
   }
   try {
     return nlohmann::json::parse(body);
@@ -707,7 +715,8 @@ absl::StatusOr<std::vector<v1::Example>> ParseDataset(std::string_view contents,
   if (format == DatasetFormat::kAuto) {
     const absl::StatusOr<DatasetFormat> by_name = DatasetFormatForPath(name);
     // .json and unknown extensions: one object with a "data" array is SQuAD.
-    if ((!by_name.ok() || Extension(name) == "json") && body.front() == '{') {
+    if ((!by_name.ok() || Extension(name) == "json") && body.front() == '{' &&
+        JsonNestingDepth(body) <= kMaxJsonDepth) {
       nlohmann::json document;
       try {
         document = nlohmann::json::parse(body, /*cb=*/nullptr, /*allow_exceptions=*/false);

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json_depth.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 
@@ -207,36 +208,6 @@ absl::Status SetFieldFromText(Message& message, std::string_view field, std::str
 
 namespace {
 
-// Arrays and objects nested deeper than this are refused before parsing (a
-// 100,000-deep array parsed as empty texts, recursing as deep).
-constexpr int kMaxJsonDepth = 32;
-
-// The deepest nesting of `json`'s arrays and objects, counted outside
-// strings; stops counting past kMaxJsonDepth.
-int JsonDepth(std::string_view json) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : json) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > kMaxJsonDepth) return deepest;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 // What protobuf's JSON parser lets through and the API does not: a scalar
 // where a repeated field needs an array ({"texts": "x"} read as ["x"]).
 absl::Status CheckJsonShape(const nlohmann::json& value, const google::protobuf::Descriptor& type,
@@ -269,7 +240,7 @@ absl::Status CheckJsonShape(const nlohmann::json& value, const google::protobuf:
 
 absl::Status ParseJsonBody(std::string_view json, Message& message) {
   if (!IsValidUtf8(json)) return absl::InvalidArgumentError("the JSON body is not valid UTF-8");
-  if (JsonDepth(json) > kMaxJsonDepth) {
+  if (JsonNestingDepth(json) > kMaxJsonDepth) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid JSON body: arrays and objects nested deeper than ", kMaxJsonDepth));
   }

@@ -2,6 +2,7 @@
 // and SQuAD JSON for every task kind, format detection, and errors that name
 // the file and line (or the path inside a SQuAD file).
 #include "common/dataset_file.h"
+#include "common/json_depth.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -467,6 +468,28 @@ TEST(DatasetFile, SquadErrorsNameThePath) {
        "s.json: ", "invalid JSON: line 3, column 4"},
       {"invalid UTF-8 names the line", Squad("{\"data\": [\n\n\"\xC3\"]}"), "s.json: line 3: ", "invalid UTF-8"},
   });
+}
+
+// Nesting is bounded before a document is built (16 MiB of '[' cost
+// 1.15 GB as a JSON DOM): at 32 levels a document is parsed (and found to
+// hold no examples), at 33 it is refused unparsed, in a JSON Lines line too; '['
+// inside strings does not count.
+TEST(DatasetFile, JsonNestingIsBoundedBeforeParsing) {
+  const auto nested = [](int depth) {  // {"data": [...]} nested to `depth`, a string of '[' inside
+    return absl::StrCat(R"({"title": "[[[[[[[[", "data": [{"paragraphs": []}], "x": )", std::string(depth - 1, '['),
+                        std::string(depth - 1, ']'), "}");
+  };
+  EXPECT_THAT(Squad(nested(32)).status(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no examples")));
+  EXPECT_THAT(Squad(nested(33)).status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                   HasSubstr("s.json: arrays and objects nest deeper than 32")));
+  EXPECT_THAT(Squad(std::string(16 << 20, '[')).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nest deeper than 32")));
+  EXPECT_THAT(Jsonl(absl::StrCat(R"({"text": "a", "label": "b"})", "\n", R"({"text": "a", "x": )", std::string(40, '['),
+                                 std::string(40, ']'), "}\n"))
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("line 2: arrays and objects nest deeper")));
+  EXPECT_EQ(JsonNestingDepth(R"({"a": "[[[", "b": [{}]})"), 3);
+  EXPECT_EQ(JsonNestingDepth(R"(["\"[[[", [[]]])"), 3);  // an escaped quote does not end the string
 }
 
 TEST(DatasetFile, EmptyFilesAreErrors) {

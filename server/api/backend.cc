@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -307,29 +308,9 @@ absl::StatusOr<UsageLedger::Hold> Backend::AdmitClientStream(const Tenant& tenan
   return client_streams_.Take(tenant.id(), 1, options_.max_client_streams_per_tenant);
 }
 
-absl::Status Backend::CheckTaskQuota(const Tenant& tenant, const std::string& task_id) const {
-  absl::StatusOr<storage::v1::TaskRecord> existing = options_.db->tasks().Get(tenant.id(), task_id);
-  if (existing.ok()) return absl::OkStatus();
-  if (!absl::IsNotFound(existing.status())) return existing.status();
-  int64_t count = 0;
-  std::string token;
-  do {
-    ASSIGN_OR_RETURN(storage::TaskStore::Page page,
-                     options_.db->tasks().List(tenant.id(), storage::kMaxPageSize, token));
-    count += static_cast<int64_t>(page.tasks.size());
-    token = page.next_page_token;
-  } while (!token.empty() && count < tenant.quotas().max_tasks);
-  if (count >= tenant.quotas().max_tasks) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("tenant '", tenant.id(), "' already has its maximum of ", tenant.quotas().max_tasks, " tasks"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
                                                            const v1::CreateTrainingJobRequest& request) {
   RETURN_IF_ERROR(CheckCreateTrainingJobRequest(request));
-  RETURN_IF_ERROR(CheckTaskQuota(tenant, request.task_id()));
   // The job manager checks the rest, each once: a retried request's job is
   // returned whatever the queue holds, then the tenant's queue quota, then
   // validation (hyperparameter ranges first, then the data) before anything
@@ -343,6 +324,7 @@ absl::StatusOr<v1::TrainingJob> Backend::CreateTrainingJob(const Tenant& tenant,
   job.hyperparameters = ToRecord(request.hyperparameters());
   job.task_kind = ToRecord(request.task_kind());
   job.max_queued_for_tenant = tenant.quotas().max_queued_jobs;
+  job.max_tasks_for_tenant = tenant.quotas().max_tasks;  // checked with the job's commit
   ASSIGN_OR_RETURN(storage::v1::JobRecord record, options_.jobs->Submit(job));
   return ToApi(record);
 }
@@ -426,10 +408,34 @@ absl::StatusOr<v1::Task> Backend::TaskView(const storage::v1::TaskRecord& t, boo
   return out;
 }
 
+namespace {
+
+// A task being created by its first job, as the API shows it: PENDING, no
+// version, its kind as the job asks.
+storage::v1::TaskRecord PendingTaskRecord(const storage::v1::JobRecord& job) {
+  storage::v1::TaskRecord t;
+  t.set_tenant(job.tenant());
+  t.set_task_id(job.task_id());
+  t.set_state(storage::v1::TASK_STATE_PENDING);
+  t.set_task_kind(job.task_kind());
+  t.set_created_at_micros(job.created_at_micros());
+  t.set_updated_at_micros(job.updated_at_micros());
+  return t;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::Task> Backend::GetTask(const Tenant& tenant, const v1::GetTaskRequest& request) {
   RETURN_IF_ERROR(CheckGetTaskRequest(request));
-  ASSIGN_OR_RETURN(storage::v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), request.task_id()));
-  return TaskView(t, /*with_size=*/true);
+  absl::StatusOr<storage::v1::TaskRecord> t = options_.db->tasks().Get(tenant.id(), request.task_id());
+  if (absl::IsNotFound(t.status())) {
+    ASSIGN_OR_RETURN(const auto pending, options_.jobs->PendingTasks(tenant.id()));
+    if (const auto it = pending.find(request.task_id()); it != pending.end()) {
+      return TaskView(PendingTaskRecord(it->second), /*with_size=*/false);
+    }
+  }
+  RETURN_IF_ERROR(t.status());
+  return TaskView(*t, /*with_size=*/true);
 }
 
 absl::StatusOr<v1::ListTasksResponse> Backend::ListTasks(const Tenant& tenant, const v1::ListTasksRequest& request) {
@@ -437,11 +443,28 @@ absl::StatusOr<v1::ListTasksResponse> Backend::ListTasks(const Tenant& tenant, c
   ASSIGN_OR_RETURN(const int want, EffectivePageSize(request.page_size()));
   ASSIGN_OR_RETURN(const std::string token, DecodePageToken("tasks", tenant.id(), request.page_token()));
   ASSIGN_OR_RETURN(storage::TaskStore::Page page, options_.db->tasks().List(tenant.id(), want, token));
-  v1::ListTasksResponse out;
-  for (const storage::v1::TaskRecord& t : page.tasks) {
-    ASSIGN_OR_RETURN(*out.add_tasks(), TaskView(t, /*with_size=*/false));
+  // Pending tasks (no record yet) merge in id order: those after the token
+  // and, when stored tasks go on past this page, up to its last id.
+  ASSIGN_OR_RETURN(const auto pending, options_.jobs->PendingTasks(tenant.id()));
+  std::map<std::string, storage::v1::TaskRecord> merged;
+  for (storage::v1::TaskRecord& t : page.tasks) {
+    std::string id = t.task_id();
+    merged.emplace(std::move(id), std::move(t));
   }
-  out.set_next_page_token(EncodePageToken("tasks", tenant.id(), page.next_page_token));
+  const bool stored_more = !page.next_page_token.empty();
+  for (const auto& [id, job] : pending) {
+    if (id <= token || (stored_more && id > page.next_page_token)) continue;
+    merged.emplace(id, PendingTaskRecord(job));
+  }
+  v1::ListTasksResponse out;
+  std::string last;
+  for (const auto& [id, t] : merged) {
+    if (out.tasks_size() == want) break;
+    ASSIGN_OR_RETURN(*out.add_tasks(), TaskView(t, /*with_size=*/false));
+    last = id;
+  }
+  const bool more = stored_more || static_cast<int>(merged.size()) > out.tasks_size();
+  out.set_next_page_token(EncodePageToken("tasks", tenant.id(), more ? last : ""));
   return out;
 }
 
@@ -510,11 +533,10 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
   absl::StatusOr<storage::v1::TaskRecord> existing = options_.db->tasks().Get(tenant.id(), task_id);
   if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
   if (!absl::IsNotFound(existing.status())) return existing.status();
-  RETURN_IF_ERROR(CheckTaskQuota(tenant, task_id));
   RETURN_IF_ERROR(
       options_.jobs
           ->ImportVersion(training::TaskRecordFor(tenant.id(), task_id, info.config, info.encoder_fingerprint),
-                          std::move(bytes))
+                          std::move(bytes), tenant.quotas().max_tasks)
           .status());
   ASSIGN_OR_RETURN(storage::v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), task_id));
   return TaskView(t, /*with_size=*/true);
@@ -537,11 +559,21 @@ absl::StatusOr<v1::PredictResponse> Backend::Predict(const Tenant& tenant, const
   in.deadline = deadline;
   in.threshold = request.threshold();
   in.top_k_answers = request.top_k_answers();
-  ASSIGN_OR_RETURN(serving::PredictResult result, options_.engine->Predict(std::move(in)));
+  absl::StatusOr<serving::PredictResult> result = options_.engine->Predict(std::move(in));
+  if (absl::IsNotFound(result.status()) && request.version() == 0) {
+    // A task whose first job runs exists (GetTask says PENDING): not NOT_FOUND.
+    ASSIGN_OR_RETURN(const auto pending, options_.jobs->PendingTasks(tenant.id()));
+    if (const auto it = pending.find(request.task_id()); it != pending.end()) {
+      return absl::FailedPreconditionError(absl::StrCat("task '", request.task_id(),
+                                                        "' has no version yet: its first training job '",
+                                                        it->second.job_id(), "' has not finished"));
+    }
+  }
+  RETURN_IF_ERROR(result.status());
   v1::PredictResponse out;
-  out.set_version(result.version);
-  out.set_task_kind(static_cast<v1::TaskKind>(result.kind));  // the same numbers
-  for (int i = 0; i < request.texts_size(); ++i) AddPrediction(result, static_cast<size_t>(i), request, out);
+  out.set_version(result->version);
+  out.set_task_kind(static_cast<v1::TaskKind>(result->kind));  // the same numbers
+  for (int i = 0; i < request.texts_size(); ++i) AddPrediction(*result, static_cast<size_t>(i), request, out);
   return out;
 }
 

@@ -194,9 +194,6 @@ class Backend {
       : options_(std::move(options)),
         client_streams_("open upload and import streams", options_.max_client_streams),
         import_bytes_("bytes of adapter files being imported", options_.max_import_bytes_in_flight) {}
-  // RESOURCE_EXHAUSTED when the tenant owns max_tasks tasks and `task_id`
-  // is not one of them.
-  absl::Status CheckTaskQuota(const Tenant& tenant, const std::string& task_id) const;
   absl::StatusOr<v1::Task> TaskView(const storage::v1::TaskRecord& record, bool with_size) const;
   // Bytes of text of the tenant's stored datasets.
   absl::StatusOr<int64_t> StoredDatasetBytes(const std::string& tenant) const;

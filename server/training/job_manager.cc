@@ -367,8 +367,11 @@ absl::StatusOr<storage::v1::JobRecord> JobManager::Submit(const JobRequest& requ
   job.set_created_at_micros(now);
   job.set_updated_at_micros(now);
   storage::Batch create;
-  absl::Status stored = AddNewJob(create, job, outcome->warnings, now);
-  if (stored.ok()) stored = options_.db->Commit(create);
+  absl::Status stored = AdmitTask(request.tenant, request.task_id, request.max_tasks_for_tenant,
+                                  /*must_be_new=*/false, [&] {
+                                    RETURN_IF_ERROR(AddNewJob(create, job, outcome->warnings, now));
+                                    return options_.db->Commit(create);
+                                  });
   if (!stored.ok()) {
     release_slot();
     // Lost a race with the same request_id: answer as the winner's request
@@ -517,7 +520,7 @@ absl::Status JobManager::DeleteTask(const std::string& tenant, const std::string
 }
 
 absl::StatusOr<storage::PromotionResult> JobManager::ImportVersion(storage::v1::TaskRecord task,
-                                                                   std::string adapter_bytes) {
+                                                                   std::string adapter_bytes, int64_t max_tasks) {
   const std::string tenant = task.tenant(), task_id = task.task_id();
   const int64_t now = Now();
   task.set_created_at_micros(now);
@@ -526,12 +529,72 @@ absl::StatusOr<storage::PromotionResult> JobManager::ImportVersion(storage::v1::
   p.task = std::move(task);
   p.adapter_bytes = std::move(adapter_bytes);
   p.expected_version = 1;  // a new task: a concurrent import or training of it loses
-  absl::StatusOr<storage::PromotionResult> done = options_.db->PromoteAdapterVersion(std::move(p));
+  absl::StatusOr<storage::PromotionResult> done;
+  RETURN_IF_ERROR(AdmitTask(tenant, task_id, max_tasks, /*must_be_new=*/true, [&] {
+    done = options_.db->PromoteAdapterVersion(std::move(p));
+    return absl::OkStatus();
+  }));
   if (absl::IsFailedPrecondition(done.status())) {
     return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
   }
   if (done.ok()) TaskChanged(tenant, task_id);
   return done;
+}
+
+absl::StatusOr<std::map<std::string, storage::v1::JobRecord>> JobManager::PendingTasks(
+    const std::string& tenant) const {
+  std::map<std::string, storage::v1::JobRecord> pending;
+  ASSIGN_OR_RETURN(std::vector<storage::v1::JobRecord> unfinished, UnfinishedJobs(tenant));
+  for (storage::v1::JobRecord& job : unfinished) {
+    // A cancelling job never promotes (a promotion needs its job RUNNING).
+    if (job.state() == storage::v1::JOB_STATE_CANCELLING) continue;
+    auto it = pending.find(job.task_id());
+    if (it != pending.end()) {
+      if (job.created_at_micros() < it->second.created_at_micros()) it->second = std::move(job);
+      continue;
+    }
+    absl::StatusOr<storage::v1::TaskRecord> stored = options_.db->tasks().Get(tenant, job.task_id());
+    if (stored.ok()) continue;
+    if (!absl::IsNotFound(stored.status())) return stored.status();
+    std::string task_id = job.task_id();
+    pending.emplace(std::move(task_id), std::move(job));
+  }
+  return pending;
+}
+
+absl::Status JobManager::AdmitTask(const std::string& tenant, const std::string& task_id, int64_t max_tasks,
+                                   bool must_be_new, const std::function<absl::Status()>& create) {
+  absl::MutexLock l(&task_admission_mu_);
+  if (max_tasks == std::numeric_limits<int64_t>::max() && !must_be_new) return create();
+  absl::StatusOr<storage::v1::TaskRecord> existing = options_.db->tasks().Get(tenant, task_id);
+  if (existing.ok()) {
+    if (must_be_new) return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
+    return create();
+  }
+  if (!absl::IsNotFound(existing.status())) return existing.status();
+  ASSIGN_OR_RETURN(const auto pending, PendingTasks(tenant));
+  if (const auto it = pending.find(task_id); it != pending.end()) {
+    if (must_be_new) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("task '", task_id, "' is being created by training job '", it->second.job_id(), "'"));
+    }
+    return create();
+  }
+  // Stored tasks, counted until the quota is reached (pending ones have no
+  // record, so the two never overlap).
+  int64_t stored = 0;
+  std::string token;
+  do {
+    ASSIGN_OR_RETURN(storage::TaskStore::Page page, options_.db->tasks().List(tenant, storage::kMaxPageSize, token));
+    stored += static_cast<int64_t>(page.tasks.size());
+    token = page.next_page_token;
+  } while (!token.empty() && stored + static_cast<int64_t>(pending.size()) < max_tasks);
+  if (stored + static_cast<int64_t>(pending.size()) >= max_tasks) {
+    return absl::ResourceExhaustedError(absl::StrCat("tenant '", tenant, "' already has its maximum of ", max_tasks,
+                                                     " tasks (", stored, " stored, ", pending.size(),
+                                                     " being created by their first training jobs)"));
+  }
+  return create();
 }
 
 absl::StatusOr<storage::v1::DatasetRecord> JobManager::DeleteDataset(const std::string& tenant,

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -91,6 +92,11 @@ struct JobRequest {
   // server's default). Submit checks it atomically with taking the slot, and
   // refuses a request without one (< 1) as a caller's mistake.
   int64_t max_queued_for_tenant = 0;
+  // The tenant's max_tasks: a job of a task that neither exists nor is
+  // being created (PendingTasks) is refused RESOURCE_EXHAUSTED when the
+  // tenant's tasks, stored and pending, already number this many; checked
+  // atomically with storing the job (AdmitTask).
+  int64_t max_tasks_for_tenant = std::numeric_limits<int64_t>::max();
 };
 
 // What validation of a job's data concluded.
@@ -162,7 +168,15 @@ class JobManager {
   // record, as TaskRecordFor builds it) through the same promotion as a
   // trained version. ALREADY_EXISTS when the task exists, or another import
   // of it got there first.
-  absl::StatusOr<storage::PromotionResult> ImportVersion(storage::v1::TaskRecord task, std::string adapter_bytes);
+  // ALREADY_EXISTS too for a task a first job is creating (PendingTasks);
+  // RESOURCE_EXHAUSTED when the tenant has max_tasks tasks, stored and
+  // pending (checked atomically with the promotion, as Submit's).
+  absl::StatusOr<storage::PromotionResult> ImportVersion(storage::v1::TaskRecord task, std::string adapter_bytes,
+                                                         int64_t max_tasks = std::numeric_limits<int64_t>::max());
+  // The tenant's tasks being created: those with a job VALIDATING, QUEUED
+  // or RUNNING (a CANCELLING one never promotes) and no stored record yet (TASK_STATE_PENDING
+  // through the API), each with its earliest such job.
+  absl::StatusOr<std::map<std::string, storage::v1::JobRecord>> PendingTasks(const std::string& tenant) const;
   // Deletes a dataset (storage::DatasetStore::Delete) unless an unfinished
   // job uses it, as training or validation data: FAILED_PRECONDITION naming
   // the job. Submissions wait while a delete runs, so no job can be queued
@@ -245,6 +259,13 @@ class JobManager {
   absl::Status RefreshState(storage::v1::JobRecord& job) const;
   // The tenant's unfinished jobs (VALIDATING, QUEUED, RUNNING, CANCELLING).
   absl::StatusOr<std::vector<storage::v1::JobRecord>> UnfinishedJobs(const std::string& tenant) const;
+  // Runs `create` (which stores a job or a task) when `task_id` exists or is
+  // pending (ALREADY_EXISTS instead if `must_be_new`), or when the tenant
+  // has fewer than `max_tasks` tasks, stored and pending; RESOURCE_EXHAUSTED
+  // otherwise. Serialised with every other admission of a task, so that
+  // concurrent first jobs and imports cannot pass the quota together.
+  absl::Status AdmitTask(const std::string& tenant, const std::string& task_id, int64_t max_tasks, bool must_be_new,
+                         const std::function<absl::Status()>& create);
   int64_t Now() const;
   void NotifyEvents() const;
   void TaskChanged(const std::string& tenant, const std::string& task_id) const;
@@ -255,6 +276,8 @@ class JobManager {
   // DeleteDataset hold it exclusively, so that what they check (the jobs of
   // a task or of a dataset) cannot change under them.
   absl::Mutex deletes_mu_;
+  // Serialises AdmitTask (count, then store), after deletes_mu_ when both.
+  absl::Mutex task_admission_mu_;
 
   // The one guard of job records. The job manager is their only writer (the
   // database's lock keeps other processes out, and nothing else in this one

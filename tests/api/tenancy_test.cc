@@ -3,12 +3,15 @@
 // not leak); a bad key is UNAUTHENTICATED; every quota gives
 // RESOURCE_EXHAUSTED, at the tenant's own value above, below or at the
 // server's default.
+#include <algorithm>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
@@ -27,6 +30,7 @@ constexpr char kKeyB[] = "key-of-tenant-b";
 constexpr char kKeyTight[] = "key-of-a-tight-tenant";
 constexpr char kKeyDatasets[] = "key-of-a-tenant-with-a-small-dataset-quota";
 constexpr char kKeyTokens[] = "key-of-a-tenant-that-uploads-tokens";
+constexpr char kKeyQuota[] = "key-of-a-tenant-with-two-tasks-at-most";
 
 class TenancyTest : public ::testing::Test {
  protected:
@@ -46,7 +50,9 @@ class TenancyTest : public ::testing::Test {
           {"id": "datasets", "api_key_sha256": ")",
         Sha256Hex(kKeyDatasets), R"(", "max_dataset_bytes": 1500},
           {"id": "tokens", "api_key_sha256": ")",
-        Sha256Hex(kKeyTokens), R"(", "max_dataset_bytes": 1500}
+        Sha256Hex(kKeyTokens), R"(", "max_dataset_bytes": 1500},
+          {"id": "quota", "api_key_sha256": ")",
+        Sha256Hex(kKeyQuota), R"(", "max_tasks": 2, "max_queued_jobs": 16}
         ]})");
     ServerOptions o = TestServerOptions(dir_->Sub("data"), dir_->Sub("model"));
     o.tenancy.tenants_file = dir_->Sub("tenants.json");
@@ -285,6 +291,106 @@ TEST_F(TenancyTest, TheDatasetQuotaCountsEveryStoredString) {
   EXPECT_EQ(out.num_bytes(), 30 * (21 + 16));
   // The 1500-byte quota holds 1110; another 1110 would pass it.
   EXPECT_EQ(Upload(*stub_, tagged("tokens2", 30), &out, kKeyTokens).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+// max_tasks counts the tasks whose first job has not finished (they were
+// not counted: a tenant with max_tasks 1 created three with --detach), and
+// is checked atomically: with one first job admitted, of six concurrent new
+// tasks, four first jobs and two imports, exactly one more is admitted. The
+// first jobs' tasks are PENDING in GetTask and ListTasks, a Predict on one
+// is FAILED_PRECONDITION, not NOT_FOUND, and an import of one is
+// ALREADY_EXISTS.
+TEST_F(TenancyTest, TheTaskQuotaCountsTasksBeingCreatedAndHoldsUnderConcurrency) {
+  using C = grpc::StatusCode;
+  std::string adapter;  // tenant a's trained task, to import
+  {
+    v1::ExportAdapterRequest r;
+    r.set_task_id("secret");
+    auto ctx = Ctx(kKeyA);
+    auto reader = stub_->ExportAdapter(ctx.get(), r);
+    v1::ExportAdapterResponse m;
+    while (reader->Read(&m)) adapter += m.chunk();
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  auto import = [&](const std::string& task_id) {
+    auto ctx = Ctx(kKeyQuota);
+    v1::Task task;
+    auto writer = stub_->ImportAdapter(ctx.get(), &task);
+    v1::ImportAdapterRequest m;
+    m.mutable_metadata()->set_task_id(task_id);
+    m.mutable_metadata()->set_total_bytes(static_cast<int64_t>(adapter.size()));
+    bool ok = writer->Write(m);
+    m.clear_metadata();
+    m.set_chunk(adapter);
+    if (ok) ok = writer->Write(m);
+    if (ok) writer->WritesDone();
+    return writer->Finish().error_code();
+  };
+  v1::Dataset ds;
+  ASSERT_TRUE(Upload(*stub_, PresenceUpload("quota-data", 40, 7, 9, 1), &ds, kKeyQuota).ok());
+  // codes[0] and job_ids[0]: the first job, alone; then 1-4 jobs and 5-6
+  // imports at once.
+  std::vector<grpc::StatusCode> codes(7);
+  std::vector<std::string> job_ids(5);
+  auto submit = [&](int i) {
+    v1::CreateTrainingJobRequest r;
+    r.set_task_id(absl::StrCat("new", i));
+    r.add_dataset_ids("quota-data");
+    r.mutable_hyperparameters()->set_epochs(1000);  // still unfinished when checked; cancelled below
+    r.mutable_hyperparameters()->set_batch_size(8);
+    v1::TrainingJob job;
+    auto ctx = Ctx(kKeyQuota);
+    codes[i] = stub_->CreateTrainingJob(ctx.get(), r, &job).error_code();
+    job_ids[i] = job.job_id();
+  };
+  submit(0);
+  ASSERT_EQ(codes[0], C::OK);
+  std::vector<std::thread> threads;
+  for (int i = 1; i < 5; ++i) threads.emplace_back(submit, i);
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] { codes[5 + i] = import(absl::StrCat("imported", i)); });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(std::count(codes.begin() + 1, codes.end(), C::OK), 1);
+  EXPECT_EQ(std::count(codes.begin() + 1, codes.end(), C::RESOURCE_EXHAUSTED), 5);
+  // What was admitted is listed: two tasks, READY (imported) or PENDING (a first job).
+  v1::ListTasksRequest list;
+  list.set_page_size(1);  // pending and stored tasks merge across pages
+  std::vector<std::string> listed;
+  do {
+    v1::ListTasksResponse page;
+    auto ctx = Ctx(kKeyQuota);
+    ASSERT_TRUE(stub_->ListTasks(ctx.get(), list, &page).ok());
+    for (const v1::Task& t : page.tasks()) listed.push_back(t.task_id());
+    list.set_page_token(page.next_page_token());
+  } while (!list.page_token().empty());
+  EXPECT_EQ(listed.size(), 2u) << absl::StrJoin(listed, ",");
+  EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end()));
+  for (int i = 0; i < 5; ++i) {
+    if (codes[i] != C::OK) continue;
+    v1::GetTaskRequest g;
+    g.set_task_id(absl::StrCat("new", i));
+    v1::Task t;
+    auto ctx = Ctx(kKeyQuota);
+    ASSERT_TRUE(stub_->GetTask(ctx.get(), g, &t).ok());
+    EXPECT_EQ(t.state(), v1::TASK_STATE_PENDING);
+    EXPECT_EQ(t.current_version(), 0);
+    v1::PredictRequest p;
+    p.set_task_id(g.task_id());
+    p.add_texts("w1");
+    v1::PredictResponse out;
+    auto pctx = Ctx(kKeyQuota);
+    const grpc::Status predicted = stub_->Predict(pctx.get(), p, &out);
+    EXPECT_EQ(predicted.error_code(), C::FAILED_PRECONDITION) << predicted.error_message();
+    EXPECT_THAT(predicted.error_message(), HasSubstr("has no version yet"));
+    // An import of a task a first job is creating is not a new task.
+    EXPECT_EQ(import(g.task_id()), C::ALREADY_EXISTS);
+    v1::CancelTrainingJobRequest cancel;
+    cancel.set_job_id(job_ids[i]);
+    v1::TrainingJob cancelled;
+    auto cctx = Ctx(kKeyQuota);
+    ASSERT_TRUE(stub_->CancelTrainingJob(cctx.get(), cancel, &cancelled).ok());
+  }
 }
 
 TEST_F(TenancyTest, QueuedJobQuota) {

@@ -1,7 +1,10 @@
 #include "server/serving/dynamic_batcher.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <numeric>
+#include <string_view>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -101,6 +104,67 @@ void DynamicBatcher::DropExpiredLocked(absl::Time now) {
   std::erase_if(queue_, expired);
 }
 
+namespace {
+
+// Of `lengths`, the `k` positions whose lengths lie closest together among
+// those that include position `oldest`: sorted by length (ties in position
+// order), the window of k consecutive entries containing `oldest` with the
+// smallest spread. Cuts padding without ever passing over the oldest.
+std::vector<size_t> PickWindow(const std::vector<int64_t>& lengths, size_t k, size_t oldest) {
+  const size_t n = lengths.size();
+  if (k == 0) return {};
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  if (k >= n) return order;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t c) { return lengths[a] < lengths[c]; });
+  const size_t at = static_cast<size_t>(std::find(order.begin(), order.end(), oldest) - order.begin());
+  const size_t first = at >= k - 1 ? at - (k - 1) : 0;
+  const size_t last = std::min(at, n - k);
+  size_t best = first;
+  const auto spread = [&](size_t s) { return lengths[order[s + k - 1]] - lengths[order[s]]; };
+  for (size_t s = first; s <= last; ++s) {
+    if (spread(s) < spread(best)) best = s;
+  }
+  return std::vector<size_t>(order.begin() + static_cast<std::ptrdiff_t>(best),
+                             order.begin() + static_cast<std::ptrdiff_t>(best + k));
+}
+
+// Max-min fair shares of `capacity` among `demands` (water filling): every
+// demand gets min(demand, L) for the highest level L that fits; the slots
+// left, fewer than the demands above L, go one each to the candidates
+// `extra` picks among those (their positions, in order).
+std::vector<size_t> FairShares(const std::vector<size_t>& demands, size_t capacity,
+                               const std::function<std::vector<size_t>(const std::vector<size_t>&, size_t)>& extra) {
+  std::vector<size_t> sorted = demands;
+  std::sort(sorted.begin(), sorted.end());
+  size_t level = 0, used = 0, below = 0;  // below: demands fully met at `level`
+  while (below < sorted.size()) {
+    const size_t above = sorted.size() - below;
+    const size_t next = sorted[below];  // the next level at which a demand is met
+    if (used + (next - level) * above > capacity) {
+      level += (capacity - used) / above;
+      break;
+    }
+    used += (next - level) * above;
+    level = next;
+    while (below < sorted.size() && sorted[below] == level) ++below;
+  }
+  std::vector<size_t> shares(demands.size());
+  size_t given = 0;
+  std::vector<size_t> candidates;
+  for (size_t i = 0; i < demands.size(); ++i) {
+    shares[i] = std::min(demands[i], level);
+    given += shares[i];
+    if (demands[i] > level) candidates.push_back(i);
+  }
+  if (given < capacity && !candidates.empty()) {
+    for (size_t c : extra(candidates, std::min(capacity - given, candidates.size()))) ++shares[candidates[c]];
+  }
+  return shares;
+}
+
+}  // namespace
+
 std::vector<BatchRow> DynamicBatcher::TakeBatchLocked() {
   const size_t n = queue_.size();
   const size_t b = static_cast<size_t>(options_.max_batch_size);
@@ -110,23 +174,59 @@ std::vector<BatchRow> DynamicBatcher::TakeBatchLocked() {
     queue_.clear();
     return batch;
   }
-  // Queue positions sorted by length (ties in arrival order); the oldest row
-  // is queue position 0.
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t c) { return queue_[a].length() < queue_[c].length(); });
-  const size_t oldest = static_cast<size_t>(std::find(order.begin(), order.end(), 0) - order.begin());
-  const size_t first = oldest >= b - 1 ? oldest - (b - 1) : 0;
-  const size_t last = std::min(oldest, n - b);
-  size_t best = first;
-  for (size_t s = first; s <= last; ++s) {
-    const int64_t spread = queue_[order[s + b - 1]].length() - queue_[order[s]].length();
-    const int64_t best_spread = queue_[order[best + b - 1]].length() - queue_[order[best]].length();
-    if (spread < best_spread) best = s;
+  // Queue positions by tenant, then by request, each in order of its oldest
+  // row (the queue is in arrival order).
+  struct Request {
+    std::vector<size_t> rows;
+  };
+  struct Tenant {
+    std::vector<Request> requests;
+    std::map<const PendingRequest*, size_t> index;
+    size_t rows = 0;
+  };
+  std::vector<Tenant> tenants;
+  std::map<std::string_view, size_t> tenant_index;
+  for (size_t i = 0; i < n; ++i) {
+    const BatchRow& row = queue_[i];
+    const std::string_view tenant = row.adapter != nullptr ? std::string_view(row.adapter->tenant) : "";
+    auto [t, new_tenant] = tenant_index.emplace(tenant, tenants.size());
+    if (new_tenant) tenants.emplace_back();
+    Tenant& te = tenants[t->second];
+    auto [r, new_request] = te.index.emplace(row.request.get(), te.requests.size());
+    if (new_request) te.requests.emplace_back();
+    te.requests[r->second].rows.push_back(i);
+    ++te.rows;
   }
+  // Tenants share the batch max-min fairly; slots that do not divide evenly
+  // go to the tenants waiting longest.
+  std::vector<size_t> tenant_demand;
+  for (const Tenant& t : tenants) tenant_demand.push_back(t.rows);
+  const auto oldest_first = [](const std::vector<size_t>&, size_t k) {
+    std::vector<size_t> first(k);
+    std::iota(first.begin(), first.end(), 0);
+    return first;
+  };
+  const std::vector<size_t> tenant_share = FairShares(tenant_demand, b, oldest_first);
   std::vector<bool> taken(n, false);
-  for (size_t i = best; i < best + b; ++i) taken[order[i]] = true;
+  for (size_t t = 0; t < tenants.size(); ++t) {
+    const std::vector<Request>& requests = tenants[t].requests;
+    // A tenant's requests share its slots alike; the slots left go to the
+    // requests whose first rows are closest in length around the oldest.
+    std::vector<size_t> request_demand;
+    for (const Request& r : requests) request_demand.push_back(r.rows.size());
+    const auto nearest_in_length = [&](const std::vector<size_t>& candidates, size_t k) {
+      std::vector<int64_t> lengths;
+      for (size_t c : candidates) lengths.push_back(queue_[requests[c].rows.front()].length());
+      return PickWindow(lengths, k, 0);
+    };
+    const std::vector<size_t> share = FairShares(request_demand, tenant_share[t], nearest_in_length);
+    // Within a request, its rows closest in length around its oldest.
+    for (size_t r = 0; r < requests.size(); ++r) {
+      std::vector<int64_t> lengths;
+      for (size_t i : requests[r].rows) lengths.push_back(queue_[i].length());
+      for (size_t w : PickWindow(lengths, share[r], 0)) taken[requests[r].rows[w]] = true;
+    }
+  }
   std::deque<BatchRow> kept;
   for (size_t i = 0; i < n; ++i) {
     if (taken[i]) {

@@ -4,13 +4,30 @@
 //
 // Batch formation. A batch is formed when fewer than max_inflight_batches
 // batches are outstanding and either max_batch_size rows are waiting or the
-// oldest waiting row has waited max_queue_delay_us. Batches mix tasks. When
-// more rows wait than fit, the batch is the oldest row plus the
-// max_batch_size - 1 rows nearest to it in length: the waiting rows are sorted
-// by length and, among the windows of max_batch_size consecutive rows that
-// contain the oldest, the one with the smallest length spread is taken. This
-// cuts padding and never starves the oldest row. A request's rows may be
-// split across batches.
+// oldest waiting row has waited max_queue_delay_us. Batches mix tasks and
+// tenants. A request's rows may be split across batches.
+//
+// Fair sharing, when more rows wait than fit (max_batch_size = b):
+//   1. Tenants (BatchRow::adapter->tenant) share the b rows max-min fairly
+//      (water filling): a tenant waiting for fewer rows than its share gets
+//      them all, the others split the rest evenly; rows that do not divide
+//      evenly go to the tenants whose oldest row waited longest.
+//   2. Within a tenant, its requests share its rows the same way; rows that
+//      do not divide evenly go to the requests whose first rows are nearest
+//      in length around the oldest such request's (the window below).
+//   3. Within a request, its rows nearest in length around its oldest:
+//      sorted by length, the window containing the oldest with the smallest
+//      length spread. This cuts padding and never passes over the oldest.
+// So a request's rows never wait behind another request's beyond its fair
+// share: with R requests and T tenants waiting, every tenant gets at least
+// min(its rows, floor(b / T)) rows of each batch, and while T <= b a
+// request that arrives behind a large one (a 16-question QA request is
+// thousands of rows) has a row in the next batch formed, once fewer than
+// floor(b / T) other requests of its tenant wait: the wait it sees is the
+// batches already in flight (max_inflight_batches), not the large request's
+// length. With more than b tenants waiting, tenants are served one row each,
+// the longest-waiting first. With one request waiting this is the length
+// grouping alone.
 //
 // Backpressure: while max_inflight_batches batches are outstanding (handed
 // to RunBatchFn and not yet `done`), rows accumulate, so a busy device gets

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -157,6 +158,99 @@ TEST(DynamicBatcher, GroupsRowsOfSimilarLengthAroundTheOldest) {
   EXPECT_THAT(recorder.Lengths(3), ElementsAre(20));
   ASSERT_OK_AND_ASSIGN(auto results, second->Wait());
   for (size_t i = 0; i < lengths.size(); ++i) EXPECT_EQ(results[i][0], static_cast<float>(lengths[i]));
+}
+
+// Fair sharing (the outside test's case: a 16-question QA request held
+// another tenant's one-text Predict for 27 s). Rows of equal length, queued
+// while the only in-flight slot is taken: a large request first, then small
+// ones. Oldest-first took the large request's rows for five batches; now
+// the tenants, then the requests within a tenant, share each batch max-min
+// fairly, so every small request's row is in the next batch.
+TEST(DynamicBatcher, ALargeRequestSharesEachBatchWithOtherTenantsAndRequests) {
+  Recorder recorder;
+  // A short delay: the large request's last, partial batch is formed after it.
+  auto batcher = MakeBatcher(recorder, 4, /*delay_us=*/1000, /*inflight=*/1);
+  auto hold = std::make_shared<PendingRequest>(4);
+  std::vector<BatchRow> rows;
+  for (int i = 0; i < 4; ++i) rows.push_back(Row(5, hold, i));
+  ASSERT_OK(batcher->Enqueue(std::move(rows)));
+  recorder.WaitForBatches(1);  // holds the only slot while the rest queue
+
+  auto adapter_of = [](const std::string& tenant) {
+    auto a = std::make_shared<LoadedAdapter>();
+    a->tenant = tenant;
+    return std::shared_ptr<const LoadedAdapter>(a);
+  };
+  auto enqueue = [&](const std::string& tenant, int n) {
+    auto request = std::make_shared<PendingRequest>(n);
+    std::vector<BatchRow> rows;
+    for (int i = 0; i < n; ++i) {
+      rows.push_back(Row(5, request, i));
+      rows.back().adapter = adapter_of(tenant);
+    }
+    EXPECT_OK(batcher->Enqueue(std::move(rows)));
+    return request;
+  };
+  auto large = enqueue("acme", 20);
+  auto small_same_tenant = enqueue("acme", 1);
+  auto small_other_tenant = enqueue("beta", 1);
+  recorder.Finish(0);
+  recorder.WaitForBatches(2);
+  // beta: 1 row (all it has); acme: 3, shared by its two requests as 2 + 1.
+  recorder.Finish(1);
+  // Done now (checked without waiting: oldest-first left them queued).
+  ASSERT_TRUE(small_same_tenant->done());
+  ASSERT_TRUE(small_other_tenant->done());
+  EXPECT_FALSE(large->done());
+  // Alone again, the large request takes whole batches: 18 rows left.
+  for (size_t i = 2; i < 7; ++i) {
+    recorder.WaitForBatches(i + 1);
+    EXPECT_EQ(recorder.Lengths(i).size(), i < 6 ? 4u : 2u) << "batch " << i;
+    recorder.Finish(i);
+  }
+  ASSERT_OK(large->Wait().status());
+}
+
+// More tenants waiting than rows in a batch: one row each, the tenants
+// waiting longest first, so none is passed over for long.
+TEST(DynamicBatcher, MoreTenantsThanRowsAreServedOldestFirst) {
+  Recorder recorder;
+  auto batcher = MakeBatcher(recorder, 2, kForever, /*inflight=*/1);
+  auto hold = std::make_shared<PendingRequest>(2);
+  std::vector<BatchRow> rows;
+  for (int i = 0; i < 2; ++i) rows.push_back(Row(5, hold, i));
+  ASSERT_OK(batcher->Enqueue(std::move(rows)));
+  recorder.WaitForBatches(1);
+  std::vector<std::shared_ptr<PendingRequest>> requests;
+  for (const char* tenant : {"t0", "t1", "t2", "t3"}) {
+    auto request = std::make_shared<PendingRequest>(2);
+    std::vector<BatchRow> two;
+    for (int i = 0; i < 2; ++i) {
+      two.push_back(Row(tenant[1] - '0' + 1, request, i));  // each tenant's own length
+      auto adapter = std::make_shared<LoadedAdapter>();
+      adapter->tenant = tenant;
+      two.back().adapter = adapter;
+    }
+    ASSERT_OK(batcher->Enqueue(std::move(two)));
+    requests.push_back(request);
+  }
+  recorder.Finish(0);
+  recorder.WaitForBatches(2);
+  EXPECT_THAT(recorder.Lengths(1), UnorderedElementsAre(1, 2));  // t0 and t1: one row each
+  recorder.Finish(1);
+  recorder.WaitForBatches(3);
+  EXPECT_THAT(recorder.Lengths(2), UnorderedElementsAre(1, 2));  // still the oldest: t0 and t1 again
+  recorder.Finish(2);
+  recorder.WaitForBatches(4);
+  EXPECT_THAT(recorder.Lengths(3), UnorderedElementsAre(3, 4));
+  recorder.Finish(3);
+  std::thread finisher([&] {
+    recorder.WaitForBatches(5);
+    recorder.Finish(4);
+  });
+  batcher->Shutdown();
+  finisher.join();
+  for (auto& r : requests) EXPECT_OK(r->Wait().status());
 }
 
 TEST(DynamicBatcher, SplitsARequestAcrossBatches) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -50,11 +51,28 @@ struct Server::Parts {
   std::unique_ptr<api::GrpcFrontend> grpc;
   std::unique_ptr<http::HttpGateway> http;  // calls into grpc: stops first
   std::atomic<bool> serving{false};         // the HTTP gateway's /healthz
+  // Health (gRPC's, /healthz, adapterd_serving) is SERVING while the server
+  // is up (started, not draining) and inference can run (PublishHealth).
+  absl::Mutex health_mu;
+  bool up ABSL_GUARDED_BY(health_mu) = false;
+  bool inference_ok ABSL_GUARDED_BY(health_mu) = true;
   std::unique_ptr<BackupScheduler> backups;
   std::unique_ptr<PeriodicThread> heap_releaser;  // last: stops before the metrics it reports to
 };
 
 namespace {
+
+// Updates what is given of the server's health and publishes the result to
+// gRPC's health service, /healthz and the adapterd_serving gauge.
+void PublishHealth(Server::Parts& p, std::optional<bool> up, std::optional<bool> inference_ok) {
+  absl::MutexLock lock(&p.health_mu);
+  if (up.has_value()) p.up = *up;
+  if (inference_ok.has_value()) p.inference_ok = *inference_ok;
+  const bool serving = p.up && p.inference_ok;
+  if (p.grpc) p.grpc->SetServing(serving);
+  if (p.metrics) p.metrics->SetServing(serving);
+  p.serving.store(serving);
+}
 
 absl::StatusOr<c10::ScalarType> ParseDtype(const std::string& s) {
   if (s == "fp32") return c10::kFloat;
@@ -163,9 +181,7 @@ absl::Status Server::StartAll() {
   StartBackgroundWork();
   p.runner->Start();
   p.grpc->SetBackend(p.backend.get());
-  p.grpc->SetServing(true);
-  p.metrics->SetServing(true);
-  p.serving.store(true);
+  PublishHealth(p, /*up=*/true, std::nullopt);
   LOG(INFO) << "SERVING on port " << p.grpc->port() << " (model " << o.model.model_dir << ", " << o.model.device << ", "
             << info.dtype << ")";
   return absl::OkStatus();
@@ -278,6 +294,9 @@ absl::Status Server::StartServingEngine() {
   eo.max_seq_len = o.model.max_seq_len;
   eo.min_training_share = o.serving.training_share;
   eo.observer = p.metrics->serving_observer();
+  // Batches failing for lack of memory make the server NOT_SERVING (an
+  // orchestrator stops sending it traffic or restarts it) until one succeeds.
+  eo.on_health = [&p](bool healthy) { PublishHealth(p, std::nullopt, healthy); };
   ASSIGN_OR_RETURN(p.engine, serving::InferenceEngine::Create(std::move(eo)));
   for (const std::string& pin : o.serving.pinned_tasks) {
     const size_t slash = pin.find('/');
@@ -377,9 +396,7 @@ void Server::Shutdown() {
   // UNAVAILABLE before gRPC cancels what remains. main.cc enforces the bound
   // with a watchdog in case a training step outlasts it.
   const ShutdownPlan plan = PlanShutdown(absl::Now(), options_.process.drain_seconds);
-  if (p.grpc) p.grpc->SetServing(false);
-  if (p.metrics) p.metrics->SetServing(false);
-  p.serving.store(false);
+  PublishHealth(p, /*up=*/false, std::nullopt);
   api::GrpcService* service = p.grpc ? &p.grpc->service() : nullptr;
   if (service) service->StartDraining(plan.streams_deadline);
   // Preempt the running job at its next step while calls drain; it is

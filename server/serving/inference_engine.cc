@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "server/model/tensor_io.h"
@@ -232,8 +233,11 @@ absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& req
                    cache_->Get(request.tenant, request.task_id, request.version));
   RETURN_IF_ERROR(CheckKindShape(adapter->set->config().kind, request));
 
+  // Planning and decoding allocate per text: out of memory there is this
+  // request's RESOURCE_EXHAUSTED (GuardTorch), never an escaped exception.
   std::vector<BatchRow> rows;
-  ASSIGN_OR_RETURN(const std::vector<TextRows> plan, PlanRows(request, adapter, rows));
+  ASSIGN_OR_RETURN(const std::vector<TextRows> plan,
+                   model::GuardTorch("planning the request's rows", [&] { return PlanRows(request, adapter, rows); }));
   auto pending = std::make_shared<PendingRequest>(static_cast<int64_t>(rows.size()));
   for (size_t i = 0; i < rows.size(); ++i) {
     rows[i].adapter = adapter;
@@ -243,12 +247,41 @@ absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& req
   }
   RETURN_IF_ERROR(batcher_->Enqueue(std::move(rows)));
   ASSIGN_OR_RETURN(std::vector<std::vector<float>> outputs, pending->Wait());
-  PredictResult result;
-  result.version = adapter->version;
-  result.kind = adapter->set->config().kind;
-  result.labels = adapter->labels;
-  Decode(request, *adapter, plan, outputs, result);
-  return result;
+  return model::GuardTorch("decoding the request's results", [&]() -> absl::StatusOr<PredictResult> {
+    PredictResult result;
+    result.version = adapter->version;
+    result.kind = adapter->set->config().kind;
+    result.labels = adapter->labels;
+    Decode(request, *adapter, plan, outputs, result);
+    return result;
+  });
+}
+
+bool InferenceEngine::healthy() const {
+  absl::MutexLock lock(&mu_);
+  return failed_batches_ < kUnhealthyAfterFailedBatches;
+}
+
+void InferenceEngine::NoteBatchOutcome(const absl::Status& status) {
+  bool changed = false, now_healthy = true;
+  {
+    absl::MutexLock lock(&mu_);
+    if (status.ok()) {
+      changed = failed_batches_ >= kUnhealthyAfterFailedBatches;
+      failed_batches_ = 0;
+    } else if (absl::IsResourceExhausted(status)) {
+      changed = ++failed_batches_ == kUnhealthyAfterFailedBatches;
+      now_healthy = false;
+    }
+  }
+  if (changed) {
+    LOG(WARNING) << "inference is " << (now_healthy ? "serving again" : "failing for lack of memory")
+                 << (now_healthy ? ""
+                                 : absl::StrCat(" (", kUnhealthyAfterFailedBatches,
+                                                " batches in a row): health NOT_SERVING until one succeeds; ",
+                                                status.message()));
+    if (options_.on_health) options_.on_health(now_healthy);
+  }
 }
 
 struct InferenceEngine::TextRows {
@@ -361,6 +394,21 @@ void InferenceEngine::RunBatch(std::vector<BatchRow>& batch) {
   FailExpiredRows(expired, options_.observer);
   if (rows.empty()) return;
 
+  // Everything that allocates runs guarded: a batch that cannot be computed
+  // fails its rows, and the engine serves the next.
+  absl::StatusOr<std::vector<std::vector<float>>> outputs =
+      model::GuardTorch("predict batch", [&] { return ComputeBatch(rows, now); });
+  NoteBatchOutcome(outputs.status());
+  if (!outputs.ok()) {
+    for (BatchRow* row : rows) row->request->Fail(row->index, outputs.status());
+    return;
+  }
+  for (size_t i = 0; i < rows.size(); ++i) rows[i]->request->Complete(rows[i]->index, std::move((*outputs)[i]));
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> InferenceEngine::ComputeBatch(const std::vector<BatchRow*>& rows,
+                                                                              absl::Time now) {
+  if (options_.before_batch_for_testing) options_.before_batch_for_testing();
   const int64_t b = static_cast<int64_t>(rows.size());
   int64_t len = 0, real = 0;
   absl::Time oldest = now;
@@ -387,16 +435,9 @@ void InferenceEngine::RunBatch(std::vector<BatchRow>& batch) {
     options_.observer->OnBatch(stats);
   }
 
-  absl::StatusOr<model::EncoderOutput> out = model::GuardTorch("predict batch", [&]() {
-    return ForwardBatch(*options_.encoder, model::ToEncoderInput(padded), sets, slots, options_.strategy);
-  });
-  absl::StatusOr<std::vector<std::vector<float>>> outputs =
-      out.ok() ? RowOutputs(*out, rows) : absl::StatusOr<std::vector<std::vector<float>>>(out.status());
-  if (!outputs.ok()) {
-    for (BatchRow* row : rows) row->request->Fail(row->index, outputs.status());
-    return;
-  }
-  for (size_t i = 0; i < rows.size(); ++i) rows[i]->request->Complete(rows[i]->index, std::move((*outputs)[i]));
+  ASSIGN_OR_RETURN(model::EncoderOutput out,
+                   ForwardBatch(*options_.encoder, model::ToEncoderInput(padded), sets, slots, options_.strategy));
+  return RowOutputs(out, rows);
 }
 
 }  // namespace adapterd::serving

@@ -151,7 +151,16 @@ class InferenceEngine {
     model::MixedStrategy strategy = model::MixedStrategy::kAuto;
     // Optional metrics hook, shared by the cache, batcher and executor.
     ServingObserver* observer = nullptr;
+    // Called (from the device executor's thread) when inference stops
+    // being able to serve, after kUnhealthyAfterFailedBatches batches in a
+    // row failed for lack of memory (false), and when a batch succeeds
+    // again (true). The server sets its health from it.
+    std::function<void(bool healthy)> on_health;
+    // Fault injection for tests: runs inside the batch's guard before it is
+    // computed; what it throws is what an allocation failing there throws.
+    std::function<void()> before_batch_for_testing;
   };
+  static constexpr int kUnhealthyAfterFailedBatches = 3;
 
   // INVALID_ARGUMENT for missing dependencies or out-of-range options.
   static absl::StatusOr<std::unique_ptr<InferenceEngine>> Create(Options options);
@@ -166,6 +175,10 @@ class InferenceEngine {
   void Shutdown();
   // False once Drain() or Shutdown() began.
   bool accepting() const;
+  // False while the last kUnhealthyAfterFailedBatches batches or more failed
+  // for lack of memory (RESOURCE_EXHAUSTED); Predicts are still taken, and
+  // the first batch that succeeds makes it true again.
+  bool healthy() const;
 
   // For the JobRunner's run_on_device and for metrics.
   DeviceExecutor& executor() { return *executor_; }
@@ -177,6 +190,10 @@ class InferenceEngine {
   absl::Status Validate(const PredictRequest& request) const;
   // Runs on the executor thread.
   void RunBatch(std::vector<BatchRow>& rows);
+  // The rows' outputs (RunBatch's work, run under GuardTorch).
+  absl::StatusOr<std::vector<std::vector<float>>> ComputeBatch(const std::vector<BatchRow*>& rows, absl::Time now);
+  // Counts batches failed for lack of memory (health, on_health).
+  void NoteBatchOutcome(const absl::Status& status);
   // How each text of `request` becomes rows for `adapter`'s kind, and how
   // its rows' outputs become its result (inference_engine.cc).
   struct TextRows;
@@ -197,6 +214,7 @@ class InferenceEngine {
   // Protects the accepting flag and the count of Predicts in flight.
   mutable absl::Mutex mu_;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+  int failed_batches_ ABSL_GUARDED_BY(mu_) = 0;  // in a row, RESOURCE_EXHAUSTED
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

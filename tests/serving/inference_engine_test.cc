@@ -6,13 +6,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <memory>
+#include <new>
 #include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/testing/status_matchers.h"
@@ -236,6 +239,37 @@ TEST_F(InferenceEngineTest, DrainFinishesInFlightPredictsAndRefusesNewOnes) {
   EXPECT_OK(in_flight.status());
   // Training work still runs after a drain (only Shutdown stops the executor).
   EXPECT_OK(engine->executor().RunTraining([] { return absl::OkStatus(); }));
+}
+
+// Memory running out while a batch is computed (the outside test: one such
+// Predict failed UNKNOWN, then every Predict timed out while health said
+// SERVING): the batch's rows fail RESOURCE_EXHAUSTED, the engine keeps
+// serving, health turns NOT_SERVING after three such batches in a row and
+// SERVING again with the first batch that succeeds.
+TEST_F(InferenceEngineTest, BatchesThatRunOutOfMemoryFailAloneAndHealthRecovers) {
+  std::atomic<bool> out_of_memory{true};
+  std::vector<bool> health_changes;
+  absl::Mutex mu;
+  InferenceEngine::Options o = BaseOptions();
+  o.before_batch_for_testing = [&] {
+    if (out_of_memory.load()) throw std::bad_alloc();
+  };
+  o.on_health = [&](bool healthy) {
+    absl::MutexLock lock(&mu);
+    health_changes.push_back(healthy);
+  };
+  ASSERT_OK_AND_ASSIGN(auto engine, InferenceEngine::Create(o));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_THAT(engine->Predict(Request(0, {Text(1, 3)})), StatusIs(absl::StatusCode::kResourceExhausted));
+    EXPECT_TRUE(engine->healthy()) << "after " << i + 1 << " failed batches";
+  }
+  EXPECT_THAT(engine->Predict(Request(0, {Text(1, 3)})), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_FALSE(engine->healthy());
+  out_of_memory.store(false);
+  ASSERT_OK(engine->Predict(Request(1, {Text(2, 4)})).status());
+  EXPECT_TRUE(engine->healthy());
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(health_changes, ::testing::ElementsAre(false, true));
 }
 
 TEST_F(InferenceEngineTest, CreateRejectsMissingDependenciesAndBadSequenceLength) {

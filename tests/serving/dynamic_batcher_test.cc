@@ -94,6 +94,23 @@ std::unique_ptr<DynamicBatcher> MakeBatcher(Recorder& recorder, int64_t max_batc
   return b.ok() ? *std::move(b) : nullptr;
 }
 
+// Fills one batch of `n` rows of `length` and waits until it is formed: with
+// one in-flight slot, rows queued after it wait until Finish(0).
+void HoldTheOnlySlot(DynamicBatcher& batcher, Recorder& recorder, int n, int64_t length) {
+  auto hold = std::make_shared<PendingRequest>(n);
+  std::vector<BatchRow> rows;
+  for (int i = 0; i < n; ++i) rows.push_back(Row(length, hold, i));
+  ASSERT_OK(batcher.Enqueue(std::move(rows)));
+  recorder.WaitForBatches(1);
+}
+
+// The tenant whose adapter a row carries (the batcher shares batches by it).
+std::shared_ptr<const LoadedAdapter> AdapterOf(const std::string& tenant) {
+  auto adapter = std::make_shared<LoadedAdapter>();
+  adapter->tenant = tenant;
+  return adapter;
+}
+
 TEST(DynamicBatcher, FormsABatchWhenMaxBatchSizeRowsWait) {
   Recorder recorder;
   auto batcher = MakeBatcher(recorder, 3, kForever);
@@ -125,11 +142,8 @@ TEST(DynamicBatcher, FormsAPartialBatchAfterTheQueueDelay) {
 TEST(DynamicBatcher, GroupsRowsOfSimilarLengthAroundTheOldest) {
   Recorder recorder;
   auto batcher = MakeBatcher(recorder, 3, kForever, /*inflight=*/1);
-  auto first = std::make_shared<PendingRequest>(3);
+  HoldTheOnlySlot(*batcher, recorder, 3, 1);
   std::vector<BatchRow> rows;
-  for (int i = 0; i < 3; ++i) rows.push_back(Row(1, first, i));
-  ASSERT_OK(batcher->Enqueue(std::move(rows)));
-  recorder.WaitForBatches(1);  // holds the only in-flight slot
 
   // Queued while the slot is taken, oldest first.
   const std::vector<int64_t> lengths = {6, 1, 20, 7, 2, 19, 5};
@@ -170,23 +184,13 @@ TEST(DynamicBatcher, ALargeRequestSharesEachBatchWithOtherTenantsAndRequests) {
   Recorder recorder;
   // A short delay: the large request's last, partial batch is formed after it.
   auto batcher = MakeBatcher(recorder, 4, /*delay_us=*/1000, /*inflight=*/1);
-  auto hold = std::make_shared<PendingRequest>(4);
-  std::vector<BatchRow> rows;
-  for (int i = 0; i < 4; ++i) rows.push_back(Row(5, hold, i));
-  ASSERT_OK(batcher->Enqueue(std::move(rows)));
-  recorder.WaitForBatches(1);  // holds the only slot while the rest queue
-
-  auto adapter_of = [](const std::string& tenant) {
-    auto a = std::make_shared<LoadedAdapter>();
-    a->tenant = tenant;
-    return std::shared_ptr<const LoadedAdapter>(a);
-  };
+  HoldTheOnlySlot(*batcher, recorder, 4, 5);  // the rest queue behind it
   auto enqueue = [&](const std::string& tenant, int n) {
     auto request = std::make_shared<PendingRequest>(n);
     std::vector<BatchRow> rows;
     for (int i = 0; i < n; ++i) {
       rows.push_back(Row(5, request, i));
-      rows.back().adapter = adapter_of(tenant);
+      rows.back().adapter = AdapterOf(tenant);
     }
     EXPECT_OK(batcher->Enqueue(std::move(rows)));
     return request;
@@ -216,20 +220,14 @@ TEST(DynamicBatcher, ALargeRequestSharesEachBatchWithOtherTenantsAndRequests) {
 TEST(DynamicBatcher, MoreTenantsThanRowsAreServedOldestFirst) {
   Recorder recorder;
   auto batcher = MakeBatcher(recorder, 2, kForever, /*inflight=*/1);
-  auto hold = std::make_shared<PendingRequest>(2);
-  std::vector<BatchRow> rows;
-  for (int i = 0; i < 2; ++i) rows.push_back(Row(5, hold, i));
-  ASSERT_OK(batcher->Enqueue(std::move(rows)));
-  recorder.WaitForBatches(1);
+  HoldTheOnlySlot(*batcher, recorder, 2, 5);
   std::vector<std::shared_ptr<PendingRequest>> requests;
   for (const char* tenant : {"t0", "t1", "t2", "t3"}) {
     auto request = std::make_shared<PendingRequest>(2);
     std::vector<BatchRow> two;
     for (int i = 0; i < 2; ++i) {
       two.push_back(Row(tenant[1] - '0' + 1, request, i));  // each tenant's own length
-      auto adapter = std::make_shared<LoadedAdapter>();
-      adapter->tenant = tenant;
-      two.back().adapter = adapter;
+      two.back().adapter = AdapterOf(tenant);
     }
     ASSERT_OK(batcher->Enqueue(std::move(two)));
     requests.push_back(request);

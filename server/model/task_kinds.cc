@@ -201,7 +201,12 @@ std::vector<QaSpan> DecodeQaSpans(std::span<const QaWindow> windows, const QaDec
       }
     }
   }
-  if (options.allow_no_answer && std::isfinite(no_answer)) candidates.push_back({.window = -1, .score = no_answer});
+  // "No answer" is a candidate when the task allows it, and the answer when
+  // no window has a valid span at all (a question that fills the window
+  // leaves no context): a Predict always answers something.
+  if ((options.allow_no_answer || candidates.empty()) && std::isfinite(no_answer)) {
+    candidates.push_back({.window = -1, .score = no_answer});
+  }
   // Best first; ties to the earlier span in the context, then the shorter,
   // "no answer" last; a span's best window first.
   std::stable_sort(candidates.begin(), candidates.end(), [](const QaSpan& a, const QaSpan& b) {

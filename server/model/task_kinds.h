@@ -177,8 +177,9 @@ struct QaSpan {
   double probability = 0;
 };
 // Best first; ties go to the earlier span in the context, then the shorter
-// one ("no answer" after every span of its score). Empty when no window has
-// a valid span (and no allow_no_answer).
+// one ("no answer" after every span of its score). When no window has a
+// valid span, the one candidate is "no answer" (window -1), whether or not
+// the task allows it; empty only for no windows at all.
 std::vector<QaSpan> DecodeQaSpans(std::span<const QaWindow> windows, const QaDecodeOptions& options);
 
 }  // namespace adapterd::model

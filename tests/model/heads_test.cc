@@ -381,6 +381,22 @@ TEST(QaDecoding, SpansCrossingTheQuestionOrPastTheMaximumOrBackwardsAreNeverChos
   EXPECT_EQ(short_only[0].start, 5);  // 0 + 10
 }
 
+// A question that fills its window leaves no context position (the
+// outside test: questions of 30+ words got an empty answers list): the
+// answer is "no answer", even for a task trained without it.
+TEST(QaDecoding, NoValidSpanAnywhereGivesTheNoAnswerCandidate) {
+  Logits l(6, 1);
+  const std::vector<QaWindow> w = {Window(l, 5, 5)};  // [CLS] q q q q [SEP]: no context
+  QaDecodeOptions o;
+  o.allow_no_answer = false;
+  o.top_k = 3;
+  std::vector<QaSpan> best = DecodeQaSpans(w, o);
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].window, -1);
+  EXPECT_DOUBLE_EQ(best[0].probability, 1.0);
+  EXPECT_TRUE(DecodeQaSpans({}, o).empty());
+}
+
 TEST(QaDecoding, TiesGoToTheEarlierThenShorterSpan) {
   Logits l(8, 0);
   const std::vector<QaWindow> w = {Window(l, 2, 7)};

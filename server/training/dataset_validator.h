@@ -4,7 +4,7 @@
 // 17" or "validation example 3", 0-based, and why):
 //   an example's own fields (CheckExampleFields, example.h), what the task's
 //   kind reads and its rules (CheckExampleForKind, kind_examples.h: a
-//   missing label, a target that is not a finite number, tags that are not
+//   missing label, a target that is not a decimal number in [-1e15, 1e15], tags that are not
 //   BIO, entities outside the text or overlapping or over no word, an answer
 //   not at its answer_start or over no token, a blank question or context),
 //   fewer than limits.min_examples examples, more than limits.max_examples

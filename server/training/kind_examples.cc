@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -143,11 +144,43 @@ std::vector<std::string> LabelNamesOf(TaskKind kind, const Example& e) {
   }
 }
 
+namespace {
+
+// A decimal number as the API documents it: an optional sign, digits with
+// an optional point (or a point and digits), an optional exponent; no
+// spaces, no hexadecimal ("0x10"), no "inf" or "nan".
+bool IsDecimalNumber(std::string_view s) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  size_t digits = 0;
+  while (i < s.size() && absl::ascii_isdigit(s[i])) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && absl::ascii_isdigit(s[i])) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    size_t exponent = 0;
+    while (i < s.size() && absl::ascii_isdigit(s[i])) ++i, ++exponent;
+    if (exponent == 0) return false;
+  }
+  return i == s.size();
+}
+
+}  // namespace
+
 absl::StatusOr<double> RegressionTargetOf(const Example& e) {
   if (e.label.empty()) return Bad("label is missing (a regression target is a number)");
   double v = 0;
-  if (!absl::SimpleAtod(e.label, &v)) return Bad(absl::StrCat("label '", e.label, "' is not a number"));
-  if (!std::isfinite(v)) return Bad(absl::StrCat("label '", e.label, "' is not a finite number"));
+  if (!IsDecimalNumber(e.label) || !absl::SimpleAtod(e.label, &v)) {
+    return Bad(absl::StrCat("label '", e.label, "' is not a decimal number (like 3.25 or -1e3)"));
+  }
+  // Bounded so that the targets' mean and variance cannot overflow.
+  if (!std::isfinite(v) || std::abs(v) > kMaxRegressionTarget) {
+    return Bad(absl::StrCat("label '", e.label, "' is outside [-1e15, 1e15], the regression targets' range"));
+  }
   return v;
 }
 

@@ -48,6 +48,9 @@ std::vector<std::string> MultiLabelsOf(const Example& e);
 
 // Regression: the target `label` holds. INVALID_ARGUMENT when it is not a
 // finite decimal number.
+// A regression target's largest magnitude (its mean and variance over a
+// dataset stay finite).
+inline constexpr double kMaxRegressionTarget = 1e15;
 absl::StatusOr<double> RegressionTargetOf(const Example& e);
 
 // Token classification: the example's text (`text`, or its `tokens` joined

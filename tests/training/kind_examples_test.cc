@@ -95,10 +95,25 @@ TEST(KindExamples, RegressionTargetsAreFiniteNumbers) {
   EXPECT_EQ(v, 3.25);
   ASSERT_OK_AND_ASSIGN(v, RegressionTargetOf({"t", "", "-1e3"}));
   EXPECT_EQ(v, -1000.0);
-  EXPECT_THAT(RegressionTargetOf({"t", "", "nan"}), StatusIs(kInvalid, HasSubstr("label 'nan' is not a finite")));
-  EXPECT_THAT(RegressionTargetOf({"t", "", "inf"}), StatusIs(kInvalid, HasSubstr("is not a finite number")));
+  ASSERT_OK_AND_ASSIGN(v, RegressionTargetOf({"t", "", ".5"}));
+  EXPECT_EQ(v, 0.5);
+  ASSERT_OK_AND_ASSIGN(v, RegressionTargetOf({"t", "", "+2."}));
+  EXPECT_EQ(v, 2.0);
+  EXPECT_THAT(RegressionTargetOf({"t", "", "nan"}), StatusIs(kInvalid, HasSubstr("label 'nan' is not a decimal")));
+  EXPECT_THAT(RegressionTargetOf({"t", "", "inf"}), StatusIs(kInvalid, HasSubstr("is not a decimal number")));
   EXPECT_THAT(RegressionTargetOf({"t", "", "1e999"}), StatusIs(kInvalid));
-  EXPECT_THAT(RegressionTargetOf({"t", "", "high"}), StatusIs(kInvalid, HasSubstr("label 'high' is not a number")));
+  EXPECT_THAT(RegressionTargetOf({"t", "", "high"}), StatusIs(kInvalid, HasSubstr("label 'high' is not a decimal")));
+  // What SimpleAtod took and the API does not: hexadecimal, spaces around,
+  // a lone sign or point, a bare exponent.
+  for (const char* bad : {"0x10", " 3", "3 ", "-", ".", "1e", "e5", "1,5", "3.2.1"}) {
+    EXPECT_THAT(RegressionTargetOf({"t", "", bad}), StatusIs(kInvalid, HasSubstr("is not a decimal number"))) << bad;
+  }
+  // Finite but so large that the targets' mean and variance overflowed
+  // (the job then failed with a misleading message): the range, at N and past.
+  ASSERT_OK(RegressionTargetOf({"t", "", "1e15"}).status());
+  ASSERT_OK(RegressionTargetOf({"t", "", "-1e15"}).status());
+  EXPECT_THAT(RegressionTargetOf({"t", "", "1.0000001e15"}), StatusIs(kInvalid, HasSubstr("outside [-1e15, 1e15]")));
+  EXPECT_THAT(RegressionTargetOf({"t", "", "1e308"}), StatusIs(kInvalid, HasSubstr("outside")));
   EXPECT_THAT(CheckExampleForKind(TaskKind::kRegression, {"t", "", ""}),
               StatusIs(kInvalid, HasSubstr("label is missing")));
 }
@@ -206,7 +221,7 @@ TEST_F(KindDatasetTest, RegressionAndMultiLabelRules) {
   ASSERT_OK_AND_ASSIGN(DatasetReport r, Validate(TaskKind::kRegression, {{"ada", "", "1"}, {"rome", "", "2.5"}}));
   EXPECT_TRUE(r.labels.empty());
   EXPECT_THAT(Validate(TaskKind::kRegression, {{"ada", "", "1"}, {"rome", "", "NaN"}}),
-              StatusIs(kInvalid, HasSubstr("train example 1: label 'NaN' is not a finite number")));
+              StatusIs(kInvalid, HasSubstr("train example 1: label 'NaN' is not a decimal number")));
   Example ab{"ada", "", ""}, b{"rome", "", ""}, c{"met", "", ""};
   ab.labels = {"a", "b"};
   b.labels = {"b"};

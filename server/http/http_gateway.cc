@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -228,6 +229,18 @@ absl::Status TooLarge(std::string message) {
   return s;
 }
 bool IsTooLarge(const absl::Status& s) { return s.GetPayload(kTooLargePayload).has_value(); }
+
+// A gRPC call's status as the gateway answers it: gRPC's own message-size
+// refusal ("Sent/Received message larger than max") is a size, not a rate
+// limit, so it is answered 413 and names the limit (429 made clients retry).
+absl::Status CallStatus(const grpc::Status& status, int64_t max_message_bytes) {
+  absl::Status s = FromGrpcStatus(status);
+  if (absl::IsResourceExhausted(s) && absl::StrContains(s.message(), "message larger than max")) {
+    return TooLarge(absl::StrCat(s.message(), ": a request or response is at most --max_message_bytes (",
+                                 max_message_bytes, " bytes); send fewer or shorter texts"));
+  }
+  return s;
+}
 
 // The server-wide body budget is spent: RESOURCE_EXHAUSTED, answered 503
 // (the server is busy, not the request too large; retry later).
@@ -725,7 +738,7 @@ MHD_Result Unary(State* state, MHD_Connection* c, Call& call,
   Response response;
   call.grpc_called = true;
   const grpc::Status status = (state->stub.get()->*method)(&ctx, request, &response);
-  if (!status.ok()) return Fail(state, c, call, FromGrpcStatus(status));
+  if (!status.ok()) return Fail(state, c, call, CallStatus(status, state->options.max_body_bytes));
   return ReplyJson(c, MHD_HTTP_OK, ToJson(response));
 }
 
@@ -748,7 +761,7 @@ absl::StatusOr<OpenedStream<Response>> OpenServerStream(
   call.grpc_called = true;
   s.reader = (state->stub.get()->*method)(s.ctx.get(), request);
   if (!s.reader->Read(&s.first)) {
-    const absl::Status status = FromGrpcStatus(s.reader->Finish());
+    const absl::Status status = CallStatus(s.reader->Finish(), state->options.max_body_bytes);
     return status.ok() ? absl::InternalError("the stream ended without a message") : status;
   }
   return s;
@@ -834,7 +847,7 @@ MHD_Result FinishStream(State* state, MHD_Connection* c, Call& call) {
   call.upload.reset();
   call.import.reset();
   call.ctx.reset();
-  if (!status.ok()) return Fail(state, c, call, FromGrpcStatus(status));
+  if (!status.ok()) return Fail(state, c, call, CallStatus(status, state->options.max_body_bytes));
   return ReplyJson(c, MHD_HTTP_OK, call.route->body == BodyKind::kDataset ? ToJson(call.dataset) : ToJson(call.task));
 }
 

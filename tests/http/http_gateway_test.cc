@@ -166,6 +166,31 @@ class HttpGatewayTest : public ::testing::Test {
   std::vector<std::string> refusals_ ABSL_GUARDED_BY(mu_);  // "rpc CODE", as Hooks::on_refusal reported them
 };
 
+// gRPC's own refusal of a message over the size limit is a size, not a
+// rate limit: 413 naming the limit (it was 429, which clients retry).
+TEST_F(HttpGatewayTest, AResponseOverTheMessageLimitIs413NotARateLimit) {
+  grpc::ChannelArguments small;
+  small.SetMaxReceiveMessageSize(200);
+  HttpGatewayOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.max_body_bytes = 200;
+  ASSERT_OK_AND_ASSIGN(auto gateway, HttpGateway::Start(options, server_->InProcessChannel(small), {}));
+  auto predict = [&](int texts) {
+    nlohmann::json body = {{"texts", nlohmann::json::array()}};
+    for (int i = 0; i < texts; ++i) body["texts"].push_back(absl::StrCat("t", i));
+    return HttpRequest(gateway->port(), "POST", "/v1/tasks/t:predict", body.dump(),
+                       {{"Content-Type", "application/json"}}, absl::Seconds(30));
+  };
+  ASSERT_OK_AND_ASSIGN(metrics::HttpResponse fits, predict(2));
+  EXPECT_EQ(fits.status, 200) << fits.body;
+  ASSERT_OK_AND_ASSIGN(metrics::HttpResponse over, predict(30));  // a 150-byte body, a larger answer
+  EXPECT_EQ(over.status, 413) << over.body;
+  const nlohmann::json status = nlohmann::json::parse(over.body, nullptr, false);
+  EXPECT_EQ(status["code"], 8);
+  EXPECT_THAT(status["message"].get<std::string>(), HasSubstr("--max_message_bytes (200 bytes)"));
+  gateway->Stop();
+}
+
 TEST_F(HttpGatewayTest, ConcurrentCallsEachGetTheirOwnAnswer) {
   constexpr int kThreads = 6;
   constexpr int kCalls = 15;

@@ -235,6 +235,40 @@ def test_dataset_reader_matches_adapterctl(client):
         assert match.group(1) == expected, path
 
 
+def test_the_servers_content_hash_is_the_clients(client):
+    """content_sha256_of computes what the server records, for every kind's fields."""
+    files = [
+        EXAMPLES / "sentiment_validation.csv",
+        EXAMPLES / "kinds" / "aspects_validation.jsonl",
+        EXAMPLES / "kinds" / "people_validation.jsonl",
+        EXAMPLES / "kinds" / "biographies_validation.json",
+        EXAMPLES / "kinds" / "ratings_validation.csv",
+    ]
+    for path in files:
+        stored = client.upload_dataset(str(path))
+        assert stored.content_sha256 == adapterd.content_sha256_of(adapterd.datasets.read_dataset_file(path)), path
+        client.delete_dataset(stored)
+
+
+def test_train_reuses_a_stored_dataset_only_when_it_holds_the_same_rows(client):
+    """train() with rows uploads them under their content-derived id; on ALREADY_EXISTS it reused whatever
+    was stored under that id when only the example count matched (the outside test: new rows of the same
+    count were replaced by another upload's). Now the stored content must be the caller's."""
+    mine = [{"text": f"a review number {i}", "label": "good" if i % 2 else "bad"} for i in range(12)]
+    other = [{"text": f"another text {i}", "label": "good" if i % 2 else "bad"} for i in range(12)]
+    mine_id = adapterd.dataset_id_for_examples(list(adapterd.datasets.examples_from_rows(mine)))
+    planted = client.upload_dataset(other, dataset_id=mine_id)  # same size, same id, other rows
+    assert planted.num_examples == len(mine)
+    with pytest.raises(adapterd.AlreadyExists, match="different content"):
+        client.train("py-reuse", mine, epochs=1, wait=False)
+    client.delete_dataset(mine_id)
+    # With the id free, the rows are uploaded; a second train() reuses the very same upload.
+    job = client.train("py-reuse", mine, epochs=1, wait=False)
+    again = client.train("py-reuse", mine, epochs=1, wait=False)
+    assert list(job.dataset_ids) == list(again.dataset_ids) == [mine_id]
+    client.wait(again)
+
+
 @pytest.fixture(scope="module")
 def tenant_server(tmp_path_factory, model_dir):
     directory = tmp_path_factory.mktemp("tenants")

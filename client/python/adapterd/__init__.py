@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 from adapterd._retry import RetryPolicy  # noqa: E402
 from adapterd._health import ServingStatus  # noqa: E402
-from adapterd.client import Client, dataset_id_for_examples  # noqa: E402
+from adapterd.client import Client, content_sha256_of, dataset_id_for_examples  # noqa: E402
 from adapterd.errors import (  # noqa: E402
     Aborted,
     AdapterdError,
@@ -71,6 +71,7 @@ __all__ = [
     "Client",
     "RetryPolicy",
     "ServingStatus",
+    "content_sha256_of",
     "dataset_id_for_examples",
     "AdapterdError",
     "Aborted",

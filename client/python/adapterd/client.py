@@ -19,8 +19,8 @@ Contract (the C++ client's, client/adapterd_client.h, plus retries):
   retried after an attempt that did land raises NotFound), ExportAdapter,
   CreateTrainingJob (always sent with a ``request_id``: the server returns the
   same job for the same id and payload), and the uploads ``train`` makes under
-  content-derived ids (an ALREADY_EXISTS of the same content is taken as
-  done). A watch that ends UNAVAILABLE is re-subscribed with ``after_seq`` of
+  content-derived ids (an ALREADY_EXISTS is taken as done only when the stored
+  dataset's content_sha256 is that of the caller's rows). A watch that ends UNAVAILABLE is re-subscribed with ``after_seq`` of
   the last event seen. ``upload_dataset`` and ``import_adapter`` create
   resources and are not retried (a failed stream stores nothing, so the caller
   may simply call again).
@@ -149,6 +149,39 @@ def dataset_id_for_examples(examples: Sequence[Any]) -> str:
         hasher.update(struct.pack("<Q", len(data)))
         hasher.update(data)
     return "data-" + hasher.hexdigest()[:40]
+
+
+def content_sha256_of(examples: Iterable[Any]) -> str:
+    """The ``content_sha256`` the server records for a dataset of ``examples`` (``Example`` messages).
+
+    The server's definition (adapterd.v1.Dataset.content_sha256): SHA-256 over every example's
+    fields, each as its UTF-8 length in decimal, ``:``, then its bytes: text, text_pair, label;
+    then, when any of the other fields is set, ``labels<n>tokens<n>tags<n>``, each label, token
+    and tag, ``entities<n>``, each entity as ``start,end,label``, ``answers<n>``, and each answer's
+    start and text. Used to check that a stored dataset holds the caller's rows.
+    """
+    hasher = hashlib.sha256()
+
+    def field(value: str) -> None:
+        data = value.encode("utf-8")
+        hasher.update(f"{len(data)}:".encode())
+        hasher.update(data)
+
+    for e in examples:
+        for value in (e.text, e.text_pair, e.label):
+            field(value)
+        if len(e.labels) + len(e.tokens) + len(e.tags) + len(e.entities) + len(e.answers) > 0:
+            field(f"labels{len(e.labels)}tokens{len(e.tokens)}tags{len(e.tags)}")
+            for value in list(e.labels) + list(e.tokens) + list(e.tags):
+                field(value)
+            field(f"entities{len(e.entities)}")
+            for x in e.entities:
+                field(f"{x.start},{x.end},{x.label}")
+            field(f"answers{len(e.answers)}")
+            for a in e.answers:
+                field(str(a.answer_start))
+                field(a.text)
+    return hasher.hexdigest()
 
 
 class Client:
@@ -429,8 +462,9 @@ class Client:
                 None,
             )
         except AlreadyExists:
+            # Reused only when it holds these very rows: an id is a name anyone may have used.
             existing = self.get_dataset(dataset_id, task_id=task_id)
-            if existing.num_examples != len(examples):
+            if existing.content_sha256 != content_sha256_of(examples):
                 raise AlreadyExists(None, f"dataset {dataset_id} already exists with different content") from None
         return dataset_id
 

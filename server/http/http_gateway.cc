@@ -1,6 +1,7 @@
 #include "server/http/http_gateway.h"
 
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <grpcpp/grpcpp.h>
 #include <microhttpd.h>
 
@@ -583,8 +584,13 @@ bool ClientCertificateVerified(MHD_Connection* c) {
   auto session = static_cast<gnutls_session_t>(info->tls_session);
   unsigned int count = 0;
   if (gnutls_certificate_get_peers(session, &count) == nullptr || count == 0) return false;
+  // Verified for a client's purpose: a certificate whose extended key usage
+  // excludes clientAuth (one for servers only) is refused, as gRPC refuses it.
+  gnutls_typed_vdata_st purpose{};
+  purpose.type = GNUTLS_DT_KEY_PURPOSE_OID;
+  purpose.data = reinterpret_cast<unsigned char*>(const_cast<char*>(GNUTLS_KP_TLS_WWW_CLIENT));
   unsigned int verify = 0;
-  return gnutls_certificate_verify_peers2(session, &verify) == GNUTLS_E_SUCCESS && verify == 0;
+  return gnutls_certificate_verify_peers(session, &purpose, 1, &verify) == GNUTLS_E_SUCCESS && verify == 0;
 }
 
 // A Content-Type's media type, parameters aside, in lower case ("" if none).

@@ -883,5 +883,13 @@ def test_tls_and_mutual_tls(work, model):
         with_cert.load_cert_chain(f"{certs}/client.crt", f"{certs}/client.key")
         assert Http(s.http_port, with_cert).json("GET", "/healthz") == {"status": "SERVING"}
         assert Http(s.http_port, with_cert).json("GET", "/v1/tasks")["tasks"] == []
+        # A certificate the CA signed for servers only (extendedKeyUsage serverAuth): refused, as the gRPC
+        # port refuses it (HTTP took it).
+        server_only = ssl.create_default_context(cafile=f"{certs}/ca.crt")
+        server_only.load_cert_chain(f"{certs}/serveronly.crt", f"{certs}/serveronly.key")
+        try:
+            Http(s.http_port, server_only).error("GET", "/v1/tasks", status=401, code=16)
+        except (ssl.SSLError, ConnectionError):
+            pass  # refused in the handshake: as good
     finally:
         s.stop()

@@ -4,6 +4,8 @@ make_certs(d) writes into directory d:
   ca.crt, ca.key          a self-signed CA;
   server.crt, server.key  a server certificate for localhost and 127.0.0.1;
   client.crt, client.key  a client certificate (extendedKeyUsage clientAuth);
+  serveronly.crt, .key    signed by the CA, but for servers only (extendedKeyUsage
+                          serverAuth): no client may present it;
   other-ca.crt            a second CA that signed neither (for refusals).
 Keys are mode 0600, as the server requires of key files.
 """
@@ -20,7 +22,8 @@ def make_certs(d):
     for ca in ("ca", "other-ca"):
         openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN=test-{ca}",
                 "-keyout", f"{d}/{ca}.key", "-out", f"{d}/{ca}.crt")
-    for name, ext in (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")):
+    for name, ext in (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth"),
+                      ("serveronly", "extendedKeyUsage=serverAuth")):
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", f"{d}/{name}.key",
                 "-out", f"{d}/{name}.csr")
         with open(f"{d}/{name}.ext", "w") as f:

@@ -213,6 +213,7 @@ absl::Status Server::StartHttp() {
   http::HttpGatewayOptions go = options_.http.gateway;
   go.tls = p.grpc->tls();
   go.max_body_bytes = options_.grpc.max_message_bytes;
+  go.max_import_bytes = api::Backend::Options().max_adapter_bytes;  // the backend's bound
   go.body_timeout = absl::Seconds(options_.http.body_timeout_seconds);
   go.idle_timeout = absl::Seconds(options_.http.idle_timeout_seconds);
   go.allowed_hosts = AllowedHttpHosts(options_.http);

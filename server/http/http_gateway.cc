@@ -1000,6 +1000,16 @@ MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::st
       }
     }
   }
+  if (call.route->body == BodyKind::kBytes) {
+    int64_t length = 0;
+    const auto header = Header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (header.has_value() && absl::SimpleAtoi(*header, &length) && length > state->options.max_import_bytes) {
+      const absl::Status s = TooLarge(absl::StrCat(
+          "the adapter file is ", length, " bytes; this server imports at most ", state->options.max_import_bytes));
+      call.early = [state, s](MHD_Connection* c, const Call& call) { return Fail(state, c, call, s); };
+      return MHD_YES;
+    }
+  }
   if (call.route->body == BodyKind::kDataset || call.route->body == BodyKind::kBytes) {
     if (absl::Status s = OpenStream(state, c, call); !s.ok()) {
       call.answered = true;

@@ -103,6 +103,10 @@ struct HttpGatewayOptions {
   absl::Duration idle_timeout = absl::Seconds(120);
   // The largest JSON body, and the largest SQuAD document (parsed whole).
   int64_t max_body_bytes = 16 << 20;
+  // The largest adapter file an import takes (the server's own bound,
+  // api::Backend::Options::max_adapter_bytes): a larger Content-Length is
+  // 413 from the headers, before any byte is read.
+  int64_t max_import_bytes = 512ll << 20;
   // The largest record of a streamed CSV or JSON Lines dataset.
   int64_t max_record_bytes = 1 << 20;
   // The size of the gRPC messages uploads and imports are sent in.

@@ -594,6 +594,14 @@ def test_oversize_bodies_are_413(client, trained):
     except (BrokenPipeError, ConnectionResetError):
         pass  # the server answered and closed while the body was still arriving
     conn.close()
+    # An import declared larger than the server imports: 413 from the headers (it read ~66 MB of the body
+    # and dropped the connection unanswered).
+    c = raw_request(client.port, f"POST /v1/tasks/{task}-big:import HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 f"Content-Type: application/octet-stream\r\nContent-Length: {600 << 20}\r\n")
+    head, body = read_answer(c)
+    c.close()
+    assert head.startswith(b"HTTP/1.1 413 "), head
+    assert "imports at most" in json.loads(body)["message"]
     # A record over the streaming parser's bound.
     m = client.error("POST", "/v1/datasets", "text,label\n" + "y" * (2 << 20) + ",x\n", {"Content-Type": "text/csv"})
     assert "longer than" in m

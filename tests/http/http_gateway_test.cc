@@ -62,6 +62,7 @@ class ScriptedService final : public v1::Adapterd::Service {
 
   grpc::Status WatchTrainingJob(grpc::ServerContext* ctx, const v1::WatchTrainingJobRequest* request,
                                 grpc::ServerWriter<v1::WatchTrainingJobResponse>* writer) override {
+    if (request->job_id() == "flood") return Flood(ctx, writer);
     const int64_t endless = request->job_id() == "endless" ? 1000000 : kWatchMessages;
     for (int64_t i = request->after_seq(); i < endless; ++i) {
       if (ctx->IsCancelled()) {
@@ -76,6 +77,19 @@ class ScriptedService final : public v1::Adapterd::Service {
         return grpc::Status::CANCELLED;
       }
       absl::SleepFor(absl::Milliseconds(20));
+    }
+    return grpc::Status::OK;
+  }
+
+  // 100,000 events of 10 kB, as fast as the reader takes them.
+  grpc::Status Flood(grpc::ServerContext* ctx, grpc::ServerWriter<v1::WatchTrainingJobResponse>* writer) {
+    v1::WatchTrainingJobResponse m;
+    m.mutable_job()->set_error_message(std::string(10000, 'x'));
+    for (int64_t i = 0; i < 100000 && !ctx->IsCancelled(); ++i) {
+      m.clear_events();
+      m.add_events()->set_seq(i + 1);
+      if (!writer->Write(m)) return grpc::Status::CANCELLED;
+      flood_written.fetch_add(1);
     }
     return grpc::Status::OK;
   }
@@ -95,6 +109,7 @@ class ScriptedService final : public v1::Adapterd::Service {
   }
 
   std::atomic<int> watches_cancelled{0};
+  std::atomic<int64_t> flood_written{0};
   std::atomic<int> uploads_cancelled{0};
   std::atomic<int> uploads_committed{0};
 };
@@ -254,6 +269,23 @@ TEST_F(HttpGatewayTest, AClientThatLeavesAWatchCancelsIt) {
   const absl::Time end = absl::Now() + absl::Seconds(20);
   while (service_.watches_cancelled.load() == 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(20));
   EXPECT_EQ(service_.watches_cancelled.load(), 1);
+}
+
+// An event stream whose client stops reading: the gateway queues at most
+// 1 MiB for it and stops reading the watch, so the server's writes stall
+// (gRPC flow control) instead of the gateway's memory growing (9 MB/s
+// without limit before). 1 MiB of queue, the gRPC window and the sockets'
+// buffers hold a few hundred of these 10 kB events, not thousands.
+TEST_F(HttpGatewayTest, AStreamWhoseClientStopsReadingHoldsBackTheWatch) {
+  const int fd = Send("GET /v1/trainingJobs/flood:watch HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_GE(fd, 0);
+  int64_t written = -1;
+  for (int i = 0; i < 50 && written != service_.flood_written.load(); ++i) {  // until the writes stall
+    written = service_.flood_written.load();
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_LT(service_.flood_written.load(), 3000) << "events the watch wrote";
+  ::close(fd);
 }
 
 TEST_F(HttpGatewayTest, StoppingEndsOpenStreamsUnavailable) {

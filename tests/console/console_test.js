@@ -438,8 +438,14 @@ async function main() {
     log(`job SUCCEEDED on the page; best val accuracy ${best}%`);
     await watch.check('following the job');
 
-    // -- Predict with the classification task.
+    // -- Predict with the classification task. While its first job ran the task was listed
+    // Pending; refreshed after the job, it is Ready.
     await page.click('#refresh-tasks');
+    await waitFor('console-topics to be listed Ready', () => page.evaluate(() => {
+      const tr = Array.from(document.querySelectorAll('#tasks-table tbody tr'))
+        .find((r) => r.cells[0] && r.cells[0].textContent === 'console-topics');
+      return tr !== undefined && tr.cells[2].textContent === 'Ready';
+    }), { timeoutMs: 20000, everyMs: 250 });
     await clickRow(page, 'tasks-table', 'console-topics');
     const taskRow = await page.evaluate(() => Array.from(document.querySelector('#tasks-table tbody tr.selected').cells)
       .map((c) => c.textContent));

@@ -294,6 +294,20 @@ async function clickRow(page, tableId, id) {
   }, tableId, id), { timeoutMs: 20000, everyMs: 250 });
 }
 
+// Refreshes the tasks table until task `id` is listed Ready (while its
+// first job runs it is listed Pending), then selects it.
+async function selectReadyTask(page, id) {
+  await waitFor(`${id} to be listed Ready`, async () => {
+    await page.click('#refresh-tasks');
+    return page.evaluate((i) => {
+      const tr = Array.from(document.querySelectorAll('#tasks-table tbody tr'))
+        .find((r) => r.cells[0] && r.cells[0].textContent === i);
+      return tr !== undefined && tr.cells[2].textContent === 'Ready';
+    }, id);
+  }, { timeoutMs: 20000, everyMs: 500 });
+  await clickRow(page, 'tasks-table', id);
+}
+
 // Fills a form control as a user would (the value, then input/change).
 async function fill(page, selector, value) {
   await page.$eval(selector, (e, v) => {
@@ -440,13 +454,7 @@ async function main() {
 
     // -- Predict with the classification task. While its first job ran the task was listed
     // Pending; refreshed after the job, it is Ready.
-    await page.click('#refresh-tasks');
-    await waitFor('console-topics to be listed Ready', () => page.evaluate(() => {
-      const tr = Array.from(document.querySelectorAll('#tasks-table tbody tr'))
-        .find((r) => r.cells[0] && r.cells[0].textContent === 'console-topics');
-      return tr !== undefined && tr.cells[2].textContent === 'Ready';
-    }), { timeoutMs: 20000, everyMs: 250 });
-    await clickRow(page, 'tasks-table', 'console-topics');
+    await selectReadyTask(page, 'console-topics');
     const taskRow = await page.evaluate(() => Array.from(document.querySelector('#tasks-table tbody tr.selected').cells)
       .map((c) => c.textContent));
     assert.deepEqual(taskRow.slice(0, 3), ['console-topics', 'Classification', 'Ready'], JSON.stringify(taskRow));
@@ -493,8 +501,7 @@ async function main() {
     } });
     log(`training ${qaJob.jobId} (extractive QA)`);
     await waitForJob(base, qaJob.jobId, 150000);
-    await page.click('#refresh-tasks');
-    await clickRow(page, 'tasks-table', 'console-qa');
+    await selectReadyTask(page, 'console-qa');
     await waitFor('the QA form', () => page.evaluate(() =>
       document.getElementById('predict-text-label').textContent === 'Question' &&
       !document.getElementById('predict-pair-field').hidden &&

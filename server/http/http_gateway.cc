@@ -233,7 +233,7 @@ bool IsTooLarge(const absl::Status& s) { return s.GetPayload(kTooLargePayload).h
 
 // A gRPC call's status as the gateway answers it: gRPC's own message-size
 // refusal ("Sent/Received message larger than max") is a size, not a rate
-// limit, so it is answered 413 and names the limit (429 made clients retry).
+// limit, so it is answered 413 and names the limit (429 would be retried).
 absl::Status CallStatus(const grpc::Status& status, int64_t max_message_bytes) {
   absl::Status s = FromGrpcStatus(status);
   if (absl::IsResourceExhausted(s) && absl::StrContains(s.message(), "message larger than max")) {
@@ -924,14 +924,18 @@ absl::Status CheckCrossSite(State* state, MHD_Connection* c, std::string_view me
   return absl::OkStatus();
 }
 
+// Answers `status` on the request's next call, its body unread (an answer
+// decided from the headers alone).
+void RefuseFromHeaders(State* state, Call& call, absl::Status status) {
+  call.early = [state, status](MHD_Connection* c, const Call& call) { return Fail(state, c, call, status); };
+}
+
 // The first call of a request (its headers): answers at once what needs no
 // body; opens client streams.
 MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::string_view method, Call& call) {
   if (state->require_client_certificate && !ClientCertificateVerified(c)) {
-    call.early = [state](MHD_Connection* c, const Call& call) {
-      return Fail(state, c, call,
-                  absl::UnauthenticatedError("a client certificate signed by the server's client CA is required"));
-    };
+    RefuseFromHeaders(state, call,
+                      absl::UnauthenticatedError("a client certificate signed by the server's client CA is required"));
     return MHD_YES;
   }
   const bool get = method == "GET" || method == "HEAD";  // HEAD: GET's answer, without the body
@@ -964,22 +968,20 @@ MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::st
       };
       return MHD_YES;
     }
-    call.early = [state, what](MHD_Connection* c, const Call& call) {
-      return Fail(state, c, call,
-                  absl::NotFoundError(absl::StrCat("no route for ", what, " (docs/API.md, \"REST/JSON\")")));
-    };
+    RefuseFromHeaders(state, call,
+                      absl::NotFoundError(absl::StrCat("no route for ", what, " (docs/API.md, \"REST/JSON\")")));
     return MHD_YES;
   }
   call.route = match.route;
   call.variables = std::move(match.variables);
   if (absl::Status s = CheckCrossSite(state, c, method, *call.route); !s.ok()) {
-    call.early = [state, s](MHD_Connection* c, const Call& call) { return Fail(state, c, call, s); };
+    RefuseFromHeaders(state, call, s);
     return MHD_YES;
   }
   if (state->hooks.authenticate) {
     const auto auth = Header(c, MHD_HTTP_HEADER_AUTHORIZATION);
     if (absl::Status s = state->hooks.authenticate(auth.has_value() ? &*auth : nullptr); !s.ok()) {
-      call.early = [state, s](MHD_Connection* c, const Call& call) { return Fail(state, c, call, s); };
+      RefuseFromHeaders(state, call, s);
       return MHD_YES;
     }
   }
@@ -995,7 +997,7 @@ MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::st
     // Reserved before the body is read: a refusal leaves it unread.
     if (header.has_value() && length > 0) {
       if (absl::Status s = ReserveBody(state, call, length); !s.ok()) {
-        call.early = [state, s](MHD_Connection* c, const Call& call) { return Fail(state, c, call, s); };
+        RefuseFromHeaders(state, call, s);
         return MHD_YES;
       }
     }
@@ -1006,7 +1008,7 @@ MHD_Result Begin(State* state, MHD_Connection* c, std::string_view path, std::st
     if (header.has_value() && absl::SimpleAtoi(*header, &length) && length > state->options.max_import_bytes) {
       const absl::Status s = TooLarge(absl::StrCat(
           "the adapter file is ", length, " bytes; this server imports at most ", state->options.max_import_bytes));
-      call.early = [state, s](MHD_Connection* c, const Call& call) { return Fail(state, c, call, s); };
+      RefuseFromHeaders(state, call, s);
       return MHD_YES;
     }
   }
@@ -1085,8 +1087,9 @@ void Completed(void* cls, MHD_Connection* c, void** con_cls, MHD_RequestTerminat
 }
 
 // libmicrohttpd's decoding of the path and query (%XX), but for %00, which
-// stays as written: a NUL would end the path at it (`/v1/tasks/t%00evil`
-// acted on task `t`); kept, it fails the id check (INVALID_ARGUMENT).
+// stays as written: decoded, a NUL would end the path at it
+// (`/v1/tasks/t%00evil` would name task `t`); kept, it fails the id check
+// (INVALID_ARGUMENT).
 size_t Unescape(void*, MHD_Connection*, char* s) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';

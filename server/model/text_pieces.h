@@ -70,7 +70,7 @@ std::vector<SlidingWindow> QaWindows(const BertTokenizer& tokenizer, std::string
 inline int32_t DefaultDocStride(int32_t max_seq_len) { return std::max(1, max_seq_len / 3); }
 // The smallest doc_stride a job or an imported adapter may set: an eighth of
 // the window, so that a context's windows are at most 8 per window's worth
-// of its tokens (a stride of 1 made one per token).
+// of its tokens (a stride of 1 would make one per token).
 inline int32_t MinDocStride(int32_t max_seq_len) { return std::max(1, max_seq_len / 8); }
 // Token classification's windows over a long text start half a window
 // apart, so every token has a window with context on both sides.

@@ -80,9 +80,7 @@ TEST(RequestChecks, ExamplesAreBoundedAndValidUtf8) {
   EXPECT_THAT(CheckExample(qa, 2), StatusIs(kInvalid, HasSubstr("answers[0].answer_start is -1")));
 }
 
-// The list fields and the example's bytes together, at N and N+1 (a tenant
-// stored 50 MB of `tokens` under a 1 MiB quota: they were neither counted
-// nor bounded).
+// The list fields and the example's bytes together, at N and N+1.
 TEST(RequestChecks, AnExamplesListsAndBytesAreBoundedAtNAndNPlusOne) {
   v1::Example tagged;
   for (int i = 0; i < kMaxListEntriesPerExample; ++i) {

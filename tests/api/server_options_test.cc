@@ -108,8 +108,8 @@ TEST(ServerOptions, BadValuesFromTheEnvironmentAreRefusedNamingTheFlag) {
   EXPECT_OK(Parse({}, &code).status());
 }
 
-// The second outside test's cases: `<data_dir>/db` was accepted as the backup
-// directory, and a replica answered any caller's shard-local header.
+// The backup directory may not be `<data_dir>/db` (or inside the data), and
+// a replica answers a shard-local header only with the replicas' secret.
 TEST(ServerOptions, BackupsLiveOutsideTheDataDirAndReplicasNeedTheirSharedSecret) {
   int code = 0;
   for (const char* inside : {"/data/db", "/data/backups", "/data", "/data/../data/x", "/"}) {

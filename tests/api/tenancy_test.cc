@@ -234,9 +234,8 @@ TEST_F(TenancyTest, EachQuotaIsResourceExhausted) {
   EXPECT_EQ(PredictAs(*stub_, kKeyTight, "t1").error_code(), C::RESOURCE_EXHAUSTED);
 }
 
-// The second outside test's case: a tenant limited to 20,000 bytes uploaded
-// 30 datasets of that size; the limit was per dataset. It covers all of the
-// tenant's datasets now, and deleting one gives its bytes back.
+// The dataset quota covers all of a tenant's datasets together, not each
+// one alone, and deleting one gives its bytes back.
 TEST_F(TenancyTest, TheDatasetQuotaCoversAllOfATenantsDatasets) {
   using C = grpc::StatusCode;
   v1::Dataset first;
@@ -272,8 +271,7 @@ TEST_F(TenancyTest, TheDatasetQuotaCoversAllOfATenantsDatasets) {
 }
 
 // Every stored string counts against the quota, not only text, text_pair
-// and label (a tenant with a 1 MiB quota stored 50 MB of `tokens`:
-// num_bytes was 0).
+// and label: a dataset of `tokens` and `tags` alone has its bytes counted.
 TEST_F(TenancyTest, TheDatasetQuotaCountsEveryStoredString) {
   auto tagged = [](const std::string& id, int n) {
     std::vector<v1::UploadDatasetRequest> msgs(2);
@@ -293,9 +291,8 @@ TEST_F(TenancyTest, TheDatasetQuotaCountsEveryStoredString) {
   EXPECT_EQ(Upload(*stub_, tagged("tokens2", 30), &out, kKeyTokens).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
-// max_tasks counts the tasks whose first job has not finished (they were
-// not counted: a tenant with max_tasks 1 created three with --detach), and
-// is checked atomically: with one first job admitted, of six concurrent new
+// max_tasks counts the tasks whose first job has not finished, and is
+// checked atomically: with one first job admitted, of six concurrent new
 // tasks, four first jobs and two imports, exactly one more is admitted. The
 // first jobs' tasks are PENDING in GetTask and ListTasks, a Predict on one
 // is FAILED_PRECONDITION, not NOT_FOUND, and an import of one is

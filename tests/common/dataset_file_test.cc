@@ -470,8 +470,8 @@ TEST(DatasetFile, SquadErrorsNameThePath) {
   });
 }
 
-// Nesting is bounded before a document is built (16 MiB of '[' cost
-// 1.15 GB as a JSON DOM): at 32 levels a document is parsed (and found to
+// Nesting is bounded before a document is built (16 MiB of '[' would cost
+// about 1.15 GB as a JSON DOM): at 32 levels a document is parsed (and found to
 // hold no examples), at 33 it is refused unparsed, in a JSON Lines line too; '['
 // inside strings does not count.
 TEST(DatasetFile, JsonNestingIsBoundedBeforeParsing) {

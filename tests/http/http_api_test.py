@@ -264,8 +264,8 @@ def trained(server):
 
 
 def test_cross_site_requests_cannot_change_state(server, client, trained):
-    """A page of another site in the operator's browser (the README's quickstart: no tenants file) could
-    cancel jobs, train and import with fetch(no-cors, text/plain); DNS rebinding gave it reads too."""
+    """A page of another site in the operator's browser (the README's quickstart: no tenants file) can
+    neither change state with fetch(no-cors, text/plain) nor read through DNS rebinding."""
     task, request, job_id = trained["TASK_KIND_SEQUENCE_CLASSIFICATION"]
     body = json.dumps(request)
     # Only the route's own content type: text/plain and a form (what a page may send without asking,
@@ -355,8 +355,8 @@ def test_training_job_create_get_list_watch(client):
                         headers={"Last-Event-ID": str(seqs[2])})
     resumed = [int(e["seq"]) for event, _, data in again if event == "update" for e in json.loads(data)["events"]]
     assert resumed == seqs[3:]
-    # After the largest seq (2^63 - 1: after_seq + 1 overflowed, and the watch re-sent the whole
-    # history in a hot loop, forever): the snapshot, no events, and the end.
+    # After the largest seq (2^63 - 1, where after_seq + 1 would overflow): the snapshot, no events,
+    # and the end.
     for resume in ({"Last-Event-ID": str(2**63 - 1)}, None):
         path = f"/v1/trainingJobs/{job['jobId']}:watch" + ("" if resume else f"?afterSeq={2**63 - 1}")
         last = read_events(client.port, path, headers=resume, timeout=30)
@@ -506,7 +506,7 @@ def test_bad_requests_are_google_rpc_statuses(client, trained):
     assert "unknown parameter 'pageSise'" in m
     client.error("GET", "/v1/tasks?pageSize=two")
     client.error("GET", "/v1/tasks/bad%20id")  # the id's alphabet: the service's check
-    # A percent-encoded NUL does not end the path (it acted on the task before it).
+    # A percent-encoded NUL does not end the path: the id with it is refused, not the id before it.
     m = client.error("POST", f"/v1/tasks/{task}%00evil:predict", request)
     assert "task_id" in m
     client.error("GET", f"/v1/tasks/{task}%00evil")
@@ -518,7 +518,7 @@ def test_bad_requests_are_google_rpc_statuses(client, trained):
     assert "nested deeper than 32" in m
     client.error("GET", "/v1/tasks", headers={"Grpc-Timeout": "soon"})
     # A deadline no call can meet: DEADLINE_EXCEEDED, 504, every time (the gateway refuses a deadline
-    # already past instead of racing the call with it, which answered 200 now and then).
+    # already past rather than racing the call with it).
     for _ in range(20):
         m = client.error("POST", f"/v1/tasks/{task}:predict", request, {"Grpc-Timeout": "1n"}, status=504, code=4)
         assert "passed before the call was made" in m
@@ -594,8 +594,7 @@ def test_oversize_bodies_are_413(client, trained):
     except (BrokenPipeError, ConnectionResetError):
         pass  # the server answered and closed while the body was still arriving
     conn.close()
-    # An import declared larger than the server imports: 413 from the headers (it read ~66 MB of the body
-    # and dropped the connection unanswered).
+    # An import declared larger than the server imports: 413 from the headers, the body unread.
     c = raw_request(client.port, f"POST /v1/tasks/{task}-big:import HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                  f"Content-Type: application/octet-stream\r\nContent-Length: {600 << 20}\r\n")
     head, body = read_answer(c)
@@ -749,8 +748,7 @@ def test_admission_bounds_what_connections_hold(work, model):
         return metric(s, "adapterd_admission_used", 'budget="http_request_bodies"')
 
     try:
-        # Without a key, a 16 MiB body announced and never sent: 401 from the headers, the body unread
-        # (it used to wait for and buffer the 16 MiB first).
+        # Without a key, a 16 MiB body announced and never sent: 401 from the headers, the body unread.
         c = raw_request(s.http_port, predict_head(16 << 20, authorization=""))
         head, body = read_answer(c)
         c.close()
@@ -795,8 +793,8 @@ def test_admission_bounds_what_connections_hold(work, model):
         assert closed_by_server(c), "a body that took longer than the deadline kept its connection"
         c.close()
 
-        # At --http_max_connections (4), a new connection evicts the one idle longest (a client that
-        # opened 4 connections and sent nothing used to lock every other client out).
+        # At --http_max_connections (4), a new connection evicts the one idle longest: a client that
+        # opens 4 connections and sends nothing cannot lock other clients out.
         time.sleep(0.5)  # the connections above are gone on the server's side too
         idle = []
         for _ in range(4):

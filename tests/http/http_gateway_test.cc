@@ -182,7 +182,7 @@ class HttpGatewayTest : public ::testing::Test {
 };
 
 // gRPC's own refusal of a message over the size limit is a size, not a
-// rate limit: 413 naming the limit (it was 429, which clients retry).
+// rate limit: 413 naming the limit, never 429 (which clients retry).
 TEST_F(HttpGatewayTest, AResponseOverTheMessageLimitIs413NotARateLimit) {
   grpc::ChannelArguments small;
   small.SetMaxReceiveMessageSize(200);
@@ -273,8 +273,8 @@ TEST_F(HttpGatewayTest, AClientThatLeavesAWatchCancelsIt) {
 
 // An event stream whose client stops reading: the gateway queues at most
 // 1 MiB for it and stops reading the watch, so the server's writes stall
-// (gRPC flow control) instead of the gateway's memory growing (9 MB/s
-// without limit before). 1 MiB of queue, the gRPC window and the sockets'
+// (gRPC flow control) instead of the gateway's memory growing with the
+// backlog. 1 MiB of queue, the gRPC window and the sockets'
 // buffers hold a few hundred of these 10 kB events, not thousands.
 TEST_F(HttpGatewayTest, AStreamWhoseClientStopsReadingHoldsBackTheWatch) {
   const int fd = Send("GET /v1/trainingJobs/flood:watch HTTP/1.1\r\nHost: x\r\n\r\n");

@@ -180,9 +180,9 @@ TEST(Json, BodiesFollowTheProtobufMappingAndRefuseUnknownFields) {
 }
 
 // What protobuf's own parser accepts and the API does not: a scalar for a
-// repeated field ({"texts": "x"} was read as ["x"]), here and in nested
-// messages, and nesting past 32 levels (a 100,000-deep array was read as
-// empty texts), counted outside strings, at N and N+1.
+// repeated field ({"texts": "x"} is not ["x"]), here and in nested
+// messages, and nesting past 32 levels (a 100,000-deep array is refused,
+// not read as empty texts), counted outside strings, at N and N+1.
 TEST(Json, RepeatedFieldsTakeArraysAndNestingIsBounded) {
   v1::PredictRequest request;
   EXPECT_THAT(ParseJsonBody(R"({"texts": "x"})", request),

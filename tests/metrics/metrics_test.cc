@@ -191,9 +191,9 @@ TEST(MetricsServer, IdleConnectionsDoNotStarveTheScraper) {
   EXPECT_THAT(scrape->body, HasSubstr("app_hits_total 1"));
 }
 
-// The second outside test's case: with 256 idle connections held, a scrape
-// waited 2.8 s (1,000: 8.9 s) for an idle one to time out. Now a new
-// connection at the limit evicts the connection idle longest. The idle
+// With more idle connections held than the limit, a scrape does not wait
+// for one to time out: a new connection at the limit evicts the connection
+// idle longest. The idle
 // timeout here is far longer than the scrape's deadline, so the scrape can
 // only succeed through eviction.
 TEST(MetricsServer, MoreIdleConnectionsThanTheLimitNeverHoldUpAScrape) {

@@ -160,10 +160,9 @@ TEST_F(ModelLoaderErrors, MissingPoolerFallsBackToClsHiddenState) {
   EXPECT_TRUE(BitEqual(out.pooled, out.last_hidden_state.select(1, 0)));
 }
 
-// The second outside test's case: num_hidden_layers 1000000 over a small
-// checkpoint took 12.6 s and 3.4 GiB before the refusal (the list of the
-// 16 million tensors it implies was built first). It is now compared with
-// the checkpoint's tensor count first.
+// A config whose num_hidden_layers (1000000) implies far more tensors than
+// the checkpoint holds is refused by comparing the counts first, without
+// building the list of the 16 million tensors it implies.
 TEST_F(ModelLoaderErrors, AConfigDescribingMoreLayersThanTheCheckpointHoldsIsRefusedAtOnce) {
   BertConfig huge = config_;
   huge.num_hidden_layers = 1000000;

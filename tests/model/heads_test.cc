@@ -381,9 +381,8 @@ TEST(QaDecoding, SpansCrossingTheQuestionOrPastTheMaximumOrBackwardsAreNeverChos
   EXPECT_EQ(short_only[0].start, 5);  // 0 + 10
 }
 
-// A question that fills its window leaves no context position (the
-// outside test: questions of 30+ words got an empty answers list): the
-// answer is "no answer", even for a task trained without it.
+// A question that fills its window leaves no context position: the answer
+// is "no answer", even for a task trained without it, never an empty list.
 TEST(QaDecoding, NoValidSpanAnywhereGivesTheNoAnswerCandidate) {
   Logits l(6, 1);
   const std::vector<QaWindow> w = {Window(l, 5, 5)};  // [CLS] q q q q [SEP]: no context

@@ -211,19 +211,22 @@ def test_export_import_round_trip_predicts_identically(client, trained, tmp_path
         client.predict(copy.task_id, "x")
 
 
+# One validation file of each kind, in the order of adapterctl's --kind names below.
+EVERY_KIND_FILES = [
+    EXAMPLES / "sentiment_validation.csv",
+    EXAMPLES / "kinds" / "aspects_validation.jsonl",
+    EXAMPLES / "kinds" / "people_validation.jsonl",
+    EXAMPLES / "kinds" / "biographies_validation.json",
+    EXAMPLES / "kinds" / "ratings_validation.csv",
+]
+
+
 def test_dataset_reader_matches_adapterctl(client):
     """The content-derived id hashes the examples' bytes: equal ids = the C++ and Python readers agree."""
     adapterctl = os.environ.get("ADAPTERCTL_BIN")
     if not adapterctl:
         pytest.skip("ADAPTERCTL_BIN not set")
-    files = [
-        EXAMPLES / "sentiment_validation.csv",
-        EXAMPLES / "kinds" / "aspects_validation.jsonl",
-        EXAMPLES / "kinds" / "people_validation.jsonl",
-        EXAMPLES / "kinds" / "biographies_validation.json",
-        EXAMPLES / "kinds" / "ratings_validation.csv",
-    ]
-    for i, path in enumerate(files):
+    for i, path in enumerate(EVERY_KIND_FILES):
         expected = adapterd.dataset_id_for_examples(list(adapterd.datasets.read_dataset_file(path)))
         run = subprocess.run(
             [adapterctl, "--server", client.target, "train", "--detach", "--task", f"py-ctl-{i}", "--data", str(path),
@@ -237,23 +240,15 @@ def test_dataset_reader_matches_adapterctl(client):
 
 def test_the_servers_content_hash_is_the_clients(client):
     """content_sha256_of computes what the server records, for every kind's fields."""
-    files = [
-        EXAMPLES / "sentiment_validation.csv",
-        EXAMPLES / "kinds" / "aspects_validation.jsonl",
-        EXAMPLES / "kinds" / "people_validation.jsonl",
-        EXAMPLES / "kinds" / "biographies_validation.json",
-        EXAMPLES / "kinds" / "ratings_validation.csv",
-    ]
-    for path in files:
+    for path in EVERY_KIND_FILES:
         stored = client.upload_dataset(str(path))
         assert stored.content_sha256 == adapterd.content_sha256_of(adapterd.datasets.read_dataset_file(path)), path
         client.delete_dataset(stored)
 
 
 def test_train_reuses_a_stored_dataset_only_when_it_holds_the_same_rows(client):
-    """train() with rows uploads them under their content-derived id; on ALREADY_EXISTS it reused whatever
-    was stored under that id when only the example count matched (the outside test: new rows of the same
-    count were replaced by another upload's). Now the stored content must be the caller's."""
+    """train() with rows uploads them under their content-derived id; on ALREADY_EXISTS it reuses the
+    stored dataset only when its content is the caller's rows, not merely as many of them."""
     mine = [{"text": f"a review number {i}", "label": "good" if i % 2 else "bad"} for i in range(12)]
     other = [{"text": f"another text {i}", "label": "good" if i % 2 else "bad"} for i in range(12)]
     mine_id = adapterd.dataset_id_for_examples(list(adapterd.datasets.examples_from_rows(mine)))

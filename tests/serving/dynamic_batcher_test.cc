@@ -174,12 +174,10 @@ TEST(DynamicBatcher, GroupsRowsOfSimilarLengthAroundTheOldest) {
   for (size_t i = 0; i < lengths.size(); ++i) EXPECT_EQ(results[i][0], static_cast<float>(lengths[i]));
 }
 
-// Fair sharing (the outside test's case: a 16-question QA request held
-// another tenant's one-text Predict for 27 s). Rows of equal length, queued
-// while the only in-flight slot is taken: a large request first, then small
-// ones. Oldest-first took the large request's rows for five batches; now
-// the tenants, then the requests within a tenant, share each batch max-min
-// fairly, so every small request's row is in the next batch.
+// Fair sharing: rows of equal length, queued while the only in-flight slot
+// is taken, a large request first, then small ones. The tenants, then the
+// requests within a tenant, share each batch max-min fairly, so every small
+// request's row is in the next batch, not after the large request's.
 TEST(DynamicBatcher, ALargeRequestSharesEachBatchWithOtherTenantsAndRequests) {
   Recorder recorder;
   // A short delay: the large request's last, partial batch is formed after it.

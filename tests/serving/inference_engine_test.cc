@@ -241,9 +241,8 @@ TEST_F(InferenceEngineTest, DrainFinishesInFlightPredictsAndRefusesNewOnes) {
   EXPECT_OK(engine->executor().RunTraining([] { return absl::OkStatus(); }));
 }
 
-// Memory running out while a batch is computed (the outside test: one such
-// Predict failed UNKNOWN, then every Predict timed out while health said
-// SERVING): the batch's rows fail RESOURCE_EXHAUSTED, the engine keeps
+// Memory running out while a batch is computed: the batch's rows fail
+// RESOURCE_EXHAUSTED (not UNKNOWN), the engine keeps
 // serving, health turns NOT_SERVING after three such batches in a row and
 // SERVING again with the first batch that succeeds.
 TEST_F(InferenceEngineTest, BatchesThatRunOutOfMemoryFailAloneAndHealthRecovers) {

@@ -375,8 +375,8 @@ storage::v1::TaskRecord TaskOf(const std::string& tenant, const std::string& tas
   return task;
 }
 
-// The outside test's case: train T, start a retrain, delete T. Before, the
-// delete answered OK and the retrain brought T back when it finished.
+// Train T, start a retrain, delete T: the delete cancels the retrain, so it
+// cannot bring T back when it would have finished.
 // Order 1: the delete lands while the retrain runs.
 TEST_F(JobManagerTest, DeletingATaskCancelsItsRunningAndQueuedJobsAndNoneBringsItBack) {
   ASSERT_OK(queue_->Submit(Request("acme", "t")).status());

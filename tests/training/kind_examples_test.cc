@@ -103,13 +103,13 @@ TEST(KindExamples, RegressionTargetsAreFiniteNumbers) {
   EXPECT_THAT(RegressionTargetOf({"t", "", "inf"}), StatusIs(kInvalid, HasSubstr("is not a decimal number")));
   EXPECT_THAT(RegressionTargetOf({"t", "", "1e999"}), StatusIs(kInvalid));
   EXPECT_THAT(RegressionTargetOf({"t", "", "high"}), StatusIs(kInvalid, HasSubstr("label 'high' is not a decimal")));
-  // What SimpleAtod took and the API does not: hexadecimal, spaces around,
+  // What SimpleAtod alone would take and the API does not: hexadecimal, spaces around,
   // a lone sign or point, a bare exponent.
   for (const char* bad : {"0x10", " 3", "3 ", "-", ".", "1e", "e5", "1,5", "3.2.1"}) {
     EXPECT_THAT(RegressionTargetOf({"t", "", bad}), StatusIs(kInvalid, HasSubstr("is not a decimal number"))) << bad;
   }
-  // Finite but so large that the targets' mean and variance overflowed
-  // (the job then failed with a misleading message): the range, at N and past.
+  // Finite but so large that the targets' mean and variance would overflow:
+  // refused at the range's edge, at N and past it.
   ASSERT_OK(RegressionTargetOf({"t", "", "1e15"}).status());
   ASSERT_OK(RegressionTargetOf({"t", "", "-1e15"}).status());
   EXPECT_THAT(RegressionTargetOf({"t", "", "1.0000001e15"}), StatusIs(kInvalid, HasSubstr("outside [-1e15, 1e15]")));

@@ -455,8 +455,13 @@ async function main() {
     // -- Predict with the classification task. While its first job ran the task was listed
     // Pending; refreshed after the job, it is Ready.
     await selectReadyTask(page, 'console-topics');
-    const taskRow = await page.evaluate(() => Array.from(document.querySelector('#tasks-table tbody tr.selected').cells)
-      .map((c) => c.textContent));
+    // The selected task's details (its adapter size) arrive with its own GetTask.
+    let taskRow = [];
+    await waitFor('the selected task with its adapter size', async () => {
+      taskRow = await page.evaluate(() => Array.from(document.querySelector('#tasks-table tbody tr.selected').cells)
+        .map((c) => c.textContent));
+      return /^\d+(\.\d+)? (B|kB|MB|GB)$/.test(taskRow[5]);
+    }, { timeoutMs: 10000, everyMs: 100 });
     assert.deepEqual(taskRow.slice(0, 3), ['console-topics', 'Classification', 'Ready'], JSON.stringify(taskRow));
     assert.match(taskRow[5], /^\d+(\.\d+)? (B|kB|MB|GB)$/, `adapter size: ${taskRow[5]}`);
     const question = 'Help: where is a cheap hotel?';

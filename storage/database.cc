@@ -184,6 +184,7 @@ void Database::Adopt(const Options& options, rocksdb::DB* raw,
   path_ = options.path;
   sync_writes_ = options.sync_writes;
   min_free_bytes_ = options.min_free_bytes;
+  free_bytes_ = options.free_bytes;
   env_ = options.env;
   db_.reset(raw);
   extra_handles_.push_back(handles[0]);  // default family: unused
@@ -197,9 +198,49 @@ void Database::Adopt(const Options& options, rocksdb::DB* raw,
 }
 
 std::optional<int64_t> Database::FreeBytes() const {
+  if (free_bytes_) return free_bytes_();
   struct statvfs fs {};
   if (::statvfs(path_.c_str(), &fs) != 0) return std::nullopt;
   return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+}
+
+int64_t Database::UnflushedBytes() const {
+  // RocksDB's estimate of the keys and values in each family's memtables
+  // (not their arenas, which run megabytes ahead of the data). A key is at
+  // most a few ids and numbers long (storage/keys.h), so every key sorts
+  // below this run of 0xff bytes.
+  static const std::string end(4 * kMaxIdBytes + 256, '\xff');
+  const rocksdb::Range all("", end);
+  int64_t total = 0;
+  for (rocksdb::ColumnFamilyHandle* h : handles_) {
+    uint64_t count = 0, size = 0;
+    db_->GetApproximateMemTableStats(h, all, &count, &size);
+    total += static_cast<int64_t>(size);
+  }
+  return total;
+}
+
+Database::SpaceHold::~SpaceHold() {
+  if (db_ == nullptr) return;
+  absl::MutexLock lock(&db_->space_mu_);
+  db_->held_bytes_ -= bytes_;
+}
+
+std::optional<Database::SpaceHold> Database::HoldSpace(int64_t bytes, std::string_view what) {
+  if (min_free_bytes_ <= 0) return SpaceHold(nullptr, 0);
+  absl::MutexLock lock(&space_mu_);
+  const std::optional<int64_t> free_bytes = FreeBytes();
+  if (!free_bytes.has_value()) return SpaceHold(nullptr, 0);
+  const int64_t memtables = UnflushedBytes();
+  const int64_t need = min_free_bytes_ + held_bytes_ + static_cast<int64_t>(memtables) + bytes;
+  if (*free_bytes < need) {
+    LOG(ERROR) << "storage: " << what << " of " << bytes << " bytes refused: " << *free_bytes << " bytes free on "
+               << path_ << ", " << min_free_bytes_ << " reserved, " << held_bytes_ << " held by writes under way, "
+               << memtables << " in memtables to flush";
+    return std::nullopt;
+  }
+  held_bytes_ += bytes;
+  return SpaceHold(this, bytes);
 }
 
 absl::Status Database::ReclaimSpace(ColumnFamily cf, const std::string& begin, const std::string& end) {
@@ -212,22 +253,19 @@ absl::Status Database::ReclaimSpace(ColumnFamily cf, const std::string& begin, c
   // "Sanitizer runs"); storage_test checks the reclaiming elsewhere.
   return absl::OkStatus();
 #endif
-  if (min_free_bytes_ > 0) {
-    // The compaction flushes the memtable (a new WAL file) and rewrites at
-    // most the family's live files. On a disk without room for that it would
-    // meet ENOSPC, and Debian's RocksDB 7.8 aborts on the write after a
-    // failed WAL write (database.h, min_free_bytes): leave the space to a
-    // later compaction instead.
-    uint64_t sst = 0, blob = 0;
-    db_->GetIntProperty(handle(cf), "rocksdb.live-sst-files-size", &sst);
-    db_->GetIntProperty(handle(cf), "rocksdb.live-blob-file-size", &blob);
-    const int64_t need =
-        min_free_bytes_ + static_cast<int64_t>(sst + blob) + static_cast<int64_t>(kBlobFamilyWriteBufferBytes);
-    const std::optional<int64_t> free_bytes = FreeBytes();
-    if (!free_bytes.has_value() || *free_bytes < need) {
-      return absl::ResourceExhaustedError(absl::StrCat("not enough free space to compact column family '",
-                                                       ColumnFamilyName(cf), "' now (", need, " bytes needed)"));
-    }
+  // The compaction flushes the memtable (counted by HoldSpace) and rewrites
+  // at most the family's live files. On a disk without room for that it
+  // would meet ENOSPC, and Debian's RocksDB 7.8 aborts on the write after a
+  // failed WAL write (database.h, min_free_bytes): leave the space to a
+  // later compaction instead.
+  uint64_t sst = 0, blob = 0;
+  db_->GetIntProperty(handle(cf), "rocksdb.live-sst-files-size", &sst);
+  db_->GetIntProperty(handle(cf), "rocksdb.live-blob-file-size", &blob);
+  const int64_t rewrite = static_cast<int64_t>(sst + blob);
+  const std::optional<SpaceHold> hold = HoldSpace(rewrite, absl::StrCat("compaction of ", ColumnFamilyName(cf)));
+  if (!hold.has_value()) {
+    return absl::ResourceExhaustedError(absl::StrCat("not enough free space to compact column family '",
+                                                     ColumnFamilyName(cf), "' now (", rewrite, " bytes to rewrite)"));
   }
   rocksdb::CompactRangeOptions co;
   // Every blob file the compacted tables reference is rewritten without its
@@ -408,16 +446,8 @@ absl::StatusOr<std::string> Database::ListPage(ColumnFamily cf, const std::strin
 absl::Status Database::Write(rocksdb::WriteBatch* batch) {
   RETURN_IF_ERROR(CheckOpen());
   const std::string context = absl::StrCat("write to database '", path_, "'");
-  if (min_free_bytes_ > 0) {
-    if (const std::optional<int64_t> free_bytes = FreeBytes(); free_bytes.has_value()) {
-      const int64_t need = min_free_bytes_ + static_cast<int64_t>(batch->GetDataSize());
-      if (*free_bytes < need) {
-        LOG(ERROR) << "storage: write of " << batch->GetDataSize() << " bytes refused: " << *free_bytes
-                   << " bytes free on " << path_ << ", " << min_free_bytes_ << " reserved";
-        return DiskFullError();
-      }
-    }
-  }
+  const std::optional<SpaceHold> hold = HoldSpace(static_cast<int64_t>(batch->GetDataSize()), "write");
+  if (!hold.has_value()) return DiskFullError();
   if (resume_needed_.load()) {
     // Clears RocksDB's background error if the cause is gone (space is
     // back); otherwise fails as the write would, and the next write retries.

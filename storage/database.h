@@ -45,6 +45,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -101,13 +102,20 @@ class Database {
     // blob files.
     size_t write_buffer_size = 0;
     // Writes are refused (RESOURCE_EXHAUSTED "disk full") while the file
-    // system holding `path` has less than this many bytes free beyond the
-    // write itself; 0 = no check. The reserve keeps RocksDB's own writes
-    // (WAL, flushes, compactions) from ever meeting a full disk: Debian's
-    // RocksDB 7.8 aborts on an assertion when a write follows a failed WAL
-    // write (fixed upstream in RocksDB PR 12448), and a full disk is what
-    // fails WAL writes. Space freed lets writes through at once.
+    // system holding `path` has less than this many bytes free beyond what
+    // is about to be written: the write itself, the writes and space
+    // reclaims already under way, and the memtables not yet flushed (their
+    // flush writes about as many bytes again, while the WAL still holds
+    // them). 0 = no check. The reserve keeps RocksDB's own writes (WAL,
+    // flushes, compactions) from ever meeting a full disk: Debian's RocksDB
+    // 7.8 aborts on an assertion when a write follows a failed WAL write
+    // (fixed upstream in RocksDB PR 12448), and a full disk is what fails
+    // WAL writes. Space freed lets writes through at once.
     int64_t min_free_bytes = 0;
+    // Bytes free for this process on the file system of `path`; nullopt when
+    // unknown (no check then). Null = statvfs(path). Tests set it to put the
+    // reserve's arithmetic on a fixed number.
+    std::function<std::optional<int64_t>()> free_bytes;
     // RocksDB environment (e.g. a fault-injecting file system in tests);
     // null = the default POSIX environment. Kept alive by the Database.
     std::shared_ptr<rocksdb::Env> env;
@@ -195,9 +203,30 @@ class Database {
   Database();
 
   absl::Status CheckOpen() const;
-  // Bytes free for this process on the file system of `path_`; nullopt if
-  // statvfs fails.
+  // Bytes free for this process on the file system of `path_`
+  // (Options::free_bytes); nullopt when unknown.
   std::optional<int64_t> FreeBytes() const;
+  // Bytes of keys and values in the memtables not yet flushed (active and
+  // immutable, every family): what their flush will write.
+  int64_t UnflushedBytes() const;
+  // Space counted as about to be written, from HoldSpace until destroyed.
+  class SpaceHold {
+   public:
+    SpaceHold(Database* db, int64_t bytes) : db_(db), bytes_(bytes) {}
+    SpaceHold(SpaceHold&& o) noexcept : db_(std::exchange(o.db_, nullptr)), bytes_(o.bytes_) {}
+    SpaceHold& operator=(SpaceHold&&) = delete;
+    ~SpaceHold();
+
+   private:
+    Database* db_;
+    int64_t bytes_;
+  };
+  // Holds `bytes` for a write or a reclaim of `what` when the disk has room
+  // for them beyond min_free_bytes, every other hold and the unflushed
+  // memtables; nullopt (logged, nothing held) otherwise. Always holds when
+  // min_free_bytes is 0 or the free space is unknown. The check and the hold
+  // are one step, so concurrent writers cannot each count the same space.
+  std::optional<SpaceHold> HoldSpace(int64_t bytes, std::string_view what) ABSL_LOCKS_EXCLUDED(space_mu_);
   rocksdb::ColumnFamilyHandle* handle(ColumnFamily cf) const { return handles_[static_cast<int>(cf)]; }
   // nullopt when the key does not exist.
   absl::StatusOr<std::optional<std::string>> ReadValue(ColumnFamily cf, const std::string& key,
@@ -257,6 +286,9 @@ class Database {
   bool sync_writes_ = true;
   std::atomic<bool> resume_needed_{false};  // a write failed with an I/O error
   int64_t min_free_bytes_ = 0;
+  std::function<std::optional<int64_t>()> free_bytes_;
+  absl::Mutex space_mu_;
+  int64_t held_bytes_ ABSL_GUARDED_BY(space_mu_) = 0;  // SpaceHolds alive
   int64_t schema_version_ = 0;
   std::shared_ptr<rocksdb::Env> env_;  // outlives db_
   std::unique_ptr<rocksdb::DB> db_;

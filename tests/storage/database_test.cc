@@ -8,6 +8,7 @@
 #include <atomic>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/testing/status_matchers.h"
@@ -353,6 +354,32 @@ TEST(Database, WritesStopAtTheFreeSpaceReserve) {
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(o));
   EXPECT_OK(db->jobs().Create(Job("acme", "after")));
   EXPECT_OK(db->jobs().Get("acme", "before"));
+  EXPECT_THAT(db->jobs().Get("acme", "refused"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+// The reserve counts the memtables not yet flushed: their flush writes
+// about as many bytes again (while the WAL still holds them), so a write
+// that fits beside the reserve but not beside that flush is refused before
+// RocksDB can meet the full disk in the flush or the next WAL write.
+TEST(Database, TheReserveCountsTheMemtablesStillToBeFlushed) {
+  TempDir dir;
+  constexpr int64_t kReserve = 1 << 20;
+  auto free_bytes = std::make_shared<std::atomic<int64_t>>(int64_t{1} << 40);
+  Database::Options o = At(dir.Sub("db"));
+  o.min_free_bytes = kReserve;
+  o.free_bytes = [free_bytes]() -> std::optional<int64_t> { return free_bytes->load(); };
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(o));
+  v1::DatasetChunk chunk;
+  chunk.add_examples()->set_text(std::string(2 << 20, 'x'));  // 2 MiB, below the family's write buffer
+  ASSERT_OK(db->datasets().PutChunk("acme", "big", 0, chunk));
+
+  // Room for the reserve and a small record, not for the memtable's flush.
+  free_bytes->store(kReserve + (64 << 10));
+  EXPECT_THAT(db->jobs().Create(Job("acme", "refused")),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("disk full")));
+  // Room for the flush too: the same write passes.
+  free_bytes->store(kReserve + (2 << 20) + (128 << 10));
+  EXPECT_OK(db->jobs().Create(Job("acme", "accepted")));
   EXPECT_THAT(db->jobs().Get("acme", "refused"), StatusIs(absl::StatusCode::kNotFound));
 }
 

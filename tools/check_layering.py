@@ -10,9 +10,9 @@ A file belongs to the module with the longest prefix that matches its path
 ("common/api_util" beats "common/"). A module may include its own files and
 those of the modules it lists, and of the modules those list, and so on: the
 graph must be acyclic, so "depends on" always points one way. `#include "x"`
-lines in C++ sources and headers, and `import "x"` lines in .proto files, are
-checked; system headers (`<...>`) and third-party headers (no module matches)
-are not.
+and `#include <x>` lines in C++ sources and headers, and `import "x"` lines in
+.proto files, are checked; system and third-party headers (no module's prefix
+matches them) are not.
 
     tools/check_layering.py [--root DIR]
 
@@ -28,7 +28,7 @@ import sys
 
 SOURCE_SUFFIXES = (".h", ".cc", ".proto")
 SKIP_DIRS = {"models", "node_modules", "docs", "deploy", "docker", "examples", "scripts"}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"|^\s*import\s+"([^"]+)"\s*;')
+INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)|^\s*import\s+"([^"]+)"\s*;')
 
 
 class Rules:
@@ -137,7 +137,7 @@ def check(root):
                 match = INCLUDE.match(line)
                 if not match:
                     continue
-                target = match.group(1) or match.group(2)
+                target = match.group(1) or match.group(2) or match.group(3)
                 other = rules.module_of(target)
                 if other is None or other == module:
                     continue

@@ -62,6 +62,13 @@ class SyntheticTreeTest(unittest.TestCase):
         self.assertTrue(problems[0].startswith("storage/database.cc:3: storage includes server/model/bert_encoder.h"),
                         problems[0])
 
+    def test_an_angle_bracket_include_is_checked_like_a_quoted_one(self):
+        self.write("storage/database.cc", '#include <server/api/backend.h>\n#include <vector>\n')
+        problems = self.problems()
+        self.assertEqual(len(problems), 1, problems)
+        self.assertTrue(problems[0].startswith("storage/database.cc:1: storage includes server/api/backend.h"),
+                        problems[0])
+
     def test_bench_including_test_code_is_reported(self):
         self.write("bench/soak.cc", '#include "tests/e2e/e2e_util.h"\n')
         self.assertEqual(len(self.problems()), 1)

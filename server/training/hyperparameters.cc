@@ -1,5 +1,7 @@
 #include "server/training/hyperparameters.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/model/adapter_set.h"
@@ -29,7 +31,7 @@ absl::Status Hyperparameters::Validate() const {
       Range(validation_fraction > 0 && validation_fraction < 1, "validation_fraction", "must be in (0, 1)"));
   RETURN_IF_ERROR(Range(warmup_fraction >= 0 && warmup_fraction < 1, "warmup_fraction", "must be in [0, 1)"));
   RETURN_IF_ERROR(Range(weight_decay >= 0 && weight_decay <= 1, "weight_decay", "must be in [0, 1]"));
-  RETURN_IF_ERROR(Range(max_grad_norm > 0, "max_grad_norm", "must be > 0"));
+  RETURN_IF_ERROR(Range(max_grad_norm > 0 && std::isfinite(max_grad_norm), "max_grad_norm", "must be finite and > 0"));
   RETURN_IF_ERROR(Range(adam_beta1 >= 0 && adam_beta1 < 1, "adam_beta1", "must be in [0, 1)"));
   RETURN_IF_ERROR(Range(adam_beta2 >= 0 && adam_beta2 < 1, "adam_beta2", "must be in [0, 1)"));
   RETURN_IF_ERROR(Range(adam_epsilon > 0 && adam_epsilon < 1, "adam_epsilon", "must be in (0, 1)"));

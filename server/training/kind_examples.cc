@@ -75,8 +75,9 @@ absl::Status CheckQa(const Example& e) {
   const auto length = static_cast<int32_t>(at.size() - 1);
   for (size_t i = 0; i < e.answers.size(); ++i) {
     const AnswerSpan& a = e.answers[i];
-    const int32_t end = a.start + CodePointCount(a.text);
-    const auto cp = [&](int32_t x) { return at[static_cast<size_t>(std::clamp(x, 0, length))]; };
+    // In 64 bits: answer_start comes from the caller and may be INT32_MAX.
+    const int64_t end = int64_t{a.start} + CodePointCount(a.text);
+    const auto cp = [&](int64_t x) { return at[static_cast<size_t>(std::clamp<int64_t>(x, 0, length))]; };
     const std::string_view found = std::string_view(e.text_pair).substr(cp(a.start), cp(end) - cp(a.start));
     if (end > length || found != a.text) {
       return Bad(absl::StrCat("answers[", i, "] '", a.text, "' is not at answer_start ", a.start,

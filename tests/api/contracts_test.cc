@@ -12,7 +12,9 @@
 //     do_lower_case differs, while a format-1 file (weights fingerprint)
 //     still imports onto the same encoder;
 //   - a job reports the hyperparameters it trains with (every field) and
-//     its attempts.
+//     its attempts;
+//   - every number a request carries, at the ends of its type's range, is
+//     refused with a caller's code or served, never overflowed.
 // The e2e suite (tests/e2e/lifecycle_e2e_test.cc) covers the ways a stream
 // ends that need real processes: a killed client and a server shutdown.
 #include <atomic>
@@ -483,6 +485,163 @@ TEST_F(ContractsTest, AFormatOneFileStillImportsOntoItsEncoder) {
     for (int l = 1; l < p.labels_size(); ++l) EXPECT_GE(p.labels(l - 1).score(), p.labels(l).score());
     for (const v1::LabelScore& l : p.labels()) EXPECT_GE(l.score(), 0.5f);
   }
+}
+
+// --- numbers at the ends of their range ----------------------------------------
+
+// Every integer and floating-point field of a request, at the ends of its
+// type's range: each is refused with a caller's code (INVALID_ARGUMENT,
+// NOT_FOUND, RESOURCE_EXHAUSTED, ...) or served, never INTERNAL, UNKNOWN or
+// DATA_LOSS; nothing overflows on the way (the ASan+UBSan run aborts on
+// signed overflow); and afterwards the server answers as before. The
+// request-level bounds are docs/API.md's limits table.
+TEST_F(ContractsTest, RequestNumbersAtTheEndsOfTheirRangeAreRefusedOrServedNeverOverflowed) {
+  const auto callers = [](const grpc::Status& s) {
+    return s.error_code() != grpc::StatusCode::INTERNAL && s.error_code() != grpc::StatusCode::UNKNOWN &&
+           s.error_code() != grpc::StatusCode::DATA_LOSS;
+  };
+  constexpr int32_t kI32[] = {std::numeric_limits<int32_t>::min(), -1, std::numeric_limits<int32_t>::max()};
+  constexpr int64_t kI64[] = {std::numeric_limits<int64_t>::min(), -1, std::numeric_limits<int64_t>::max()};
+  const double kReal[] = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                          -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::max(),
+                          std::numeric_limits<double>::lowest()};
+  const auto predict = [&](const std::function<void(v1::PredictRequest&)>& edit, v1::PredictResponse* out) {
+    v1::PredictRequest req;
+    req.set_task_id("task-a");
+    req.add_texts("w1 w2 w3");
+    edit(req);
+    auto ctx = Ctx();
+    return stub_->Predict(ctx.get(), req, out);
+  };
+  v1::PredictResponse before;
+  ASSERT_TRUE(predict([](v1::PredictRequest&) {}, &before).ok());
+
+  for (int64_t v : kI64) {
+    v1::PredictResponse out;
+    const grpc::Status s = predict([&](v1::PredictRequest& r) { r.set_version(v); }, &out);
+    EXPECT_EQ(s.error_code(), v < 0 ? grpc::StatusCode::INVALID_ARGUMENT : grpc::StatusCode::NOT_FOUND)
+        << "version " << v << ": " << s.error_message();
+  }
+  for (int32_t v : kI32) {
+    v1::PredictResponse out;
+    const grpc::Status s = predict([&](v1::PredictRequest& r) { r.set_top_k_answers(v); }, &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "top_k_answers " << v;
+  }
+  for (double v : kReal) {
+    v1::PredictResponse out;
+    const grpc::Status s = predict([&](v1::PredictRequest& r) { r.set_threshold(static_cast<float>(v)); }, &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "threshold " << v;
+  }
+  // Page sizes: negative is refused, the largest is clamped.
+  for (int32_t v : kI32) {
+    const grpc::StatusCode want = v < 0 ? grpc::StatusCode::INVALID_ARGUMENT : grpc::StatusCode::OK;
+    v1::ListTasksRequest tasks;
+    tasks.set_page_size(v);
+    v1::ListTasksResponse tasks_out;
+    v1::ListDatasetsRequest datasets;
+    datasets.set_page_size(v);
+    v1::ListDatasetsResponse datasets_out;
+    v1::ListTrainingJobsRequest jobs;
+    jobs.set_page_size(v);
+    v1::ListTrainingJobsResponse jobs_out;
+    auto c1 = Ctx(), c2 = Ctx(), c3 = Ctx();
+    EXPECT_EQ(stub_->ListTasks(c1.get(), tasks, &tasks_out).error_code(), want) << "page_size " << v;
+    EXPECT_EQ(stub_->ListDatasets(c2.get(), datasets, &datasets_out).error_code(), want) << "page_size " << v;
+    EXPECT_EQ(stub_->ListTrainingJobs(c3.get(), jobs, &jobs_out).error_code(), want) << "page_size " << v;
+  }
+  // A finished job's events after each extreme: a caller's code, and past
+  // the last event, none.
+  for (int64_t v : kI64) {
+    v1::WatchTrainingJobRequest w;
+    w.set_job_id(job_a_->job_id());
+    w.set_after_seq(v);
+    auto ctx = Ctx();
+    auto reader = stub_->WatchTrainingJob(ctx.get(), w);
+    v1::WatchTrainingJobResponse msg;
+    int events = 0;
+    while (reader->Read(&msg)) events += msg.events_size();
+    const grpc::Status s = reader->Finish();
+    EXPECT_TRUE(callers(s)) << "after_seq " << v << ": " << s.error_message();
+    if (v == std::numeric_limits<int64_t>::max()) {
+      EXPECT_EQ(events, 0);
+    }
+  }
+  for (int64_t v : kI64) {
+    v1::ExportAdapterRequest ex;
+    ex.set_task_id("task-a");
+    ex.set_version(v);
+    auto ctx = Ctx();
+    auto reader = stub_->ExportAdapter(ctx.get(), ex);
+    v1::ExportAdapterResponse msg;
+    while (reader->Read(&msg)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), v < 0 ? grpc::StatusCode::INVALID_ARGUMENT : grpc::StatusCode::NOT_FOUND)
+        << "export version " << v;
+  }
+  for (int64_t v : kI64) {
+    v1::Task out;
+    auto ctx = Ctx();
+    auto writer = stub_->ImportAdapter(ctx.get(), &out);
+    v1::ImportAdapterRequest m;
+    m.mutable_metadata()->set_task_id("extreme-import");
+    m.mutable_metadata()->set_total_bytes(v);
+    writer->Write(m);
+    m.set_chunk(*adapter_a_);
+    writer->Write(m);
+    writer->WritesDone();
+    const grpc::Status s = writer->Finish();
+    EXPECT_FALSE(s.ok()) << "total_bytes " << v;  // never the file's size
+    EXPECT_TRUE(callers(s)) << "total_bytes " << v << ": " << s.error_message();
+  }
+  EXPECT_EQ(GetTaskCode("extreme-import"), grpc::StatusCode::NOT_FOUND);
+
+  // Every numeric hyperparameter. One the server accepts starts a job, which
+  // is cancelled at once.
+  int created = 0;
+  const auto train = [&](const std::string& field, const std::function<void(v1::Hyperparameters&)>& edit) {
+    v1::CreateTrainingJobRequest req = TrainRequest(absl::StrCat("extreme-", created), "presence");
+    edit(*req.mutable_hyperparameters());
+    v1::TrainingJob job;
+    const grpc::Status s = Create(req, &job);
+    EXPECT_TRUE(callers(s)) << field << ": " << s.error_message();
+    if (!s.ok()) return;
+    ++created;
+    v1::CancelTrainingJobRequest cancel;
+    cancel.set_job_id(job.job_id());
+    v1::TrainingJob cancelled;
+    auto ctx = Ctx();
+    EXPECT_TRUE(stub_->CancelTrainingJob(ctx.get(), cancel, &cancelled).ok()) << field;
+  };
+  using Hp = v1::Hyperparameters;
+  const std::vector<std::pair<std::string, void (Hp::*)(int32_t)>> ints = {
+      {"epochs", &Hp::set_epochs},
+      {"batch_size", &Hp::set_batch_size},
+      {"bottleneck_size", &Hp::set_bottleneck_size},
+      {"max_seq_len", &Hp::set_max_seq_len},
+      {"checkpoint_every_steps", &Hp::set_checkpoint_every_steps},
+      {"doc_stride", &Hp::set_doc_stride},
+      {"max_question_len", &Hp::set_max_question_len},
+      {"max_answer_len", &Hp::set_max_answer_len}};
+  for (const auto& [name, set] : ints) {
+    for (int32_t v : kI32) train(absl::StrCat(name, " ", v), [&](Hp& hp) { (hp.*set)(v); });
+  }
+  const std::vector<std::pair<std::string, void (Hp::*)(double)>> reals = {
+      {"learning_rate", &Hp::set_learning_rate},
+      {"validation_fraction", &Hp::set_validation_fraction},
+      {"warmup_fraction", &Hp::set_warmup_fraction},
+      {"weight_decay", &Hp::set_weight_decay},
+      {"max_grad_norm", &Hp::set_max_grad_norm}};
+  for (const auto& [name, set] : reals) {
+    for (double v : kReal) train(absl::StrCat(name, " ", v), [&](Hp& hp) { (hp.*set)(v); });
+  }
+  train("seed max", [](Hp& hp) { hp.set_seed(std::numeric_limits<uint64_t>::max()); });
+  // Only the values inside their documented ranges were accepted: the
+  // largest checkpoint interval, seed and (finite) gradient clip.
+  EXPECT_EQ(created, 3);
+
+  v1::PredictResponse after;
+  ASSERT_TRUE(predict([](v1::PredictRequest&) {}, &after).ok());
+  EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
 }
 
 // A shutdown answers every call UNAVAILABLE (the code clients retry on),

@@ -206,6 +206,59 @@ TEST_F(HttpGatewayTest, AResponseOverTheMessageLimitIs413NotARateLimit) {
   gateway->Stop();
 }
 
+// --http_max_connections_per_ip: with N open from one address, the N-th was
+// served and the N+1-th is closed unanswered; once one closes, a new one is
+// served again.
+TEST_F(HttpGatewayTest, ConnectionsPastThePerAddressLimitAreClosedUntilOneEnds) {
+  constexpr int kPerIp = 3;
+  HttpGatewayOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.max_connections_per_ip = kPerIp;
+  ASSERT_OK_AND_ASSIGN(auto gateway,
+                       HttpGateway::Start(options, server_->InProcessChannel(grpc::ChannelArguments()), {}));
+  const auto connect = [&](const std::string& request) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(gateway->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);  // may fail on a closed connection
+    return fd;
+  };
+  const std::string whole = "GET /v1/nosuch HTTP/1.1\r\nHost: x\r\n\r\n";
+  // N-1 connections holding half a request each, then the N-th, served.
+  std::vector<int> held;
+  for (int i = 0; i < kPerIp - 1; ++i) held.push_back(connect("GET /v1/nosuch HTTP/1.1\r\n"));
+  const int nth = connect(whole);
+  ASSERT_GE(nth, 0);
+  EXPECT_THAT(ReadUntil(nth, "HTTP/1.1 404"), HasSubstr("HTTP/1.1 404"));
+  held.push_back(nth);  // kept open (keep-alive)
+  // The N+1-th: closed without an answer.
+  const int over = connect(whole);
+  if (over >= 0) {
+    EXPECT_THAT(ReadUntil(over, "HTTP/1.1"), Not(HasSubstr("HTTP/1.1")));
+    ::close(over);
+  }
+  // One ends: a new connection is served again (the gateway notices the
+  // close on its own time, so a few attempts, bounded).
+  ::close(held.front());
+  held.erase(held.begin());
+  bool served = false;
+  for (int attempt = 0; attempt < 50 && !served; ++attempt) {
+    const int again = connect(whole);
+    served = again >= 0 && ReadUntil(again, "HTTP/1.1 404").find("HTTP/1.1 404") != std::string::npos;
+    if (again >= 0) ::close(again);
+    if (!served) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(served);
+  for (int fd : held) ::close(fd);
+  gateway->Stop();
+}
+
 TEST_F(HttpGatewayTest, ConcurrentCallsEachGetTheirOwnAnswer) {
   constexpr int kThreads = 6;
   constexpr int kCalls = 15;

@@ -6,6 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
 #include "common/testing/status_matchers.h"
 #include "server/model/tokenizer.h"
 #include "server/training/dataset_validator.h"
@@ -49,6 +53,12 @@ TEST(KindExamples, ExtractiveQaAnswersMustBeAtTheirOffsetsInCodePoints) {
       StatusIs(kInvalid, HasSubstr("answers[0] 'nine' is not at answer_start 15 of the context (found ' nin')")));
   EXPECT_THAT(CheckExampleForKind(TaskKind::kExtractiveQa, Qa("When?", context, {{"nine.", 18}})),
               StatusIs(kInvalid, HasSubstr("answers[0] 'nine.' is not at answer_start 18")));
+  // The ends of answer_start's range are refused, never wrapped (UBSan
+  // checks the arithmetic in the sanitizer run).
+  for (int32_t start : {std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::max() - 3}) {
+    EXPECT_THAT(CheckExampleForKind(TaskKind::kExtractiveQa, Qa("When?", context, {{"nine", start}})),
+                StatusIs(kInvalid, HasSubstr(absl::StrCat("is not at answer_start ", start))));
+  }
   EXPECT_THAT(CheckExampleForKind(TaskKind::kExtractiveQa, Qa(" \t", context, {})),
               StatusIs(kInvalid, HasSubstr("the question (text) is blank")));
   EXPECT_THAT(CheckExampleForKind(TaskKind::kExtractiveQa, Qa("When?", " \xe3\x80\x80\n", {})),

@@ -279,7 +279,12 @@ class Soak {
     // other descriptor (sockets, pipes, files) that accumulates would be.
     const int64_t warm_other = warm.fds - warm.db_fds;
     const int64_t last_other = last.fds - last.db_fds;
-    const bool ok = errors_ == 0 && rss_growth < 5 && last_other <= warm_other && last.threads <= warm.threads;
+    int64_t errors = 0;
+    {
+      absl::MutexLock l(&mu_);
+      errors = errors_;
+    }
+    const bool ok = errors == 0 && rss_growth < 5 && last_other <= warm_other && last.threads <= warm.threads;
     std::string rss_list;
     for (double m : rss_medians_mib)
       absl::StrAppend(&rss_list, rss_list.empty() ? "" : ", ", absl::StrFormat("%.1f", m));
@@ -287,7 +292,7 @@ class Soak {
         "soak: %.0f min, %d tasks, %d jobs done, %d ops; unexpected errors %lld; RSS per window (MiB, "
         "medians): %s: %+.1f%% after warm-up (single readings %.1f -> %.1f: %+.1f%%); fds other than "
         "RocksDB's %lld -> %lld, RocksDB's %lld -> %lld; threads %lld -> %lld; p99 per window (ms): %s; %s\n",
-        f_.minutes, f_.tasks, jobs_done_.load(), ops_done_.load(), static_cast<long long>(errors_), rss_list.c_str(),
+        f_.minutes, f_.tasks, jobs_done_.load(), ops_done_.load(), static_cast<long long>(errors), rss_list.c_str(),
         rss_growth, MiB(warm.rss_kib), MiB(last.rss_kib), rss_growth_single, static_cast<long long>(warm_other),
         static_cast<long long>(last_other), static_cast<long long>(warm.db_fds), static_cast<long long>(last.db_fds),
         static_cast<long long>(warm.threads), static_cast<long long>(last.threads), p99_list.c_str(),

@@ -107,7 +107,7 @@ class MetricsBridge {
   class Observer;
   MetricsBridge();
   void Collect();
-  void CollectProcess();
+  void CollectProcess() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   metrics::Registry registry_;
   std::unique_ptr<metrics::ServerMetrics> metrics_;

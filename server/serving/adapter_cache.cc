@@ -23,7 +23,10 @@ struct AdapterCache::Flight {
   // Written once by the loading thread before `done` is notified.
   Result result = absl::UnknownError("adapter load did not finish");
   // Set by Invalidate: the load's result is handed to its waiters only.
-  bool stale ABSL_GUARDED_BY(AdapterCache::mu_) = false;
+  // Read and written under the owning cache's mu_ (Load's insert, Finish,
+  // Invalidate). Not annotated: the analysis can name a mutex of this
+  // object or a global one, not a member of the cache that owns it.
+  bool stale = false;
 };
 
 // One LRU tier under a byte budget. Not thread-safe: AdapterCache::mu_ guards it.

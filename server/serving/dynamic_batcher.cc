@@ -213,10 +213,14 @@ std::vector<BatchRow> DynamicBatcher::TakeBatchLocked() {
     // A tenant's requests share its slots alike; the slots left go to the
     // requests whose first rows are closest in length around the oldest.
     std::vector<size_t> request_demand;
-    for (const Request& r : requests) request_demand.push_back(r.rows.size());
+    std::vector<int64_t> first_length;  // of each request's oldest row
+    for (const Request& r : requests) {
+      request_demand.push_back(r.rows.size());
+      first_length.push_back(queue_[r.rows.front()].length());
+    }
     const auto nearest_in_length = [&](const std::vector<size_t>& candidates, size_t k) {
       std::vector<int64_t> lengths;
-      for (size_t c : candidates) lengths.push_back(queue_[requests[c].rows.front()].length());
+      for (size_t c : candidates) lengths.push_back(first_length[c]);
       return PickWindow(lengths, k, 0);
     };
     const std::vector<size_t> share = FairShares(request_demand, tenant_share[t], nearest_in_length);

@@ -349,9 +349,9 @@ def test_pip_install_of_a_copy_needs_the_proto_dir(tmp_path):
 
 def test_the_stub_generator_runs_as_a_script_beside_the_package_modules(tmp_path):
     # The README's command (and the build's). Python puts the script's own
-    # directory, adapterd/, first on sys.path, where the package's types.py
-    # could shadow the standard library's. -S keeps site start-up from
-    # importing `types` first, which hid the clash on some interpreters.
+    # directory, adapterd/, first on sys.path, so a package module named like
+    # a standard-library module would shadow it there. -S keeps site start-up
+    # from importing standard modules first, which would hide such a clash.
     codegen = SOURCE_DIR / "client" / "python" / "adapterd" / "_codegen.py"
     out = tmp_path / "stubs"
     for cwd in (tmp_path, codegen.parent):

@@ -44,7 +44,7 @@ from adapterd.errors import (  # noqa: E402
     Unimplemented,
     Unknown,
 )
-from adapterd.types import (  # noqa: E402
+from adapterd.records import (  # noqa: E402
     Answer,
     ClassificationPrediction,
     Dataset,

@@ -28,23 +28,13 @@ Usage as a script::
 
 from __future__ import annotations
 
+import argparse
 import os
+import shutil
+import subprocess
 import sys
-
-# Run as a script (CMake, the README), Python puts this file's directory first
-# on sys.path, where the package's own types.py would shadow the standard
-# library's `types` for every import below (enum imports it: a circular-import
-# ImportError on an interpreter whose start-up has not already imported it,
-# such as Debian's python3). The generator needs nothing from that directory.
-if __name__ == "__main__" and sys.path and os.path.realpath(sys.path[0] or os.curdir) == os.path.dirname(
-        os.path.realpath(__file__)):
-    del sys.path[0]
-
-import argparse  # noqa: E402 (after the path fix above)
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import List, Optional, Sequence  # noqa: E402
+from pathlib import Path
+from typing import List, Optional, Sequence
 
 #: The service's .proto, relative to the proto root (the -I directory).
 PROTO_FILE = "adapterd/v1/adapterd_service.proto"

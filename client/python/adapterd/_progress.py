@@ -12,7 +12,7 @@ import math
 import sys
 from typing import IO, Optional
 
-from adapterd.types import JobEvent, JobState, TrainingJob
+from adapterd.records import JobEvent, JobState, TrainingJob
 
 _BAR_WIDTH = 24
 

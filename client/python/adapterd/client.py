@@ -75,7 +75,7 @@ from adapterd.errors import (
     JobFailed,
     from_rpc_error,
 )
-from adapterd.types import (
+from adapterd.records import (
     HYPERPARAMETERS,
     Dataset,
     ExportedAdapter,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Type
 import grpc
 
 if TYPE_CHECKING:  # pragma: no cover
-    from adapterd.types import TrainingJob
+    from adapterd.records import TrainingJob
 
 
 class AdapterdError(Exception):

@@ -94,7 +94,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random BERT, as tests/e2e/server_fixture.h makes it."""
     out = tmp_path_factory.mktemp("model") / "model"
     subprocess.run(
-        [_binary("ADAPTERD_MAKE_MODEL_BIN"), "--out", str(out), "--preset", "tiny", "--seed", "5", "--init_range", "0.2"],
+        [_binary("ADAPTERD_MAKE_MODEL_BIN"), "--out", str(out), "--preset", "tiny", "--seed", "5",
+         "--init_range", "0.2"],
         check=True,
         capture_output=True,
         timeout=300,

@@ -72,7 +72,8 @@ def test_jsonl_members_of_every_kind():
         ('{"text": null, "label": "x"}', '"text" must be a string, got null'),
         ('{"tokens": ["a"], "tags": ["O", "O"]}', '"tokens" has 1 elements but "tags" has 2'),
         ('{"tokens": ["a"]}', '"tokens" without "tags"'),
-        ('{"text": "a", "entities": [{"start": 3, "end": 1, "label": "X"}]}', "entities[0]: start 3 is not before end 1"),
+        ('{"text": "a", "entities": [{"start": 3, "end": 1, "label": "X"}]}',
+         "entities[0]: start 3 is not before end 1"),
         ('{"text": "a", "entities": [{"start": -3, "end": 1, "label": "X"}]}', "entities[0].start is negative (-3)"),
         ('{"question": "q", "context": "c"}', 'missing key "answers"'),
         ('{"question": "q", "text": "t", "answers": []}', "cannot be combined"),
@@ -90,7 +91,8 @@ def test_jsonl_error_line_numbers_count_blank_lines():
 
 
 def test_invalid_utf8_is_named_by_line():
-    assert error_of(b'{"text": "a", "label": "x"}\n{"text": "\xff", "label": "x"}\n') == "data.jsonl: line 2: invalid UTF-8"
+    data = b'{"text": "a", "label": "x"}\n{"text": "\xff", "label": "x"}\n'
+    assert error_of(data) == "data.jsonl: line 2: invalid UTF-8"
 
 
 def test_squad_file_and_detection():

@@ -32,7 +32,8 @@ def test_upload_file_and_rows_then_get_list_delete(client):
     # Small chunks: the upload streams many messages.
     with adapterd.Client(client.target, upload_chunk_bytes=4096) as small:
         from_rows = small.upload_dataset(iter(rows), dataset_id="py-rows", display_name="rows")
-    assert (from_rows.dataset_id, from_rows.num_examples, from_rows.label_counts) == ("py-rows", 2500, {"a": 1250, "b": 1250})
+    assert (from_rows.dataset_id, from_rows.num_examples, from_rows.label_counts) == (
+        "py-rows", 2500, {"a": 1250, "b": 1250})
     assert client.get_dataset(from_file.dataset_id) == from_file
     listed = {d.dataset_id for d in client.datasets(page_size=1)}
     assert {from_file.dataset_id, "py-rows"} <= listed
@@ -43,7 +44,8 @@ def test_upload_file_and_rows_then_get_list_delete(client):
         client.get_dataset("py-rows")
     # A bad row cancels the stream: the id stays free.
     with pytest.raises(adapterd.InvalidArgument, match="row 3"):
-        client.upload_dataset([{"text": "a", "label": "x"}, {"text": "b", "label": "y"}, {"text": ""}], dataset_id="py-bad")
+        client.upload_dataset([{"text": "a", "label": "x"}, {"text": "b", "label": "y"}, {"text": ""}],
+                              dataset_id="py-bad")
     with pytest.raises(adapterd.NotFound):
         client.get_dataset("py-bad")
 
@@ -96,7 +98,8 @@ def test_cancel_while_training_raises_job_cancelled(client):
 
 
 def test_predict_every_kind(client, trained):
-    r = client.predict(trained["classification"], ["great and fast, I love it", "broken, rude and slow"], return_all_scores=True)
+    r = client.predict(trained["classification"], ["great and fast, I love it", "broken, rude and slow"],
+                       return_all_scores=True)
     assert r.kind == adapterd.TaskKind.SEQUENCE_CLASSIFICATION and r.version == 1 and len(r) == 2
     for p in r:
         assert isinstance(p, adapterd.ClassificationPrediction)
@@ -104,7 +107,8 @@ def test_predict_every_kind(client, trained):
         assert p.score == pytest.approx(max(p.scores.values()))
         assert sum(p.scores.values()) == pytest.approx(1.0, abs=1e-5)
 
-    r = client.predict(trained["multi-label"], "it arrived the next day, the price was fair", threshold=0.01, return_all_scores=True)
+    r = client.predict(trained["multi-label"], "it arrived the next day, the price was fair", threshold=0.01,
+                       return_all_scores=True)
     p = r[0]
     assert isinstance(p, adapterd.MultiLabelPrediction)
     assert set(p.label_names) == {"delivery", "price", "quality", "service"}  # every label passes 0.01
@@ -118,16 +122,17 @@ def test_predict_every_kind(client, trained):
     r = client.predict(trained["ner"], text)
     assert isinstance(r[0], adapterd.TokenClassificationPrediction)
     for e in r[0].entities:
-        assert text[e.start : e.end] == e.text and e.label in {"PER", "LOC", "ORG"} and 0 <= e.score <= 1
+        assert text[e.start:e.end] == e.text and e.label in {"PER", "LOC", "ORG"} and 0 <= e.score <= 1
 
     contexts = ["Ada Lovelace was born in London in 1815. Ada became a mathematician.", "Alan Turing worked for IBM."]
-    r = client.predict(trained["qa"], ["Where was Ada Lovelace born?", "Who did Alan Turing work for?"], contexts=contexts, top_k=2)
+    r = client.predict(trained["qa"], ["Where was Ada Lovelace born?", "Who did Alan Turing work for?"],
+                       contexts=contexts, top_k=2)
     assert r.kind == adapterd.TaskKind.EXTRACTIVE_QA
     for p, context in zip(r, contexts):
         assert isinstance(p, adapterd.QuestionAnsweringPrediction) and len(p.answers) == 2
         assert p.best == p.answers[0] and p.answers[0].score >= p.answers[1].score
         for a in p.answers:
-            assert a.is_no_answer or context[a.start : a.end] == a.text
+            assert a.is_no_answer or context[a.start:a.end] == a.text
 
 
 def test_predict_batches_stay_on_one_version(client, trained):
@@ -306,7 +311,8 @@ def _venv_python(tmp_path: Path) -> Path:
 def _pip_install(python: Path, source: Path, env: dict) -> subprocess.CompletedProcess:
     # Debian's pip, run by the venv's interpreter (the venv sees the system site-packages).
     return subprocess.run(
-        [str(python), "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index", "--quiet", str(source)],
+        [str(python), "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index", "--quiet",
+         str(source)],
         capture_output=True, text=True, timeout=300, env=env,
     )
 
@@ -320,7 +326,8 @@ def test_pip_install_from_the_checkout_then_health(tmp_path, server):
     check = subprocess.run(
         [str(python), "-c",
          "import sys, adapterd, adapterd.v1.adapterd_service_pb2 as m; "
-         "assert '/site-packages/' in adapterd.__file__ and '/site-packages/' in m.__file__, (adapterd.__file__, m.__file__); "
+         "assert '/site-packages/' in adapterd.__file__ and '/site-packages/' in m.__file__, "
+         "(adapterd.__file__, m.__file__); "
          f"c = adapterd.Client({server.target!r}); print(c.health()); c.close()"],
         capture_output=True, text=True, timeout=120, env=env, cwd=str(tmp_path),
     )
@@ -333,7 +340,8 @@ def test_pip_install_of_a_copy_needs_the_proto_dir(tmp_path):
     import shutil
 
     copy = tmp_path / "adapterd-src"
-    shutil.copytree(SOURCE_DIR / "client" / "python", copy, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "v1"))
+    shutil.copytree(SOURCE_DIR / "client" / "python", copy,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "v1"))
     python = _venv_python(tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ADAPTERD_PROTO_DIR")}
     failed = _pip_install(python, copy, env)

@@ -56,7 +56,7 @@ class FakeAdapterd(pb_grpc.AdapterdServicer):
     def ListTasks(self, request, context):
         self._enter("ListTasks", request, context)
         start = int(request.page_token or 0)
-        ids = [f"t{i}" for i in range(7)][start : start + request.page_size]
+        ids = [f"t{i}" for i in range(7)][start:start + request.page_size]
         following = start + request.page_size
         return pb.ListTasksResponse(
             tasks=[pb.Task(task_id=t) for t in ids], next_page_token=str(following) if following < 7 else ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Dict
+
 import pytest
 
 import adapterd
@@ -9,7 +11,7 @@ from conftest import AdapterdServer
 from tls_certs import make_certs  # tests/testing, on PYTHONPATH
 
 # Failed handshakes must not be retried for long: one attempt, a short deadline.
-NO_RETRY = dict(retries=0, timeout=10)
+NO_RETRY: Dict[str, Any] = dict(retries=0, timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +63,7 @@ def test_tls_with_the_ca_as_a_path_or_bytes(tls_server, certs):
 def test_tls_refusals_are_unavailable(tls_server, certs):
     # A plaintext client, a CA that did not sign the server's certificate, a name the certificate lacks,
     # and the system's roots (which do not hold the test CA): the handshake fails, nothing is sent.
-    attempts = {
+    attempts: Dict[str, Dict[str, Any]] = {
         "plaintext": dict(),
         "another CA": dict(root_certificates=certs / "other-ca.crt"),
         "a wrong name": dict(root_certificates=certs / "ca.crt", server_name="not-the-server.example"),

@@ -16,11 +16,12 @@ As a script: `free_port.py [N]` prints N ports (default 1), one per line.
 import random
 import socket
 import sys
+from typing import List
 
 _LOWEST = 10000  # above the well-known and common registered service ports
 
 
-def _ephemeral_low():
+def _ephemeral_low() -> int:
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             return int(f.read().split()[0])
@@ -28,7 +29,7 @@ def _ephemeral_low():
         return 32768  # Linux's default
 
 
-def _is_free(port):
+def _is_free(port: int) -> bool:
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -37,11 +38,11 @@ def _is_free(port):
     return True
 
 
-def free_ports(n=1):
+def free_ports(n: int = 1) -> List[int]:
     """n distinct free ports on 127.0.0.1, none in the ephemeral range."""
     high = _ephemeral_low()
     rng = random.SystemRandom()
-    ports = []
+    ports: List[int] = []
     for _ in range(1000):
         if len(ports) == n:
             break
@@ -58,7 +59,7 @@ def free_ports(n=1):
     return ports
 
 
-def free_port():
+def free_port() -> int:
     return free_ports(1)[0]
 
 

@@ -16,7 +16,7 @@ found there.
 
 from pkgutil import extend_path
 
-__path__ = extend_path(__path__, __name__)  # type: ignore[name-defined]  # noqa: F821
+__path__ = extend_path(__path__, __name__)
 
 __version__ = "0.1.0"
 

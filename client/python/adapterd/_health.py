@@ -73,7 +73,7 @@ def _build_messages() -> Tuple[Any, Any]:
 def health_messages() -> Tuple[Any, Any]:
     """(HealthCheckRequest, HealthCheckResponse) message classes."""
     try:
-        from grpc_health.v1 import health_pb2  # type: ignore[import-not-found]
+        from grpc_health.v1 import health_pb2
 
         return health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
     except ImportError:

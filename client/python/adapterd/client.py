@@ -20,10 +20,11 @@ Contract (the C++ client's, client/adapterd_client.h, plus retries):
   CreateTrainingJob (always sent with a ``request_id``: the server returns the
   same job for the same id and payload), and the uploads ``train`` makes under
   content-derived ids (an ALREADY_EXISTS is taken as done only when the stored
-  dataset's content_sha256 is that of the caller's rows). A watch that ends UNAVAILABLE is re-subscribed with ``after_seq`` of
-  the last event seen. ``upload_dataset`` and ``import_adapter`` create
-  resources and are not retried (a failed stream stores nothing, so the caller
-  may simply call again).
+  dataset's content_sha256 is that of the caller's rows). A watch that ends
+  UNAVAILABLE is re-subscribed with ``after_seq`` of the last event seen.
+  ``upload_dataset`` and ``import_adapter`` create resources and are not
+  retried (a failed stream stores nothing, so the caller may simply call
+  again).
 * Errors: every failure raises a subclass of :class:`adapterd.errors.AdapterdError`
   for its gRPC code; bad local input raises InvalidArgument too.
 
@@ -785,7 +786,7 @@ class Client:
                 metadata=pb.ImportAdapterRequest.Metadata(task_id=task_id, total_bytes=len(data))
             )
             for offset in range(0, len(data), chunk):
-                yield pb.ImportAdapterRequest(chunk=data[offset : offset + chunk])
+                yield pb.ImportAdapterRequest(chunk=data[offset:offset + chunk])
 
         metadata = self._metadata(task_id)
         response = self._with_retries(

@@ -138,7 +138,7 @@ class _CsvReader:
                     "quote inside an unquoted field (quote the whole field and double the quotes inside it)",
                 )
             self._pos += 1
-        return s[start : self._pos]
+        return s[start:self._pos]
 
     def _quoted_field(self) -> str:
         s = self._in

@@ -11,7 +11,7 @@ raises :class:`JobFailed` / :class:`JobCancelled`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Optional, Type
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Type
 
 import grpc
 
@@ -38,7 +38,7 @@ class AdapterdError(Exception):
         self.details: Optional[str] = details
         super().__init__(f"{self.code.name}: {message}" if message else self.code.name)
 
-    def __reduce__(self):  # keeps errors picklable (multiprocessing, pytest-xdist)
+    def __reduce__(self) -> Tuple[Any, ...]:  # keeps errors picklable (multiprocessing, pytest-xdist)
         return (_rebuild, (type(self), self.code.name, self.message, self.details))
 
 
@@ -46,8 +46,6 @@ def _rebuild(cls: Type[AdapterdError], code_name: str, message: str, details: Op
     error = cls.__new__(cls)
     AdapterdError.__init__(error, grpc.StatusCode[code_name], message, details)
     return error
-
-
 
 
 class Cancelled(AdapterdError):
@@ -158,7 +156,7 @@ class _JobEnded(AdapterdError):
         super().__init__(self.default_code, message)
         self.job = job
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, ...]:
         return (type(self), (self.job,))
 
 

@@ -62,7 +62,7 @@ class TaskKind(_NamedIntEnum):
         if isinstance(value, str):
             key = value.strip().lower().replace("_", "-")
             if key.startswith("task-kind-"):
-                key = key[len("task-kind-") :]
+                key = key[len("task-kind-"):]
             if key in _KIND_ALIASES:
                 return _KIND_ALIASES[key]
         raise ValueError(
@@ -125,7 +125,7 @@ class JobState(_NamedIntEnum):
         if isinstance(value, str):
             key = value.strip().upper()
             if key.startswith("JOB_STATE_"):
-                key = key[len("JOB_STATE_") :]
+                key = key[len("JOB_STATE_"):]
             if key in cls.__members__:
                 return cls[key]
         raise ValueError(

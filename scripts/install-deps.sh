@@ -63,6 +63,8 @@ TEST_PACKAGES=(
   # the Python client's tests (client/python): gRPC and protobuf for Python,
   # pytest, and pip/venv for the install-from-checkout test
   python3-grpcio python3-protobuf python3-pytest python3-pip python3-venv python3-setuptools
+  # the Python client's type check and lint (python_lint_test: mypy, flake8)
+  python3-mypy flake8
   # the web console's test: a real headless browser (driven by puppeteer-core);
   # the REST gateway's TLS test makes its certificates with openssl
   chromium openssl

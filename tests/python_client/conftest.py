@@ -19,6 +19,9 @@ from typing import Iterator, List, Optional
 
 import pytest
 
+# ctest's python_lint_test runs it with unittest; it is not one of these tests.
+collect_ignore = ["python_lint_test.py"]
+
 SOURCE_DIR = Path(os.environ.get("ADAPTERD_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 EXAMPLES = SOURCE_DIR / "examples"
 

@@ -16,7 +16,7 @@ struct ConsoleAsset {
   std::string_view content;
 };
 
-// Every file of server/http/console/, by name.
+// Every file of server/http/console/ but its package.json, by name.
 std::span<const ConsoleAsset> ConsoleAssets();
 
 }  // namespace adapterd::http

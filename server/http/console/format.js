@@ -42,16 +42,20 @@ export function num(v) {
   return Number.isFinite(n) ? n : 0;
 }
 
+// Three significant digits (1.23 kB, 12.3 kB, 123 kB), the unit chosen after
+// rounding: 999 999 B is 1.00 MB, not 1000 kB.
 export function bytes(n) {
   n = num(n);
   if (n <= 0) return '—';
-  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+  if (n < 1000) return `${n} B`;
+  const units = ['kB', 'MB', 'GB', 'TB'];
   let i = 0;
-  while (n >= 1000 && i < units.length - 1) {
+  n /= 1000;
+  while (Number(n.toPrecision(3)) >= 1000 && i < units.length - 1) {
     n /= 1000;
     i++;
   }
-  return `${i === 0 ? n : n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0)} ${units[i]}`;
+  return `${Number(n.toPrecision(3)) < 1000 ? n.toPrecision(3) : n.toFixed(0)} ${units[i]}`;
 }
 
 export function percent(x, digits = 1) {

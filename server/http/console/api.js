@@ -308,7 +308,7 @@ export class JobWatch {
         response = await fetch(`/v1/trainingJobs/${enc(this.jobId)}:watch?afterSeq=${this.lastSeq}`, {
           headers: headers({ Accept: 'text/event-stream' }), signal: controller.signal, cache: 'no-store',
         });
-      } catch (e) {
+      } catch {
         if (this.stopped) return { done: false };
         return { error: new ApiError(stalled ? 'no answer to the watch' : 'the server cannot be reached',
           { code: UNAVAILABLE }) };

@@ -74,12 +74,15 @@ PACKAGES=("${BUILD_PACKAGES[@]}")
 if [ "$ADAPTERD_DEPS" != build-notorch ]; then PACKAGES+=("${TORCH_PACKAGES[@]}"); fi
 if [ "$ADAPTERD_DEPS" = all ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 
-# npm tools for the deployment tests, pinned, installed into one prefix
-# (not on PATH): tests/deploy finds them under $ADAPTERD_TOOLS/node_modules.
+# npm tools for the tests, pinned, installed into one prefix
+# (not on PATH): the tests find them under $ADAPTERD_TOOLS/node_modules.
 ADAPTERD_TOOLS=${ADAPTERD_TOOLS:-/opt/adapterd-tools}
 # puppeteer-core drives Debian's chromium in the console test; swagger-parser
-# validates docs/openapi.yaml.
-NPM_TOOLS=(kubernetes-models@4.5.1 dockerfilelint@1.8.0 puppeteer-core@22.15.0 @apidevtools/swagger-parser@10.1.1)
+# validates docs/openapi.yaml; eslint with its recommended rules (@eslint/js)
+# and the browser's and node's globals lints the console and its tests
+# (console_lint_test; eslint 9 runs on bookworm's node 18.20).
+NPM_TOOLS=(kubernetes-models@4.5.1 dockerfilelint@1.8.0 puppeteer-core@22.15.0 @apidevtools/swagger-parser@10.1.1
+  eslint@9.39.5 @eslint/js@9.39.5 globals@17.14.0)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

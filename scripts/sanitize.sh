@@ -23,7 +23,8 @@
 #            here: the container image (it compiles its own binaries inside
 #            podman), the Dockerfile lint, the manifest, rule and
 #            dashboard checks (YAML and JSON only), the source checks
-#            (format, clang-tidy, layering, thread safety); and malloc_tuning_test,
+#            (format, clang-tidy, layering, thread safety, the Python client's
+#            and the console's linters, the console's node unit tests); and malloc_tuning_test,
 #            whose subject is glibc's allocator, which ASan replaces (its
 #            mallopt is a no-op there, and adapterd says "defaults kept").
 #   thread:  the tests whose subject is concurrency: the serving engine
@@ -66,7 +67,7 @@ if [ "$STEPS" != test ]; then
     -DADAPTERD_BUILD_BENCH=OFF >&2
 fi
 if [ "$KIND" = address ]; then
-  SELECT=(-E '^(deploy_(image|dockerfile_lint|k8s_manifests|prometheus_rules|dashboard)_test|malloc_tuning_test|(format|tidy|layering|thread_safety)_test)$')
+  SELECT=(-E '^(deploy_(image|dockerfile_lint|k8s_manifests|prometheus_rules|dashboard)_test|malloc_tuning_test|(format|tidy|layering|thread_safety|python_lint|console_unit|console_lint)_test)$')
   # Only what the selected tests run: their executables (a test binary's
   # target has the test's name; with what each depends on: the crash
   # children, rpc_probe, adapterctl) and the three binaries the end-to-end

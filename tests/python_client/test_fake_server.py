@@ -45,7 +45,15 @@ class FakeAdapterd(pb_grpc.AdapterdServicer):
         return pb.TrainingJob(job_id=request.job_id, task_id="fake-task", state=self.final_state)
 
     def UploadDataset(self, request_iterator, context):
+        ended = threading.Event()
+        context.add_callback(ended.set)
         requests = list(request_iterator)
+        # gRPC Python can end this iterator for a client that cancelled
+        # before it reports the cancellation. Only a cancellation ends a call
+        # while its handler still runs: a moment's wait tells the two apart,
+        # and a cancelled stream is not counted as one the server completed.
+        if ended.wait(0.5) or not context.is_active():
+            return pb.Dataset()
         self._enter("UploadDataset", requests, context)
         return pb.Dataset(dataset_id="ds-x", num_examples=sum(len(r.chunk.examples) for r in requests[1:]))
 

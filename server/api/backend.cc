@@ -559,6 +559,7 @@ absl::StatusOr<v1::PredictResponse> Backend::Predict(const Tenant& tenant, const
   in.deadline = deadline;
   in.threshold = request.threshold();
   in.top_k_answers = request.top_k_answers();
+  in.tenant_weight = tenant.quotas().batch_weight;
   absl::StatusOr<serving::PredictResult> result = options_.engine->Predict(std::move(in));
   if (absl::IsNotFound(result.status()) && request.version() == 0) {
     // A task whose first job runs exists (GetTask says PENDING): not NOT_FOUND.

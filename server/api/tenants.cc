@@ -155,6 +155,11 @@ absl::StatusOr<std::shared_ptr<const TenantRegistry::Table>> TenantRegistry::Loa
     RETURN_IF_ERROR(ReadQuota(t, "max_dataset_bytes", where, &q.max_dataset_bytes));
     RETURN_IF_ERROR(ReadQuota(t, "predict_rate_per_second", where, &q.predict_rate_per_second));
     RETURN_IF_ERROR(ReadQuota(t, "predict_burst", where, &q.predict_burst));
+    RETURN_IF_ERROR(ReadQuota(t, "batch_weight", where, &q.batch_weight));
+    if (q.batch_weight < 1 || q.batch_weight > kMaxBatchWeight) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": 'batch_weight' must be in [1, ", kMaxBatchWeight, "], not ", q.batch_weight));
+    }
     std::vector<std::string> hashes;
     if (t.contains("api_key_sha256")) {
       const Json& h = t["api_key_sha256"];

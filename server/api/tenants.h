@@ -58,7 +58,11 @@ struct TenantQuotas {
   double predict_rate_per_second = 0;
   // Bucket size; 0 = max(1, predict_rate_per_second).
   double predict_burst = 0;
+  // This tenant's weight in the share of each inference batch, against the
+  // other tenants with rows waiting ([1, kMaxBatchWeight]).
+  int64_t batch_weight = 1;
 };
+inline constexpr int64_t kMaxBatchWeight = 1000;
 
 // A token bucket: `burst` tokens, refilled at `rate` per second.
 class TokenBucket {

@@ -1,7 +1,9 @@
 #include "server/serving/dynamic_batcher.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <string_view>
@@ -129,33 +131,38 @@ std::vector<size_t> PickWindow(const std::vector<int64_t>& lengths, size_t k, si
                              order.begin() + static_cast<std::ptrdiff_t>(best + k));
 }
 
-// Max-min fair shares of `capacity` among `demands` (water filling): every
-// demand gets min(demand, L) for the highest level L that fits; the slots
-// left, fewer than the demands above L, go one each to the candidates
-// `extra` picks among those (their positions, in order).
-std::vector<size_t> FairShares(const std::vector<size_t>& demands, size_t capacity,
+// Weighted max-min fair shares of `capacity` among `demands` (water
+// filling): demand i gets min(demand_i, floor(weight_i * L)) for the highest
+// level L at which the shares fit; the slots left, fewer than the demands
+// not met, go one each to the candidates `extra` picks among those (their
+// positions, in order). Weights are >= 1; equal weights give plain max-min
+// fairness.
+std::vector<size_t> FairShares(const std::vector<size_t>& demands, const std::vector<int64_t>& weights, size_t capacity,
                                const std::function<std::vector<size_t>(const std::vector<size_t>&, size_t)>& extra) {
-  std::vector<size_t> sorted = demands;
-  std::sort(sorted.begin(), sorted.end());
-  size_t level = 0, used = 0, below = 0;  // below: demands fully met at `level`
-  while (below < sorted.size()) {
-    const size_t above = sorted.size() - below;
-    const size_t next = sorted[below];  // the next level at which a demand is met
-    if (used + (next - level) * above > capacity) {
-      level += (capacity - used) / above;
+  // Demands in the order their level (demand / weight) is reached.
+  std::vector<size_t> order(demands.size());
+  std::iota(order.begin(), order.end(), 0);
+  const auto level_of = [&](size_t i) { return static_cast<double>(demands[i]) / static_cast<double>(weights[i]); };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return level_of(a) < level_of(b); });
+  double met = 0, weight_left = 0;  // demands met in full; the weight of the rest
+  for (int64_t w : weights) weight_left += static_cast<double>(w);
+  double level = std::numeric_limits<double>::infinity();
+  for (size_t i : order) {
+    if (met + weight_left * level_of(i) > static_cast<double>(capacity)) {
+      level = (static_cast<double>(capacity) - met) / weight_left;
       break;
     }
-    used += (next - level) * above;
-    level = next;
-    while (below < sorted.size() && sorted[below] == level) ++below;
+    met += static_cast<double>(demands[i]);
+    weight_left -= static_cast<double>(weights[i]);
   }
   std::vector<size_t> shares(demands.size());
   size_t given = 0;
   std::vector<size_t> candidates;
   for (size_t i = 0; i < demands.size(); ++i) {
-    shares[i] = std::min(demands[i], level);
+    const double fair = std::floor(static_cast<double>(weights[i]) * level);
+    shares[i] = fair >= static_cast<double>(demands[i]) ? demands[i] : static_cast<size_t>(fair);
     given += shares[i];
-    if (demands[i] > level) candidates.push_back(i);
+    if (demands[i] > shares[i]) candidates.push_back(i);
   }
   if (given < capacity && !candidates.empty()) {
     for (size_t c : extra(candidates, std::min(capacity - given, candidates.size()))) ++shares[candidates[c]];
@@ -183,6 +190,7 @@ std::vector<BatchRow> DynamicBatcher::TakeBatchLocked() {
     std::vector<Request> requests;
     std::map<const PendingRequest*, size_t> index;
     size_t rows = 0;
+    int64_t weight = 1;
   };
   std::vector<Tenant> tenants;
   std::map<std::string_view, size_t> tenant_index;
@@ -192,21 +200,26 @@ std::vector<BatchRow> DynamicBatcher::TakeBatchLocked() {
     auto [t, new_tenant] = tenant_index.emplace(tenant, tenants.size());
     if (new_tenant) tenants.emplace_back();
     Tenant& te = tenants[t->second];
+    te.weight = std::max<int64_t>(1, row.tenant_weight);  // the newest row's: a reload applies at once
     auto [r, new_request] = te.index.emplace(row.request.get(), te.requests.size());
     if (new_request) te.requests.emplace_back();
     te.requests[r->second].rows.push_back(i);
     ++te.rows;
   }
-  // Tenants share the batch max-min fairly; slots that do not divide evenly
-  // go to the tenants waiting longest.
+  // Tenants share the batch max-min fairly, in proportion to their weights;
+  // slots that do not divide evenly go to the tenants waiting longest.
   std::vector<size_t> tenant_demand;
-  for (const Tenant& t : tenants) tenant_demand.push_back(t.rows);
+  std::vector<int64_t> tenant_weight;
+  for (const Tenant& t : tenants) {
+    tenant_demand.push_back(t.rows);
+    tenant_weight.push_back(t.weight);
+  }
   const auto oldest_first = [](const std::vector<size_t>&, size_t k) {
     std::vector<size_t> first(k);
     std::iota(first.begin(), first.end(), 0);
     return first;
   };
-  const std::vector<size_t> tenant_share = FairShares(tenant_demand, b, oldest_first);
+  const std::vector<size_t> tenant_share = FairShares(tenant_demand, tenant_weight, b, oldest_first);
   std::vector<bool> taken(n, false);
   for (size_t t = 0; t < tenants.size(); ++t) {
     const std::vector<Request>& requests = tenants[t].requests;
@@ -223,7 +236,8 @@ std::vector<BatchRow> DynamicBatcher::TakeBatchLocked() {
       for (size_t c : candidates) lengths.push_back(first_length[c]);
       return PickWindow(lengths, k, 0);
     };
-    const std::vector<size_t> share = FairShares(request_demand, tenant_share[t], nearest_in_length);
+    const std::vector<size_t> share =
+        FairShares(request_demand, std::vector<int64_t>(requests.size(), 1), tenant_share[t], nearest_in_length);
     // Within a request, its rows closest in length around its oldest.
     for (size_t r = 0; r < requests.size(); ++r) {
       std::vector<int64_t> lengths;

@@ -9,9 +9,11 @@
 //
 // Fair sharing, when more rows wait than fit (max_batch_size = b):
 //   1. Tenants (BatchRow::adapter->tenant) share the b rows max-min fairly
-//      (water filling): a tenant waiting for fewer rows than its share gets
-//      them all, the others split the rest evenly; rows that do not divide
-//      evenly go to the tenants whose oldest row waited longest.
+//      in proportion to their weights (BatchRow::tenant_weight, the tenants
+//      file's batch_weight; water filling): a tenant waiting for fewer rows
+//      than its share gets them all, the others split the rest by weight;
+//      rows that do not divide evenly go to the tenants whose oldest row
+//      waited longest.
 //   2. Within a tenant, its requests share its rows the same way; rows that
 //      do not divide evenly go to the requests whose first rows are nearest
 //      in length around the oldest such request's (the window below).
@@ -19,11 +21,12 @@
 //      sorted by length, the window containing the oldest with the smallest
 //      length spread. This cuts padding and never passes over the oldest.
 // So a request's rows never wait behind another request's beyond its fair
-// share: with R requests and T tenants waiting, every tenant gets at least
-// min(its rows, floor(b / T)) rows of each batch, and while T <= b a
+// share: with R requests and T tenants waiting, every tenant of weight w
+// gets at least min(its rows, floor(b * w / W)) rows of each batch (W: the
+// weights of the tenants waiting; all 1 by default), and while T <= b a
 // request that arrives behind a large one (a 16-question QA request is
 // thousands of rows) has a row in the next batch formed, once fewer than
-// floor(b / T) other requests of its tenant wait: the wait it sees is the
+// its tenant's share of other requests wait: the wait it sees is the
 // batches already in flight (max_inflight_batches), not the large request's
 // length. With more than b tenants waiting, tenants are served one row each,
 // the longest-waiting first. With one request waiting this is the length
@@ -79,6 +82,9 @@ struct BatchRow {
   // Where the row's result goes, and its index in the request.
   std::shared_ptr<PendingRequest> request;
   int64_t index = 0;
+  // The tenant's weight in the share of each batch (>= 1; the tenants
+  // file's batch_weight). Rows of one tenant carry the same weight.
+  int64_t tenant_weight = 1;
 
   int64_t length() const { return static_cast<int64_t>(input_ids.size()); }
 };

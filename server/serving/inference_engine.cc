@@ -244,6 +244,7 @@ absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& req
     rows[i].deadline = request.deadline;
     rows[i].request = pending;
     rows[i].index = static_cast<int64_t>(i);
+    rows[i].tenant_weight = request.tenant_weight;
   }
   RETURN_IF_ERROR(batcher_->Enqueue(std::move(rows)));
   ASSIGN_OR_RETURN(std::vector<std::vector<float>> outputs, pending->Wait());

@@ -89,6 +89,8 @@ struct PredictRequest {
   double threshold = 0;
   // Extractive QA: answers per question (0 = 1).
   int32_t top_k_answers = 0;
+  // The tenant's weight in the batcher's sharing of each batch (>= 1).
+  int64_t tenant_weight = 1;
 };
 
 // An entity token classification found: text[start, end) in code points.

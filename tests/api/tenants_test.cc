@@ -49,6 +49,7 @@ TEST(TenantRegistry, MapsKeyHashesToTenantsWithQuotas) {
   EXPECT_EQ((*t)->quotas().max_tasks, 3);
   EXPECT_EQ((*t)->quotas().max_texts_per_predict, 7);
   EXPECT_EQ((*t)->quotas().max_queued_jobs, TenantQuotas{}.max_queued_jobs);  // default
+  EXPECT_EQ((*t)->quotas().batch_weight, 1);                                  // default
   for (const std::string bad : {"Bearer k2", "k1", "Bearer ", "Basic k1", ""}) {
     EXPECT_EQ((*r)->Authenticate(&bad).status().code(), absl::StatusCode::kUnauthenticated) << bad;
   }
@@ -78,6 +79,26 @@ TEST(TenantRegistry, EveryKeyFindsItsOwnTenantAmongMany) {
   }
   const std::string unknown = "Bearer key-5-a";
   EXPECT_EQ((*r)->Authenticate(&unknown).status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST(TenantRegistry, ABatchWeightIsReadWithinItsRange) {
+  TempDir dir;
+  const auto with_weight = [&](const std::string& weight) {
+    return FromText(dir, absl::StrCat(R"({"tenants":[{"id":"acme","api_key_sha256":")", Sha256Hex("k1"),
+                                      R"(","batch_weight":)", weight, "}]}"));
+  };
+  for (const int64_t ok : {int64_t{1}, int64_t{3}, kMaxBatchWeight}) {
+    ASSERT_OK_AND_ASSIGN(auto r, with_weight(absl::StrCat(ok)));
+    const std::string key = "Bearer k1";
+    ASSERT_OK_AND_ASSIGN(auto t, r->Authenticate(&key));
+    EXPECT_EQ(t->quotas().batch_weight, ok);
+  }
+  for (const std::string& bad : {std::string("0"), std::string("-1"), absl::StrCat(kMaxBatchWeight + 1),
+                                 std::string("1e300"), std::string("\"2\"")}) {
+    EXPECT_THAT(with_weight(bad).status(),
+                ::adapterd::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("batch_weight")))
+        << bad;
+  }
 }
 
 TEST(TenantRegistry, RejectsMalformedFiles) {
@@ -186,9 +207,8 @@ TEST(TenantRegistry, AFileOthersMayWriteIsRefusedOneOthersMayReadIsWarnedAbout) 
   EXPECT_OK((*readable)->Authenticate(&key).status());
 }
 
-// The second outside test's case: a 0600 tenants file in a directory any
-// user may write (without the sticky bit) was accepted, though anyone could
-// rename another file over it.
+// A 0600 tenants file in a directory any user may write (without the sticky
+// bit) is refused: anyone could rename another file over it.
 TEST(TenantRegistry, AFileInADirectoryOthersMayWriteIsRefusedUnlessTheDirectoryIsSticky) {
   TempDir dir;
   const std::string open_dir = dir.path() + "/open";

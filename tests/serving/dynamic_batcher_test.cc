@@ -47,28 +47,37 @@ class Recorder {
       done_.push_back(std::move(done));
     };
   }
-  // Waits until `n` batches were formed.
+  // Waits until `n` batches were formed; a test failure after 30 s (a batch
+  // that never comes fails the test instead of hanging it).
   void WaitForBatches(size_t n) {
     std::pair<Recorder*, size_t> arg(this, n);
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](std::pair<Recorder*, size_t>* a)
-             ABSL_NO_THREAD_SAFETY_ANALYSIS { return a->first->batches_.size() >= a->second; },
-        &arg));
+    if (!mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](std::pair<Recorder*, size_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                    return a->first->batches_.size() >= a->second;
+                                  },
+                                  &arg),
+                              absl::Seconds(30))) {
+      ADD_FAILURE() << "waited 30 s for batch " << n << "; " << batches_.size() << " formed";
+    }
   }
-  // Completes every row of batch `i` (value = its length) and releases its slot.
+  // Completes every row of batch `i` (value = its length) and releases its
+  // slot; nothing for a batch never formed.
   void Finish(size_t i) {
     std::function<void()> done;
     {
       absl::MutexLock lock(&mu_);
+      if (i >= batches_.size()) return;
       for (BatchRow& row : batches_[i]) row.request->Complete(row.index, {static_cast<float>(row.length())});
       done = std::move(done_[i]);
     }
     done();
   }
+  // The rows' lengths of batch `i` (none for a batch never formed).
   std::vector<int64_t> Lengths(size_t i) {
     absl::MutexLock lock(&mu_);
     std::vector<int64_t> out;
+    if (i >= batches_.size()) return out;
     for (const BatchRow& row : batches_[i]) out.push_back(row.length());
     return out;
   }
@@ -211,6 +220,43 @@ TEST(DynamicBatcher, ALargeRequestSharesEachBatchWithOtherTenantsAndRequests) {
     recorder.Finish(i);
   }
   ASSERT_OK(large->Wait().status());
+}
+
+// Weighted sharing: two tenants flood the queue, one of batch_weight 3 (rows
+// of length 3) and one of weight 1 (length 7): each batch holds them 3 : 1.
+// Once the heavier one has no rows left, the other takes whole batches.
+TEST(DynamicBatcher, TenantsShareEachBatchInProportionToTheirWeights) {
+  Recorder recorder;
+  auto batcher = MakeBatcher(recorder, 8, /*delay_us=*/1000, /*inflight=*/1);
+  HoldTheOnlySlot(*batcher, recorder, 8, 5);
+  auto enqueue = [&](const std::string& tenant, int64_t weight, int64_t length, int n) {
+    auto request = std::make_shared<PendingRequest>(n);
+    std::vector<BatchRow> rows;
+    for (int i = 0; i < n; ++i) {
+      rows.push_back(Row(length, request, i));
+      rows.back().adapter = AdapterOf(tenant);
+      rows.back().tenant_weight = weight;
+    }
+    EXPECT_OK(batcher->Enqueue(std::move(rows)));
+    return request;
+  };
+  auto light = enqueue("light", 1, 7, 16);
+  auto heavy = enqueue("heavy", 3, 3, 12);
+  recorder.Finish(0);
+  for (size_t i = 1; i <= 2; ++i) {  // 6 + 2 twice: heavy's 12 rows are done
+    recorder.WaitForBatches(i + 1);
+    EXPECT_THAT(recorder.Lengths(i), UnorderedElementsAre(3, 3, 3, 3, 3, 3, 7, 7)) << "batch " << i;
+    recorder.Finish(i);
+  }
+  ASSERT_OK(heavy->Wait().status());
+  recorder.WaitForBatches(4);
+  EXPECT_THAT(recorder.Lengths(3), ::testing::Each(7));
+  EXPECT_EQ(recorder.Lengths(3).size(), 8u);
+  recorder.Finish(3);
+  recorder.WaitForBatches(5);  // light's last 4, after the delay
+  EXPECT_EQ(recorder.Lengths(4).size(), 4u);
+  recorder.Finish(4);
+  ASSERT_OK(light->Wait().status());
 }
 
 // More tenants waiting than rows in a batch: one row each, the tenants

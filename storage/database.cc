@@ -573,11 +573,13 @@ absl::Status Database::ResolveTaskPut(const Batch::TaskPut& op, CommitState& st,
     rec.set_latest_version(stored->latest_version());
     rec.mutable_versions()->CopyFrom(stored->versions());
     rec.set_current_job_id(stored->current_job_id());
+    rec.set_current_adapter_bytes(stored->current_adapter_bytes());
     if (stored->created_at_micros() != 0) rec.set_created_at_micros(stored->created_at_micros());
   } else {
     rec.set_current_version(0);
     rec.set_latest_version(0);
     rec.clear_current_job_id();
+    rec.clear_current_adapter_bytes();
   }
   rec.set_state(rec.current_version() > 0 ? v1::TASK_STATE_READY : v1::TASK_STATE_PENDING);
   std::string value;
@@ -678,6 +680,7 @@ absl::Status Database::ResolvePromote(Batch::PromoteOp& op, CommitState& st, roc
   TaskRecord rec = std::move(p.task);
   if (stored.has_value() && stored->created_at_micros() != 0) rec.set_created_at_micros(stored->created_at_micros());
   rec.set_current_version(version);
+  rec.set_current_adapter_bytes(static_cast<int64_t>(p.adapter_bytes.size()));
   rec.set_latest_version(version);
   rec.clear_versions();
   for (int64_t v : kept) rec.add_versions(v);

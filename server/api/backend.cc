@@ -400,7 +400,9 @@ absl::StatusOr<v1::Task> Backend::TaskView(const storage::v1::TaskRecord& t, boo
   v1::Task out = ToApi(t);
   if (t.current_version() > 0) {
     out.set_num_parameters(TaskParameters(options_.encoder->config(), t));
-    if (with_size) {
+    if (t.current_adapter_bytes() > 0) {
+      out.set_adapter_bytes(t.current_adapter_bytes());
+    } else if (with_size) {  // a record from before the size was stored with it
       ASSIGN_OR_RETURN(std::string bytes, options_.db->adapters().Get(t.tenant(), t.task_id(), t.current_version()));
       out.set_adapter_bytes(static_cast<int64_t>(bytes.size()));
     }

@@ -247,6 +247,20 @@ TEST_F(ServerTest, TrainedTaskIsReadyAndPredictsItsLabels) {
   EXPECT_EQ(task.current_version(), 1);
   EXPECT_THAT(task.labels(), ElementsAre("no", "yes"));
   EXPECT_GT(task.adapter_bytes(), 0);
+  EXPECT_EQ(task.adapter_bytes(), static_cast<int64_t>(ExportBytes(*stub_, "task-a").size()));
+  {  // ListTasks reports the size stored with the version, as GetTask does.
+    v1::ListTasksRequest list;
+    v1::ListTasksResponse listed;
+    auto list_ctx = Ctx();
+    ASSERT_TRUE(stub_->ListTasks(list_ctx.get(), list, &listed).ok());
+    bool found = false;
+    for (const v1::Task& t : listed.tasks()) {
+      if (t.task_id() != "task-a") continue;
+      found = true;
+      EXPECT_EQ(t.adapter_bytes(), task.adapter_bytes());
+    }
+    EXPECT_TRUE(found);
+  }
   EXPECT_GT(task.num_parameters(), 0);
   EXPECT_EQ(task.task_kind(), v1::TASK_KIND_SEQUENCE_CLASSIFICATION);
   EXPECT_EQ(job_a_->task_kind(), v1::TASK_KIND_SEQUENCE_CLASSIFICATION);
@@ -412,10 +426,9 @@ TEST_F(ServerTest, DeletedTaskIsNotFound) {
   EXPECT_EQ(stub_->Predict(ctx2.get(), req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-// The second outside test's case: train T, start a long retrain, delete T.
-// DeleteTask answered OK and GetTask NOT_FOUND, but when the retrain ended T
-// was back and served. Now the delete cancels the retrain ("task deleted")
-// and T stays gone.
+// Train T, start a long retrain, delete T: the delete cancels the retrain
+// ("task deleted"), and T stays gone after the retrain ends (a retrain that
+// finished would otherwise promote T back).
 TEST_F(ServerTest, DeletingATaskCancelsItsRunningRetrainAndItStaysDeleted) {
   ASSERT_TRUE(Import(*stub_, "retrained", ExportBytes(*stub_, "task-a")).ok());
   v1::TrainingJob job;
@@ -514,10 +527,9 @@ TEST_F(ServerTest, DatasetsAreListedAndDeletedButNotWhileAJobUsesThem) {
   EXPECT_TRUE(Upload(*stub_, PresenceUpload("del-a", 20, 7, 3, 1), &ds).ok());
 }
 
-// The second outside test's case: three concurrent 500 MiB imports took the
-// RSS from 256 MiB to 2 GiB before they were refused. An import is now
-// checked as it arrives: a declared size over the limit is refused before a
-// byte is sent, the header as soon as it is in.
+// An import is checked as it arrives, so that concurrent oversized imports
+// cannot fill the memory before they are refused: a declared size over the
+// limit is refused before a byte is sent, the header as soon as it is in.
 TEST_F(ServerTest, ImportsAreCheckedAsTheyArrive) {
   const std::string bytes = ExportBytes(*stub_, "task-a");
   ASSERT_GT(bytes.size(), 1000u);

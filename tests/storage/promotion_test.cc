@@ -122,6 +122,29 @@ TEST(PromoteAdapterVersion, PendingTaskHasNoCurrentVersion) {
   EXPECT_OK(db->adapters().GetCurrent("acme", "x"));
 }
 
+// The task record carries its current version's file size, written with the
+// version; a metadata-only task write keeps it.
+TEST(PromoteAdapterVersion, TheTaskRecordCarriesTheCurrentFilesSize) {
+  TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));
+  for (int v = 1; v <= 2; ++v) {
+    Promotion p = MakePromotion("x", v);
+    p.adapter_bytes += std::string(static_cast<size_t>(v) * 100, 'p');  // each version its own size
+    const auto size = static_cast<int64_t>(p.adapter_bytes.size());
+    ASSERT_OK(db->PromoteAdapterVersion(std::move(p)).status());
+    ASSERT_OK_AND_ASSIGN(TaskRecord t, db->tasks().Get("acme", "x"));
+    EXPECT_EQ(t.current_adapter_bytes(), size) << "version " << v;
+    ASSERT_OK_AND_ASSIGN(std::string stored, db->adapters().Get("acme", "x", v));
+    EXPECT_EQ(static_cast<int64_t>(stored.size()), size);
+  }
+  ASSERT_OK_AND_ASSIGN(TaskRecord before, db->tasks().Get("acme", "x"));
+  TaskRecord renamed = before;
+  renamed.clear_current_adapter_bytes();  // what a caller sends: the storage keeps its own
+  ASSERT_OK(db->tasks().Put(renamed));
+  ASSERT_OK_AND_ASSIGN(TaskRecord after, db->tasks().Get("acme", "x"));
+  EXPECT_EQ(after.current_adapter_bytes(), before.current_adapter_bytes());
+}
+
 TEST(PromoteAdapterVersion, RetentionKeepsExactlyTheLastK) {
   TempDir dir;
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(At(dir.Sub("db"))));

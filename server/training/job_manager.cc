@@ -177,9 +177,9 @@ absl::Status CheckTransition(JobState from, JobState to) {
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Options options) {
   if (options.db == nullptr) return absl::InvalidArgumentError("JobManager needs a database");
   if (!options.validator) return absl::InvalidArgumentError("JobManager needs a validator");
-  auto queue = std::unique_ptr<JobManager>(new JobManager(std::move(options)));
-  RETURN_IF_ERROR(queue->Recover());
-  return queue;
+  auto manager = std::unique_ptr<JobManager>(new JobManager(std::move(options)));
+  RETURN_IF_ERROR(manager->Recover());
+  return manager;
 }
 
 int64_t JobManager::Now() const {
@@ -238,7 +238,7 @@ absl::Status JobManager::Recover() {
     for (storage::v1::JobRecord& job : running) resume_.push_back(std::move(job));
     for (const storage::v1::QueueEntry& e : entries) {
       if (!queued.erase(e.job_id())) continue;  // stale entry: the job moved on
-      scheduler_.Push(e.tenant(), e.job_id());
+      job_queue_.Push(e.tenant(), e.job_id());
       queue_seq_[e.job_id()] = e.seq();
     }
   }
@@ -251,7 +251,7 @@ absl::Status JobManager::Recover() {
       RETURN_IF_ERROR(b.Enqueue(job.tenant(), job.job_id(), Now()));
       RETURN_IF_ERROR(options_.db->Commit(b));
       absl::MutexLock l(&mu_);
-      scheduler_.Push(job.tenant(), job.job_id());
+      job_queue_.Push(job.tenant(), job.job_id());
       queue_seq_[job.job_id()] = b.committed_queue_entries()[0].seq();
     }
   }
@@ -308,14 +308,14 @@ absl::Status JobManager::TransitionLocked(storage::v1::JobRecord& job, JobState 
 absl::Status JobManager::ReserveSlot(const JobRequest& request) {
   absl::MutexLock l(&mu_);
   if (shutdown_) return absl::UnavailableError("the job queue is shutting down");
-  const int64_t tenant_waiting = static_cast<int64_t>(scheduler_.size(request.tenant)) + validating_[request.tenant];
+  const int64_t tenant_waiting = static_cast<int64_t>(job_queue_.size(request.tenant)) + validating_[request.tenant];
   if (tenant_waiting >= request.max_queued_for_tenant) {
     return absl::ResourceExhaustedError(absl::StrCat("tenant '", request.tenant, "' already has ", tenant_waiting,
                                                      " jobs waiting; its limit is ", request.max_queued_for_tenant));
   }
   int total_validating = 0;
   for (const auto& [t, n] : validating_) total_validating += n;
-  if (static_cast<int>(scheduler_.size()) + total_validating >= options_.limits.max_queued_total) {
+  if (static_cast<int>(job_queue_.size()) + total_validating >= options_.limits.max_queued_total) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the training queue is full (", options_.limits.max_queued_total, " jobs waiting)"));
   }
@@ -385,7 +385,7 @@ absl::StatusOr<storage::v1::JobRecord> JobManager::Submit(const JobRequest& requ
   {
     absl::MutexLock l(&mu_);
     --validating_[request.tenant];
-    scheduler_.Push(job.tenant(), job.job_id());
+    job_queue_.Push(job.tenant(), job.job_id());
     queue_seq_[job.job_id()] = create.committed_queue_entries().back().seq();
   }
   NotifyEvents();
@@ -415,7 +415,7 @@ absl::StatusOr<storage::v1::JobRecord> JobManager::ValidateAndEnqueue(storage::v
   --validating_[job.tenant()];
   if (!result.ok()) return result;  // e.g. cancelled while validating
   if (!outcome.ok()) return outcome.status();
-  scheduler_.Push(job.tenant(), job.job_id());
+  job_queue_.Push(job.tenant(), job.job_id());
   queue_seq_[job.job_id()] = seq;
   return job;
 }
@@ -443,7 +443,7 @@ absl::StatusOr<storage::v1::JobRecord> JobManager::Cancel(const std::string& ten
       int64_t seq = 0;
       {
         absl::MutexLock l(&mu_);
-        if (!scheduler_.Remove(job.tenant(), job.job_id())) {
+        if (!job_queue_.Remove(job.tenant(), job.job_id())) {
           // The worker took it a moment ago: cancel it as a running job.
           cancel_requested_[job_id] = reason;
           break;
@@ -649,7 +649,7 @@ std::optional<storage::v1::JobRecord> JobManager::NextJob(absl::Duration timeout
     {
       absl::MutexLock l(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return shutdown_ || !resume_.empty() || !scheduler_.empty();
+        return shutdown_ || !resume_.empty() || !job_queue_.empty();
       };
       if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) return std::nullopt;
       if (shutdown_) return std::nullopt;
@@ -658,7 +658,7 @@ std::optional<storage::v1::JobRecord> JobManager::NextJob(absl::Duration timeout
         resume_.pop_front();
         running_job_ = resumed->job_id();
       } else {
-        next = scheduler_.Pop();
+        next = job_queue_.Pop();
         auto it = queue_seq_.find(next->job_id);
         if (it != queue_seq_.end()) {
           seq = it->second;
@@ -685,7 +685,7 @@ std::optional<storage::v1::JobRecord> JobManager::NextJob(absl::Duration timeout
     if (absl::IsResourceExhausted(started) || absl::IsUnavailable(started)) {
       // Storage cannot take the write now (a full disk): the job keeps its
       // place and is tried again after a pause, instead of being dropped.
-      scheduler_.PushFront(next->tenant, next->job_id);
+      job_queue_.PushFront(next->tenant, next->job_id);
       if (seq > 0) queue_seq_[next->job_id] = seq;
       mu_.AwaitWithTimeout(absl::Condition(&shutdown_), absl::Seconds(1));
       return std::nullopt;
@@ -863,7 +863,7 @@ bool JobManager::shutting_down() const {
 
 int JobManager::queued() const {
   absl::MutexLock l(&mu_);
-  int n = static_cast<int>(scheduler_.size());
+  int n = static_cast<int>(job_queue_.size());
   for (const auto& [t, v] : validating_) n += v;
   return n;
 }
@@ -871,7 +871,7 @@ int JobManager::queued() const {
 int JobManager::queued(const std::string& tenant) const {
   absl::MutexLock l(&mu_);
   auto it = validating_.find(tenant);
-  return static_cast<int>(scheduler_.size(tenant)) + (it == validating_.end() ? 0 : it->second);
+  return static_cast<int>(job_queue_.size(tenant)) + (it == validating_.end() ? 0 : it->second);
 }
 
 }  // namespace adapterd::training

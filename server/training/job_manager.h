@@ -118,7 +118,7 @@ class JobManager {
   using Validator = std::function<absl::StatusOr<ValidationOutcome>(const storage::v1::JobRecord& job)>;
 
   struct Options {
-    storage::Database* db = nullptr;  // not owned; outlives the queue
+    storage::Database* db = nullptr;  // not owned; outlives the manager
     QueueLimits limits;
     Validator validator;
     // Current time in unix microseconds (tests inject a fake clock).
@@ -126,7 +126,7 @@ class JobManager {
     // The one "task changed" notification: called after a task's servable
     // adapters changed in storage, by a promotion (Complete, ImportVersion)
     // or a delete (DeleteTask, whatever it returns). Serving subscribes to
-    // drop its cached copies. Called without the queue's locks held.
+    // drop its cached copies. Called without the manager's locks held.
     std::function<void(const std::string& tenant, const std::string& task_id)> on_task_changed;
   };
 
@@ -194,7 +194,7 @@ class JobManager {
   // Blocks until a job can run, moves it to RUNNING (unless it is resuming)
   // and returns it. nullopt after Shutdown() or when `timeout` passes.
   std::optional<storage::v1::JobRecord> NextJob(absl::Duration timeout);
-  // True once the running job was asked to cancel (or the queue shuts down).
+  // True once the running job was asked to cancel (or the manager shuts down).
   bool CancelRequested(const std::string& job_id) const;
   // Appends an event (epoch metrics, warning, progress) and updates the job's
   // progress fields, in one batch. An event without a time gets the commit's.
@@ -288,7 +288,7 @@ class JobManager {
   absl::Mutex transition_mu_;
 
   mutable absl::Mutex mu_;  // protects the scheduling state below
-  JobQueue scheduler_ ABSL_GUARDED_BY(mu_);
+  JobQueue job_queue_ ABSL_GUARDED_BY(mu_);
   // Durable queue seq of every QUEUED job.
   std::map<std::string, int64_t> queue_seq_ ABSL_GUARDED_BY(mu_);
   // Jobs waiting in VALIDATING, per tenant (counted against limits).

@@ -11,7 +11,7 @@
 #include "server/model/tensor_io.h"
 #include "server/model/window_decoding.h"
 #include "server/training/kind_examples.h"
-#include "server/training/metrics.h"
+#include "server/training/validation_metrics.h"
 
 namespace adapterd::training {
 namespace {

@@ -23,7 +23,7 @@
 #include "server/model/text_pieces.h"
 #include "server/model/training_support.h"
 #include "server/training/kind_examples.h"
-#include "server/training/metrics.h"
+#include "server/training/validation_metrics.h"
 
 namespace adapterd::training {
 namespace {

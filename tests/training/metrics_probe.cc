@@ -1,4 +1,4 @@
-// Runs server/training/metrics.h on cases read from stdin, one JSON object
+// Runs server/training/validation_metrics.h on cases read from stdin, one JSON object
 // per line, and prints each result as one JSON line, for
 // training_metrics_test.py, which compares them with scikit-learn, scipy and
 // the published scripts.
@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/training/metrics.h"
+#include "server/training/validation_metrics.h"
 
 namespace adapterd::training {
 namespace {

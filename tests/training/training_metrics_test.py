@@ -1,4 +1,4 @@
-"""server/training/metrics.h against the implementations users compare with.
+"""server/training/validation_metrics.h against the implementations users compare with.
 
 Each metric runs in C++ through tests/training/metrics_probe (METRICS_PROBE)
 on generated cases and hand-made ones, and is compared with:

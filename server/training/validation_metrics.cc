@@ -1,4 +1,4 @@
-#include "server/training/metrics.h"
+#include "server/training/validation_metrics.h"
 
 #include <utf8proc.h>
 

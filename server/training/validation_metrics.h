@@ -31,8 +31,8 @@
 // hand-made ones.
 //
 // Thread safety: pure functions.
-#ifndef ADAPTERD_SERVER_TRAINING_METRICS_H_
-#define ADAPTERD_SERVER_TRAINING_METRICS_H_
+#ifndef ADAPTERD_SERVER_TRAINING_VALIDATION_METRICS_H_
+#define ADAPTERD_SERVER_TRAINING_VALIDATION_METRICS_H_
 
 #include <cstdint>
 #include <map>
@@ -101,4 +101,4 @@ QaScores SquadScores(std::span<const std::vector<std::string>> gold, std::span<c
 
 }  // namespace adapterd::training
 
-#endif  // ADAPTERD_SERVER_TRAINING_METRICS_H_
+#endif  // ADAPTERD_SERVER_TRAINING_VALIDATION_METRICS_H_

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bf16 vs fp32 serving agreement on the real datasets' test splits (issue 18,
-# P3; docs/PERFORMANCE.md). Trains adapters (m = 64) on the default encoder
+# bf16 vs fp32 serving agreement on the real datasets' test splits (P3;
+# docs/PERFORMANCE.md). Trains adapters (m = 64) on the default encoder
 # for both datasets of examples/REAL_DATASETS.md with the real adapterd and
 # adapterctl, predicts every test text with --dtype fp32 and again with
 # --dtype bf16 on the same stored adapters, and prints, per dataset, how many

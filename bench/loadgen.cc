@@ -508,8 +508,8 @@ class LoadGen {
     // Warm every task into the device tier first (the targets are for resident tasks).
     for (int i = 0; i < f_.tasks; ++i) (void)engine_->cache().Get("default", absl::StrCat("loadgen-", i));
     // Then the process itself: the first batches of each shape pay one-time
-    // costs (on CUDA, cuDNN's attention plans: the first phase's p99 was 1.3 s
-    // on the H100, issue 33), which would otherwise all fall on the 1-task phase.
+    // costs (on CUDA, cuDNN's attention plans: seconds of p99 on an H100;
+    // docs/PERFORMANCE.md), which would otherwise all fall on the 1-task phase.
     {
       Flags warm = f_;
       warm.seconds = std::max(1.0, f_.seconds / 4);
@@ -630,8 +630,8 @@ class LoadGen {
 
   // Each step named on stderr.
   void Teardown() {
-    // Each teardown step is named: on the H100 the process crashed after its
-    // last figure (issue 33), and these lines say in which step.
+    // Each teardown step is named, so that a crash after the last figure (seen
+    // on an H100) says in which step it happened.
     std::fflush(stdout);
     std::fprintf(stderr, "loadgen: teardown: engine\n");
     engine_.reset();

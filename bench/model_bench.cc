@@ -133,8 +133,8 @@ void BM_PlainEncoder(benchmark::State& state) {
 
 // What the serving engine does for each mixed batch on a GPU: stack the
 // batch's tasks with their gather tensors. At small presets the time is per
-// operator, and on a GPU each operator is a kernel launch (issue 33: one
-// more per task and adapter halved the engine's mixed-task rate).
+// operator, and on a GPU each operator is a kernel launch (one more per task
+// and adapter can halve the engine's mixed-task rate: docs/PERFORMANCE.md).
 // Operators that launch a kernel on a GPU, counted by name through
 // RecordFunction: what a stack costs in launches wherever it runs.
 thread_local std::map<std::string, int64_t>* t_op_counts = nullptr;

@@ -29,7 +29,7 @@
 // one results file (each row is one O_APPEND write; bench/paper_table.sh
 // starts one shard per core).
 //
-// Grid (issue 5): adapters and the baselines: lr in {3e-4, 1e-3, 3e-3};
+// Grid: adapters and the baselines: lr in {3e-4, 1e-3, 3e-3};
 // full fine-tuning: lr in {3e-5, 1e-4, 3e-4}; epochs in {3, 10, 20}; one
 // seed. Runs are ordered by epochs, then dataset, method and lr, so that a
 // partial sweep already covers every cell.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The paper's comparison on real data (issue 5, docs/QUALITY.md): Houlsby
+# The paper's comparison on real data (docs/QUALITY.md): Houlsby
 # adapters (m = 64, m = 8) vs full fine-tuning vs the head-only and
 # head + LayerNorm baselines, on the default encoder and the two datasets of
 # examples/, each configuration chosen on validation, reported on test.

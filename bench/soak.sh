@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The soak (issue 20): adapterd on the default encoder over a fresh data dir,
+# The soak: adapterd on the default encoder over a fresh data dir,
 # then adapterd-soak against it for MINUTES (default 30): Zipf Predict load
 # over 100 tasks, 10 training jobs one after another, uploads, exports,
 # imports and deletes. Prints a line per 5-minute window and a summary

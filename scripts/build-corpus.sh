@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the English pretraining corpus (issue 5) from text Debian ships, through
+# Builds the English pretraining corpus from text Debian ships, through
 # apt only: Debian package descriptions (Translation-en indexes), WordNet 3.0
 # glosses (wordnet-base), the Linux man-pages (manpages), and general English
 # prose: GCIDE (Webster's 1913 + WordNet 1.5), fortunes, The Devil's Dictionary,

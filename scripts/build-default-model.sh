@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds adapterd's default encoder from scratch, offline (issue 5):
+# Builds adapterd's default encoder from scratch, offline:
 #   corpus (scripts/build-corpus.sh, apt only) -> WordPiece vocabulary
 #   -> masked-language-model pretraining -> HuggingFace BERT directory
 #   -> held-out masked-token accuracy -> MODEL_CARD.md.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sanitizer builds and runs (issue 20; CI runs both through scripts/test.sh).
+# Sanitizer builds and runs (CI runs both through scripts/test.sh).
 #
 #   scripts/sanitize.sh address [ctest args]   # ASan + UBSan over the whole suite
 #   scripts/sanitize.sh thread  [ctest args]   # TSan over the concurrency tests

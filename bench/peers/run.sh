@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Peer benchmark: adapterd vs ONNX Runtime on the same encoder + one task's
-# adapters (issue 18; docs/PERFORMANCE.md "Peer comparison: ONNX Runtime").
+# adapters (docs/PERFORMANCE.md "Peer comparison: ONNX Runtime").
 #
 #   bench/peers/run.sh                  # BERT-base geometry, m = 64, 2 threads
 #   ROUNDS=3 BIG_SECONDS=30 bench/peers/run.sh

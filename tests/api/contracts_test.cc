@@ -375,7 +375,7 @@ TEST_F(ContractsTest, NonFiniteAdapterWeightsAreRefusedNamingTheTensor) {
 }
 
 // A header whose JSON holds bytes that are not UTF-8: the parse error quotes
-// them, and the caller still gets a valid UTF-8 message (issue 20).
+// them, and the caller still gets a valid UTF-8 message.
 TEST_F(ContractsTest, AMalformedHeaderErrorIsValidUtf8) {
   const std::string header = "{\"layers.0\xff\xfe\": 1}";
   std::string file(8, '\0');

@@ -181,7 +181,7 @@ TEST_F(TenancyTest, BadKeysAreUnauthenticated) {
 }
 
 // API keys never reach the server's output: not for good keys, wrong keys or
-// malformed authorization metadata (issue 20). The server shares this
+// malformed authorization metadata. The server shares this
 // process, so its stderr is captured around the calls.
 TEST_F(TenancyTest, KeysAreNeverLogged) {
   const std::string wrong = "wrong-key-that-must-not-be-logged";
@@ -434,10 +434,10 @@ TEST_F(TenancyTest, QueuedJobQuota) {
   }
 }
 
-// Every per-tenant quota against the server's default (issue 30): a tenant
-// whose quota is above the default gets its own quota, not the default (the
-// queue quota was refused at the default: one layer checked the tenant's,
-// another the server's), one below it gets its own, one equal to it and one
+// Every per-tenant quota against the server's default: a tenant whose quota
+// is above the default gets its own quota, not the default (every layer
+// checks the tenant's, none the server's), one below it gets its own, one
+// equal to it and one
 // that sets none get the default. Server defaults here: 2 tasks, 2 jobs
 // waiting, 2 texts per Predict, 3,000 bytes of datasets, a Predict burst of 2
 // refilled at 0.001/s.

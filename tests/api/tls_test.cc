@@ -191,8 +191,8 @@ TEST_F(TlsTest, BadTlsFilesStopTheServerAtStartWithTheFlagNamed) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("go together")));
 }
 
-// The second outside test's case: a certificate valid only from 30 days
-// ahead started SERVING without a word (clients refuse it until then).
+// A certificate not valid yet (clients refuse it until then) or expiring
+// soon is warned about at start-up, not served in silence.
 TEST_F(TlsTest, ACertificateNotYetValidOrExpiringSoonIsWarnedAbout) {
   const absl::Time now = absl::Now();
   ASSERT_OK_AND_ASSIGN(TlsPem future,

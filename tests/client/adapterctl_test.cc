@@ -150,7 +150,7 @@ TEST_F(AdapterctlTest, UploadingABadFileNamesTheLineAndCallsNothing) {
   EXPECT_TRUE(server->fake().calls().empty());
 
   // A number too large for a double, even in a field adapterctl ignores, is
-  // a bad line like any other (it used to abort the process, exit 134).
+  // a bad line like any other, never an abort of the process.
   const std::string huge = dir_.Write("huge.jsonl",
                                       "{\"text\":\"a\",\"label\":\"x\"}\n"
                                       "{\"text\":\"a\",\"label\":\"x\",\"n\":1e400}\n");

@@ -99,10 +99,11 @@ TEST_F(BackupTest, OnlineBackupRestoresEveryTaskAndJob) {
   EXPECT_EQ(StopServer(), 0);
 }
 
-// The second outside test's case, through the real binary: two backups, one
-// bit flipped in the text "private/" of the newest's metadata file. Before,
-// `backups list` showed only backup 1 (exit 0), `verify` called it intact
-// and `restore` restored it: the newest data was gone and nobody was told.
+// Through the real binary: two backups, one bit flipped in the text
+// "private/" of the newest's metadata file. `backups list` and `verify`
+// report the damaged newest backup (never showing backup 1 alone as the
+// newest), and `restore` needs an explicit id, so the newest data is never
+// dropped without a word.
 TEST_F(BackupTest, ADamagedNewestBackupIsReportedAndRestoreNeedsAnExplicitId) {
   const std::string backups = dir_.Sub("backups");
   // Inside the data directory is refused at start-up.

@@ -124,10 +124,9 @@ TEST_F(LifecycleTest, UploadWhoseClientIsKilledStoresNothingAndCanBeRetried) {
   EXPECT_EQ(StopServer(), 0);
 }
 
-// The second outside test's case: an upload of dataset d in 3 chunks, the
-// server SIGKILLed after 2. After the restart d was NOT_FOUND (right), a new
-// 1-chunk upload of d succeeded, but training on it failed DATA_LOSS: the
-// dead upload's chunks were read as the new one's. Here the crash's state is
+// An upload of dataset d in 3 chunks, the server SIGKILLed after 2: after
+// the restart d is NOT_FOUND, a new 1-chunk upload of d succeeds, and
+// training on it reads only the new upload's chunk. Here the crash's state is
 // made exactly (chunks 0..2 of the id, no record) under the id `adapterctl
 // train` gives its data, then the user's flow runs against the real binary.
 TEST_F(LifecycleTest, ChunksOfAnUploadACrashCutShortNeverPoisonItsId) {
@@ -374,8 +373,8 @@ TEST_F(BrokenModelTest, TruncatedWeightsFailWithThePathNamedOnce) {
   EXPECT_EQ(Occurrences(r.err, weights), 1) << r.err;
 }
 
-// The server parses --device with the model's parser (issue 33: its own
-// parser left "cuda" without an index, and every Predict on a GPU failed).
+// The server parses --device with the model's parser (one parser, so that
+// "cuda" without an index means the same device everywhere).
 // CI's LibTorch has no CUDA: asking for it is a clear start-up error.
 TEST_F(BrokenModelTest, ACudaDeviceOnALibTorchWithoutCudaIsRefusedAtStart) {
   const CommandResult r = StartFails(CopyModel(), {"--device", "cuda"});

@@ -288,11 +288,10 @@ TEST_F(ShardingTest, EveryWalkthroughStepWorksThroughOneAddress) {
       absl::Seconds(30), absl::Milliseconds(250)));
   EXPECT_EQ(CtlJson({"tasks", "list"})["tasks"].size(), static_cast<size_t>(kTasks));
 
-  // The second outside test's cases, straight to the replicas: a call about
-  // a task without its x-task-id (or with another task's) used to act on
-  // whichever replica it reached: three ImportAdapter calls made three
-  // copies, a job trained task A on B's replica, Predict answered NOT_FOUND.
-  // Every replica now refuses, saying what the header must be.
+  // Straight to the replicas: a call about a task without its x-task-id (or
+  // with another task's) is refused by every replica, saying what the header
+  // must be, so that it cannot act on whichever replica it reached (an import
+  // copied onto each, a job training task A on B's replica).
   const std::string file00 = dir_.Sub("task-00.safetensors");
   std::string adapter;
   {

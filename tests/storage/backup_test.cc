@@ -224,10 +224,10 @@ std::vector<uint32_t> TwoBackups(TempDir& dir) {
   return {first->id, second->id};
 }
 
-// The outside test's case: one bit flipped in the text "private/" of the
-// newest backup's meta file. RocksDB then skips backup 2 when it opens the
-// directory, and before this check list, verify and restore all answered
-// as if backup 1 were the newest.
+// One bit flipped in the text "private/" of the newest backup's meta file:
+// RocksDB skips backup 2 when it opens the directory, so list, verify and
+// restore would answer as if backup 1 were the newest. The damage is
+// reported instead, and backup 2 is never skipped silently.
 TEST(Backups, ADamagedNewestMetaFileIsReportedAndNeverSkipped) {
   TempDir dir;
   const std::vector<uint32_t> ids = TwoBackups(dir);

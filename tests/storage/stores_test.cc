@@ -539,9 +539,10 @@ DatasetChunk BigChunk(int c, size_t bytes) {
   return chunk;
 }
 
-// The outside test's case: an upload of "d" in 3 chunks cut short by SIGKILL
-// after 2. Its chunks were later read as part of a 1-chunk upload under the
-// same id ("expected chunk 1 of 1": DATA_LOSS), and their space stayed taken.
+// An upload of "d" in 3 chunks cut short by SIGKILL after 2: Open removes
+// its chunks with their space, so a later 1-chunk upload under the same id
+// never reads them as its own (which would be DATA_LOSS, "expected chunk 1
+// of 1").
 TEST(DatasetStore, ChunksOfAnUploadCutShortAreRemovedAtOpenWithTheirSpace) {
   TempDir dir;
   const std::string path = dir.Sub("db");

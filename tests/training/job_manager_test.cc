@@ -486,9 +486,8 @@ TEST_F(JobManagerTest, ADatasetAnUnfinishedJobUsesCannotBeDeleted) {
 
 // A cancel asks the worker to stop before it commits RUNNING -> CANCELLING,
 // so a worker that stops at once can read RUNNING and find CANCELLING when
-// it writes CANCELLED. It used to fail there and leave the job CANCELLING
-// for good (found by ServerTest.DatasetsAreListedAndDeletedButNotWhileAJobUsesThem
-// under load); now it ends the job from the state it finds.
+// it writes CANCELLED. It ends the job from the state it finds, never
+// leaving it CANCELLING for good.
 // The worker ends its job as soon as it sees the cancel request, which may
 // be before the cancel's own write: both succeed, and the job ends CANCELLED.
 TEST_F(JobManagerTest, ACancelRacingTheWorkersEndSucceedsAndEndsIt) {

@@ -1,6 +1,6 @@
 // What each task kind reads from an example and the rules it enforces
-// (kind_examples.h), and ValidateDataset per kind: every bad dataset of
-// issue 31's list is INVALID_ARGUMENT naming the example and the rule.
+// (kind_examples.h), and ValidateDataset per kind: every bad dataset is
+// INVALID_ARGUMENT naming the example and the rule it breaks.
 #include "server/training/kind_examples.h"
 
 #include <gmock/gmock.h>

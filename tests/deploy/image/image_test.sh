@@ -9,7 +9,7 @@
 #      Dockerfile as its `builder` stage with --build-context: the runtime
 #      stage, its package list and its checks are what this test builds, and
 #      the same sources were compiled on the same Debian release a moment ago
-#      (issue 34: the builder stage's own compile was 488 s of CI's time).
+#      (the builder stage's own compile would cost CI about 8 minutes).
 #      IMAGE_BINARIES=source builds them in the builder stage instead, as a
 #      user's plain `podman build` does;
 #   3. the container runs with only the recipe's run flags, a named volume on

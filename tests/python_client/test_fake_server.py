@@ -232,6 +232,18 @@ def test_the_deadline_bounds_retries():
         assert time.monotonic() - begin < 3
 
 
+def test_channel_options_replace_the_clients_own():
+    server, _, port = start_fake()
+    try:
+        # The client sets a 64 MiB receive limit; the caller's 8 bytes must be the one gRPC applies.
+        tiny = [("grpc.max_receive_message_length", 8)]
+        with adapterd.Client(f"127.0.0.1:{port}", retries=0, timeout=5, channel_options=tiny) as client:
+            with pytest.raises(adapterd.QuotaExceeded):
+                client.get_task("a-task-id-longer-than-eight-bytes")
+    finally:
+        server.stop(None)
+
+
 def test_client_argument_checks():
     with pytest.raises(ValueError, match="printable ASCII"):
         adapterd.Client("127.0.0.1:1", api_key="bad\nkey")

@@ -230,7 +230,8 @@ class Client:
             retries: a RetryPolicy, a number of attempts, or 0/None for none.
             upload_chunk_bytes: upper bound on one upload or import message.
             max_message_bytes: largest message sent or accepted.
-            channel_options: extra gRPC channel arguments.
+            channel_options: extra gRPC channel arguments; one the client also sets (a message
+                size limit, ``grpc.ssl_target_name_override``) takes the caller's value.
 
         Raises:
             ValueError: an API key that is not printable ASCII, a non-positive timeout or chunk size,
@@ -262,7 +263,9 @@ class Client:
         use_tls = tls or root_certificates is not None or certificate_chain is not None
         if server_name:
             options.append(("grpc.ssl_target_name_override", server_name))
-        options.extend(channel_options)
+        # gRPC keeps the first of two arguments with the same name: the caller's replace the client's.
+        given = {name for name, _ in channel_options}
+        options = [option for option in options if option[0] not in given] + list(channel_options)
         if use_tls:
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=_read_credential(root_certificates, "TLS CA file"),

@@ -1,16 +1,23 @@
-"""Retries, metadata and watch re-subscription against an in-process gRPC server that fails on purpose."""
+"""Retries, metadata and watch re-subscription against an in-process gRPC server that fails on purpose.
+
+The server counts the attempts it sees: gRPC retries a unary call within one
+call of the stub (the client's service config), the client restarts streams.
+"""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from concurrent import futures
-from typing import Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import grpc
 import pytest
 
 import adapterd
+from adapterd import _health
+from adapterd._retry import GRPC_MAX_ATTEMPTS, RETRIED_UNARY_METHODS, service_config
 from adapterd._stubs import pb, pb_grpc
 from free_port import free_port  # tests/testing, on PYTHONPATH
 
@@ -18,11 +25,15 @@ JOB_ID = "job-0123456789abcdef012.fake-task"
 
 
 class FakeAdapterd(pb_grpc.AdapterdServicer):
-    """Records every call's metadata; fails the first ``fail[method]`` calls UNAVAILABLE."""
+    """Records every call's metadata; fails the first ``fail[method]`` calls UNAVAILABLE.
+
+    ``break_exports``: that many ExportAdapter streams end UNAVAILABLE after their first chunk.
+    """
 
     def __init__(self) -> None:
         self.calls: List[Tuple[str, Dict[str, str], object]] = []
         self.fail: Dict[str, int] = {}
+        self.break_exports = 0
         self.lock = threading.Lock()
         self.final_state = pb.JOB_STATE_FAILED
 
@@ -56,6 +67,16 @@ class FakeAdapterd(pb_grpc.AdapterdServicer):
             return pb.Dataset()
         self._enter("UploadDataset", requests, context)
         return pb.Dataset(dataset_id="ds-x", num_examples=sum(len(r.chunk.examples) for r in requests[1:]))
+
+    def ExportAdapter(self, request, context):
+        self._enter("ExportAdapter", request, context)
+        yield pb.ExportAdapterResponse(version=3, total_bytes=4, chunk=b"ab")
+        with self.lock:
+            broken = self.break_exports > 0
+            self.break_exports -= broken
+        if broken:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "server shutting down (fake)")
+        yield pb.ExportAdapterResponse(chunk=b"cd")
 
     def CreateTrainingJob(self, request, context):
         self._enter("CreateTrainingJob", request, context)
@@ -91,10 +112,30 @@ class FakeAdapterd(pb_grpc.AdapterdServicer):
         yield pb.WatchTrainingJobResponse(job=job, events=[event(2, pb.JOB_STATE_RUNNING), event(3, self.final_state)])
 
 
+def health_handler(servicer: FakeAdapterd) -> grpc.GenericRpcHandler:
+    """grpc.health.v1.Health/Check: SERVING, failing like the servicer's methods ("Health")."""
+
+    def check(request: Any, context: grpc.ServicerContext) -> Any:
+        servicer._enter("Health", request, context)
+        return _health.HealthCheckResponse(status=_health.ServingStatus.SERVING)
+
+    return grpc.method_handlers_generic_handler(
+        "grpc.health.v1.Health",
+        {
+            "Check": grpc.unary_unary_rpc_method_handler(
+                check,
+                request_deserializer=_health.HealthCheckRequest.FromString,
+                response_serializer=_health.HealthCheckResponse.SerializeToString,
+            )
+        },
+    )
+
+
 def start_fake(port: int = 0) -> Tuple[grpc.Server, FakeAdapterd, int]:
     servicer = FakeAdapterd()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     pb_grpc.add_AdapterdServicer_to_server(servicer, server)
+    server.add_generic_rpc_handlers((health_handler(servicer),))
     bound = server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
     return server, servicer, bound
@@ -109,13 +150,31 @@ def fake():
     server.stop(None)
 
 
+def count_stub_calls(client: adapterd.Client, method: str) -> List[int]:
+    """Wraps the client's stub method; the list's one element counts its calls."""
+    count = [0]
+    inner: Callable[..., Any] = getattr(client._stub, method)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return inner(*args, **kwargs)
+
+    setattr(client._stub, method, counted)
+    return count
+
+
 def test_idempotent_call_retried_on_unavailable_with_metadata(fake):
     servicer, client = fake
     servicer.fail["GetTask"] = 2
+    stub_calls = count_stub_calls(client, "GetTask")
     task = client.get_task("my-task")
     assert task.kind == adapterd.TaskKind.REGRESSION
     calls = servicer.calls_of("GetTask")
     assert len(calls) == 3
+    assert stub_calls == [1]  # the retries were gRPC's, inside one call
+    servicer.fail["Health"] = 2
+    assert client.health() == adapterd.ServingStatus.SERVING
+    assert len(servicer.calls_of("Health")) == 3
     for metadata, _ in calls:
         assert metadata["authorization"] == "Bearer s3cret"
         assert metadata["x-task-id"] == "my-task"
@@ -129,6 +188,69 @@ def test_retries_are_bounded(fake):
     assert info.value.code == grpc.StatusCode.UNAVAILABLE
     assert "draining (fake)" in info.value.message
     assert len(servicer.calls_of("GetTask")) == 4
+
+
+def test_grpc_makes_at_most_five_attempts(capfd):
+    server, servicer, port = start_fake()
+    servicer.fail["GetTask"] = 10
+    many = adapterd.RetryPolicy(max_attempts=1000, initial_backoff=0.01, max_backoff=0.02)
+    try:
+        with adapterd.Client(f"127.0.0.1:{port}", retries=many, timeout=10) as client:
+            with pytest.raises(adapterd.Unavailable):
+                client.get_task("my-task")
+    finally:
+        server.stop(None)
+    assert len(servicer.calls_of("GetTask")) == GRPC_MAX_ATTEMPTS == 5
+    # The client clamps maxAttempts itself, so gRPC logs no "clamped retryPolicy.maxAttempts".
+    assert "clamped" not in capfd.readouterr().err
+
+
+def test_retries_off_make_one_attempt():
+    server, servicer, port = start_fake()
+    servicer.fail["GetTask"] = 1
+    try:
+        for retries in (0, 1, None, adapterd.RetryPolicy(max_attempts=1)):
+            assert service_config(adapterd.RetryPolicy.of(retries)) is None
+            servicer.calls.clear()
+            servicer.fail["GetTask"] = 1
+            with adapterd.Client(f"127.0.0.1:{port}", retries=retries, timeout=5) as client:
+                with pytest.raises(adapterd.Unavailable):
+                    client.get_task("my-task")
+            assert len(servicer.calls_of("GetTask")) == 1
+        # The caller's channel arguments replace the client's: grpc.enable_retries=0 turns gRPC's retries off.
+        servicer.calls.clear()
+        servicer.fail["GetTask"] = 1
+        off = [("grpc.enable_retries", 0)]
+        with adapterd.Client(f"127.0.0.1:{port}", retries=3, timeout=5, channel_options=off) as client:
+            with pytest.raises(adapterd.Unavailable):
+                client.get_task("my-task")
+        assert len(servicer.calls_of("GetTask")) == 1
+    finally:
+        server.stop(None)
+
+
+def test_service_config_retries_exactly_the_unary_methods():
+    config = json.loads(service_config(adapterd.RetryPolicy(initial_backoff=0, max_backoff=0.0004, multiplier=3)) or "")
+    [method_config] = config["methodConfig"]
+    assert method_config["retryPolicy"] == {
+        "maxAttempts": 5,
+        "initialBackoff": "0.001s",  # gRPC refuses a zero backoff (the channel would not work)
+        "maxBackoff": "0.001s",
+        "backoffMultiplier": 3,
+        "retryableStatusCodes": ["UNAVAILABLE"],
+    }
+    named = {(n["service"], n["method"]) for n in method_config["name"]}
+    assert named == set(RETRIED_UNARY_METHODS)
+    # Every unary method of the service is idempotent (CreateTrainingJob through its request_id) and
+    # retried; streams are not (UploadDataset and ImportAdapter create resources; the client restarts
+    # WatchTrainingJob and ExportAdapter itself).
+    service = pb.DESCRIPTOR.services_by_name["Adapterd"]
+    unary = {m.name for m in service.methods if not m.client_streaming and not m.server_streaming}
+    assert named == {("adapterd.v1.Adapterd", m) for m in unary} | {("grpc.health.v1.Health", "Check")}
+    assert "UploadDataset" not in unary and "ImportAdapter" not in unary
+    policy = adapterd.RetryPolicy(max_attempts=3, initial_backoff=0.25, max_backoff=1.5)
+    retry = json.loads(service_config(policy) or "")["methodConfig"][0]["retryPolicy"]
+    assert (retry["maxAttempts"], retry["initialBackoff"], retry["maxBackoff"]) == (3, "0.250s", "1.500s")
 
 
 def test_non_idempotent_upload_is_not_retried(fake):
@@ -151,6 +273,26 @@ def test_bad_row_cancels_the_upload_and_raises_the_local_error(fake):
         client.upload_dataset(rows)
     # The server never saw a completed stream.
     assert servicer.calls_of("UploadDataset") == []
+
+
+def test_a_broken_export_is_downloaded_again(fake, tmp_path):
+    servicer, client = fake
+    # gRPC does not retry a stream once a message arrived: the client restarts it.
+    servicer.break_exports = 2
+    exported = client.export_adapter("t", tmp_path / "a.safetensors")
+    assert (exported.version, exported.size) == (3, 4)
+    assert (tmp_path / "a.safetensors").read_bytes() == b"abcd"
+    assert len(servicer.calls_of("ExportAdapter")) == 3
+    servicer.calls.clear()
+    servicer.break_exports = 10
+    with pytest.raises(adapterd.Unavailable):
+        client.export_adapter("t")
+    assert len(servicer.calls_of("ExportAdapter")) == 4  # the fixture's max_attempts, not more
+    servicer.calls.clear()
+    servicer.break_exports = 0
+    servicer.fail["ExportAdapter"] = 1  # fails before any message: the client's restart, not gRPC's retry
+    assert client.export_adapter("t").data == b"abcd"
+    assert len(servicer.calls_of("ExportAdapter")) == 2
 
 
 def test_minted_job_id_routes_by_its_task(fake):
@@ -207,7 +349,8 @@ def test_a_server_that_starts_late_is_reached_by_retries():
     started: List[grpc.Server] = []
     timer = threading.Timer(0.7, lambda: started.append(start_fake(port)[0]))
     timer.start()
-    policy = adapterd.RetryPolicy(max_attempts=30, initial_backoff=0.05, max_backoff=0.2)
+    # Attempts at about 0, 0.5, 1.5, 2.5 and 3.5 s: gRPC reconnects about 1 s after the first refusal.
+    policy = adapterd.RetryPolicy(max_attempts=5, initial_backoff=0.5, max_backoff=1.0)
     try:
         with adapterd.Client(f"127.0.0.1:{port}", retries=policy, timeout=20) as client:
             begin = time.monotonic()
@@ -223,13 +366,19 @@ def test_a_server_that_starts_late_is_reached_by_retries():
 
 
 def test_the_deadline_bounds_retries():
-    port = free_port()  # nothing listens
-    policy = adapterd.RetryPolicy(max_attempts=1000, initial_backoff=0.05, max_backoff=0.1)
-    with adapterd.Client(f"127.0.0.1:{port}", retries=policy, timeout=0.6) as client:
-        begin = time.monotonic()
-        with pytest.raises((adapterd.Unavailable, adapterd.DeadlineExceeded)):
-            client.get_task("x")
-        assert time.monotonic() - begin < 3
+    server, servicer, port = start_fake()
+    servicer.fail["GetTask"] = 10
+    # The first retry would come after the deadline: gRPC waits for it, and the deadline ends the call.
+    policy = adapterd.RetryPolicy(max_attempts=5, initial_backoff=5, max_backoff=5)
+    try:
+        with adapterd.Client(f"127.0.0.1:{port}", retries=policy, timeout=0.6) as client:
+            begin = time.monotonic()
+            with pytest.raises(adapterd.DeadlineExceeded):
+                client.get_task("x")
+            assert 0.5 <= time.monotonic() - begin < 3
+    finally:
+        server.stop(None)
+    assert len(servicer.calls_of("GetTask")) == 1
 
 
 def test_channel_options_replace_the_clients_own():

@@ -13,18 +13,22 @@ Contract (the C++ client's, client/adapterd_client.h, plus retries):
   default, or the method's ``timeout=`` argument), retries included; a watch
   has ``watch_timeout`` (none by default: training can run for hours).
 * Retries: idempotent calls are retried on UNAVAILABLE (server unreachable,
-  starting or draining) with exponential backoff and jitter, per
-  :class:`RetryPolicy`: Get*, List* (each page), Predict, health, Delete* and
+  starting or draining) with exponential backoff, per :class:`RetryPolicy`.
+  The unary ones are retried by gRPC, from the channel's service config
+  (adapterd._retry): Get*, List* (each page), Predict, health, Delete* and
   CancelTrainingJob (their effect is the same however often they run; a delete
-  retried after an attempt that did land raises NotFound), ExportAdapter,
+  retried after an attempt that did land raises NotFound), and
   CreateTrainingJob (always sent with a ``request_id``: the server returns the
-  same job for the same id and payload), and the uploads ``train`` makes under
-  content-derived ids (an ALREADY_EXISTS is taken as done only when the stored
-  dataset's content_sha256 is that of the caller's rows). A watch that ends
-  UNAVAILABLE is re-subscribed with ``after_seq`` of the last event seen.
-  ``upload_dataset`` and ``import_adapter`` create resources and are not
-  retried (a failed stream stores nothing, so the caller may simply call
-  again).
+  same job for the same id and payload). Streams are restarted by the client
+  (gRPC retries no call once its response began, nor a client stream past
+  256 KiB, and its per-method config cannot tell one upload from another):
+  ExportAdapter (downloaded again), the uploads
+  ``train`` makes under content-derived ids (an ALREADY_EXISTS is taken as
+  done only when the stored dataset's content_sha256 is that of the caller's
+  rows), and a watch that ends UNAVAILABLE (re-subscribed with ``after_seq``
+  of the last event seen). ``upload_dataset`` and ``import_adapter`` create
+  resources and are not retried (a failed stream stores nothing, so the
+  caller may simply call again).
 * Errors: every failure raises a subclass of :class:`adapterd.errors.AdapterdError`
   for its gRPC code; bad local input raises InvalidArgument too.
 
@@ -63,7 +67,7 @@ import grpc
 
 from adapterd import _health
 from adapterd._progress import ProgressPrinter
-from adapterd._retry import NO_RETRIES, RETRYABLE_CODES, RetryPolicy
+from adapterd._retry import NO_RETRIES, RETRYABLE_CODES, RetryPolicy, service_config
 from adapterd._routing import TASK_ROUTING_HEADER, is_printable_ascii, routing_task_of, task_metadata
 from adapterd._stubs import pb, pb_grpc
 from adapterd.datasets import PathLike, Row, examples_from_rows, plan_chunks, read_dataset_file
@@ -227,11 +231,13 @@ class Client:
                 (e.g. when connecting by IP address).
             timeout: seconds each call may take, retries included; None = no deadline.
             watch_timeout: seconds a watch (and ``train(wait=True)``'s wait) may take; None = no deadline.
-            retries: a RetryPolicy, a number of attempts, or 0/None for none.
+            retries: a RetryPolicy, a number of attempts, or 0/None for none. Unary calls make at
+                most 5 attempts (gRPC's limit); see :class:`RetryPolicy`.
             upload_chunk_bytes: upper bound on one upload or import message.
             max_message_bytes: largest message sent or accepted.
             channel_options: extra gRPC channel arguments; one the client also sets (a message
-                size limit, ``grpc.ssl_target_name_override``) takes the caller's value.
+                size limit, ``grpc.ssl_target_name_override``, ``grpc.enable_retries``,
+                ``grpc.service_config``: the unary retries) takes the caller's value.
 
         Raises:
             ValueError: an API key that is not printable ASCII, a non-positive timeout or chunk size,
@@ -259,7 +265,11 @@ class Client:
         options: List[Tuple[str, Any]] = [
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.enable_retries", 1),
         ]
+        retry_config = service_config(self._retry)
+        if retry_config is not None:
+            options.append(("grpc.service_config", retry_config))
         use_tls = tls or root_certificates is not None or certificate_chain is not None
         if server_name:
             options.append(("grpc.ssl_target_name_override", server_name))
@@ -309,8 +319,11 @@ class Client:
             metadata.append((TASK_ROUTING_HEADER, task))
         return metadata
 
+    def _call_timeout(self, timeout: Optional[float]) -> Optional[float]:
+        return self._timeout if timeout is None else timeout
+
     def _deadline(self, timeout: Optional[float]) -> Optional[float]:
-        timeout = self._timeout if timeout is None else timeout
+        timeout = self._call_timeout(timeout)
         return None if timeout is None else time.monotonic() + timeout
 
     @staticmethod
@@ -318,7 +331,10 @@ class Client:
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     def _sleep_before_retry(self, attempt: int, deadline: Optional[float], policy: RetryPolicy) -> bool:
-        """Sleeps the backoff after failed attempt ``attempt``; False when no retry is left or the deadline is near."""
+        """Sleeps a restarted stream's backoff after failed attempt ``attempt``.
+
+        False when no retry is left or the sleep would pass the deadline.
+        """
         if attempt >= policy.max_attempts:
             return False
         delay = policy.backoff(attempt, self._rng)
@@ -330,7 +346,11 @@ class Client:
     def _with_retries(
         self, attempt_fn: Callable[[Optional[float]], T], idempotent: bool, timeout: Optional[float]
     ) -> T:
-        """Runs ``attempt_fn(remaining seconds)`` until it succeeds, fails for good, or retries run out."""
+        """Runs stream ``attempt_fn(remaining seconds)`` until it succeeds, fails for good, or retries run out.
+
+        For streams only: gRPC retries the unary calls (:meth:`_unary`), and would
+        not retry these (adapterd._retry).
+        """
         policy = self._retry if idempotent else NO_RETRIES
         deadline = self._deadline(timeout)
         attempt = 0
@@ -343,19 +363,13 @@ class Client:
                     continue
                 raise from_rpc_error(error) from None
 
-    def _unary(
-        self,
-        method: str,
-        request: Any,
-        task_id: Optional[str],
-        idempotent: bool = True,
-        timeout: Optional[float] = None,
-    ) -> Any:
+    def _unary(self, method: str, request: Any, task_id: Optional[str], timeout: Optional[float] = None) -> Any:
+        """One unary call; gRPC retries it when its method is in adapterd._retry.RETRIED_UNARY_METHODS."""
         call = getattr(self._stub, method)
-        metadata = self._metadata(task_id)
-        return self._with_retries(
-            lambda remaining: call(request, timeout=remaining, metadata=metadata), idempotent, timeout
-        )
+        try:
+            return call(request, timeout=self._call_timeout(timeout), metadata=self._metadata(task_id))
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
 
     # --- Health --------------------------------------------------------------------
 
@@ -367,10 +381,10 @@ class Client:
         cannot be reached (after retries) and Unimplemented when it has no health service.
         """
         request = _health.HealthCheckRequest(service=service)
-        metadata = self._metadata(None)
-        response = self._with_retries(
-            lambda remaining: self._health_check(request, timeout=remaining, metadata=metadata), True, timeout
-        )
+        try:
+            response = self._health_check(request, timeout=self._call_timeout(timeout), metadata=self._metadata(None))
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
         try:
             return ServingStatus(response.status)
         except ValueError:

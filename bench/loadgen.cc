@@ -57,6 +57,7 @@
 #include "server/model/tensor_io.h"
 #include "server/model/text_pieces.h"
 #include "server/serving/inference_engine.h"
+#include "server/training/kind_records.h"
 #include "server/training/trainer.h"
 #include "storage/database.h"
 
@@ -355,7 +356,7 @@ class LoadGen {
       storage::Promotion p;
       p.task.set_tenant("default");
       p.task.set_task_id(absl::StrCat("kind-", i));
-      p.task.set_task_kind(static_cast<storage::v1::TaskKind>(KindOf(i)));
+      p.task.set_task_kind(training::RecordKind(KindOf(i)));
       p.task.mutable_adapter_config()->set_bottleneck_size(f_.bottleneck);
       ASSIGN_OR_RETURN(p.adapter_bytes, AdapterFile(i, KindOf(i)));
       RETURN_IF_ERROR(db_->PromoteAdapterVersion(std::move(p)).status());

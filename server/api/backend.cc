@@ -22,6 +22,7 @@
 #include "server/model/adapter_format.h"
 #include "server/model/safetensors.h"
 #include "server/training/example.h"
+#include "server/training/kind_records.h"
 #include "storage/adapter_store.h"
 #include "storage/dataset_store.h"
 #include "storage/job_store.h"
@@ -575,7 +576,7 @@ absl::StatusOr<v1::PredictResponse> Backend::Predict(const Tenant& tenant, const
   RETURN_IF_ERROR(result.status());
   v1::PredictResponse out;
   out.set_version(result->version);
-  out.set_task_kind(static_cast<v1::TaskKind>(result->kind));  // the same numbers
+  out.set_task_kind(ToApi(training::RecordKind(result->kind)));
   for (int i = 0; i < request.texts_size(); ++i) AddPrediction(*result, static_cast<size_t>(i), request, out);
   return out;
 }

@@ -22,6 +22,20 @@ To SameShapeCopy(const From& from) {
 v1::JobState ToApi(storage::v1::JobState state) { return static_cast<v1::JobState>(state); }
 v1::TaskState ToApi(storage::v1::TaskState state) { return static_cast<v1::TaskState>(state); }
 storage::v1::JobState ToRecord(v1::JobState state) { return static_cast<storage::v1::JobState>(state); }
+// The API's kinds keep the stored numbers: the two casts below are the mapping.
+#define ADAPTERD_SAME_KIND(name)                                                                           \
+  static_assert(static_cast<int>(v1::TASK_KIND_##name) == static_cast<int>(storage::v1::TASK_KIND_##name), \
+                "the API's TASK_KIND_" #name " must keep the stored number")
+ADAPTERD_SAME_KIND(UNSPECIFIED);
+ADAPTERD_SAME_KIND(SEQUENCE_CLASSIFICATION);
+ADAPTERD_SAME_KIND(MULTI_LABEL_CLASSIFICATION);
+ADAPTERD_SAME_KIND(REGRESSION);
+ADAPTERD_SAME_KIND(TOKEN_CLASSIFICATION);
+ADAPTERD_SAME_KIND(EXTRACTIVE_QA);
+#undef ADAPTERD_SAME_KIND
+static_assert(static_cast<int>(v1::TaskKind_MAX) == static_cast<int>(storage::v1::TaskKind_MAX),
+              "a kind was added to one enum and not the other");
+
 v1::TaskKind ToApi(storage::v1::TaskKind kind) {
   return kind == storage::v1::TASK_KIND_UNSPECIFIED ? v1::TASK_KIND_SEQUENCE_CLASSIFICATION
                                                     : static_cast<v1::TaskKind>(kind);

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "server/model/adapter_set.h"
 #include "server/model/task_kinds.h"
+#include "server/training/kind_records.h"
 #include "server/training/task_rows.h"
 
 namespace adapterd::training {
@@ -22,9 +23,7 @@ namespace {
 // trainer's SelectionMetric; higher is better). Jobs stored before the kinds
 // have none: classification.
 double KindMetric(storage::v1::TaskKind kind, const storage::v1::EpochMetrics& m) {
-  return SelectionMetric(kind == storage::v1::TASK_KIND_UNSPECIFIED ? model::TaskKind::kSequenceClassification
-                                                                    : static_cast<model::TaskKind>(kind),
-                         EvaluationOfRecord(m));
+  return SelectionMetric(ModelKind(kind), EvaluationOfRecord(m));
 }
 
 using storage::v1::JobState;
@@ -118,7 +117,7 @@ storage::v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::stri
   storage::v1::TaskRecord task;
   task.set_tenant(tenant);
   task.set_task_id(task_id);
-  task.set_task_kind(static_cast<storage::v1::TaskKind>(config.kind));  // the same numbers
+  task.set_task_kind(RecordKind(config.kind));
   for (const std::string& l : config.labels) task.add_labels(l);
   task.mutable_adapter_config()->set_bottleneck_size(static_cast<int32_t>(config.bottleneck_size));
   task.mutable_adapter_config()->set_activation(std::string(model::ActivationName(config.activation)));
@@ -128,9 +127,7 @@ storage::v1::TaskRecord TaskRecordFor(const std::string& tenant, const std::stri
 
 absl::StatusOr<storage::v1::TaskKind> ResolveTaskKind(storage::v1::TaskKind requested,
                                                       const storage::v1::TaskRecord* existing) {
-  const auto name = [](storage::v1::TaskKind k) {
-    return std::string(model::TaskKindName(static_cast<model::TaskKind>(k)));
-  };
+  const auto name = [](storage::v1::TaskKind k) { return std::string(model::TaskKindName(ModelKind(k))); };
   storage::v1::TaskKind kind = requested;
   if (existing != nullptr) {
     const storage::v1::TaskKind has = existing->task_kind() == storage::v1::TASK_KIND_UNSPECIFIED

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/model/adapter_format.h"
+#include "server/training/kind_records.h"
 
 namespace adapterd::training {
 namespace {
@@ -112,9 +113,8 @@ JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertT
     if (!job.validation_dataset_id().empty()) {
       ASSIGN_OR_RETURN(validation, LoadExamples(*db, job.tenant(), {job.validation_dataset_id()}));
     }
-    const DatasetShape shape{.max_seq_len = hp.max_seq_len,
-                             .kind = static_cast<model::TaskKind>(kind),
-                             .max_question_len = hp.QuestionBudget()};
+    const DatasetShape shape{
+        .max_seq_len = hp.max_seq_len, .kind = ModelKind(kind), .max_question_len = hp.QuestionBudget()};
     ASSIGN_OR_RETURN(DatasetReport report, ValidateDataset(train, validation, *tokenizer, shape, limits,
                                                            existing.empty() ? nullptr : &existing));
     ValidationOutcome out;
@@ -213,9 +213,7 @@ absl::StatusOr<storage::PromotionResult> JobRunner::Execute(storage::v1::JobReco
 
 absl::StatusOr<TrainingData> JobRunner::LoadTrainingData(const storage::v1::JobRecord& job) {
   TrainingData data;
-  // Jobs stored before the kinds have none: classification.
-  data.kind = job.task_kind() == storage::v1::TASK_KIND_UNSPECIFIED ? model::TaskKind::kSequenceClassification
-                                                                    : static_cast<model::TaskKind>(job.task_kind());
+  data.kind = ModelKind(job.task_kind());
   data.labels.assign(job.labels().begin(), job.labels().end());
   const std::vector<std::string> ids(job.dataset_ids().begin(), job.dataset_ids().end());
   ASSIGN_OR_RETURN(data.train, LoadExamples(*options_.db, job.tenant(), ids));

@@ -140,11 +140,13 @@ class HttpGatewayTest : public ::testing::Test {
   }
 
   // An open connection that sent `request`; -1 on failure.
-  int Send(const std::string& request) {
+  int Send(const std::string& request) { return Send(gateway_->port(), request); }
+  // The same, to the gateway on `port`.
+  static int Send(int port, const std::string& request) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(gateway_->port()));
+    addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
         ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
@@ -216,19 +218,8 @@ TEST_F(HttpGatewayTest, ConnectionsPastThePerAddressLimitAreClosedUntilOneEnds) 
   options.max_connections_per_ip = kPerIp;
   ASSERT_OK_AND_ASSIGN(auto gateway,
                        HttpGateway::Start(options, server_->InProcessChannel(grpc::ChannelArguments()), {}));
-  const auto connect = [&](const std::string& request) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(gateway->port()));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      ::close(fd);
-      return -1;
-    }
-    ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);  // may fail on a closed connection
-    return fd;
-  };
+  // -1 when the gateway closed the connection before the request was sent.
+  const auto connect = [&](const std::string& request) { return Send(gateway->port(), request); };
   const std::string whole = "GET /v1/nosuch HTTP/1.1\r\nHost: x\r\n\r\n";
   // N-1 connections holding half a request each, then the N-th, served.
   std::vector<int> held;

@@ -533,6 +533,12 @@ absl::Status ReserveBody(State* state, Call& call, int64_t bytes) {
   return busy;
 }
 
+// Frees the call's buffered body and gives its reservation back.
+void ReleaseBody(Call& call) {
+  std::string().swap(call.body);
+  call.body_hold = UsageLedger::Hold();
+}
+
 const char* ContentTypeOf(std::string_view name) {
   if (name.ends_with(".html")) return "text/html; charset=utf-8";
   if (name.ends_with(".js")) return "text/javascript; charset=utf-8";
@@ -1036,6 +1042,7 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
       r = call->early(c, *call);
       call->early = nullptr;
     }
+    if (call->answered) ReleaseBody(*call);
     state->connections.Touch(c, /*answering=*/call->answered);
     *con_cls = call.release();
     return r;
@@ -1067,12 +1074,21 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
   if (call.answered) return MHD_YES;
   call.answered = true;
   state->connections.Touch(c, /*answering=*/true);
-  if (call.early) return call.early(c, call);
-  if (call.refusal.has_value()) {
+  MHD_Result r;
+  if (call.early) {
+    r = call.early(c, call);
+  } else if (call.refusal.has_value()) {
     const absl::Status& s = *call.refusal;
-    return Fail(state, c, call, s);
+    r = Fail(state, c, call, s);
+  } else {
+    r = Dispatch(state, c, call);
   }
-  return Dispatch(state, c, call);
+  // The answer is queued and owns what it sends: the body and its
+  // reservation go back now, before libmicrohttpd sends the answer, so a
+  // client that sends its next request on reading this answer finds the
+  // budget free (not when the connection's request is completed, later).
+  ReleaseBody(call);
+  return r;
 }
 
 // The request is over: a client stream still open (the client went away

@@ -169,28 +169,22 @@ std::string FormatHyperparameters(const v1::Hyperparameters& h) {
   return parts.empty() ? "(server defaults)" : absl::StrJoin(parts, " ");
 }
 
-// The metric that selects a kind's best epoch, named: "val accuracy 91.2%",
-// "val micro-F1 88.0%", "val Spearman 0.8123", "val entity F1 90.1%", "val
-// F1 85.3% (EM 80.0%)".
-std::string KindMetric(v1::TaskKind kind, const v1::EpochMetrics& m) {
-  switch (kind) {
-    case v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION:
-      return absl::StrCat("val micro-F1 ", Percent(m.micro_f1()));
-    case v1::TASK_KIND_REGRESSION:
-      return absl::StrFormat("val Spearman %.4f", m.spearman());
-    case v1::TASK_KIND_TOKEN_CLASSIFICATION:
-      return absl::StrCat("val entity F1 ", Percent(m.f1()));
-    case v1::TASK_KIND_EXTRACTIVE_QA:
-      return absl::StrCat("val F1 ", Percent(m.f1()), " (EM ", Percent(m.exact_match()), ")");
-    default:
-      return absl::StrCat("val accuracy ", Percent(m.val_accuracy()));
-  }
+}  // namespace
+
+// The metric that selects the task's best epoch, as the server names it
+// (EpochMetrics.selection): "val accuracy 91.2%", "val Spearman 0.8123".
+std::string SelectionText(const v1::EpochMetrics& m) {
+  const v1::SelectionMetric& s = m.selection();
+  if (s.label().empty()) return "val metric -";  // a server from before EpochMetrics.selection
+  return absl::StrCat(s.label(), " ", s.fraction() ? Percent(s.value()) : absl::StrFormat("%.4f", s.value()));
 }
 
-std::string FormatEpochMetrics(const v1::EpochMetrics& m, v1::TaskKind kind) {
+std::string FormatEpochMetrics(const v1::EpochMetrics& m) {
   return absl::StrFormat("epoch %d: train loss %.4f, val loss %.4f, %s", m.epoch(), m.train_loss(), m.val_loss(),
-                         KindMetric(kind, m));
+                         SelectionText(m));
 }
+
+namespace {
 
 std::string FormatProgressCell(const v1::TrainingJob& job) {
   const auto& p = job.progress();
@@ -236,7 +230,7 @@ void PrintJob(const CommandEnv& env, const v1::TrainingJob& job) {
                                     job.progress().step(), job.progress().total_steps()));
   }
   if (job.best_metrics().epoch() > 0) {
-    fields.emplace_back("best", FormatEpochMetrics(job.best_metrics(), job.task_kind()));
+    fields.emplace_back("best", FormatEpochMetrics(job.best_metrics()));
   }
   if (job.result_version() > 0) fields.emplace_back("result_version", absl::StrCat(job.result_version()));
   if (!job.error_message().empty()) fields.emplace_back("error", job.error_message());
@@ -312,8 +306,7 @@ class WatchPrinter {
       case v1::JobEvent::kEpochMetrics: {
         const auto& m = event.epoch_metrics();
         last_train_loss_ = m.train_loss();
-        PrintLine(
-            absl::StrFormat("%s, %.0f examples/s", FormatEpochMetrics(m, job_.task_kind()), m.examples_per_second()));
+        PrintLine(absl::StrFormat("%s, %.0f examples/s", FormatEpochMetrics(m), m.examples_per_second()));
         break;
       }
       case v1::JobEvent::kWarning:
@@ -379,7 +372,7 @@ absl::Status WatchToEnd(const CommandEnv& env, const std::string& job_id, std::s
         std::string line =
             absl::StrCat("job ", job.job_id(), " SUCCEEDED: task ", job.task_id(), " version ", job.result_version());
         if (job.best_metrics().epoch() > 0) {
-          absl::StrAppend(&line, " (", KindMetric(job.task_kind(), job.best_metrics()), ")");
+          absl::StrAppend(&line, " (", SelectionText(job.best_metrics()), ")");
         }
         *env.out << line << "\n";
       }
@@ -724,7 +717,7 @@ std::string FormatProgressLine(const v1::TrainingJob& job, double last_train_los
   }
   if (!std::isnan(last_train_loss)) absl::StrAppend(&line, absl::StrFormat("  loss %.4f", last_train_loss));
   if (job.best_metrics().epoch() > 0) {
-    absl::StrAppend(&line, "  ", KindMetric(job.task_kind(), job.best_metrics()));
+    absl::StrAppend(&line, "  ", SelectionText(job.best_metrics()));
   }
   // Both times come from the server's clock, so client clock skew does not
   // matter.
@@ -757,7 +750,7 @@ absl::Status JobsList(const CommandEnv& env, const JobsListArgs& args) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& job : all.jobs()) {
     rows.push_back({job.job_id(), Cell(job.task_id(), 40), JobStateName(job.state()), FormatProgressCell(job),
-                    job.best_metrics().epoch() > 0 ? KindMetric(job.task_kind(), job.best_metrics()) : "-",
+                    job.best_metrics().epoch() > 0 ? SelectionText(job.best_metrics()) : "-",
                     FormatTime(job.created_at_micros())});
   }
   PrintTable(*env.out, {"JOB_ID", "TASK", "STATE", "PROGRESS", "BEST", "CREATED"}, rows);

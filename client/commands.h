@@ -133,8 +133,15 @@ absl::Status JobsWatch(const CommandEnv& env, const std::string& job_id);
 // "queued", "QUEUED" or "JOB_STATE_QUEUED" -> JOB_STATE_QUEUED.
 absl::StatusOr<v1::JobState> ParseJobState(std::string_view name);
 
-// One-line progress summary of a running job: epoch, step/total, loss, val
-// accuracy, ETA (from the job's start and the time of `latest_progress_micros`).
+// The metric that selects the job's best epoch, as the server names it
+// (EpochMetrics.selection): "val accuracy 91.2%", "val Spearman 0.8123".
+std::string SelectionText(const v1::EpochMetrics& metrics);
+// "epoch 2: train loss 0.1234, val loss 0.2345, " and SelectionText.
+std::string FormatEpochMetrics(const v1::EpochMetrics& metrics);
+
+// One-line progress summary of a running job: epoch, step/total, loss, the
+// selection metric, ETA (from the job's start and the time of
+// `latest_progress_micros`).
 std::string FormatProgressLine(const v1::TrainingJob& job, double last_train_loss, int64_t latest_progress_micros);
 
 // --- Tasks ---------------------------------------------------------------------

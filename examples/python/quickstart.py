@@ -42,7 +42,7 @@ def main() -> int:
             learning_rate=1e-3,
             progress=True,  # a live progress line on stderr
         )
-        print(f"trained version {job.result_version}: {job.best_metrics.describe(job.kind)}")
+        print(f"trained version {job.result_version}: {job.best_metrics.describe()}")
         for text, p in zip(
             ["great and fast, I love it", "broken, rude and slow"],
             client.predict(
@@ -61,7 +61,7 @@ def main() -> int:
             learning_rate=1e-3,
             progress=True,
         )
-        print(f"trained version {job.result_version}: {job.best_metrics.describe(job.kind)}")
+        print(f"trained version {job.result_version}: {job.best_metrics.describe()}")
         context = "Ada Lovelace was born in London in 1815. Ada became a mathematician."
         result = client.predict("quickstart-bios", "Where was Ada Lovelace born?", contexts=context, top_k=2)
         for answer in result[0].answers:

@@ -386,7 +386,7 @@ absl::Status Backend::WatchTrainingJob(const Tenant& tenant, const v1::WatchTrai
       *msg.mutable_job() = ToApi(job);
       for (const storage::v1::JobEvent& e : events) {
         after = std::max(after, e.seq());
-        *msg.add_events() = ToApi(e);
+        *msg.add_events() = ToApi(e, job.task_kind());
       }
       if (!send(msg)) return absl::CancelledError("the client went away");
       first = false;

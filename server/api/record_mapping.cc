@@ -3,6 +3,8 @@
 #include <string>
 
 #include "server/api/grpc_status.h"
+#include "server/model/task_kinds.h"
+#include "server/training/kind_records.h"
 
 namespace adapterd::api {
 namespace {
@@ -43,7 +45,29 @@ v1::TaskKind ToApi(storage::v1::TaskKind kind) {
 storage::v1::TaskKind ToRecord(v1::TaskKind kind) { return static_cast<storage::v1::TaskKind>(kind); }
 
 v1::Hyperparameters ToApi(const storage::v1::Hyperparameters& h) { return SameShapeCopy<v1::Hyperparameters>(h); }
-v1::JobEvent ToApi(const storage::v1::JobEvent& e) { return SameShapeCopy<v1::JobEvent>(e); }
+v1::EpochMetrics ToApi(const storage::v1::EpochMetrics& m, storage::v1::TaskKind kind) {
+  v1::EpochMetrics out = SameShapeCopy<v1::EpochMetrics>(m);
+  if (out.epoch() <= 0 || (kind != storage::v1::TASK_KIND_UNSPECIFIED && !storage::v1::TaskKind_IsValid(kind))) {
+    return out;
+  }
+  const model::KindSpec& spec = model::SpecOf(training::ModelKind(kind));
+  const std::string field(model::MetricField(spec.selection));
+  // A double field of EpochMetrics by MetricField's contract
+  // (record_mapping_test checks every kind's).
+  const google::protobuf::FieldDescriptor* f = v1::EpochMetrics::descriptor()->FindFieldByName(field);
+  v1::SelectionMetric& s = *out.mutable_selection();
+  s.set_field(field);
+  s.set_label(std::string(spec.selection_label));
+  s.set_value(out.GetReflection()->GetDouble(out, f));
+  s.set_fraction(spec.selection_is_fraction);
+  return out;
+}
+
+v1::JobEvent ToApi(const storage::v1::JobEvent& e, storage::v1::TaskKind kind) {
+  v1::JobEvent out = SameShapeCopy<v1::JobEvent>(e);
+  if (e.has_epoch_metrics()) *out.mutable_epoch_metrics() = ToApi(e.epoch_metrics(), kind);
+  return out;
+}
 storage::v1::Hyperparameters ToRecord(const v1::Hyperparameters& h) {
   return SameShapeCopy<storage::v1::Hyperparameters>(h);
 }
@@ -61,7 +85,7 @@ v1::TrainingJob ToApi(const storage::v1::JobRecord& j) {
   out.set_error_message(CallerMessage(j.error_message()));
   out.set_result_version(j.result_version());
   *out.mutable_progress() = SameShapeCopy<v1::JobProgress>(j.progress());
-  *out.mutable_best_metrics() = SameShapeCopy<v1::EpochMetrics>(j.best_metrics());
+  *out.mutable_best_metrics() = ToApi(j.best_metrics(), j.task_kind());
   for (const auto& l : j.labels()) out.add_labels(l);
   out.set_num_train_examples(j.num_train_examples());
   out.set_num_validation_examples(j.num_validation_examples());

@@ -6,7 +6,9 @@
 //
 // Messages of the same shape on both sides today (Hyperparameters, JobEvent
 // and what it holds, Example and DatasetChunk, AdapterConfig) are copied
-// through their wire form, and enums of the same values by number:
+// through their wire form, and enums of the same values by number. The one
+// field the API adds to them, EpochMetrics.selection, is computed here from
+// the job's kind (model::KindSpec), not stored:
 // tests/api/record_mapping_test.cc proves, field by field, that each pair
 // still has the same shape. When one side changes, that test fails, and the
 // pair gets a field-by-field mapping here. Messages of different shapes
@@ -29,7 +31,11 @@ v1::JobState ToApi(storage::v1::JobState state);
 v1::TaskKind ToApi(storage::v1::TaskKind kind);
 v1::TaskState ToApi(storage::v1::TaskState state);
 v1::Hyperparameters ToApi(const storage::v1::Hyperparameters& hyperparameters);
-v1::JobEvent ToApi(const storage::v1::JobEvent& event);
+// An event of a job of `kind`: its EpochMetrics get their selection.
+v1::JobEvent ToApi(const storage::v1::JobEvent& event, storage::v1::TaskKind kind);
+// An epoch of a job of `kind` with its selection (model::KindSpec's metric,
+// label and form); an epoch 0 (none ended yet) gets none.
+v1::EpochMetrics ToApi(const storage::v1::EpochMetrics& metrics, storage::v1::TaskKind kind);
 // The job as callers see it: the record's error message passes through
 // CallerMessage (server/api/grpc_status.h), as every error text does.
 v1::TrainingJob ToApi(const storage::v1::JobRecord& job);

@@ -153,14 +153,8 @@ absl::Status AdapterConfig::Validate() const {
 }
 
 int64_t AdapterConfig::num_outputs() const {
-  switch (kind) {
-    case TaskKind::kRegression:
-      return 1;
-    case TaskKind::kExtractiveQa:
-      return 2;
-    default:
-      return num_labels();
-  }
+  const KindSpec* spec = FindKindSpec(static_cast<int32_t>(kind));
+  return spec != nullptr && spec->fixed_outputs > 0 ? spec->fixed_outputs : num_labels();
 }
 
 absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::CreateInitialized(const BertConfig& encoder_config,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -23,23 +24,93 @@ std::vector<int32_t> BestPositions(std::span<const float> values, int32_t n) {
 
 }  // namespace
 
-std::string_view TaskKindName(TaskKind kind) {
-  switch (kind) {
-    case TaskKind::kSequenceClassification:
-      return "sequence_classification";
-    case TaskKind::kMultiLabelClassification:
-      return "multi_label_classification";
-    case TaskKind::kRegression:
-      return "regression";
-    case TaskKind::kTokenClassification:
-      return "token_classification";
-    case TaskKind::kExtractiveQa:
-      return "extractive_qa";
+namespace {
+
+constexpr KindSpec kKinds[] = {
+    {.kind = TaskKind::kSequenceClassification,
+     .name = "sequence_classification",
+     .reads_tokens = false,
+     .fixed_outputs = 0,
+     .min_labels = 2,
+     .selection = Metric::kValAccuracy,
+     .selection_label = "val accuracy",
+     .selection_is_fraction = true},
+    {.kind = TaskKind::kMultiLabelClassification,
+     .name = "multi_label_classification",
+     .reads_tokens = false,
+     .fixed_outputs = 0,
+     .min_labels = 2,
+     .selection = Metric::kMicroF1,
+     .selection_label = "val micro-F1",
+     .selection_is_fraction = true},
+    {.kind = TaskKind::kRegression,
+     .name = "regression",
+     .reads_tokens = false,
+     .fixed_outputs = 1,
+     .min_labels = 0,
+     .selection = Metric::kSpearman,
+     .selection_label = "val Spearman",
+     .selection_is_fraction = false},
+    {.kind = TaskKind::kTokenClassification,
+     .name = "token_classification",
+     .reads_tokens = true,
+     .fixed_outputs = 0,
+     .min_labels = 3,
+     .selection = Metric::kF1,
+     .selection_label = "val entity F1",
+     .selection_is_fraction = true},
+    {.kind = TaskKind::kExtractiveQa,
+     .name = "extractive_qa",
+     .reads_tokens = true,
+     .fixed_outputs = 2,
+     .min_labels = 0,
+     .selection = Metric::kF1,
+     .selection_label = "val SQuAD F1",
+     .selection_is_fraction = true},
+};
+// The table is indexed by number - 1.
+constexpr bool NumberedInOrder() {
+  for (size_t i = 0; i < std::size(kKinds); ++i) {
+    if (static_cast<size_t>(kKinds[i].kind) != i + 1) return false;
   }
-  return "unknown";
+  return true;
+}
+static_assert(NumberedInOrder(), "kKinds lists the kinds in TaskKind's order, numbered from 1");
+
+}  // namespace
+
+std::string_view MetricField(Metric metric) {
+  switch (metric) {
+    case Metric::kValAccuracy:
+      return "val_accuracy";
+    case Metric::kMicroF1:
+      return "micro_f1";
+    case Metric::kSpearman:
+      return "spearman";
+    case Metric::kF1:
+      return "f1";
+  }
+  return "";
 }
 
-bool ReadsTokens(TaskKind kind) { return kind == TaskKind::kTokenClassification || kind == TaskKind::kExtractiveQa; }
+std::span<const KindSpec> AllKindSpecs() { return kKinds; }
+
+const KindSpec* FindKindSpec(int32_t number) {
+  if (number < 1 || static_cast<size_t>(number) > std::size(kKinds)) return nullptr;
+  return &kKinds[number - 1];
+}
+
+const KindSpec& SpecOf(TaskKind kind) { return kKinds[static_cast<size_t>(kind) - 1]; }
+
+std::string_view TaskKindName(TaskKind kind) {
+  const KindSpec* spec = FindKindSpec(static_cast<int32_t>(kind));
+  return spec != nullptr ? spec->name : "unknown";
+}
+
+bool ReadsTokens(TaskKind kind) {
+  const KindSpec* spec = FindKindSpec(static_cast<int32_t>(kind));
+  return spec != nullptr && spec->reads_tokens;
+}
 
 std::vector<LabelProbability> LabelsAtThreshold(std::span<const float> logits, double threshold) {
   std::vector<LabelProbability> out;

@@ -28,13 +28,50 @@ enum class TaskKind : int32_t {
   kExtractiveQa = 5,
 };
 
-// "sequence_classification", "multi_label_classification", "regression",
-// "token_classification", "extractive_qa".
-std::string_view TaskKindName(TaskKind kind);
+// The validation figures a kind may select its best epoch by. Each is the
+// double field of the same name in EpochMetrics (the API's and the stored
+// one: record_mapping_test checks every kind's).
+enum class Metric { kValAccuracy, kMicroF1, kSpearman, kF1 };
+// "val_accuracy", "micro_f1", "spearman", "f1".
+std::string_view MetricField(Metric metric);
 
-// True for the kinds whose head reads every token's final hidden state
-// (token classification, extractive QA); false for those that read the
-// pooled vector.
+// What adapterd knows about a task kind as facts, in one table
+// (task_kinds.cc) that every layer reads instead of switching on the kind:
+// its name, what its head reads, its outputs, and the metric that selects
+// its best epoch with how clients show it (the API sends that with every
+// EpochMetrics, so no client keeps a table of kinds). The kinds' code (head,
+// rows, decoding) is listed in docs/ARCHITECTURE.md, "Adding a task kind".
+struct KindSpec {
+  TaskKind kind;
+  // "sequence_classification", ...: the API enum's name, lower case, without
+  // its TASK_KIND_ prefix.
+  std::string_view name;
+  // True for the kinds whose head reads every token's final hidden state;
+  // false for those that read the pooled vector.
+  bool reads_tokens;
+  // K, the head's outputs, when it does not follow the labels (regression 1,
+  // extractive QA 2); 0 for one per label or tag.
+  int64_t fixed_outputs;
+  // The fewest labels (tags) a task of the kind has; 0 for none.
+  int32_t min_labels;
+  // Higher is better; ties go to the lower validation loss.
+  Metric selection;
+  // How adapterctl, the Python client and the console name it.
+  std::string_view selection_label;
+  // True for a fraction shown as a percentage; false for a correlation.
+  bool selection_is_fraction;
+};
+
+// Every kind, in TaskKind's order.
+std::span<const KindSpec> AllKindSpecs();
+// The kind numbered `number` (TaskKind's, the API's), or null.
+const KindSpec* FindKindSpec(int32_t number);
+// `kind` must be one of TaskKind's values.
+const KindSpec& SpecOf(TaskKind kind);
+
+// SpecOf(kind).name; "unknown" for a number that is not a kind.
+std::string_view TaskKindName(TaskKind kind);
+// SpecOf(kind).reads_tokens.
 bool ReadsTokens(TaskKind kind);
 
 // The logistic function: a multi-label logit's probability.

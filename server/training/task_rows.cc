@@ -327,20 +327,21 @@ Evaluation EvaluationOfRecord(const storage::v1::EpochMetrics& m) {
   return v;
 }
 
-double SelectionMetric(TaskKind kind, const Evaluation& e) {
-  switch (kind) {
-    case TaskKind::kSequenceClassification:
+double MetricValue(const Evaluation& e, model::Metric metric) {
+  switch (metric) {
+    case model::Metric::kValAccuracy:
       return e.accuracy;
-    case TaskKind::kMultiLabelClassification:
+    case model::Metric::kMicroF1:
       return e.micro_f1;
-    case TaskKind::kRegression:
+    case model::Metric::kSpearman:
       return e.spearman;
-    case TaskKind::kTokenClassification:
-    case TaskKind::kExtractiveQa:
+    case model::Metric::kF1:
       return e.f1;
   }
   return 0;
 }
+
+double SelectionMetric(TaskKind kind, const Evaluation& e) { return MetricValue(e, model::SpecOf(kind).selection); }
 
 absl::StatusOr<Evaluation> EvaluateRows(const model::BertEncoder& encoder, const model::AdapterSet& set,
                                         const model::Head& head, const RowSet& data, int32_t pad_id, int batch_size) {

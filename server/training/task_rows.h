@@ -108,8 +108,10 @@ struct Evaluation {
 // micro_f1: classification's is its accuracy.
 Evaluation EvaluationOfRecord(const storage::v1::EpochMetrics& m);
 
-// The figure that selects a kind's best epoch (higher is better; ties go to
-// the lower loss).
+// One of the figures, by name (model::Metric).
+double MetricValue(const Evaluation& e, model::Metric metric);
+// The figure that selects a kind's best epoch (its KindSpec's selection:
+// higher is better; ties go to the lower loss).
 double SelectionMetric(model::TaskKind kind, const Evaluation& e);
 
 // Runs `set` over every row of `data` (no gradients) and scores the

@@ -32,6 +32,15 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+void SetSelection(v1::EpochMetrics& m, const std::string& field, const std::string& label, double value,
+                  bool fraction) {
+  v1::SelectionMetric& s = *m.mutable_selection();
+  s.set_field(field);
+  s.set_label(label);
+  s.set_value(value);
+  s.set_fraction(fraction);
+}
+
 class CommandsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -83,6 +92,7 @@ class CommandsTest : public ::testing::Test {
     metrics->mutable_epoch_metrics()->set_train_loss(0.5);
     metrics->mutable_epoch_metrics()->set_val_loss(0.4);
     metrics->mutable_epoch_metrics()->set_val_accuracy(0.8);
+    SetSelection(*metrics->mutable_epoch_metrics(), "val_accuracy", "val accuracy", 0.8, true);
     *running.mutable_job()->mutable_best_metrics() = metrics->epoch_metrics();
     auto* tick = running.add_events();
     tick->set_seq(4);
@@ -553,6 +563,20 @@ TEST_F(CommandsTest, WatchDrawsALiveProgressLineOnATerminal) {
   EXPECT_THAT(out, HasSubstr("SUCCEEDED"));
 }
 
+// The client shows the selection metric the server names, whatever it is:
+// it keeps no table of kinds.
+TEST(ProgressLine, ShowsTheSelectionMetricTheServerNames) {
+  v1::EpochMetrics m;
+  m.set_epoch(3);
+  m.set_train_loss(0.5);
+  m.set_val_loss(0.25);
+  m.set_val_accuracy(0.75);  // not this kind's metric: not shown
+  SetSelection(m, "kendall_tau", "val Kendall tau", -0.125, false);
+  EXPECT_EQ(FormatEpochMetrics(m), "epoch 3: train loss 0.5000, val loss 0.2500, val Kendall tau -0.1250");
+  SetSelection(m, "f1", "val SQuAD F1", 0.5, true);
+  EXPECT_EQ(FormatEpochMetrics(m), "epoch 3: train loss 0.5000, val loss 0.2500, val SQuAD F1 50.0%");
+}
+
 TEST(ProgressLine, ShowsEpochStepLossAccuracyAndEta) {
   v1::TrainingJob job;
   job.set_state(v1::JOB_STATE_RUNNING);
@@ -569,6 +593,7 @@ TEST(ProgressLine, ShowsEpochStepLossAccuracyAndEta) {
   job.mutable_best_metrics()->set_epoch(1);
   job.mutable_best_metrics()->set_train_loss(0.25);
   job.mutable_best_metrics()->set_val_accuracy(0.9);
+  SetSelection(*job.mutable_best_metrics(), "val_accuracy", "val accuracy", 0.9, true);
   EXPECT_EQ(FormatProgressLine(job, 0.125, 160'000'000),
             "RUNNING  epoch 2/3  step 30/90 (33.3%)  loss 0.1250  val accuracy 90.0%  ETA 2m00s");
   EXPECT_EQ(FormatProgressLine(job, std::numeric_limits<double>::quiet_NaN(), 160'000'000),

@@ -63,7 +63,7 @@ std::vector<Kind> Kinds() {
        "qa",
        "kinds/biographies_train.json",
        "kinds/biographies_validation.json",
-       "val F1",
+       "val SQuAD F1",
        {"--top-k", "2", "Where was Ada Lovelace born?", "--context",
         "Ada Lovelace was born in London in 1815. Ada became a mathematician.", "Who did Alan Turing work for?",
         "--context", "Alan Turing was born in Paris in 1912. Later Turing worked for IBM."},

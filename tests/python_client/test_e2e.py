@@ -65,7 +65,13 @@ def test_train_waits_to_succeeded_and_watch_replays_events(client, capsys):
     assert job.hyperparameters["epochs"] == 2 and job.hyperparameters["learning_rate"] == 1e-3
     assert job.num_train_examples == 400 and job.num_validation_examples == 100
     assert job.best_metrics is not None and job.best_metrics.epoch in (1, 2)
+    # The selection metric is the server's (the client keeps no table of kinds), shown as adapterctl shows it.
+    best = job.best_metrics
+    assert best.selection is not None and best.selection.field == "val_accuracy" and best.selection.fraction
+    assert best.selection.value == best.val_accuracy
+    assert best.describe() == f"val accuracy {100 * best.val_accuracy:.1f}%"
     err = capsys.readouterr().err
+    assert f"({best.describe()})" in err
     assert "state RUNNING" in err and "epoch 2: train loss" in err and "SUCCEEDED: task py-topics version 1" in err
     # The same file again reuses the content-addressed dataset.
     assert job.dataset_ids[0].startswith("data-")

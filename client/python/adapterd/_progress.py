@@ -44,7 +44,7 @@ def progress_line(job: TrainingJob, last_train_loss: float = math.nan, progress_
     if not math.isnan(last_train_loss):
         line += f"  loss {last_train_loss:.4f}"
     if job.best_metrics is not None:
-        line += "  " + job.best_metrics.describe(job.kind)
+        line += "  " + job.best_metrics.describe()
     if job.started_at is not None and progress_time is not None and 0 < p.step < p.total_steps:
         elapsed = progress_time - job.started_at.timestamp()
         if elapsed > 0:
@@ -78,7 +78,7 @@ class ProgressPrinter:
             self._last_train_loss = m.train_loss
             self._print(
                 f"epoch {m.epoch}: train loss {m.train_loss:.4f}, val loss {m.val_loss:.4f}, "
-                f"{m.describe(event.job.kind)}, {m.examples_per_second:.0f} examples/s"
+                f"{m.describe()}, {m.examples_per_second:.0f} examples/s"
             )
         elif event.warning is not None:
             self._print(f"warning: {event.warning.message}")
@@ -96,7 +96,7 @@ class ProgressPrinter:
         if job.state == JobState.SUCCEEDED:
             text += f": task {job.task_id} version {job.result_version}"
             if job.best_metrics is not None:
-                text += f" ({job.best_metrics.describe(job.kind)})"
+                text += f" ({job.best_metrics.describe()})"
         elif job.error_message:
             text += f": {job.error_message}"
         self._print(text)

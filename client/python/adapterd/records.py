@@ -258,6 +258,23 @@ class JobProgress:
 
 
 @dataclass(frozen=True)
+class SelectionMetric:
+    """The metric that selects a task's best epoch, as the server names it (``SelectionMetric`` message)."""
+
+    field: str  # the EpochMetrics field it is: "val_accuracy", "micro_f1", "spearman", "f1"
+    label: str  # how clients name it: "val accuracy", "val Spearman", ...
+    value: float
+    fraction: bool  # True: a fraction shown as a percentage; False: a correlation
+
+    @classmethod
+    def from_proto(cls, m: Any) -> "SelectionMetric":
+        return cls(field=m.field, label=m.label, value=m.value, fraction=m.fraction)
+
+    def __str__(self) -> str:
+        return f"{self.label} {100 * self.value:.1f}%" if self.fraction else f"{self.label} {self.value:.4f}"
+
+
+@dataclass(frozen=True)
 class EpochMetrics:
     """One epoch's validation metrics; each kind fills its own (docs/API.md, "Task kinds")."""
 
@@ -275,22 +292,18 @@ class EpochMetrics:
     spearman: float
     pearson: float
     mse: float
+    # The server's; None from a server that predates it.
+    selection: Optional[SelectionMetric] = None
 
     @classmethod
     def from_proto(cls, m: Any) -> "EpochMetrics":
-        return cls(**{name: getattr(m, name) for name in cls.__dataclass_fields__})
+        fields = {name: getattr(m, name) for name in cls.__dataclass_fields__ if name != "selection"}
+        selection = SelectionMetric.from_proto(m.selection) if m.HasField("selection") else None
+        return cls(**fields, selection=selection)
 
-    def describe(self, kind: TaskKind) -> str:
-        """The metric that selects a kind's best epoch, named as adapterctl prints it ("val accuracy 91.2%")."""
-        if kind == TaskKind.MULTI_LABEL_CLASSIFICATION:
-            return f"val micro-F1 {100 * self.micro_f1:.1f}%"
-        if kind == TaskKind.REGRESSION:
-            return f"val Spearman {self.spearman:.4f}"
-        if kind == TaskKind.TOKEN_CLASSIFICATION:
-            return f"val entity F1 {100 * self.f1:.1f}%"
-        if kind == TaskKind.EXTRACTIVE_QA:
-            return f"val F1 {100 * self.f1:.1f}% (EM {100 * self.exact_match:.1f}%)"
-        return f"val accuracy {100 * self.val_accuracy:.1f}%"
+    def describe(self) -> str:
+        """The metric that selects the task's best epoch, as adapterctl prints it ("val accuracy 91.2%")."""
+        return str(self.selection) if self.selection is not None else "val metric -"
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 import { api, ApiError, JobWatch, getApiKey, isTerminal, setApiKey } from './api.js';
 import { renderChart } from './chart.js';
 import {
-  bestMetricText, bytes, h, kindInfo, kindName, metricValue, micros, microsTime, num, stateName,
+  bestMetricText, bytes, h, kindName, micros, microsTime, num, selectionText, stateName,
 } from './format.js';
 import { renderPrediction } from './predict.js';
 
@@ -453,10 +453,9 @@ function addEvent(e) {
     followed.epochs = followed.epochs.filter((x) => num(x.epoch) !== num(m.epoch));
     followed.epochs.push(m);
     followed.epochs.sort((a, b) => num(a.step) - num(b.step));
-    const info = kindInfo((followed.job && followed.job.taskKind) || '');
     cls = 'ev-epoch';
     text = `epoch ${num(m.epoch)} (step ${num(m.step)}): train loss ${num(m.trainLoss).toFixed(4)}, ` +
-      `val loss ${num(m.valLoss).toFixed(4)}, ${info.metricName} ${metricValue(info, m[info.metric])}, ` +
+      `val loss ${num(m.valLoss).toFixed(4)}, ${selectionText(m)}, ` +
       `${num(m.examplesPerSecond).toFixed(0)} examples/s`;
   } else if (e.warning) {
     cls = 'ev-warning';
@@ -518,7 +517,7 @@ function drawChart() {
   const job = followed.job || {};
   const xMode = document.querySelector('input[name="chart-x"]:checked').value;
   const { series, summary } = renderChart($('job-chart'), {
-    kind: job.taskKind, epochs: followed.epochs, progress: job.progress, stepLosses: followed.stepLosses, xMode,
+    epochs: followed.epochs, progress: job.progress, stepLosses: followed.stepLosses, xMode,
   });
   $('job-chart').setAttribute('aria-label', summary);
   const legend = $('chart-legend');

@@ -1,16 +1,16 @@
-// The job chart: training and validation loss (left axis) and the kind's
-// validation metric (right axis) against optimiser steps or epochs, drawn as
+// The job chart: training and validation loss (left axis) and the job's
+// selection metric (right axis: named by the server in each EpochMetrics) against optimiser steps or epochs, drawn as
 // plain SVG. Every point is a <circle class="pt"> with a <title>; the
 // training's current step is a dashed line.
 //
 // Data (what the trainer emits, server/training/job_runner.cc):
 //   - EpochMetrics at each epoch's end: epoch, step, trainLoss (the epoch's
-//     mean), valLoss and the kind's metric;
+//     mean), valLoss and selection (the metric's label, value and form);
 //   - JobProgress every 10 optimiser steps: step, totalSteps, epoch,
 //     totalEpochs (no loss); a progress event that carries a `trainLoss` is
 //     drawn as a per-step curve too.
 
-import { kindInfo, metricValue, num } from './format.js';
+import { metricValue, num, selectionOf } from './format.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const W = 720;
@@ -57,10 +57,13 @@ function label(v) {
 
 // series: [{key, name, cls, points: [{x, y, title}], axis: 'loss'|'metric', dots}]
 // Returns the summary used as the chart's aria-label.
-export function renderChart(svg, { kind, epochs, progress, stepLosses, xMode }) {
+export function renderChart(svg, { epochs, progress, stepLosses, xMode }) {
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
-  const info = kindInfo(kind);
+  // The metric's name and form, from the latest epoch (a fraction on a
+  // 0-100% axis before the first).
+  const latest = epochs.length ? selectionOf(epochs[epochs.length - 1]) : { label: 'val metric', fraction: true };
+  const info = { metricName: latest.label, fraction: latest.fraction };
   const byStep = xMode !== 'epoch';
   const totalSteps = num(progress && progress.totalSteps);
   const totalEpochs = num(progress && progress.totalEpochs);
@@ -68,7 +71,7 @@ export function renderChart(svg, { kind, epochs, progress, stepLosses, xMode }) 
 
   const ep = epochs.map((m) => ({
     epoch: num(m.epoch), step: num(m.step), trainLoss: num(m.trainLoss), valLoss: num(m.valLoss),
-    metric: num(m[info.metric]),
+    metric: selectionOf(m).value,
   }));
   const xOf = (m) => (byStep ? m.step : m.epoch);
   const pt = (m, y, name, value) => ({
@@ -97,7 +100,7 @@ export function renderChart(svg, { kind, epochs, progress, stepLosses, xMode }) 
   lossMax = niceMax(lossMax);
   let mMin = 0;
   let mMax = 1;
-  if (!info.percent) {
+  if (!info.fraction) {
     // Spearman lies in [-1, 1]; show the negative half only when needed.
     const metric = series.find((s) => s.key === 'metric');
     if (metric.points.some((p) => p.y < 0)) mMin = -1;
@@ -116,7 +119,7 @@ export function renderChart(svg, { kind, epochs, progress, stepLosses, xMode }) 
     text(axes, M.left - 6, y + 4, label(t), 'tick', 'end');
   }
   for (const t of ticks(mMin, mMax, 4)) {
-    text(axes, W - M.right + 6, pyMetric(t) + 4, info.percent ? `${Math.round(t * 100)}%` : label(t), 'tick metric-tick', 'start');
+    text(axes, W - M.right + 6, pyMetric(t) + 4, info.fraction ? `${Math.round(t * 100)}%` : label(t), 'tick metric-tick', 'start');
   }
   const xTicks = byStep ? ticks(xMin, xMax, 6) : ticks(xMin, xMax, Math.min(10, xMax)).filter((t) => Number.isInteger(t));
   for (const t of xTicks) {

@@ -1,32 +1,28 @@
 // Names and numbers as a person reads them.
 
-// Each kind's readable name and the EpochMetrics field that selects its best
-// epoch (docs/API.md, "Task kinds").
-const KINDS = {
-  TASK_KIND_SEQUENCE_CLASSIFICATION: {
-    name: 'Classification', metric: 'valAccuracy', metricName: 'val accuracy', percent: true,
-  },
-  TASK_KIND_MULTI_LABEL_CLASSIFICATION: {
-    name: 'Multi-label', metric: 'microF1', metricName: 'val micro-F1', percent: true,
-  },
-  TASK_KIND_REGRESSION: {
-    name: 'Regression', metric: 'spearman', metricName: 'val Spearman', percent: false,
-  },
-  TASK_KIND_TOKEN_CLASSIFICATION: {
-    name: 'Token classification', metric: 'f1', metricName: 'val entity F1', percent: true,
-  },
-  TASK_KIND_EXTRACTIVE_QA: {
-    name: 'Extractive QA', metric: 'f1', metricName: 'val F1 (SQuAD)', percent: true,
-  },
+// Each kind's readable name. The metric that selects a job's best epoch is
+// not here: every EpochMetrics carries it, named by the server (selection).
+const KIND_NAMES = {
+  TASK_KIND_SEQUENCE_CLASSIFICATION: 'Classification',
+  TASK_KIND_MULTI_LABEL_CLASSIFICATION: 'Multi-label',
+  TASK_KIND_REGRESSION: 'Regression',
+  TASK_KIND_TOKEN_CLASSIFICATION: 'Token classification',
+  TASK_KIND_EXTRACTIVE_QA: 'Extractive QA',
 };
 
-// Tasks and jobs stored before kinds existed read as sequence classification.
-export function kindInfo(kind) {
-  return KINDS[kind] || KINDS.TASK_KIND_SEQUENCE_CLASSIFICATION;
+// Tasks and jobs stored before kinds existed read as sequence classification;
+// a kind this page does not know reads as its API name.
+export function kindName(kind) {
+  if (KIND_NAMES[kind]) return KIND_NAMES[kind];
+  return kind === 'TASK_KIND_UNSPECIFIED' || !kind ? KIND_NAMES.TASK_KIND_SEQUENCE_CLASSIFICATION : kind;
 }
 
-export function kindName(kind) {
-  return KINDS[kind] ? KINDS[kind].name : kind === 'TASK_KIND_UNSPECIFIED' || !kind ? KINDS.TASK_KIND_SEQUENCE_CLASSIFICATION.name : kind;
+// An epoch's selection metric as the server named it: {label, value,
+// fraction}; a server from before EpochMetrics.selection gives none.
+export function selectionOf(m) {
+  const s = m && m.selection;
+  if (!s || !s.label) return { label: 'val metric', value: NaN, fraction: false };
+  return { label: String(s.label), value: num(s.value), fraction: Boolean(s.fraction) };
 }
 
 // "JOB_STATE_SUCCEEDED" -> "Succeeded", "TASK_STATE_READY" -> "Ready".
@@ -62,8 +58,17 @@ export function percent(x, digits = 1) {
   return `${(num(x) * 100).toFixed(digits)}%`;
 }
 
-export function metricValue(info, v) {
-  return info.percent ? percent(v) : num(v).toFixed(3);
+// A selection metric's value: a percentage for a fraction, three decimals
+// for a correlation; a dash when there is none.
+export function metricValue(selection, v) {
+  if (Number.isNaN(v)) return '—';
+  return selection.fraction ? percent(v) : num(v).toFixed(3);
+}
+
+// "val accuracy 81.3%": an epoch's selection metric with its value.
+export function selectionText(m) {
+  const s = selectionOf(m);
+  return `${s.label} ${metricValue(s, s.value)}`;
 }
 
 export function micros(t) {
@@ -83,8 +88,7 @@ export function microsTime(t) {
 export function bestMetricText(job) {
   const m = job.bestMetrics;
   if (!m || num(m.epoch) === 0) return '—';
-  const info = kindInfo(job.taskKind);
-  return `${info.metricName} ${metricValue(info, m[info.metric])} (epoch ${num(m.epoch)})`;
+  return `${selectionText(m)} (epoch ${num(m.epoch)})`;
 }
 
 // An element: h('td', {class: 'num', text: '3'}, child, ...). Text is always

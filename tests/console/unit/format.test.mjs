@@ -1,10 +1,12 @@
 // The console's formatting (server/http/console/format.js): int64 fields that
-// arrive as strings, absent or unreadable values, and each kind's metric.
+// arrive as strings, absent or unreadable values, and the selection metric
+// the server names.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  bestMetricText, bytes, kindInfo, kindName, metricValue, micros, microsTime, num, percent, stateName,
+  bestMetricText, bytes, kindName, metricValue, micros, microsTime, num, percent, selectionOf, selectionText,
+  stateName,
 } from '../../../server/http/console/format.js';
 
 test('num: int64 strings and numbers; anything unreadable is 0', () => {
@@ -54,15 +56,15 @@ test('percent: a fraction as a percentage, one digit by default', () => {
   for (const none of [undefined, null, NaN, 'abc']) assert.equal(percent(none), '0.0%', String(none));
 });
 
-test('kindInfo: each kind\'s best-epoch metric; no kind or an unknown one reads as classification', () => {
-  assert.equal(kindInfo('TASK_KIND_SEQUENCE_CLASSIFICATION').metric, 'valAccuracy');
-  assert.equal(kindInfo('TASK_KIND_MULTI_LABEL_CLASSIFICATION').metric, 'microF1');
-  assert.equal(kindInfo('TASK_KIND_REGRESSION').metric, 'spearman');
-  assert.equal(kindInfo('TASK_KIND_REGRESSION').percent, false);
-  assert.equal(kindInfo('TASK_KIND_TOKEN_CLASSIFICATION').metric, 'f1');
-  assert.equal(kindInfo('TASK_KIND_EXTRACTIVE_QA').metricName, 'val F1 (SQuAD)');
-  for (const k of [undefined, '', 'TASK_KIND_UNSPECIFIED', 'TASK_KIND_NEW']) {
-    assert.equal(kindInfo(k), kindInfo('TASK_KIND_SEQUENCE_CLASSIFICATION'), String(k));
+test('selectionOf: the label, value and form the server sent; none from an older server', () => {
+  assert.deepEqual(selectionOf({ selection: { field: 'spearman', label: 'val Spearman', value: -0.5, fraction: false } }),
+    { label: 'val Spearman', value: -0.5, fraction: false });
+  // proto3 JSON: a 0 value may be absent; int64-like strings are read.
+  assert.deepEqual(selectionOf({ selection: { label: 'val micro-F1', fraction: true } }),
+    { label: 'val micro-F1', value: 0, fraction: true });
+  for (const none of [undefined, {}, { selection: {} }, { valAccuracy: 0.5 }]) {
+    assert.equal(selectionOf(none).label, 'val metric', JSON.stringify(none));
+    assert.ok(Number.isNaN(selectionOf(none).value));
   }
 });
 
@@ -88,24 +90,28 @@ test('stateName: the enum without its prefix, capitalised, underscores as spaces
   assert.equal(stateName(undefined), 'Unknown');
 });
 
-test('metricValue: a percentage or three decimals, by kind', () => {
-  assert.equal(metricValue(kindInfo('TASK_KIND_SEQUENCE_CLASSIFICATION'), 0.875), '87.5%');
-  assert.equal(metricValue(kindInfo('TASK_KIND_REGRESSION'), 0.91234), '0.912');
-  assert.equal(metricValue(kindInfo('TASK_KIND_REGRESSION'), -0.5), '-0.500');
-  assert.equal(metricValue(kindInfo('TASK_KIND_REGRESSION'), undefined), '0.000');
+test('metricValue: a percentage for a fraction, three decimals for a correlation, a dash for none', () => {
+  assert.equal(metricValue({ fraction: true }, 0.875), '87.5%');
+  assert.equal(metricValue({ fraction: false }, 0.91234), '0.912');
+  assert.equal(metricValue({ fraction: false }, -0.5), '-0.500');
+  assert.equal(metricValue({ fraction: false }, undefined), '0.000');
+  assert.equal(metricValue({ fraction: true }, NaN), '—');
 });
 
-test('bestMetricText: the kind\'s metric at the best epoch; a dash before any epoch', () => {
+test('bestMetricText: the server-named metric at the best epoch, whatever the kind; a dash before any epoch', () => {
+  const sel = (label, value, fraction) => ({ field: 'f', label, value, fraction });
   assert.equal(bestMetricText({}), '—');
   assert.equal(bestMetricText({ bestMetrics: { epoch: '0', valAccuracy: 0.5 } }), '—');
-  assert.equal(bestMetricText({ bestMetrics: { epoch: '2', valAccuracy: 0.8125 } }), 'val accuracy 81.3% (epoch 2)');
-  assert.equal(bestMetricText({ taskKind: 'TASK_KIND_REGRESSION', bestMetrics: { epoch: 3, spearman: 0.91234 } }),
+  assert.equal(bestMetricText({ bestMetrics: { epoch: '2', selection: sel('val accuracy', 0.8125, true) } }),
+    'val accuracy 81.3% (epoch 2)');
+  assert.equal(bestMetricText({ bestMetrics: { epoch: 3, selection: sel('val Spearman', 0.91234, false) } }),
     'val Spearman 0.912 (epoch 3)');
-  assert.equal(bestMetricText({ taskKind: 'TASK_KIND_EXTRACTIVE_QA', bestMetrics: { epoch: '1', f1: 0.5 } }),
-    'val F1 (SQuAD) 50.0% (epoch 1)');
-  // A metric the server left out (zero in proto3 JSON) reads as 0.
-  assert.equal(bestMetricText({ taskKind: 'TASK_KIND_MULTI_LABEL_CLASSIFICATION', bestMetrics: { epoch: '4' } }),
-    'val micro-F1 0.0% (epoch 4)');
+  // A label this page has never seen shows as sent: the page keeps no table of metrics.
+  assert.equal(bestMetricText({ bestMetrics: { epoch: '1', selection: sel('val Kendall tau', -0.25, false) } }),
+    'val Kendall tau -0.250 (epoch 1)');
+  assert.equal(selectionText({ selection: sel('val SQuAD F1', 0.5, true) }), 'val SQuAD F1 50.0%');
+  // From a server without selection: no figure.
+  assert.equal(bestMetricText({ bestMetrics: { epoch: '4', microF1: 0.5 } }), 'val metric — (epoch 4)');
 });
 
 test('micros and microsTime: microseconds since the epoch, in the local time zone', () => {

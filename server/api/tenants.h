@@ -1,7 +1,10 @@
 // Tenants, API keys and quotas (docs/API.md, "Tenants file").
 //
 // A tenants file (JSON) maps SHA-256 hashes of API keys to tenants, each with
-// quotas. The server never stores or logs a key, only its hash:
+// quotas. The server never stores or logs a key, only its hash. Its schema,
+// each field's meaning, default and range, and how the JSON is read, are in
+// proto/adapterd/config/v1/tenants.proto (message TenantsFile), the file's
+// reference; LoadTable reads the file with protobuf's JSON parser into it:
 //
 //   {"tenants": [
 //     {"id": "acme",
@@ -9,15 +12,16 @@
 //      "max_tasks": 100,                          // tasks owned (incl. pending)
 //      "max_queued_jobs": 4,                      // jobs VALIDATING or QUEUED
 //      "max_texts_per_predict": 64,
-//      "max_dataset_bytes": 67108864,             // per uploaded dataset
+//      "max_dataset_bytes": 67108864,             // all its datasets' text
 //      "predict_rate_per_second": 50,             // token bucket refill
-//      "predict_burst": 100}                      // token bucket size
+//      "predict_burst": 100,                      // token bucket size
+//      "batch_weight": 2}                         // share of a batch
 //   ]}
 //
-// Omitted quotas take the server's defaults (TenantQuotas{}); 0 means
-// "unlimited" for rates only where documented below. Without a tenants file the
-// registry is single-tenant: every caller is tenant "default", no key needed
-// (a key, if sent, is ignored).
+// Omitted quotas take the server's defaults (Options::defaults); a field the
+// schema does not have is refused. Without a tenants file the registry is
+// single-tenant: every caller is tenant "default", no key needed (a key, if
+// sent, is ignored).
 //
 // Reload: Reload() re-reads the file (adapterd does on SIGHUP) and swaps the
 // whole table at once, or keeps the old one and says why. A revoked key fails
@@ -106,8 +110,9 @@ class TenantRegistry {
     // Where warnings go (a tenants file others can read); default: stderr.
     std::function<void(const std::string&)> warn;
   };
-  // INVALID_ARGUMENT naming the problem for a malformed file (bad JSON,
-  // missing id, a tenant id or key hash used twice, a hash that is not 64 hex digits,
+  // INVALID_ARGUMENT naming the problem for a malformed file (bad JSON, a
+  // field tenants.proto does not have or a value of the wrong type, missing
+  // id, a tenant id or key hash used twice, a hash that is not 64 hex digits,
   // negative quotas); NOT_FOUND when the file does not exist;
   // FAILED_PRECONDITION when users other than the owner and group may write
   // it.

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
@@ -127,6 +128,82 @@ TEST(TenantRegistry, RejectsMalformedFiles) {
   TenantRegistry::Options o;
   o.tenants_file = dir.Sub("missing.json");
   EXPECT_FALSE(TenantRegistry::Create(o).ok());
+}
+
+// Files in the format that predates the schema (proto/adapterd/config/v1/
+// tenants.proto) load as they always have: snake_case names, api_key_sha256
+// as one string or a list, omitted quotas at the server's defaults, 0 kept as
+// 0, and of a key given twice the last.
+TEST(TenantRegistry, FilesInTheFormatBeforeTheSchemaLoadWithTheSameQuotas) {
+  TempDir dir;
+  const std::string path = dir.Sub("tenants.json");
+  std::ofstream(path) << absl::StrCat(R"({"tenants": [
+    {"id": "acme", "api_key_sha256": ")",
+                                      absl::AsciiStrToUpper(Sha256Hex("k1")), R"(",
+     "max_tasks": 100, "max_queued_jobs": 4, "max_texts_per_predict": 64,
+     "max_dataset_bytes": 67108864, "predict_rate_per_second": 0.5, "predict_burst": 100,
+     "batch_weight": 2},
+    {"id": "beta", "api_key_sha256": [")",
+                                      Sha256Hex("k2"), R"(", ")", Sha256Hex("k3"), R"("]},
+    {"id": "gamma", "api_key_sha256": [")",
+                                      Sha256Hex("k4"), R"("], "max_tasks": 1, "max_tasks": 0,
+     "max_dataset_bytes": 1e3, "predict_rate_per_second": 0}
+  ]})");
+  TenantRegistry::Options o;
+  o.tenants_file = path;
+  o.defaults.max_tasks = 7;
+  o.defaults.predict_rate_per_second = 3;
+  ASSERT_OK_AND_ASSIGN(auto r, TenantRegistry::Create(o));
+  const auto quotas_of = [&r](const std::string& key) -> TenantQuotas {
+    const std::string auth = absl::StrCat("Bearer ", key);
+    auto t = r->Authenticate(&auth);
+    EXPECT_OK(t.status()) << key;
+    return t.ok() ? (*t)->quotas() : TenantQuotas{};
+  };
+  EXPECT_EQ(quotas_of("k1"), (TenantQuotas{.max_tasks = 100,
+                                           .max_queued_jobs = 4,
+                                           .max_texts_per_predict = 64,
+                                           .max_dataset_bytes = 67108864,
+                                           .predict_rate_per_second = 0.5,
+                                           .predict_burst = 100,
+                                           .batch_weight = 2}));
+  EXPECT_EQ(quotas_of("k2"), o.defaults);
+  EXPECT_EQ(quotas_of("k3"), o.defaults);
+  TenantQuotas gamma = o.defaults;
+  gamma.max_tasks = 0;
+  gamma.max_dataset_bytes = 1000;
+  gamma.predict_rate_per_second = 0;
+  EXPECT_EQ(quotas_of("k4"), gamma);
+  EXPECT_EQ(r->TenantIds(), (std::vector<std::string>{"acme", "beta", "gamma"}));
+}
+
+TEST(TenantRegistry, AFieldTheSchemaDoesNotHaveIsRefusedNamingIt) {
+  TempDir dir;
+  const std::string h = Sha256Hex("k");
+  EXPECT_THAT(FromText(dir, absl::StrCat(R"({"tenants":[{"id":"a","api_key_sha256":")", h, R"(","max_taks":3}]})")),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::AllOf(::testing::HasSubstr("tenants[0]"), ::testing::HasSubstr("max_taks"),
+                                                 ::testing::HasSubstr("tenants.proto"))));
+  EXPECT_THAT(FromText(dir, absl::StrCat(R"({"tenants":[{"id":"a","api_key_sha256":")", h, R"("}],"comment":""})")),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("comment")));
+}
+
+TEST(TenantRegistry, AValueOfTheWrongTypeIsRefusedNamingTheField) {
+  TempDir dir;
+  const std::string h = Sha256Hex("k");
+  for (const std::string value : {R"("5")", R"("many")", "null", "true", "3.5", "[5]", "{}"}) {
+    EXPECT_THAT(FromText(dir, absl::StrCat(R"({"tenants":[{"id":"a","api_key_sha256":")", h, R"(","max_tasks":)", value,
+                                           "}]}")),
+                testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("max_tasks")))
+        << value;
+  }
+  EXPECT_THAT(FromText(dir, absl::StrCat(R"({"tenants":[{"id":"a","api_key_sha256":")", h,
+                                         R"(","predict_rate_per_second":"Infinity"}]})")),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("predict_rate_per_second")));
+  EXPECT_THAT(FromText(dir, absl::StrCat(R"({"tenants":[{"id":5,"api_key_sha256":")", h, R"("}]})")),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("tenants[0].id")));
+  EXPECT_THAT(FromText(dir, R"({"tenants":[{"id":"a","api_key_sha256":[5]}]})"),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("api_key_sha256")));
 }
 
 std::string OneTenant(const std::string& id, const std::string& key, int max_tasks = 5) {

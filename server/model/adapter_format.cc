@@ -34,7 +34,8 @@ std::span<const std::string_view> AdapterFormatKeys() {
                                                "qa_doc_stride",
                                                "qa_max_question_tokens",
                                                "qa_max_answer_tokens",
-                                               "qa_allow_no_answer"};
+                                               "qa_allow_no_answer",
+                                               "tagging_max_seq_len"};
   return kKeys;
 }
 
@@ -103,6 +104,13 @@ absl::Status ReadKind(const std::map<std::string, std::string, std::less<>>& md,
       return absl::InvalidArgumentError("adapter file: metadata 'qa_allow_no_answer' must be 0 or 1");
     }
     c.qa.allow_no_answer = allow == "1";
+  }
+  if (c.kind == TaskKind::kTokenClassification && md.contains("tagging_max_seq_len")) {
+    ASSIGN_OR_RETURN(int64_t v, GetInt(md, "tagging_max_seq_len"));
+    if (v < 3 || v > 1 << 20) {
+      return absl::InvalidArgumentError("adapter file: metadata 'tagging_max_seq_len' is out of range");
+    }
+    c.tagging_max_seq_len = static_cast<int32_t>(v);
   }
   return absl::OkStatus();
 }
@@ -176,6 +184,9 @@ absl::StatusOr<std::string> SerializeAdapterSet(const AdapterSet& set, std::stri
     writer.SetMetadata("qa_max_question_tokens", absl::StrCat(c.qa.max_question_tokens));
     writer.SetMetadata("qa_max_answer_tokens", absl::StrCat(c.qa.max_answer_tokens));
     writer.SetMetadata("qa_allow_no_answer", c.qa.allow_no_answer ? "1" : "0");
+  }
+  if (c.kind == TaskKind::kTokenClassification && c.tagging_max_seq_len > 0) {
+    writer.SetMetadata("tagging_max_seq_len", absl::StrCat(c.tagging_max_seq_len));
   }
   writer.SetMetadata("num_layers", absl::StrCat(set.layers().size()));
   writer.SetMetadata("hidden_size", absl::StrCat(set.head_weight().size(1)));

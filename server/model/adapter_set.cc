@@ -152,6 +152,12 @@ absl::Status AdapterConfig::Validate() const {
   return absl::InvalidArgumentError(absl::StrCat("unknown task kind ", static_cast<int32_t>(kind)));
 }
 
+int32_t AdapterConfig::window_length(int32_t limit) const {
+  if (kind == TaskKind::kExtractiveQa) return std::min(qa.max_seq_len, limit);
+  if (kind == TaskKind::kTokenClassification && tagging_max_seq_len > 0) return std::min(tagging_max_seq_len, limit);
+  return limit;
+}
+
 int64_t AdapterConfig::num_outputs() const {
   const KindSpec* spec = FindKindSpec(static_cast<int32_t>(kind));
   return spec != nullptr && spec->fixed_outputs > 0 ? spec->fixed_outputs : num_labels();

@@ -58,8 +58,19 @@ struct AdapterConfig {
   Standardization target;
   // Extractive QA: its windows.
   QaWindowing qa;
+  // Token classification: the window length (tokens, specials included) the
+  // task trained with, which Predict cuts long texts at too (within the
+  // server's --max_seq_len); 0 in files written before it was recorded:
+  // Predict then uses the server's.
+  int32_t tagging_max_seq_len = 0;
 
   int64_t num_labels() const { return static_cast<int64_t>(labels.size()); }
+  // The length of the rows a long input is cut into (the token kinds'
+  // windows, a pooled kind's truncation) when rows may be at most `limit`
+  // tokens: the task's trained window within `limit` (extractive QA, token
+  // classification), else `limit`. Training, validation and Predict all cut
+  // at it, so Predict sees the windows the task was trained on.
+  int32_t window_length(int32_t limit) const;
   // K, the head's outputs: the labels or tags, 1 (regression), 2 (QA).
   int64_t num_outputs() const;
   // INVALID_ARGUMENT naming the first rule broken.

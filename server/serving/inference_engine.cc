@@ -297,7 +297,8 @@ absl::StatusOr<std::vector<InferenceEngine::TextRows>> InferenceEngine::PlanRows
     const PredictRequest& request, const std::shared_ptr<const LoadedAdapter>& adapter,
     std::vector<BatchRow>& rows) const {
   const model::AdapterConfig& config = adapter->set->config();
-  const int32_t len = options_.max_seq_len;
+  // The task's trained window, within the server's longest row.
+  const int32_t len = config.window_length(options_.max_seq_len);
   const auto most_windows = static_cast<size_t>(options_.max_windows_per_text);
   std::vector<TextRows> plan(request.texts.size());
   for (size_t k = 0; k < request.texts.size(); ++k) {
@@ -322,10 +323,10 @@ absl::StatusOr<std::vector<InferenceEngine::TextRows>> InferenceEngine::PlanRows
     }
     if (text.windows.size() > most_windows) {
       const bool qa = config.kind == TaskKind::kExtractiveQa;
-      return absl::InvalidArgumentError(absl::StrCat(
-          "text ", k, " (", text.pieces.ids.size(), " word pieces", qa ? " of context" : "", ") needs more than ",
-          most_windows, " windows of ", qa ? std::min(config.qa.max_seq_len, len) : len,
-          " tokens; the limit is --max_windows_per_text (", most_windows, "): send shorter texts"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("text ", k, " (", text.pieces.ids.size(), " word pieces", qa ? " of context" : "",
+                       ") needs more than ", most_windows, " windows of ", len,
+                       " tokens; the limit is --max_windows_per_text (", most_windows, "): send shorter texts"));
     }
     if (rows.size() + text.windows.size() > static_cast<size_t>(options_.max_rows_per_request)) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -48,7 +48,7 @@ Row WindowRow(const model::SlidingWindow& w) {
 
 // Token classification: windows over the text's pieces, each word's first
 // piece targeting its tag.
-absl::Status AddTaggingRows(const model::BertTokenizer& tok, const Example& e,
+absl::Status AddTaggingRows(const model::AdapterConfig& config, const model::BertTokenizer& tok, const Example& e,
                             const std::map<std::string, int64_t>& index, RowSet& out, ExampleGold& gold) {
   ASSIGN_OR_RETURN(TaggedWords tagged, TagWords(e, tok));
   std::vector<int64_t> piece_tags(tagged.pieces.ids.size(), model::kIgnoredPosition);
@@ -57,7 +57,8 @@ absl::Status AddTaggingRows(const model::BertTokenizer& tok, const Example& e,
     if (first < 0) continue;
     ASSIGN_OR_RETURN(piece_tags[static_cast<size_t>(first)], IndexOf(index, tagged.tags[w], "tag"));
   }
-  for (const model::SlidingWindow& w : model::TaggingWindows(tok, tagged.pieces, tok.options().max_seq_len)) {
+  const int32_t window = config.window_length(tok.options().max_seq_len);
+  for (const model::SlidingWindow& w : model::TaggingWindows(tok, tagged.pieces, window)) {
     Row r = WindowRow(w);
     r.tags.assign(r.input_ids.size(), model::kIgnoredPosition);
     for (int32_t p = w.context_begin; p < w.context_end; ++p) {
@@ -84,7 +85,8 @@ absl::Status AddQaRows(const model::AdapterConfig& config, const model::BertToke
   }
   for (const AnswerSpan& a : e.answers) gold.answers.push_back(a.text);
   if (gold.answers.empty()) gold.answers.emplace_back();
-  for (const model::SlidingWindow& w : model::QaWindows(tok, e.text, gold.pieces, config.qa, config.qa.max_seq_len)) {
+  for (const model::SlidingWindow& w :
+       model::QaWindows(tok, e.text, gold.pieces, config.qa, config.window_length(tok.options().max_seq_len))) {
     Row r = WindowRow(w);
     const int32_t last = w.context_offset + (w.context_end - w.context_begin);  // exclusive
     if (answer && answer->first >= w.context_offset && answer->second < last) {
@@ -132,7 +134,7 @@ absl::Status AddRows(const model::AdapterConfig& config, const model::BertTokeni
       break;
     }
     case TaskKind::kTokenClassification:
-      RETURN_IF_ERROR(AddTaggingRows(tok, e, index, out, gold));
+      RETURN_IF_ERROR(AddTaggingRows(config, tok, e, index, out, gold));
       break;
     case TaskKind::kExtractiveQa:
       RETURN_IF_ERROR(AddQaRows(config, tok, e, out, gold));

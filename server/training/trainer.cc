@@ -179,6 +179,9 @@ absl::Status TrainingRun::Configure(const TrainingData& data, const std::vector<
     }
     config_.target = model::StandardizationOf(targets);
   }
+  if (data.kind == model::TaskKind::kTokenClassification) {
+    config_.tagging_max_seq_len = tokenizer_->options().max_seq_len;
+  }
   if (data.kind == model::TaskKind::kExtractiveQa) {
     config_.qa.max_seq_len = tokenizer_->options().max_seq_len;
     config_.qa.doc_stride = std::min(

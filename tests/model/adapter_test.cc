@@ -516,7 +516,10 @@ TEST(AdapterFormat, FormatOneFilesMatchTheWeightsFingerprint) {
 AdapterConfig KindConfig(TaskKind kind) {
   AdapterConfig c = MakeAdapterConfig(3, 8);
   c.kind = kind;
-  if (kind == TaskKind::kTokenClassification) c.labels = BioTagSet(std::vector<std::string>{"PER", "LOC"});
+  if (kind == TaskKind::kTokenClassification) {
+    c.labels = BioTagSet(std::vector<std::string>{"PER", "LOC"});
+    c.tagging_max_seq_len = 40;
+  }
   if (kind == TaskKind::kRegression || kind == TaskKind::kExtractiveQa) c.labels.clear();
   c.target = {.mean = 3.25, .stddev = 0.1 + 1.0 / 3};
   c.qa = {
@@ -544,6 +547,11 @@ TEST(AdapterFormat, EveryKindRoundTripsWithWhatItsHeadNeeds) {
     if (kind == TaskKind::kExtractiveQa) {
       EXPECT_EQ(b.qa, c.qa);
     }
+    EXPECT_EQ(b.tagging_max_seq_len, c.tagging_max_seq_len);
+    // The window each kind's rows are cut at, within a limit.
+    const int32_t trained = kind == TaskKind::kExtractiveQa ? 48 : kind == TaskKind::kTokenClassification ? 40 : 512;
+    EXPECT_EQ(b.window_length(512), trained);
+    EXPECT_EQ(b.window_length(24), 24);
     EXPECT_TRUE(BitEqual(back->head_weight(), set->head_weight()));
   }
   EXPECT_EQ(KindConfig(TaskKind::kRegression).num_outputs(), 1);
@@ -570,6 +578,7 @@ TEST(AdapterFormat, WhatAKindCannotHaveIsInvalidArgument) {
        "distinct"},
       {Rewrite(qa, [](auto&, auto& m) { m["qa_max_seq_len"] = "10"; }), "max_seq_len >= max_question_tokens + 4"},
       {Rewrite(qa, [](auto&, auto& m) { m["qa_allow_no_answer"] = "yes"; }), "must be 0 or 1"},
+      {Rewrite(tags, [](auto&, auto& m) { m["tagging_max_seq_len"] = "2"; }), "'tagging_max_seq_len' is out of range"},
       // An eighth of the 48-token window is 6: a stride of 1 planned a window per context token.
       {Rewrite(qa, [](auto&, auto& m) { m["qa_doc_stride"] = "5"; }), "doc_stride >= max_seq_len / 8"},
       {Rewrite(qa, [](auto&, auto& m) { m["qa_doc_stride"] = "1"; }), "doc_stride >= max_seq_len / 8"},

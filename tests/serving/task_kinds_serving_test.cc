@@ -263,6 +263,44 @@ TEST_F(KindServingTest, WindowsPerTextAndRowsPerRequestAreBoundedAtNAndNPlusOne)
   }
 }
 
+// A token classification task cuts long texts at the window it trained with
+// (recorded in its adapter file), not at the server's --max_seq_len: the
+// windows Predict runs are the ones training and validation ran.
+TEST_F(KindServingTest, TaggingWindowsAreTheTasksTrainedWindowWithinTheServersLimit) {
+  model::AdapterConfig c;
+  c.bottleneck_size = 8;
+  c.kind = TaskKind::kTokenClassification;
+  c.labels = model::BioTagSet(std::vector<std::string>{"A", "B"});
+  c.tagging_max_seq_len = 8;
+  ASSERT_OK_AND_ASSIGN(std::string bytes, KindAdapterBytes(*encoder_, c, 404));
+  ASSERT_OK(Promote(*db_, "acme", "tagging-8", static_cast<int>(c.labels.size()), std::move(bytes)).status());
+  PredictRequest r = Request(TaskKind::kTokenClassification);
+  r.task_id = "tagging-8";
+  r.texts = {testing::Text(2, 20)};
+  auto engine_at = [&](int32_t max_seq_len, int windows) {
+    InferenceEngine::Options o = Options();
+    o.max_seq_len = max_seq_len;
+    o.max_windows_per_text = windows;
+    return InferenceEngine::Create(o);
+  };
+  {
+    // The server allows 32 tokens a row; the task's windows are 8.
+    ASSERT_OK_AND_ASSIGN(auto engine, engine_at(32, 1));
+    EXPECT_THAT(engine->Predict(r),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("more than 1 windows of 8 tokens")));
+  }
+  ASSERT_OK_AND_ASSIGN(auto wide, engine_at(32, 64));
+  ASSERT_OK_AND_ASSIGN(auto narrow, engine_at(8, 64));
+  ASSERT_OK_AND_ASSIGN(PredictResult a, wide->Predict(r));
+  ASSERT_OK_AND_ASSIGN(PredictResult b, narrow->Predict(r));
+  ASSERT_FALSE(a.entities.empty());
+  ExpectSameResult(a, b);
+  // Below the task's window, the server's limit wins.
+  ASSERT_OK_AND_ASSIGN(auto tighter, engine_at(6, 1));
+  EXPECT_THAT(tighter->Predict(r),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("more than 1 windows of 6 tokens")));
+}
+
 // Tasks trained here (the training fixture's encoder), served on long
 // inputs.
 class TrainedKindServingTest : public ::testing::Test {

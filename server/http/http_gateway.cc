@@ -2,6 +2,9 @@
 
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <microhttpd.h>
 
@@ -13,6 +16,8 @@
 #include <deque>
 #include <fstream>
 #include <functional>
+#include <future>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -52,6 +57,8 @@ struct HttpGateway::State {
   UsageLedger bodies;  // every connection's buffered body (server-wide: tenant "")
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Adapterd::Stub> stub;
+  // The unary routes' calls, by method name (Unary).
+  std::unique_ptr<grpc::TemplatedGenericStub<google::protobuf::Message, google::protobuf::Message>> generic_stub;
   Hooks hooks;
   bool require_client_certificate = false;
   TlsPem tls;  // MHD keeps pointers to the PEM text: it lives here
@@ -728,14 +735,28 @@ absl::Status Receive(State* state, Call& call, std::string_view data) {
   return absl::OkStatus();
 }
 
-// Unary calls: request from the body, path and query; response as JSON.
-template <typename Request, typename Response>
-MHD_Result Unary(State* state, MHD_Connection* c, Call& call,
-                 grpc::Status (v1::Adapterd::Stub::*method)(grpc::ClientContext*, const Request&, Response*)) {
-  Request request;
+// The gRPC method a route calls, as the service's descriptor declares it.
+const google::protobuf::MethodDescriptor* MethodOf(const Route& route) {
+  static const google::protobuf::ServiceDescriptor* const service =
+      v1::PredictRequest::descriptor()->file()->FindServiceByName("Adapterd");
+  return service != nullptr ? service->FindMethodByName(route.rpc) : nullptr;
+}
+
+// A unary route: its request (the method's input type, from the descriptor)
+// from the body, path and query; the call through a generic stub; the
+// response as JSON. Every unary route is served here, from the route table
+// alone.
+MHD_Result Unary(State* state, MHD_Connection* c, Call& call) {
+  const google::protobuf::MethodDescriptor* method = MethodOf(*call.route);
+  if (method == nullptr || method->client_streaming() || method->server_streaming()) {
+    return Fail(state, c, call, absl::InternalError(absl::StrCat("no unary method ", call.route->rpc)));
+  }
+  google::protobuf::MessageFactory* factory = google::protobuf::MessageFactory::generated_factory();
+  std::unique_ptr<google::protobuf::Message> request(factory->GetPrototype(method->input_type())->New());
+  std::unique_ptr<google::protobuf::Message> response(factory->GetPrototype(method->output_type())->New());
   absl::Status s;
   if (call.route->body == BodyKind::kJson && !absl::StripAsciiWhitespace(call.body).empty()) {
-    s = ParseJsonBody(call.body, request);
+    s = ParseJsonBody(call.body, *request);
   }
   const auto query = QueryParameters(c);
   if (s.ok() && call.route->body == BodyKind::kJson && !query.empty()) {
@@ -743,15 +764,18 @@ MHD_Result Unary(State* state, MHD_Connection* c, Call& call,
                                                 "': ", call.route->method, " ", call.route->pattern,
                                                 " takes its fields in the JSON body, not the query string"));
   }
-  if (s.ok()) s = ApplyPathAndQuery(request, call.variables, query);
+  if (s.ok()) s = ApplyPathAndQuery(*request, call.variables, query);
   grpc::ClientContext ctx;
-  if (s.ok()) s = PrepareContext(c, RoutingTask(request), ctx);
+  if (s.ok()) s = PrepareContext(c, RoutingTask(*request), ctx);
   if (!s.ok()) return Fail(state, c, call, s);
-  Response response;
   call.grpc_called = true;
-  const grpc::Status status = (state->stub.get()->*method)(&ctx, request, &response);
+  std::promise<grpc::Status> done;
+  state->generic_stub->UnaryCall(&ctx, absl::StrCat("/", method->service()->full_name(), "/", method->name()),
+                                 grpc::StubOptions(), request.get(), response.get(),
+                                 [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  const grpc::Status status = done.get_future().get();
   if (!status.ok()) return Fail(state, c, call, CallStatus(status, state->options.max_body_bytes));
-  return ReplyJson(c, MHD_HTTP_OK, ToJson(response));
+  return ReplyJson(c, MHD_HTTP_OK, ToJson(*response));
 }
 
 // A server stream's call, opened, with its first message (so that a call
@@ -864,23 +888,16 @@ MHD_Result FinishStream(State* state, MHD_Connection* c, Call& call) {
 }
 
 MHD_Result Dispatch(State* state, MHD_Connection* c, Call& call) {
-  using Stub = v1::Adapterd::Stub;
-  const std::string_view rpc = call.route->rpc;
   if (call.stream_open()) return FinishStream(state, c, call);
-  if (rpc == "WatchTrainingJob") return Watch(state, c, call);
-  if (rpc == "ExportAdapter") return Export(state, c, call);
-  if (rpc == "GetDataset") return Unary(state, c, call, &Stub::GetDataset);
-  if (rpc == "ListDatasets") return Unary(state, c, call, &Stub::ListDatasets);
-  if (rpc == "DeleteDataset") return Unary(state, c, call, &Stub::DeleteDataset);
-  if (rpc == "CreateTrainingJob") return Unary(state, c, call, &Stub::CreateTrainingJob);
-  if (rpc == "GetTrainingJob") return Unary(state, c, call, &Stub::GetTrainingJob);
-  if (rpc == "ListTrainingJobs") return Unary(state, c, call, &Stub::ListTrainingJobs);
-  if (rpc == "CancelTrainingJob") return Unary(state, c, call, &Stub::CancelTrainingJob);
-  if (rpc == "GetTask") return Unary(state, c, call, &Stub::GetTask);
-  if (rpc == "ListTasks") return Unary(state, c, call, &Stub::ListTasks);
-  if (rpc == "DeleteTask") return Unary(state, c, call, &Stub::DeleteTask);
-  if (rpc == "Predict") return Unary(state, c, call, &Stub::Predict);
-  return Fail(state, c, call, absl::InternalError(absl::StrCat("no handler for ", std::string(rpc))));
+  switch (call.route->response) {
+    case ResponseKind::kEventStream:
+      return Watch(state, c, call);
+    case ResponseKind::kDownload:
+      return Export(state, c, call);
+    case ResponseKind::kJson:
+      break;
+  }
+  return Unary(state, c, call);
 }
 
 // The host part of a Host header or an origin's authority ("h:8080" -> "h",
@@ -1162,6 +1179,9 @@ absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewa
   State* state = gateway->state_.get();
   state->channel = std::move(channel);
   state->stub = v1::Adapterd::NewStub(state->channel);
+  state->generic_stub =
+      std::make_unique<grpc::TemplatedGenericStub<google::protobuf::Message, google::protobuf::Message>>(
+          state->channel);
   state->hooks = std::move(hooks);
   unsigned int flags =
       MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;

@@ -43,6 +43,9 @@ BUILD_PACKAGES=(
 TEST_PACKAGES=(
   # test and benchmark frameworks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the tests' and adapterd-soak's loopback HTTP client (common/testing/http_client.h);
+  # no product binary links libcurl
+  libcurl4-openssl-dev
   # a real Prometheus and promtool for the metrics tests
   prometheus
   # golden-output reference (independent PyTorch implementation of BertModel)

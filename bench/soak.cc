@@ -45,7 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/adapterd_client.h"
-#include "server/metrics/scrape.h"
+#include "common/testing/http_client.h"
 
 namespace adapterd::bench {
 namespace {
@@ -131,10 +131,12 @@ struct MemSample {
 MemSample ReadMetrics(int port) {
   MemSample m;
   if (port == 0) return m;
-  absl::StatusOr<metrics::HttpResponse> r = metrics::HttpGet(port, "/metrics", absl::Seconds(10));
+  absl::StatusOr<::adapterd::testing::HttpResponse> r =
+      ::adapterd::testing::HttpGet(port, "/metrics", absl::Seconds(10));
   if (!r.ok() || r->status != 200) return m;
   for (size_t i = 0; i < kMemOwners.size(); ++i) {
-    if (std::optional<double> v = metrics::SampleValue(r->body, kMemOwners[i].series)) m.mib[i] = *v / (1 << 20);
+    if (std::optional<double> v = ::adapterd::testing::SampleValue(r->body, kMemOwners[i].series))
+      m.mib[i] = *v / (1 << 20);
   }
   return m;
 }

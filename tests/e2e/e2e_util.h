@@ -17,8 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/testing/http_client.h"
 #include "common/testing/subprocess.h"
-#include "server/metrics/scrape.h"
 
 namespace adapterd::e2e {
 
@@ -56,12 +56,13 @@ using CommandResult = ::adapterd::testing::RunResult;
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, absl::Duration timeout,
                                          const std::string& stdin_text = "");
 
-// Reading /metrics back: server/metrics/scrape.h.
-using ::adapterd::metrics::HttpGet;
-using ::adapterd::metrics::HttpHeaders;
-using ::adapterd::metrics::HttpRequest;
-using ::adapterd::metrics::HttpResponse;
-using ::adapterd::metrics::SampleValue;
+// Reading /metrics back and calling the REST gateway:
+// common/testing/http_client.h.
+using ::adapterd::testing::HttpGet;
+using ::adapterd::testing::HttpHeaders;
+using ::adapterd::testing::HttpRequest;
+using ::adapterd::testing::HttpResponse;
+using ::adapterd::testing::SampleValue;
 
 // Calls `done` every `interval` until it returns true or `timeout` passes.
 bool PollUntil(const std::function<bool()>& done, absl::Duration timeout,

@@ -31,14 +31,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/testing/http_client.h"
 #include "common/testing/status_matchers.h"
 #include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
-#include "server/metrics/scrape.h"
 
 namespace adapterd::http {
 namespace {
 
-using ::adapterd::metrics::HttpRequest;
+using ::adapterd::testing::HttpRequest;
+using ::adapterd::testing::HttpResponse;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -198,9 +199,9 @@ TEST_F(HttpGatewayTest, AResponseOverTheMessageLimitIs413NotARateLimit) {
     return HttpRequest(gateway->port(), "POST", "/v1/tasks/t:predict", body.dump(),
                        {{"Content-Type", "application/json"}}, absl::Seconds(30));
   };
-  ASSERT_OK_AND_ASSIGN(metrics::HttpResponse fits, predict(2));
+  ASSERT_OK_AND_ASSIGN(HttpResponse fits, predict(2));
   EXPECT_EQ(fits.status, 200) << fits.body;
-  ASSERT_OK_AND_ASSIGN(metrics::HttpResponse over, predict(30));  // a 150-byte body, a larger answer
+  ASSERT_OK_AND_ASSIGN(HttpResponse over, predict(30));  // a 150-byte body, a larger answer
   EXPECT_EQ(over.status, 413) << over.body;
   const nlohmann::json status = nlohmann::json::parse(over.body, nullptr, false);
   EXPECT_EQ(status["code"], 8);

@@ -852,4 +852,48 @@ absl::StatusOr<std::vector<v1::Example>> DatasetStreamParser::ParsePiece(std::st
   return examples;
 }
 
+// ---------------------------------------------------------------------------
+// Any format, a piece at a time
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// The format a file streams in, or nullopt when it is read whole.
+std::optional<DatasetFormat> StreamedFormat(DatasetFormat format, std::string_view name) {
+  if (format == DatasetFormat::kCsv || format == DatasetFormat::kJsonl) return format;
+  if (format != DatasetFormat::kAuto) return std::nullopt;
+  const std::string ext = Extension(name);
+  if (ext == "csv") return DatasetFormat::kCsv;
+  if (ext == "jsonl" || ext == "ndjson") return DatasetFormat::kJsonl;
+  return std::nullopt;  // .json and the rest: the content tells (ParseDataset)
+}
+
+}  // namespace
+
+DatasetFileReader::DatasetFileReader(DatasetFormat format, std::string name, size_t max_record_bytes,
+                                     size_t max_whole_bytes)
+    : format_(format), name_(std::move(name)), max_whole_bytes_(max_whole_bytes) {
+  if (const std::optional<DatasetFormat> streamed = StreamedFormat(format, name_); streamed.has_value()) {
+    stream_ = std::make_unique<DatasetStreamParser>(*streamed, name_, max_record_bytes);
+  }
+}
+
+absl::StatusOr<std::vector<v1::Example>> DatasetFileReader::Feed(std::string_view bytes) {
+  if (stream_ != nullptr) return stream_->Feed(bytes);
+  if (whole_.size() + bytes.size() > max_whole_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name_, ": a ", format_ == DatasetFormat::kSquad ? "SQuAD document" : "file read whole (SQuAD, or .json)",
+        " larger than ", max_whole_bytes_, " bytes; send JSON Lines or CSV (read as they arrive) instead"));
+  }
+  whole_.append(bytes);
+  return std::vector<v1::Example>();
+}
+
+absl::StatusOr<std::vector<v1::Example>> DatasetFileReader::Finish() {
+  if (stream_ != nullptr) return stream_->Finish();
+  absl::StatusOr<std::vector<v1::Example>> examples = ParseDataset(whole_, format_, name_);
+  std::string().swap(whole_);
+  return examples;
+}
+
 }  // namespace adapterd

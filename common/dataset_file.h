@@ -92,6 +92,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -164,6 +165,31 @@ class DatasetStreamParser {
   std::string held_;          // whitespace-only records before any content
   int64_t examples_ = 0;
   absl::Status error_;
+};
+
+// Reads one dataset file that arrives a piece at a time, in any format: the
+// server's one reader of uploaded files (UploadDataset with file bytes, the
+// REST upload). CSV and JSON Lines (given, or by `name`'s extension .csv,
+// .jsonl, .ndjson) stream through DatasetStreamParser; a SQuAD document, and
+// a file whose format only its content tells (kAuto with .json or another
+// extension), is held whole and read by ParseDataset at Finish, at most
+// `max_whole_bytes` of it (INVALID_ARGUMENT past that, naming the streamed
+// formats). The examples and errors are ParseDataset's for the whole file.
+class DatasetFileReader {
+ public:
+  DatasetFileReader(DatasetFormat format, std::string name, size_t max_record_bytes, size_t max_whole_bytes);
+
+  // Appends `bytes`; returns the examples they complete (often none).
+  absl::StatusOr<std::vector<v1::Example>> Feed(std::string_view bytes);
+  // The end of the file: the rest of its examples.
+  absl::StatusOr<std::vector<v1::Example>> Finish();
+
+ private:
+  const DatasetFormat format_;
+  const std::string name_;
+  const size_t max_whole_bytes_;
+  std::unique_ptr<DatasetStreamParser> stream_;  // null: read whole
+  std::string whole_;
 };
 
 }  // namespace adapterd

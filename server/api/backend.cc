@@ -42,16 +42,70 @@ int64_t TaskParameters(const model::BertConfig& c, const storage::v1::TaskRecord
 
 // --- DatasetUpload ---------------------------------------------------------------
 
-DatasetUpload::DatasetUpload(Backend* backend, const Tenant* tenant, std::string dataset_id, std::string display_name,
-                             UsageLedger::Hold bytes)
+namespace {
+
+DatasetFormat ReaderFormat(v1::DatasetFormat format) {
+  switch (format) {
+    case v1::DATASET_FORMAT_CSV:
+      return DatasetFormat::kCsv;
+    case v1::DATASET_FORMAT_JSONL:
+      return DatasetFormat::kJsonl;
+    case v1::DATASET_FORMAT_SQUAD:
+      return DatasetFormat::kSquad;
+    default:
+      return DatasetFormat::kAuto;
+  }
+}
+
+// Examples gathered into one stored chunk before it is written.
+constexpr size_t kFileChunkBytes = size_t{1} << 20;
+
+}  // namespace
+
+DatasetUpload::DatasetUpload(Backend* backend, const Tenant* tenant, std::string dataset_id,
+                             const v1::UploadDatasetRequest::Metadata& metadata, UsageLedger::Hold bytes)
     : backend_(backend),
       tenant_(tenant),
       dataset_id_(std::move(dataset_id)),
-      display_name_(std::move(display_name)),
+      display_name_(metadata.display_name()),
       bytes_(std::move(bytes)),
       sha_(std::make_unique<Sha256>()) {
   record_.set_tenant(tenant_->id());
   record_.set_dataset_id(dataset_id_);
+  if (metadata.file_format() != v1::DATASET_FORMAT_UNSPECIFIED) {
+    file_ = std::make_unique<DatasetFileReader>(ReaderFormat(metadata.file_format()),
+                                                metadata.file_name().empty() ? "the file" : metadata.file_name(),
+                                                kMaxDatasetRecordBytes, kMaxWholeDatasetFileBytes);
+    file_sha_ = std::make_unique<Sha256>();
+  }
+}
+
+absl::Status DatasetUpload::AddFileBytes(std::string_view bytes) {
+  if (finished_) return absl::FailedPreconditionError("the upload is finished");
+  if (file_ == nullptr) {
+    return absl::InvalidArgumentError(
+        "file_bytes in an upload of examples: set metadata.file_format to upload a file, or send chunks");
+  }
+  file_sha_->Update(bytes);
+  ASSIGN_OR_RETURN(std::vector<v1::Example> examples, file_->Feed(bytes));
+  return AddFileExamples(std::move(examples));
+}
+
+absl::Status DatasetUpload::AddFileExamples(std::vector<v1::Example> examples) {
+  for (v1::Example& e : examples) {
+    const size_t bytes = e.ByteSizeLong();
+    if (file_chunk_bytes_ > 0 && file_chunk_bytes_ + bytes > kFileChunkBytes) RETURN_IF_ERROR(FlushFileChunk());
+    *file_chunk_.add_examples() = std::move(e);
+    file_chunk_bytes_ += bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DatasetUpload::FlushFileChunk() {
+  v1::DatasetChunk chunk;
+  chunk.Swap(&file_chunk_);
+  file_chunk_bytes_ = 0;
+  return StoreChunk(chunk);
 }
 
 DatasetUpload::~DatasetUpload() {
@@ -64,6 +118,13 @@ DatasetUpload::~DatasetUpload() {
 }
 
 absl::Status DatasetUpload::AddChunk(const v1::DatasetChunk& chunk) {
+  if (file_ != nullptr) {
+    return absl::InvalidArgumentError("a chunk of examples in a file upload (metadata.file_format): send file_bytes");
+  }
+  return StoreChunk(chunk);
+}
+
+absl::Status DatasetUpload::StoreChunk(const v1::DatasetChunk& chunk) {
   if (finished_) return absl::FailedPreconditionError("the upload is finished");
   int64_t bytes = 0;
   for (int i = 0; i < chunk.examples_size(); ++i) {
@@ -114,6 +175,12 @@ absl::Status DatasetUpload::AddChunk(const v1::DatasetChunk& chunk) {
 
 absl::StatusOr<v1::Dataset> DatasetUpload::Finish() {
   if (finished_) return absl::FailedPreconditionError("the upload is finished");
+  if (file_ != nullptr) {
+    ASSIGN_OR_RETURN(std::vector<v1::Example> rest, file_->Finish());
+    RETURN_IF_ERROR(AddFileExamples(std::move(rest)));
+    RETURN_IF_ERROR(FlushFileChunk());
+    record_.set_file_sha256(file_sha_->HexDigest());
+  }
   if (record_.num_examples() == 0) return absl::InvalidArgumentError("the dataset has no examples");
   record_.set_num_chunks(next_chunk_);
   record_.set_created_at_micros(NowMicros());
@@ -264,7 +331,7 @@ absl::StatusOr<std::unique_ptr<DatasetUpload>> Backend::BeginUpload(const Tenant
     release();
     return bytes.status();
   }
-  return std::unique_ptr<DatasetUpload>(new DatasetUpload(this, &tenant, id, meta.display_name(), *std::move(bytes)));
+  return std::unique_ptr<DatasetUpload>(new DatasetUpload(this, &tenant, id, meta, *std::move(bytes)));
 }
 
 absl::StatusOr<v1::Dataset> Backend::GetDataset(const Tenant& tenant, const v1::GetDatasetRequest& request) {

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/dataset_file.h"
 #include "common/sha256.h"
 #include "common/usage_ledger.h"
 #include "proto/adapterd/v1/adapterd_service.pb.h"
@@ -46,22 +47,44 @@ class Backend;
 // they arrive, so memory stays bounded by one chunk; the dataset becomes
 // visible only in Finish(). Destroying an unfinished upload removes what it
 // stored. Not thread-safe: one stream drives it.
+//
+// An upload carries examples (AddChunk) or, when its metadata names a
+// file_format, a file's bytes (AddFileBytes), which the server reads with
+// its one reader (common/dataset_file.h DatasetFileReader: CSV and JSON
+// Lines as they arrive, at most kMaxDatasetRecordBytes a record; a SQuAD
+// document, or a file only its content identifies, whole, at most
+// kMaxWholeDatasetFileBytes) and stores as chunks of examples, exactly as if
+// they had been sent as examples.
 class DatasetUpload {
  public:
+  static constexpr size_t kMaxDatasetRecordBytes = size_t{1} << 20;
+  static constexpr size_t kMaxWholeDatasetFileBytes = size_t{64} << 20;
+
   ~DatasetUpload();
   // Validates and stores one chunk: every example needs a non-empty, valid
   // UTF-8 text and label (INVALID_ARGUMENT naming the example's index in the
   // dataset); RESOURCE_EXHAUSTED when the tenant's datasets, stored and
-  // being uploaded, would pass its max_dataset_bytes.
+  // being uploaded, would pass its max_dataset_bytes. INVALID_ARGUMENT in a
+  // file upload.
   absl::Status AddChunk(const v1::DatasetChunk& chunk);
-  // Writes the metadata record (the dataset becomes visible).
-  // INVALID_ARGUMENT for an empty dataset.
+  // A piece of the file: its examples are checked and stored as AddChunk's
+  // as their records complete. INVALID_ARGUMENT for an upload of examples,
+  // and for the file's errors (its name and line, common/dataset_file.h).
+  absl::Status AddFileBytes(std::string_view bytes);
+  // Reads the rest of a file, then writes the metadata record (the dataset
+  // becomes visible). INVALID_ARGUMENT for an empty dataset.
   absl::StatusOr<v1::Dataset> Finish();
 
  private:
   friend class Backend;
-  DatasetUpload(Backend* backend, const Tenant* tenant, std::string dataset_id, std::string display_name,
-                UsageLedger::Hold bytes);
+  DatasetUpload(Backend* backend, const Tenant* tenant, std::string dataset_id,
+                const v1::UploadDatasetRequest::Metadata& metadata, UsageLedger::Hold bytes);
+  // AddChunk's checks and storing, for both kinds of upload.
+  absl::Status StoreChunk(const v1::DatasetChunk& chunk);
+  // Gathers the file's examples into chunks of about 1 MiB (StoreChunk).
+  absl::Status AddFileExamples(std::vector<v1::Example> examples);
+  absl::Status FlushFileChunk();
+
   Backend* backend_;
   const Tenant* tenant_;
   std::string dataset_id_;
@@ -71,6 +94,12 @@ class DatasetUpload {
   int64_t next_chunk_ = 0;
   bool finished_ = false;
   std::unique_ptr<Sha256> sha_;
+  // A file upload: its reader, the SHA-256 of its bytes, the examples not
+  // stored yet.
+  std::unique_ptr<DatasetFileReader> file_;
+  std::unique_ptr<Sha256> file_sha_;
+  v1::DatasetChunk file_chunk_;
+  size_t file_chunk_bytes_ = 0;
 };
 
 // One adapter file being imported (the ImportAdapter stream), held in memory

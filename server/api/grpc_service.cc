@@ -153,8 +153,16 @@ grpc::Status GrpcService::UploadDataset(grpc::ServerContext* ctx, grpc::ServerRe
     ASSIGN_OR_RETURN(std::unique_ptr<DatasetUpload> upload, backend().BeginUpload(tenant, msg.metadata(), route_task));
     while (reader->Read(&msg)) {
       RETURN_IF_ERROR(StopReason(ctx, /*client_stream=*/true));
-      if (!msg.has_chunk()) return absl::InvalidArgumentError("only the first message may carry metadata");
-      RETURN_IF_ERROR(upload->AddChunk(msg.chunk()));
+      switch (msg.payload_case()) {
+        case v1::UploadDatasetRequest::kChunk:
+          RETURN_IF_ERROR(upload->AddChunk(msg.chunk()));
+          break;
+        case v1::UploadDatasetRequest::kFileBytes:
+          RETURN_IF_ERROR(upload->AddFileBytes(msg.file_bytes()));
+          break;
+        default:
+          return absl::InvalidArgumentError("only the first message may carry metadata");
+      }
     }
     RETURN_IF_ERROR(CheckCleanEnd(ctx, "upload"));
     ASSIGN_OR_RETURN(*response, upload->Finish());

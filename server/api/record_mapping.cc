@@ -107,6 +107,7 @@ v1::Dataset ToApi(const storage::v1::DatasetRecord& r) {
   out.set_display_name(r.display_name());
   out.set_created_at_micros(r.created_at_micros());
   out.set_content_sha256(r.content_sha256());
+  out.set_file_sha256(r.file_sha256());
   return out;
 }
 

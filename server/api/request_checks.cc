@@ -52,6 +52,17 @@ absl::Status CheckUploadMetadata(const v1::UploadDatasetRequest::Metadata& metad
     return absl::InvalidArgumentError(
         absl::StrCat("display_name must be valid UTF-8 of at most ", kMaxDisplayNameBytes, " bytes"));
   }
+  if (!v1::DatasetFormat_IsValid(metadata.file_format())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("file_format ", metadata.file_format(), " is not a DatasetFormat (AUTO, CSV, JSONL or SQUAD)"));
+  }
+  if (!IsValidUtf8(metadata.file_name()) || metadata.file_name().size() > kMaxDisplayNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("file_name must be valid UTF-8 of at most ", kMaxDisplayNameBytes, " bytes"));
+  }
+  if (!metadata.file_name().empty() && metadata.file_format() == v1::DATASET_FORMAT_UNSPECIFIED) {
+    return absl::InvalidArgumentError("file_name names a file: set file_format too (DATASET_FORMAT_AUTO to detect it)");
+  }
   return absl::OkStatus();
 }
 

@@ -35,7 +35,6 @@
 #include "absl/time/clock.h"
 #include "common/api_util.h"
 #include "common/connection_table.h"
-#include "common/dataset_file.h"
 #include "common/listen_address.h"
 #include "common/logging.h"
 #include "common/routing.h"
@@ -483,10 +482,7 @@ struct Call {
   std::unique_ptr<grpc::ClientWriter<v1::ImportAdapterRequest>> import;
   v1::Dataset dataset;
   v1::Task task;
-  std::unique_ptr<DatasetStreamParser> parser;  // null for SQuAD (parsed whole)
-  v1::UploadDatasetRequest chunk;               // examples not sent yet
-  size_t chunk_bytes = 0;
-  std::string pending_bytes;  // adapter bytes not sent yet
+  std::string pending_bytes;  // bytes of the body (a dataset or adapter file) not sent yet
 
   bool stream_open() const { return ctx != nullptr; }
 
@@ -613,47 +609,37 @@ std::string MediaType(const std::optional<std::string>& content_type) {
       std::string(absl::StripAsciiWhitespace(content_type->substr(0, content_type->find(';')))));
 }
 
-std::optional<DatasetFormat> DatasetFormatOf(const std::optional<std::string>& content_type) {
+std::optional<v1::DatasetFormat> DatasetFormatOf(const std::optional<std::string>& content_type) {
   if (!content_type.has_value()) return std::nullopt;
   const std::string type = MediaType(content_type);
-  if (type == "text/csv") return DatasetFormat::kCsv;
+  if (type == "text/csv") return v1::DATASET_FORMAT_CSV;
   if (type == "application/x-ndjson" || type == "application/jsonl" || type == "application/x-jsonlines" ||
       type == "application/json-lines") {
-    return DatasetFormat::kJsonl;
+    return v1::DATASET_FORMAT_JSONL;
   }
-  if (type == "application/json") return DatasetFormat::kSquad;
+  if (type == "application/json") return v1::DATASET_FORMAT_SQUAD;
   return std::nullopt;
 }
 
-// Sends the examples gathered so far as one UploadDataset chunk.
-absl::Status FlushChunk(Call& call) {
-  if (call.chunk.chunk().examples_size() == 0) return absl::OkStatus();
-  if (!call.upload->Write(call.chunk)) return call.Broken();
-  call.chunk.Clear();
-  call.chunk_bytes = 0;
-  return absl::OkStatus();
-}
-
-absl::Status AddExamples(State* state, Call& call, std::vector<v1::Example> examples) {
-  for (v1::Example& e : examples) {
-    const size_t bytes = e.ByteSizeLong();
-    if (call.chunk_bytes > 0 && call.chunk_bytes + bytes > static_cast<size_t>(state->options.chunk_bytes)) {
-      RETURN_IF_ERROR(FlushChunk(call));
-    }
-    *call.chunk.mutable_chunk()->add_examples() = std::move(e);
-    call.chunk_bytes += bytes + 8;
-  }
-  return absl::OkStatus();
-}
-
+// Sends the body's bytes received so far to the open client stream, in
+// messages of at most chunk_bytes (all of them at the end of the body).
 absl::Status SendBytes(State* state, Call& call, bool all) {
   const size_t chunk = static_cast<size_t>(state->options.chunk_bytes);
   size_t offset = 0;
   while (call.pending_bytes.size() - offset >= chunk || (all && offset < call.pending_bytes.size())) {
-    v1::ImportAdapterRequest m;
-    m.set_chunk(call.pending_bytes.substr(offset, chunk));
-    offset += m.chunk().size();
-    if (!call.import->Write(m)) return call.Broken();
+    const std::string piece = call.pending_bytes.substr(offset, chunk);
+    offset += piece.size();
+    bool written;
+    if (call.upload) {
+      v1::UploadDatasetRequest m;
+      m.set_file_bytes(piece);
+      written = call.upload->Write(m);
+    } else {
+      v1::ImportAdapterRequest m;
+      m.set_chunk(piece);
+      written = call.import->Write(m);
+    }
+    if (!written) return call.Broken();
   }
   call.pending_bytes.erase(0, offset);
   return absl::OkStatus();
@@ -666,7 +652,7 @@ absl::Status OpenStream(State* state, MHD_Connection* c, Call& call) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   if (call.route->body == BodyKind::kDataset) {
     const auto content_type = Header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
-    const std::optional<DatasetFormat> format = DatasetFormatOf(content_type);
+    const std::optional<v1::DatasetFormat> format = DatasetFormatOf(content_type);
     if (!format.has_value()) {
       return absl::InvalidArgumentError(
           absl::StrCat("Content-Type '", ToValidUtf8(content_type.value_or("")),
@@ -676,11 +662,11 @@ absl::Status OpenStream(State* state, MHD_Connection* c, Call& call) {
     v1::UploadDatasetRequest first;
     auto* metadata = first.mutable_metadata();  // the first message is the metadata, even when empty
     for (const auto& [key, value] : query) RETURN_IF_ERROR(SetFieldFromText(*metadata, key, value));
+    // The server reads the body (DatasetUpload), in the format its
+    // Content-Type names; errors name it "request body".
+    metadata->set_file_format(*format);
+    if (metadata->file_name().empty()) metadata->set_file_name("request body");
     RETURN_IF_ERROR(PrepareContext(c, "", *ctx));
-    if (*format != DatasetFormat::kSquad) {
-      call.parser = std::make_unique<DatasetStreamParser>(*format, "request body",
-                                                          static_cast<size_t>(state->options.max_record_bytes));
-    }
     call.ctx = std::move(ctx);
     call.grpc_called = true;
     call.upload = state->stub->UploadDataset(call.ctx.get(), &call.dataset);
@@ -715,19 +701,7 @@ absl::Status Receive(State* state, Call& call, std::string_view data) {
       RETURN_IF_ERROR(ReserveBody(state, call, static_cast<int64_t>(call.body.size() + data.size())));
       call.body.append(data);
       return absl::OkStatus();
-    case BodyKind::kDataset: {
-      if (call.parser == nullptr) {
-        if (call.body.size() + data.size() > static_cast<size_t>(state->options.max_body_bytes)) {
-          return TooLarge(absl::StrCat("the SQuAD document is larger than ", state->options.max_body_bytes,
-                                       " bytes; send JSON Lines (streamed) instead"));
-        }
-        RETURN_IF_ERROR(ReserveBody(state, call, static_cast<int64_t>(call.body.size() + data.size())));
-        call.body.append(data);
-        return absl::OkStatus();
-      }
-      ASSIGN_OR_RETURN(std::vector<v1::Example> examples, call.parser->Feed(data));
-      return AddExamples(state, call, std::move(examples));
-    }
+    case BodyKind::kDataset:
     case BodyKind::kBytes:
       call.pending_bytes.append(data);
       return SendBytes(state, call, /*all=*/false);
@@ -858,17 +832,7 @@ MHD_Result Export(State* state, MHD_Connection* c, Call& call) {
 
 // The end of a client stream's body: the rest sent, then commit.
 MHD_Result FinishStream(State* state, MHD_Connection* c, Call& call) {
-  absl::Status s;
-  if (call.upload) {
-    absl::StatusOr<std::vector<v1::Example>> rest =
-        call.parser ? call.parser->Finish() : ParseDataset(call.body, DatasetFormat::kSquad, "request body");
-    s = rest.status();
-    if (s.ok()) s = AddExamples(state, call, *std::move(rest));
-    if (s.ok()) s = FlushChunk(call);
-  } else {
-    s = SendBytes(state, call, /*all=*/true);
-  }
-  if (!s.ok()) {
+  if (absl::Status s = SendBytes(state, call, /*all=*/true); !s.ok()) {
     call.Cancel();
     return Fail(state, c, call, s);
   }

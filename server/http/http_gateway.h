@@ -19,13 +19,15 @@
 // call's deadline.
 //
 // Streams:
-// - POST /v1/datasets streams the body (chunked transfer encoding or not)
-//   into UploadDataset as it arrives: CSV (Content-Type text/csv) and JSON
-//   Lines (application/x-ndjson, application/jsonl) record by record, a
-//   SQuAD document (application/json) whole. The dataset is stored only
-//   when the whole body arrived and parsed; a client that disconnects, a
-//   parse error, or a refusal from the server cancels the gRPC stream, and
-//   nothing is stored (GrpcService's client-stream contract).
+// - POST /v1/datasets streams the body's bytes (chunked transfer encoding
+//   or not) into UploadDataset as they arrive, as a file of the format its
+//   Content-Type names: CSV (text/csv), JSON Lines (application/x-ndjson,
+//   application/jsonl) or a SQuAD document (application/json). The server
+//   reads it (api::DatasetUpload, the one reader of dataset files); the
+//   dataset is stored only when the whole body arrived and read; a client
+//   that disconnects, a read error, or a refusal from the server cancels
+//   the gRPC stream, and nothing is stored (GrpcService's client-stream
+//   contract).
 // - POST /v1/tasks/{task_id}:import streams the body's bytes likewise.
 // - GET /v1/trainingJobs/{job_id}:watch is Server-Sent Events: `event:
 //   update`, `id:` the last event's seq, `data:` a WatchTrainingJobResponse
@@ -101,14 +103,12 @@ struct HttpGatewayOptions {
   absl::Duration body_timeout = absl::Seconds(60);
   // A connection with nothing received for this long is closed.
   absl::Duration idle_timeout = absl::Seconds(120);
-  // The largest JSON body, and the largest SQuAD document (parsed whole).
+  // The largest JSON body.
   int64_t max_body_bytes = 16 << 20;
   // The largest adapter file an import takes (the server's own bound,
   // api::Backend::Options::max_adapter_bytes): a larger Content-Length is
   // 413 from the headers, before any byte is read.
   int64_t max_import_bytes = 512ll << 20;
-  // The largest record of a streamed CSV or JSON Lines dataset.
-  int64_t max_record_bytes = 1 << 20;
   // The size of the gRPC messages uploads and imports are sent in.
   int64_t chunk_bytes = 1 << 20;
   // How often an idle event stream sends a keep-alive comment.

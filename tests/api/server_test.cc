@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -233,6 +234,72 @@ TEST_F(ServerTest, UploadAcrossManyChunksKeepsEveryExample) {
   v1::Dataset dup;
   EXPECT_EQ(Upload(*stub_, PresenceUpload("many-chunks", 10, 3, 6, 1), &dup).error_code(),
             grpc::StatusCode::ALREADY_EXISTS);
+}
+
+// A file's bytes, in messages split anywhere, are read by the server's one
+// reader: the dataset equals the same examples sent as examples, and
+// records the file's SHA-256.
+std::vector<v1::UploadDatasetRequest> FileUpload(const std::string& dataset_id, v1::DatasetFormat format,
+                                                 const std::string& name, const std::string& bytes, size_t piece) {
+  std::vector<v1::UploadDatasetRequest> msgs(1);
+  msgs[0].mutable_metadata()->set_dataset_id(dataset_id);
+  msgs[0].mutable_metadata()->set_file_format(format);
+  msgs[0].mutable_metadata()->set_file_name(name);
+  for (size_t at = 0; at < bytes.size(); at += piece) msgs.emplace_back().set_file_bytes(bytes.substr(at, piece));
+  return msgs;
+}
+
+TEST_F(ServerTest, AFileUploadIsReadByTheServerAsTheSameExamples) {
+  std::string csv = "text,label\n";
+  std::vector<v1::UploadDatasetRequest> as_examples(2);
+  as_examples[0].mutable_metadata()->set_dataset_id("file-examples");
+  for (int i = 0; i < 300; ++i) {
+    const std::string text = absl::StrCat("an example, \"quoted\" ", i);
+    const std::string label = i % 3 == 0 ? "a" : "b";
+    absl::StrAppend(&csv, "\"an example, \"\"quoted\"\" ", i, "\",", label, "\r\n");
+    v1::Example& e = *as_examples[1].mutable_chunk()->add_examples();
+    e.set_text(text);
+    e.set_label(label);
+  }
+  v1::Dataset expected;
+  ASSERT_TRUE(Upload(*stub_, as_examples, &expected).ok());
+  for (size_t piece : {size_t{7}, size_t{4096}}) {
+    SCOPED_TRACE(piece);
+    v1::Dataset ds;
+    const std::string id = absl::StrCat("file-", piece);
+    const grpc::Status s = Upload(*stub_, FileUpload(id, v1::DATASET_FORMAT_AUTO, "topics.csv", csv, piece), &ds);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(ds.num_examples(), 300);
+    EXPECT_EQ(ds.content_sha256(), expected.content_sha256());
+    EXPECT_EQ(ds.file_sha256(), Sha256Hex(csv));
+    EXPECT_EQ(expected.file_sha256(), "");
+  }
+  // A bad record: INVALID_ARGUMENT naming the file and the line; nothing stored.
+  v1::Dataset bad;
+  const grpc::Status s =
+      Upload(*stub_, FileUpload("file-bad", v1::DATASET_FORMAT_CSV, "mine.csv", "text,label\na,x\nb\n", 5), &bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("mine.csv: line 3"));
+  v1::GetDatasetRequest get;
+  get.set_dataset_id("file-bad");
+  v1::Dataset none;
+  auto ctx = Ctx();
+  EXPECT_EQ(stub_->GetDataset(ctx.get(), get, &none).error_code(), grpc::StatusCode::NOT_FOUND);
+  // A SQuAD document, its format told by its content.
+  const std::string squad =
+      R"({"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "Ada was born in London.",)"
+      R"( "qas": [{"id": "1", "question": "Where?", "answers": [{"text": "London", "answer_start": 16}]}]}]}]})";
+  v1::Dataset qa;
+  ASSERT_TRUE(Upload(*stub_, FileUpload("file-squad", v1::DATASET_FORMAT_AUTO, "dev.json", squad, 10), &qa).ok());
+  EXPECT_EQ(qa.num_examples(), 1);
+  // Examples and file bytes do not mix.
+  std::vector<v1::UploadDatasetRequest> mixed = FileUpload("file-mixed", v1::DATASET_FORMAT_CSV, "", csv, 4096);
+  *mixed.emplace_back().mutable_chunk() = as_examples[1].chunk();
+  EXPECT_EQ(Upload(*stub_, mixed, &bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  std::vector<v1::UploadDatasetRequest> bytes_in_examples = as_examples;
+  bytes_in_examples[0].mutable_metadata()->set_dataset_id("file-mixed-2");
+  bytes_in_examples.emplace_back().set_file_bytes("text,label\n");
+  EXPECT_EQ(Upload(*stub_, bytes_in_examples, &bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(ServerTest, TrainedTaskIsReadyAndPredictsItsLabels) {

@@ -31,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/dataset_file.h"
 #include "common/testing/http_client.h"
 #include "common/testing/status_matchers.h"
 #include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
@@ -97,15 +98,33 @@ class ScriptedService final : public v1::Adapterd::Service {
 
   grpc::Status UploadDataset(grpc::ServerContext* ctx, grpc::ServerReader<v1::UploadDatasetRequest>* reader,
                              v1::Dataset* response) override {
+    // The gateway sends the body as a file's bytes: read here with the
+    // server's reader, as api::DatasetUpload does.
     v1::UploadDatasetRequest m;
+    if (!reader->Read(&m) || m.metadata().file_format() == v1::DATASET_FORMAT_UNSPECIFIED) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, "the gateway sends a file"};
+    }
+    const v1::DatasetFormat format = m.metadata().file_format();
+    DatasetFileReader file(format == v1::DATASET_FORMAT_CSV     ? DatasetFormat::kCsv
+                           : format == v1::DATASET_FORMAT_JSONL ? DatasetFormat::kJsonl
+                                                                : DatasetFormat::kSquad,
+                           m.metadata().file_name(), 1 << 20, 1 << 20);
     int64_t examples = 0;
-    while (reader->Read(&m)) examples += m.chunk().examples_size();
+    absl::Status read;
+    while (reader->Read(&m)) {
+      absl::StatusOr<std::vector<v1::Example>> got = file.Feed(m.file_bytes());
+      if (got.ok()) examples += static_cast<int64_t>(got->size());
+      if (read.ok()) read = got.status();
+    }
     if (ctx->IsCancelled()) {
       uploads_cancelled.fetch_add(1);
       return grpc::Status::CANCELLED;
     }
+    absl::StatusOr<std::vector<v1::Example>> rest = file.Finish();
+    if (read.ok()) read = rest.status();
+    if (!read.ok()) return {grpc::StatusCode::INVALID_ARGUMENT, std::string(read.message())};
     uploads_committed.fetch_add(1);
-    response->set_num_examples(examples);
+    response->set_num_examples(examples + static_cast<int64_t>(rest->size()));
     return grpc::Status::OK;
   }
 

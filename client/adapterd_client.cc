@@ -1,5 +1,7 @@
 #include "client/adapterd_client.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <utility>
 #include <vector>
@@ -197,9 +199,9 @@ void AdapterdClient::PrepareContext(grpc::ClientContext& context, std::string_vi
   }
 }
 
-absl::StatusOr<v1::Dataset> AdapterdClient::UploadDataset(const v1::UploadDatasetRequest::Metadata& metadata,
-                                                          std::span<const v1::Example> examples,
-                                                          std::string_view task_id_hint) const {
+absl::StatusOr<v1::Dataset> AdapterdClient::Upload(
+    const v1::UploadDatasetRequest::Metadata& metadata, std::string_view task_id_hint,
+    const std::function<bool(const std::function<bool(const v1::UploadDatasetRequest&)>&)>& send_payload) const {
   grpc::ClientContext context;
   PrepareContext(context, task_id_hint, options_.default_deadline);
   v1::Dataset response;
@@ -207,19 +209,41 @@ absl::StatusOr<v1::Dataset> AdapterdClient::UploadDataset(const v1::UploadDatase
   v1::UploadDatasetRequest request;
   *request.mutable_metadata() = metadata;
   // A failed Write means the stream is broken; Finish() reports why.
-  bool writing = writer->Write(request);
-  for (const auto& [begin, end] : PlanChunks(examples, options_.upload_chunk_bytes)) {
-    if (!writing) break;
-    request.Clear();
-    auto* chunk = request.mutable_chunk();
-    chunk->mutable_examples()->Reserve(static_cast<int>(end - begin));
-    for (size_t i = begin; i < end; ++i) *chunk->add_examples() = examples[i];
-    writing = writer->Write(request);
-  }
-  if (writing) writer->WritesDone();
+  const bool written =
+      writer->Write(request) && send_payload([&](const v1::UploadDatasetRequest& m) { return writer->Write(m); });
+  if (written) writer->WritesDone();
   const grpc::Status status = writer->Finish();
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
+}
+
+absl::StatusOr<v1::Dataset> AdapterdClient::UploadDataset(const v1::UploadDatasetRequest::Metadata& metadata,
+                                                          std::span<const v1::Example> examples,
+                                                          std::string_view task_id_hint) const {
+  return Upload(metadata, task_id_hint, [&](const auto& write) {
+    for (const auto& [begin, end] : PlanChunks(examples, options_.upload_chunk_bytes)) {
+      v1::UploadDatasetRequest request;
+      auto* chunk = request.mutable_chunk();
+      chunk->mutable_examples()->Reserve(static_cast<int>(end - begin));
+      for (size_t i = begin; i < end; ++i) *chunk->add_examples() = examples[i];
+      if (!write(request)) return false;
+    }
+    return true;
+  });
+}
+
+absl::StatusOr<v1::Dataset> AdapterdClient::UploadDatasetFile(const v1::UploadDatasetRequest::Metadata& metadata,
+                                                              std::string_view bytes,
+                                                              std::string_view task_id_hint) const {
+  const size_t piece = std::max<size_t>(1, options_.upload_chunk_bytes);
+  return Upload(metadata, task_id_hint, [&](const auto& write) {
+    for (size_t at = 0; at < bytes.size(); at += piece) {
+      v1::UploadDatasetRequest request;
+      request.set_file_bytes(std::string(bytes.substr(at, piece)));
+      if (!write(request)) return false;
+    }
+    return true;
+  });
 }
 
 absl::StatusOr<v1::Dataset> AdapterdClient::GetDataset(const std::string& dataset_id,

@@ -139,6 +139,11 @@ class AdapterdClient {
   absl::StatusOr<v1::Dataset> UploadDataset(const v1::UploadDatasetRequest::Metadata& metadata,
                                             std::span<const v1::Example> examples,
                                             std::string_view task_id_hint = {}) const;
+  // Streams a dataset file's bytes (metadata first, with its file_format
+  // and file_name, then pieces of at most upload_chunk_bytes), which the
+  // server reads with its one reader of dataset files. As UploadDataset.
+  absl::StatusOr<v1::Dataset> UploadDatasetFile(const v1::UploadDatasetRequest::Metadata& metadata,
+                                                std::string_view bytes, std::string_view task_id_hint = {}) const;
   // `task_id_hint` as for UploadDataset; default: the task a server-assigned
   // id carries.
   absl::StatusOr<v1::Dataset> GetDataset(const std::string& dataset_id, std::string_view task_id_hint = {}) const;
@@ -189,6 +194,11 @@ class AdapterdClient {
 
   // Fills deadline and metadata of a call's context.
   void PrepareContext(grpc::ClientContext& context, std::string_view task_id, absl::Duration deadline) const;
+  // One UploadDataset stream: the metadata, then what `send_payload` writes
+  // through the function it is given (false: the stream broke).
+  absl::StatusOr<v1::Dataset> Upload(
+      const v1::UploadDatasetRequest::Metadata& metadata, std::string_view task_id_hint,
+      const std::function<bool(const std::function<bool(const v1::UploadDatasetRequest&)>&)>& send_payload) const;
 
   const Options options_;
   const std::shared_ptr<grpc::Channel> channel_;

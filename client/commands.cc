@@ -401,13 +401,38 @@ std::string SerializeDeterministic(const google::protobuf::Message& message) {
 
 // Uploads `examples` for `task_id` under their content-derived id, or reuses
 // the dataset already stored under it (a retried command).
-absl::StatusOr<std::string> UploadOrReuse(const CommandEnv& env, const std::vector<v1::Example>& examples,
-                                          const std::string& file, const std::string& task_id) {
+// A dataset file's upload metadata: its format (the server reads it) and
+// its name without directories (for the format's extension and messages).
+v1::UploadDatasetRequest::Metadata FileMetadata(const std::string& file, DatasetFormat format) {
   v1::UploadDatasetRequest::Metadata metadata;
-  metadata.set_dataset_id(DatasetIdForExamples(examples));
+  switch (format) {
+    case DatasetFormat::kCsv:
+      metadata.set_file_format(v1::DATASET_FORMAT_CSV);
+      break;
+    case DatasetFormat::kJsonl:
+      metadata.set_file_format(v1::DATASET_FORMAT_JSONL);
+      break;
+    case DatasetFormat::kSquad:
+      metadata.set_file_format(v1::DATASET_FORMAT_SQUAD);
+      break;
+    case DatasetFormat::kAuto:
+      metadata.set_file_format(v1::DATASET_FORMAT_AUTO);
+      break;
+  }
   const size_t slash = file.find_last_of('/');
-  metadata.set_display_name(slash == std::string::npos ? file : file.substr(slash + 1));
-  absl::StatusOr<v1::Dataset> dataset = env.client->UploadDataset(metadata, examples, task_id);
+  metadata.set_file_name(slash == std::string::npos ? file : file.substr(slash + 1));
+  metadata.set_display_name(metadata.file_name());
+  return metadata;
+}
+
+// Uploads a training file under its content-derived id (DatasetIdForFile),
+// or reuses the stored dataset of that id when it holds the same bytes.
+absl::StatusOr<std::string> UploadOrReuse(const CommandEnv& env, const std::string& file, DatasetFormat format,
+                                          const std::string& task_id) {
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(file));
+  v1::UploadDatasetRequest::Metadata metadata = FileMetadata(file, format);
+  metadata.set_dataset_id(DatasetIdForFile(bytes));
+  absl::StatusOr<v1::Dataset> dataset = env.client->UploadDatasetFile(metadata, bytes, task_id);
   if (dataset.ok()) {
     *env.err << "uploaded " << file << " as dataset " << dataset->dataset_id() << " (" << dataset->num_examples()
              << " examples)\n";
@@ -415,7 +440,7 @@ absl::StatusOr<std::string> UploadOrReuse(const CommandEnv& env, const std::vect
   }
   if (dataset.status().code() != absl::StatusCode::kAlreadyExists) return dataset.status();
   ASSIGN_OR_RETURN(const v1::Dataset existing, env.client->GetDataset(metadata.dataset_id(), task_id));
-  if (existing.num_examples() != static_cast<int64_t>(examples.size())) {
+  if (existing.file_sha256() != Sha256Hex(bytes)) {
     return absl::AlreadyExistsError(
         absl::StrCat("dataset ", metadata.dataset_id(), " already exists with different content"));
   }
@@ -576,17 +601,12 @@ absl::StatusOr<Response> ListEveryPage(const Call& call,
 }  // namespace
 
 absl::Status DatasetsUpload(const CommandEnv& env, const DatasetsUploadArgs& args) {
-  ASSIGN_OR_RETURN(const std::vector<v1::Example> examples, ReadDatasetFile(args.file, args.format));
-  v1::UploadDatasetRequest::Metadata metadata;
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(args.file));
+  v1::UploadDatasetRequest::Metadata metadata = FileMetadata(args.file, args.format);
   metadata.set_dataset_id(args.dataset_id);
-  std::string name = args.display_name;
-  if (name.empty()) {
-    const size_t slash = args.file.find_last_of('/');
-    name = slash == std::string::npos ? args.file : args.file.substr(slash + 1);
-  }
-  metadata.set_display_name(name);
-  *env.err << "uploading " << examples.size() << " examples from " << args.file << "\n";
-  ASSIGN_OR_RETURN(const v1::Dataset dataset, env.client->UploadDataset(metadata, examples, args.task_id));
+  if (!args.display_name.empty()) metadata.set_display_name(args.display_name);
+  *env.err << "uploading " << args.file << " (" << bytes.size() << " bytes)\n";
+  ASSIGN_OR_RETURN(const v1::Dataset dataset, env.client->UploadDatasetFile(metadata, bytes, args.task_id));
   PrintDataset(env, dataset);
   return absl::OkStatus();
 }
@@ -635,16 +655,7 @@ std::string TaskKindFlag(v1::TaskKind kind) {
   return absl::StrCat(static_cast<int>(kind));
 }
 
-std::string DatasetIdForExamples(std::span<const v1::Example> examples) {
-  Sha256 hasher;
-  for (const auto& example : examples) {
-    const std::string bytes = SerializeDeterministic(example);
-    const uint64_t size = bytes.size();
-    hasher.Update(&size, sizeof(size));
-    hasher.Update(bytes);
-  }
-  return absl::StrCat("data-", hasher.HexDigest().substr(0, 40));
-}
+std::string DatasetIdForFile(std::string_view bytes) { return absl::StrCat("data-", Sha256Hex(bytes).substr(0, 40)); }
 
 std::string DefaultRequestId(const v1::CreateTrainingJobRequest& request) {
   v1::CreateTrainingJobRequest copy = request;
@@ -654,19 +665,14 @@ std::string DefaultRequestId(const v1::CreateTrainingJobRequest& request) {
 
 absl::Status Train(const CommandEnv& env, const TrainArgs& args) {
   if (args.task_id.empty()) return absl::InvalidArgumentError("--task is required");
-  ASSIGN_OR_RETURN(const std::vector<v1::Example> train, ReadDatasetFile(args.data_file, args.format));
-  std::vector<v1::Example> validation;
-  if (!args.validation_file.empty()) {
-    ASSIGN_OR_RETURN(validation, ReadDatasetFile(args.validation_file, args.format));
-  }
   v1::CreateTrainingJobRequest request;
   request.set_task_id(args.task_id);
   request.set_task_kind(args.kind);
-  ASSIGN_OR_RETURN(const std::string train_id, UploadOrReuse(env, train, args.data_file, args.task_id));
+  ASSIGN_OR_RETURN(const std::string train_id, UploadOrReuse(env, args.data_file, args.format, args.task_id));
   request.add_dataset_ids(train_id);
   if (!args.validation_file.empty()) {
     ASSIGN_OR_RETURN(const std::string validation_id,
-                     UploadOrReuse(env, validation, args.validation_file, args.task_id));
+                     UploadOrReuse(env, args.validation_file, args.format, args.task_id));
     request.set_validation_dataset_id(validation_id);
   }
   *request.mutable_hyperparameters() = args.hyperparameters;

@@ -112,8 +112,9 @@ struct TrainArgs {
 // or 12) on FAILED / CANCELLED.
 absl::Status Train(const CommandEnv& env, const TrainArgs& args);
 
-// Content-derived ids used by Train.
-std::string DatasetIdForExamples(std::span<const v1::Example> examples);
+// Content-derived ids used by Train: a file's dataset is "data-" and the
+// first 40 hex digits of the SHA-256 of its bytes (the Python client's too).
+std::string DatasetIdForFile(std::string_view bytes);
 std::string DefaultRequestId(const v1::CreateTrainingJobRequest& request);
 
 // --- Jobs ------------------------------------------------------------------------

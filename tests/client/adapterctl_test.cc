@@ -141,13 +141,15 @@ TEST_F(AdapterctlTest, ServerErrorsBecomeExitCodesAndMessages) {
   EXPECT_EQ(r.err, "adapterctl: not found: task nope not found\n");
 }
 
-TEST_F(AdapterctlTest, UploadingABadFileNamesTheLineAndCallsNothing) {
+// The file goes to the server as its bytes; the reader there (the fake reads
+// with the same one) names the bad line, and nothing is stored.
+TEST_F(AdapterctlTest, UploadingABadFileNamesTheLineAndStoresNothing) {
   ASSERT_OK_AND_ASSIGN(auto server, FakeServer::Start());
   const std::string bad = dir_.Write("bad.jsonl", "{\"text\":\"a\",\"label\":\"x\"}\n{\"text\":7,\"label\":\"x\"}\n");
   const RunResult r = Run({"--server", server->address(), "datasets", "upload", bad});
   EXPECT_EQ(r.exit_code, kExitInvalidArgument);
   EXPECT_THAT(r.err, HasSubstr("bad.jsonl: line 2: \"text\" must be a string"));
-  EXPECT_TRUE(server->fake().calls().empty());
+  EXPECT_TRUE(server->fake().dataset_ids().empty());
 
   // A number too large for a double, even in a field adapterctl ignores, is
   // a bad line like any other, never an abort of the process.
@@ -157,13 +159,13 @@ TEST_F(AdapterctlTest, UploadingABadFileNamesTheLineAndCallsNothing) {
   const RunResult overflow = Run({"--server", server->address(), "datasets", "upload", huge});
   EXPECT_EQ(overflow.exit_code, kExitInvalidArgument) << overflow.err;
   EXPECT_THAT(overflow.err, HasSubstr("huge.jsonl: line 2: invalid JSON: number overflow"));
-  EXPECT_TRUE(server->fake().calls().empty());
+  EXPECT_TRUE(server->fake().dataset_ids().empty());
 
   const std::string good = dir_.Write("good.csv", "text,label\nhello,x\n");
   const RunResult ok = Run({"--server", server->address(), "datasets", "upload", good, "--id", "greetings"});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_THAT(ok.out, HasSubstr("greetings"));
-  ASSERT_EQ(server->fake().uploads().size(), 1u);
+  EXPECT_EQ(server->fake().dataset_ids(), std::vector<std::string>{"greetings"});
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 #include "tests/client/client_test_util.h"
 #include "tests/client/fake_adapterd.h"
@@ -56,6 +58,7 @@ class CommandsTest : public ::testing::Test {
   }
 
   FakeAdapterd& fake() { return server_->fake(); }
+  std::vector<std::string> ListDatasetIds() { return fake().dataset_ids(); }
 
   // A job in `state` with some history, as the fake's watch and Get answer it.
   void SetUpJob(v1::JobState final_state, const std::string& error = "") {
@@ -377,16 +380,21 @@ TEST_F(CommandsTest, ReportErrorPrintsOnlyFailures) {
 
 // --- datasets ----------------------------------------------------------------------------
 
-TEST_F(CommandsTest, DatasetsUploadReportsLineErrorsWithoutCallingTheServer) {
+// The file goes to the server as it is; the server's reader (the fake reads
+// with the same one) names the bad line, and nothing is stored.
+TEST_F(CommandsTest, DatasetsUploadReportsTheReadersLineErrors) {
   DatasetsUploadArgs args;
   args.file = dir_.Write("bad.csv", "text,label\ngood,x\n\"unterminated,y\n");
   const absl::Status status = DatasetsUpload(env_, args);
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bad.csv: line 3: ")));
   EXPECT_EQ(ReportError(env_, status, server_->address()), kExitInvalidArgument);
   EXPECT_THAT(err_.str(), HasSubstr("line 3"));
+  EXPECT_EQ(fake().CallsOf("UploadDataset").size(), 1u);
+  // A file that cannot be read calls nothing.
   args.file = dir_.Sub("missing.csv");
   EXPECT_THAT(DatasetsUpload(env_, args), StatusIs(absl::StatusCode::kNotFound));
-  EXPECT_TRUE(fake().calls().empty());
+  EXPECT_EQ(fake().CallsOf("UploadDataset").size(), 1u);
+  EXPECT_THAT(ListDatasetIds(), ::testing::IsEmpty());
 }
 
 TEST_F(CommandsTest, DatasetsUploadUploadsAndPrintsTheDataset) {
@@ -463,9 +471,14 @@ TEST_F(CommandsTest, TrainUploadsCreatesAndWatchesTheJobToSuccess) {
   EXPECT_FALSE(create.hyperparameters().has_learning_rate());
   EXPECT_EQ(create.request_id(), DefaultRequestId(create));
   EXPECT_EQ(create.task_kind(), v1::TASK_KIND_UNSPECIFIED);  // no --kind: the task's, or classification
-  // The content-derived dataset id.
-  ASSERT_OK_AND_ASSIGN(auto train_examples, ReadDatasetFile(args.data_file));
-  EXPECT_EQ(create.dataset_ids(0), DatasetIdForExamples(train_examples));
+  // The file goes as its bytes, under the id its SHA-256 gives.
+  ASSERT_OK_AND_ASSIGN(const std::string train_bytes, ReadFileToString(args.data_file));
+  EXPECT_EQ(create.dataset_ids(0), DatasetIdForFile(train_bytes));
+  EXPECT_EQ(create.dataset_ids(0), absl::StrCat("data-", Sha256Hex(train_bytes).substr(0, 40)));
+  EXPECT_EQ(uploads[0][0].metadata().file_format(), v1::DATASET_FORMAT_AUTO);
+  std::string sent;
+  for (size_t i = 1; i < uploads[0].size(); ++i) sent += uploads[0][i].file_bytes();
+  EXPECT_EQ(sent, train_bytes);
 
   const auto watches = fake().CallsOf("WatchTrainingJob");
   ASSERT_EQ(watches.size(), 1u);
@@ -530,12 +543,13 @@ TEST_F(CommandsTest, TrainNotesWhenTheDerivedRequestIdReplaysAFinishedJob) {
   EXPECT_EQ(fake().create_requests().at(1).request_id(), "mine");
 }
 
-TEST_F(CommandsTest, TrainWithABadFileCallsNothing) {
+TEST_F(CommandsTest, TrainWithABadFileCreatesNoJob) {
   TrainArgs args;
   args.task_id = "sentiment";
   args.data_file = dir_.Write("train.csv", "text,label\ngood,pos\nbad\n");
   EXPECT_THAT(Train(env_, args), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("train.csv: line 3: ")));
-  EXPECT_TRUE(fake().calls().empty());
+  EXPECT_TRUE(fake().create_requests().empty());
+  EXPECT_THAT(ListDatasetIds(), ::testing::IsEmpty());
 }
 
 TEST_F(CommandsTest, WatchingAFailedOrCancelledJobGivesItsExitCode) {

@@ -9,6 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/dataset_file.h"
+#include "common/sha256.h"
 
 namespace adapterd::client::testing {
 
@@ -56,6 +58,12 @@ std::vector<RecordedCall> FakeAdapterd::CallsOf(const std::string& method) const
 std::vector<std::vector<v1::UploadDatasetRequest>> FakeAdapterd::uploads() const {
   absl::MutexLock lock(&mu_);
   return uploads_;
+}
+std::vector<std::string> FakeAdapterd::dataset_ids() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> ids;
+  for (const auto& [id, dataset] : datasets_) ids.push_back(id);
+  return ids;
 }
 std::vector<std::vector<v1::ImportAdapterRequest>> FakeAdapterd::imports() const {
   absl::MutexLock lock(&mu_);
@@ -155,11 +163,30 @@ grpc::Status FakeAdapterd::UploadDataset(grpc::ServerContext* context,
   v1::Dataset dataset;
   dataset.set_dataset_id(id);
   dataset.set_display_name(messages.front().metadata().display_name());
+  // A file's bytes are read with the server's reader (common/dataset_file.h).
+  std::vector<v1::Example> examples;
+  const v1::UploadDatasetRequest::Metadata& meta = messages.front().metadata();
+  std::string file;
   for (size_t i = 1; i < messages.size(); ++i) {
-    if (!messages[i].has_chunk()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "metadata after the first message");
+    if (messages[i].has_chunk() == (meta.file_format() != v1::DATASET_FORMAT_UNSPECIFIED) ||
+        messages[i].has_metadata()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a message that does not belong in this upload");
     }
-    for (const auto& example : messages[i].chunk().examples()) {
+    file += messages[i].file_bytes();
+    examples.insert(examples.end(), messages[i].chunk().examples().begin(), messages[i].chunk().examples().end());
+  }
+  if (meta.file_format() != v1::DATASET_FORMAT_UNSPECIFIED) {
+    const DatasetFormat format = meta.file_format() == v1::DATASET_FORMAT_CSV     ? DatasetFormat::kCsv
+                                 : meta.file_format() == v1::DATASET_FORMAT_JSONL ? DatasetFormat::kJsonl
+                                 : meta.file_format() == v1::DATASET_FORMAT_SQUAD ? DatasetFormat::kSquad
+                                                                                  : DatasetFormat::kAuto;
+    absl::StatusOr<std::vector<v1::Example>> read = ParseDataset(file, format, meta.file_name());
+    if (!read.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(read.status().message()));
+    examples = *std::move(read);
+    dataset.set_file_sha256(Sha256Hex(file));
+  }
+  {
+    for (const auto& example : examples) {
       dataset.set_num_examples(dataset.num_examples() + 1);
       dataset.set_num_bytes(
           dataset.num_bytes() +

@@ -70,6 +70,8 @@ class FakeAdapterd final : public v1::Adapterd::Service {
   // GetDataset answers these; UploadDataset adds to them and answers
   // ALREADY_EXISTS for an id already there.
   void AddDataset(const v1::Dataset& dataset);
+  // The ids of the datasets it holds (added, or stored by an upload).
+  std::vector<std::string> dataset_ids() const;
   // GetTrainingJob answers `job` for its id.
   void AddJob(const v1::TrainingJob& job);
   // CreateTrainingJob answers `job` (with the request's task and request

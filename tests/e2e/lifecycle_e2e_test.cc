@@ -33,6 +33,7 @@
 #include "absl/time/clock.h"
 #include "client/commands.h"
 #include "common/dataset_file.h"
+#include "common/file_util.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 #include "storage/database.h"
@@ -131,9 +132,9 @@ TEST_F(LifecycleTest, UploadWhoseClientIsKilledStoresNothingAndCanBeRetried) {
 // train` gives its data, then the user's flow runs against the real binary.
 TEST_F(LifecycleTest, ChunksOfAnUploadACrashCutShortNeverPoisonItsId) {
   const std::string data = Example("sentiment_train.csv");
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Example> examples,
-                       adapterd::ReadDatasetFile(data, adapterd::DatasetFormat::kAuto));
-  const std::string id = client::DatasetIdForExamples(examples);
+  ASSERT_OK_AND_ASSIGN(const std::string bytes, ReadFileToString(data));
+  const std::string id = client::DatasetIdForFile(bytes);
+  ASSERT_OK_AND_ASSIGN(const std::vector<v1::Example> examples, ParseDataset(bytes, DatasetFormat::kCsv, data));
   {
     storage::Database::Options o;
     o.path = dir_.Sub("data/db");

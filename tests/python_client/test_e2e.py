@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ import grpc
 import pytest
 
 import adapterd
+from adapterd.v1 import adapterd_service_pb2 as pb
 from conftest import EXAMPLES, SOURCE_DIR, AdapterdServer
 
 
@@ -42,8 +44,8 @@ def test_upload_file_and_rows_then_get_list_delete(client):
     client.delete_dataset("py-rows")
     with pytest.raises(adapterd.NotFound):
         client.get_dataset("py-rows")
-    # A bad row cancels the stream: the id stays free.
-    with pytest.raises(adapterd.InvalidArgument, match="row 3"):
+    # A bad row (the server's reader names its line: one row a line) cancels the stream: the id stays free.
+    with pytest.raises(adapterd.InvalidArgument, match="rows: line 3"):
         client.upload_dataset([{"text": "a", "label": "x"}, {"text": "b", "label": "y"}, {"text": ""}],
                               dataset_id="py-bad")
     with pytest.raises(adapterd.NotFound):
@@ -232,13 +234,15 @@ EVERY_KIND_FILES = [
 ]
 
 
-def test_dataset_reader_matches_adapterctl(client):
-    """The content-derived id hashes the examples' bytes: equal ids = the C++ and Python readers agree."""
+def test_a_files_dataset_id_is_adapterctls(client):
+    """Both clients name a training file's dataset by the SHA-256 of its bytes (one definition, no
+    reader of their own): the same file gets the same id from adapterctl and from Python, and the
+    server reads it to the same examples (content_sha256) whichever client sent it."""
     adapterctl = os.environ.get("ADAPTERCTL_BIN")
     if not adapterctl:
         pytest.skip("ADAPTERCTL_BIN not set")
     for i, path in enumerate(EVERY_KIND_FILES):
-        expected = adapterd.dataset_id_for_examples(list(adapterd.datasets.read_dataset_file(path)))
+        expected = adapterd.dataset_id_for_file(path.read_bytes())
         run = subprocess.run(
             [adapterctl, "--server", client.target, "train", "--detach", "--task", f"py-ctl-{i}", "--data", str(path),
              "--kind", ["classification", "multi-label", "ner", "qa", "regression"][i]],
@@ -247,22 +251,41 @@ def test_dataset_reader_matches_adapterctl(client):
         match = re.search(r"dataset (data-[0-9a-f]{40})", run.stderr)
         assert match, run.stderr + run.stdout
         assert match.group(1) == expected, path
+        stored = client.get_dataset(expected, task_id=f"py-ctl-{i}")
+        assert stored.file_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+        again = client.upload_dataset(path)
+        assert (again.content_sha256, again.num_examples) == (stored.content_sha256, stored.num_examples), path
+        client.delete_dataset(again)
 
 
-def test_the_servers_content_hash_is_the_clients(client):
-    """content_sha256_of computes what the server records, for every kind's fields."""
-    for path in EVERY_KIND_FILES:
-        stored = client.upload_dataset(str(path))
-        assert stored.content_sha256 == adapterd.content_sha256_of(adapterd.datasets.read_dataset_file(path)), path
-        client.delete_dataset(stored)
+def test_the_server_reads_files_and_rows_and_names_bad_lines(client):
+    """Files, their bytes and dict rows go to the server's one reader; Example rows go as they are."""
+    path = EXAMPLES / "kinds" / "aspects_validation.jsonl"
+    from_file = client.upload_dataset(path)
+    assert from_file.display_name == path.name and from_file.file_sha256
+    from_bytes = client.upload_dataset(path.read_bytes(), format="jsonl")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    from_rows = client.upload_dataset(rows)
+    examples = [pb.Example(text=r["text"], labels=r["labels"]) for r in rows]
+    from_examples = client.upload_dataset(examples)
+    assert from_examples.file_sha256 == ""
+    for d in (from_bytes, from_rows, from_examples):
+        assert (d.content_sha256, d.num_examples) == (from_file.content_sha256, from_file.num_examples)
+    with pytest.raises(adapterd.InvalidArgument, match=r"rows: line 3: missing key \"label\""):
+        client.upload_dataset([{"text": "a", "label": "x"}, {"text": "b", "label": "y"}, {"text": "no label"}])
+    with pytest.raises(adapterd.InvalidArgument, match="unknown dataset format"):
+        client.upload_dataset(path, format="xml")
+    for d in (from_file, from_bytes, from_rows, from_examples):
+        client.delete_dataset(d)
 
 
 def test_train_reuses_a_stored_dataset_only_when_it_holds_the_same_rows(client):
-    """train() with rows uploads them under their content-derived id; on ALREADY_EXISTS it reuses the
-    stored dataset only when its content is the caller's rows, not merely as many of them."""
+    """train() with rows uploads them (as JSON Lines) under their content-derived id; on ALREADY_EXISTS it
+    reuses the stored dataset only when it holds the same bytes, not merely as many rows."""
     mine = [{"text": f"a review number {i}", "label": "good" if i % 2 else "bad"} for i in range(12)]
     other = [{"text": f"another text {i}", "label": "good" if i % 2 else "bad"} for i in range(12)]
-    mine_id = adapterd.dataset_id_for_examples(list(adapterd.datasets.examples_from_rows(mine)))
+    mine_jsonl = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in mine).encode()
+    mine_id = adapterd.dataset_id_for_file(mine_jsonl)
     planted = client.upload_dataset(other, dataset_id=mine_id)  # same size, same id, other rows
     assert planted.num_examples == len(mine)
     with pytest.raises(adapterd.AlreadyExists, match="different content"):

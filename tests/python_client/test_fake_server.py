@@ -66,7 +66,10 @@ class FakeAdapterd(pb_grpc.AdapterdServicer):
         if ended.wait(0.5) or not context.is_active():
             return pb.Dataset()
         self._enter("UploadDataset", requests, context)
-        return pb.Dataset(dataset_id="ds-x", num_examples=sum(len(r.chunk.examples) for r in requests[1:]))
+        # Examples are counted; a file's lines (dict rows come as JSON Lines) stand in for the
+        # server's reader, which this fake does not have.
+        lines = b"".join(r.file_bytes for r in requests[1:]).count(b"\n")
+        return pb.Dataset(dataset_id="ds-x", num_examples=sum(len(r.chunk.examples) for r in requests[1:]) + lines)
 
     def ExportAdapter(self, request, context):
         self._enter("ExportAdapter", request, context)
@@ -266,13 +269,36 @@ def test_non_idempotent_upload_is_not_retried(fake):
     assert requests[0].WhichOneof("payload") == "metadata"
 
 
-def test_bad_row_cancels_the_upload_and_raises_the_local_error(fake):
+def test_dict_rows_go_as_json_lines_and_a_row_that_is_not_json_cancels_the_upload(fake):
     servicer, client = fake
-    rows = ({"text": "a", "label": "x"} if i < 5 else {"text": "no label"} for i in range(10))
-    with pytest.raises(adapterd.InvalidArgument, match="row 6: missing key"):
+    dataset = client.upload_dataset(({"text": f"t{i}", "label": "x"} for i in range(3)), dataset_id="d2")
+    assert dataset.num_examples == 3
+    metadata, requests = servicer.calls_of("UploadDataset")[-1]
+    assert requests[0].metadata.file_format == pb.DATASET_FORMAT_JSONL and requests[0].metadata.file_name == "rows"
+    sent = b"".join(r.file_bytes for r in requests[1:]).decode().splitlines()
+    assert [json.loads(line) for line in sent] == [{"text": f"t{i}", "label": "x"} for i in range(3)]
+    servicer.calls.clear()
+    not_json: Any = {"x"}  # a set
+    rows = ({"text": "a", "label": "x"} if i < 5 else {"text": "a set", "label": not_json} for i in range(10))
+    with pytest.raises(adapterd.InvalidArgument, match="rows: row 6: not JSON"):
         client.upload_dataset(rows)
     # The server never saw a completed stream.
     assert servicer.calls_of("UploadDataset") == []
+
+
+def test_a_file_is_sent_as_its_bytes_in_bounded_messages(fake, tmp_path):
+    servicer, client = fake
+    path = tmp_path / "mine.csv"
+    path.write_bytes(b"text,label\n" + b"".join(b"row %d,x\n" % i for i in range(5000)))
+    with adapterd.Client(client.target, api_key="s3cret", upload_chunk_bytes=4096) as small:
+        small.upload_dataset(path, dataset_id="d3")
+    _, requests = servicer.calls_of("UploadDataset")[-1]
+    meta = requests[0].metadata
+    assert (meta.file_format, meta.file_name, meta.display_name) == (pb.DATASET_FORMAT_AUTO, "mine.csv", "mine.csv")
+    assert b"".join(r.file_bytes for r in requests[1:]) == path.read_bytes()
+    assert len(requests) > 10 and all(len(r.file_bytes) <= 4096 for r in requests[1:])
+    client.upload_dataset(path, dataset_id="d4", format="squad")
+    assert servicer.calls_of("UploadDataset")[-1][1][0].metadata.file_format == pb.DATASET_FORMAT_SQUAD
 
 
 def test_a_broken_export_is_downloaded_again(fake, tmp_path):

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 from adapterd._retry import RetryPolicy  # noqa: E402
 from adapterd._health import ServingStatus  # noqa: E402
-from adapterd.client import Client, content_sha256_of, dataset_id_for_examples  # noqa: E402
+from adapterd.client import Client, dataset_format, dataset_id_for_file  # noqa: E402
 from adapterd.errors import (  # noqa: E402
     Aborted,
     AdapterdError,
@@ -72,8 +72,8 @@ __all__ = [
     "Client",
     "RetryPolicy",
     "ServingStatus",
-    "content_sha256_of",
-    "dataset_id_for_examples",
+    "dataset_format",
+    "dataset_id_for_file",
     "AdapterdError",
     "Aborted",
     "AlreadyExists",

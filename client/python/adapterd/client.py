@@ -24,7 +24,7 @@ Contract (the C++ client's, client/adapterd_client.h, plus retries):
   256 KiB, and its per-method config cannot tell one upload from another):
   ExportAdapter (downloaded again), the uploads
   ``train`` makes under content-derived ids (an ALREADY_EXISTS is taken as
-  done only when the stored dataset's content_sha256 is that of the caller's
+  done only when the stored dataset's file_sha256 is that of the caller's
   rows), and a watch that ends UNAVAILABLE (re-subscribed with ``after_seq``
   of the last event seen). ``upload_dataset`` and ``import_adapter`` create
   resources and are not retried (a failed stream stores nothing, so the
@@ -39,16 +39,18 @@ thread-safe; the client holds no per-call state). Generators it returns
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
+import json
 import logging
 import os
 import random
-import struct
 import tempfile
 import time
 import uuid
 from typing import (
+    cast,
     IO,
     Any,
     Callable,
@@ -70,7 +72,6 @@ from adapterd._progress import ProgressPrinter
 from adapterd._retry import NO_RETRIES, RETRYABLE_CODES, RetryPolicy, service_config
 from adapterd._routing import TASK_ROUTING_HEADER, is_printable_ascii, routing_task_of, task_metadata
 from adapterd._stubs import pb, pb_grpc
-from adapterd.datasets import PathLike, Row, examples_from_rows, plan_chunks, read_dataset_file
 from adapterd.errors import (
     AlreadyExists,
     DataLoss,
@@ -105,6 +106,10 @@ PREDICT_BATCH = 64
 
 T = TypeVar("T")
 Credential = Union[bytes, str, "os.PathLike[str]", None]
+PathLike = Union[str, "os.PathLike[str]"]
+#: A row built in code: a dict with the JSON Lines members (sent as a line of JSON Lines, read by the
+#: server), or an ``adapterd.v1.Example`` message (sent as it is).
+Row = Union[Mapping[str, Any], Any]
 DatasetSource = Union[str, "os.PathLike[str]", Dataset, Iterable[Row]]
 
 
@@ -141,52 +146,51 @@ def _read_credential(value: Credential, what: str) -> Optional[bytes]:
         raise InvalidArgument(None, f"cannot read the {what} {path!r}: {error.strerror}") from error
 
 
-def dataset_id_for_examples(examples: Sequence[Any]) -> str:
-    """The content-derived dataset id adapterctl gives a training file: ``data-`` + 40 hex of SHA-256.
-
-    SHA-256 over each example's deterministic serialization prefixed with its
-    length (little-endian uint64), so the Python client and adapterctl name the
-    same data alike and reuse each other's uploads.
-    """
-    hasher = hashlib.sha256()
-    for example in examples:
-        data = example.SerializeToString(deterministic=True)
-        hasher.update(struct.pack("<Q", len(data)))
-        hasher.update(data)
-    return "data-" + hasher.hexdigest()[:40]
+def dataset_format(name: Optional[str]) -> int:
+    """The ``DatasetFormat`` a format name gives: "auto" (or None), "csv", "jsonl" ("json", "ndjson"), "squad"."""
+    if name is None:
+        return pb.DATASET_FORMAT_AUTO
+    key = {"json": "jsonl", "ndjson": "jsonl"}.get(name.strip().lower(), name.strip().lower())
+    try:
+        return pb.DatasetFormat.Value("DATASET_FORMAT_" + key.upper())
+    except ValueError:
+        raise InvalidArgument(None, f"unknown dataset format {name!r} (auto, csv, jsonl, squad)") from None
 
 
-def content_sha256_of(examples: Iterable[Any]) -> str:
-    """The ``content_sha256`` the server records for a dataset of ``examples`` (``Example`` messages).
+def dataset_id_for_file(data: bytes) -> str:
+    """The content-derived dataset id adapterctl and this client give a training file: ``data-`` + the
+    first 40 hex digits of the SHA-256 of its bytes (the server records the whole as ``file_sha256``)."""
+    return "data-" + hashlib.sha256(data).hexdigest()[:40]
 
-    The server's definition (adapterd.v1.Dataset.content_sha256): SHA-256 over every example's
-    fields, each as its UTF-8 length in decimal, ``:``, then its bytes: text, text_pair, label;
-    then, when any of the other fields is set, ``labels<n>tokens<n>tags<n>``, each label, token
-    and tag, ``entities<n>``, each entity as ``start,end,label``, ``answers<n>``, and each answer's
-    start and text. Used to check that a stored dataset holds the caller's rows.
-    """
-    hasher = hashlib.sha256()
 
-    def field(value: str) -> None:
-        data = value.encode("utf-8")
-        hasher.update(f"{len(data)}:".encode())
-        hasher.update(data)
+def _jsonl_of_rows(rows: Iterable[Mapping[str, Any]]) -> Iterator[bytes]:
+    """Dict rows as lines of JSON Lines, which the server reads as a file (its errors name "line <n>",
+    the row's number)."""
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, Mapping):
+            raise InvalidArgument(None, f"rows: row {number}: expected a dict, got {type(row).__name__}")
+        try:
+            line = json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError) as error:
+            raise InvalidArgument(None, f"rows: row {number}: not JSON: {error}") from None
+        yield line.encode("utf-8") + b"\n"
 
-    for e in examples:
-        for value in (e.text, e.text_pair, e.label):
-            field(value)
-        if len(e.labels) + len(e.tokens) + len(e.tags) + len(e.entities) + len(e.answers) > 0:
-            field(f"labels{len(e.labels)}tokens{len(e.tokens)}tags{len(e.tags)}")
-            for value in list(e.labels) + list(e.tokens) + list(e.tags):
-                field(value)
-            field(f"entities{len(e.entities)}")
-            for x in e.entities:
-                field(f"{x.start},{x.end},{x.label}")
-            field(f"answers{len(e.answers)}")
-            for a in e.answers:
-                field(str(a.answer_start))
-                field(a.text)
-    return hasher.hexdigest()
+
+def _example_chunks(examples: Iterable[Any], max_chunk_bytes: int) -> Iterator[List[Any]]:
+    """Consecutive runs of Example rows whose ``DatasetChunk`` stays within about ``max_chunk_bytes``."""
+    chunk: List[Any] = []
+    size = 0
+    for number, example in enumerate(examples, start=1):
+        if not isinstance(example, pb.Example):
+            raise InvalidArgument(None, f"rows: row {number}: expected an Example like the rows before it")
+        n = example.ByteSize() + 8  # the field's tag and length
+        if chunk and size + n > max_chunk_bytes:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(example)
+        size += n
+    if chunk:
+        yield chunk
 
 
 class Client:
@@ -392,34 +396,74 @@ class Client:
 
     # --- Datasets ------------------------------------------------------------------
 
-    def _examples(self, source: Union[PathLike, Iterable[Row]], format: Optional[str]) -> Tuple[Iterator[Any], str]:
-        """Examples (lazily) and a default display name from a path or rows."""
+    def _payloads(self, source: Union[PathLike, bytes, Iterable[Row]], format: Optional[str]) -> Tuple[
+        Any, Callable[[], Iterator[Any]]
+    ]:
+        """What an upload of ``source`` sends: its metadata (file_format, file_name) and its messages.
+
+        A path is sent as the file's bytes, dict rows as JSON Lines, both read by the server's one
+        reader of dataset files; Example rows as examples. A file is read as the stream goes; rows
+        are taken into a list first. Each call of the messages' function starts them again.
+        """
+        chunk_bytes = self._chunk_bytes
         if isinstance(source, (str, os.PathLike)):
             path = os.fspath(source)
-            return read_dataset_file(path, format), os.path.basename(path)
+            if not os.path.isfile(path):
+                raise FileNotFoundError(errno.ENOENT, "no such dataset file", path)
+            metadata = pb.UploadDatasetRequest.Metadata(
+                file_format=dataset_format(format), file_name=os.path.basename(path)
+            )
+
+            def file_messages() -> Iterator[Any]:
+                with open(path, "rb") as f:
+                    while True:
+                        piece = f.read(chunk_bytes)
+                        if not piece:
+                            return
+                        yield pb.UploadDatasetRequest(file_bytes=piece)
+
+            return metadata, file_messages
         if isinstance(source, (bytes, bytearray)):
-            raise TypeError("pass a path or an iterable of rows, not bytes")
-        return examples_from_rows(source), ""
+            data = bytes(source)
+            metadata = pb.UploadDatasetRequest.Metadata(file_format=dataset_format(format), file_name="data")
+            pieces = [data[i:i + chunk_bytes] for i in range(0, len(data), chunk_bytes)]  # noqa: E226
+            return metadata, lambda: (pb.UploadDatasetRequest(file_bytes=p) for p in pieces)
+        rows: List[Any] = list(source)
+        if not rows:
+            raise InvalidArgument(None, "rows: no examples")
+        if isinstance(rows[0], pb.Example):
+            return pb.UploadDatasetRequest.Metadata(), lambda: (
+                pb.UploadDatasetRequest(chunk=pb.DatasetChunk(examples=c)) for c in _example_chunks(rows, chunk_bytes)
+            )
+        lines = rows
+        metadata = pb.UploadDatasetRequest.Metadata(file_format=pb.DATASET_FORMAT_JSONL, file_name="rows")
+
+        def row_messages() -> Iterator[Any]:
+            buffer = bytearray()
+            for line in _jsonl_of_rows(lines):
+                buffer += line
+                if len(buffer) >= chunk_bytes:
+                    yield pb.UploadDatasetRequest(file_bytes=bytes(buffer))
+                    buffer.clear()
+            if buffer:
+                yield pb.UploadDatasetRequest(file_bytes=bytes(buffer))
+
+        return metadata, row_messages
 
     def _upload(
         self,
-        examples: Iterable[Any],
-        dataset_id: str,
-        display_name: str,
+        metadata: Any,
+        messages: Callable[[], Iterator[Any]],
         task_id: Optional[str],
         remaining: Optional[float],
     ) -> Any:
-        """One UploadDataset stream; raises grpc.RpcError, or the local error that stopped the examples."""
-        chunk_bytes = self._chunk_bytes
+        """One UploadDataset stream; raises grpc.RpcError, or the local error that stopped the messages."""
         failures: List[BaseException] = []
 
         def requests() -> Iterator[Any]:
-            yield pb.UploadDatasetRequest(
-                metadata=pb.UploadDatasetRequest.Metadata(dataset_id=dataset_id, display_name=display_name)
-            )
+            yield pb.UploadDatasetRequest(metadata=metadata)
             try:
-                for chunk in plan_chunks(examples, chunk_bytes):
-                    yield pb.UploadDatasetRequest(chunk=pb.DatasetChunk(examples=chunk))
+                yield from messages()
             except Exception as error:
                 # Raised to gRPC (on its request thread), which then cancels the
                 # stream instead of half-closing it: nothing is stored.
@@ -435,7 +479,7 @@ class Client:
 
     def upload_dataset(
         self,
-        path_or_rows: Union[PathLike, Iterable[Row]],
+        path_or_rows: Union[PathLike, bytes, Iterable[Row]],
         dataset_id: Optional[str] = None,
         display_name: Optional[str] = None,
         task_id: Optional[str] = None,
@@ -445,44 +489,63 @@ class Client:
         """Uploads a dataset and returns it once the server has stored it.
 
         Args:
-            path_or_rows: a dataset file (.csv, .jsonl/.ndjson, SQuAD .json; see
-                :mod:`adapterd.datasets`), or an iterable of rows: dicts with the JSON
-                Lines members (text, text_pair, label, labels, tokens + tags,
-                entities, question + context, answers) or ``Example`` messages.
-                Read lazily and streamed in chunks of at most ``upload_chunk_bytes``.
+            path_or_rows: a dataset file (.csv, .jsonl/.ndjson, SQuAD .json) or its bytes, sent as
+                they are and read by the server (docs/API.md, ``UploadDataset``); or rows built in
+                code: dicts with the JSON Lines members (text, text_pair, label, labels, tokens +
+                tags, entities, question + context, answers), sent as JSON Lines, or ``Example``
+                messages. Streamed in messages of at most ``upload_chunk_bytes``.
             dataset_id: the id to store it under; None = the server assigns one
                 (``ds-...``, carrying ``task_id`` when given).
             display_name: a name for people; default: the file's base name.
             task_id: the task the data are for: sent as x-task-id (so the upload
                 lands on that task's replica behind a router).
-            format: "csv", "jsonl" or "squad"; None = from the name and content.
+            format: "csv", "jsonl" or "squad" for a file; None = from its name and content.
 
         Raises:
-            InvalidArgument: a malformed file or row (the stream is cancelled: nothing is stored).
+            InvalidArgument: a malformed file or row, named by its line (the server's reader) or row
+                (nothing is stored).
             AlreadyExists: ``dataset_id`` is taken. QuotaExceeded: the tenant's bytes quota.
             FileNotFoundError: a missing file.
         Not retried: a failed upload stores nothing, so calling again is safe.
         """
-        examples, default_name = self._examples(path_or_rows, format)
-        name = default_name if display_name is None else display_name
+        metadata, messages = self._payloads(path_or_rows, format)
+        metadata.dataset_id = dataset_id or ""
+        if display_name is not None:
+            metadata.display_name = display_name
+        elif isinstance(path_or_rows, (str, os.PathLike)):
+            metadata.display_name = os.path.basename(os.fspath(path_or_rows))
         response = self._with_retries(
-            lambda remaining: self._upload(examples, dataset_id or "", name, task_id, remaining), False, timeout
+            lambda remaining: self._upload(metadata, messages, task_id, remaining), False, timeout
         )
         return Dataset.from_proto(response)
 
-    def _upload_or_reuse(self, examples: List[Any], display_name: str, task_id: str) -> str:
-        """Uploads ``examples`` under their content-derived id, or reuses that dataset if already stored."""
-        dataset_id = dataset_id_for_examples(examples)
+    def _upload_or_reuse(
+        self, source: Union[PathLike, List[Mapping[str, Any]]], task_id: str, format: Optional[str]
+    ) -> str:
+        """Uploads a file (or dict rows, as JSON Lines) under its content-derived id, or reuses that
+        dataset if it is already stored and holds the very same bytes."""
+        if isinstance(source, (str, os.PathLike)):
+            with open(os.fspath(source), "rb") as f:
+                digest = hashlib.sha256()
+                for piece in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(piece)
+            display_name = os.path.basename(os.fspath(source))
+        else:
+            digest = hashlib.sha256()
+            for line in _jsonl_of_rows(source):
+                digest.update(line)
+            display_name = ""
+        file_sha256 = digest.hexdigest()
+        dataset_id = "data-" + file_sha256[:40]
+        metadata, messages = self._payloads(source, format)
+        metadata.dataset_id = dataset_id
+        metadata.display_name = display_name
         try:
-            self._with_retries(
-                lambda remaining: self._upload(iter(examples), dataset_id, display_name, task_id, remaining),
-                True,
-                None,
-            )
+            self._with_retries(lambda remaining: self._upload(metadata, messages, task_id, remaining), True, None)
         except AlreadyExists:
-            # Reused only when it holds these very rows: an id is a name anyone may have used.
+            # Reused only when it holds these very bytes: an id is a name anyone may have used.
             existing = self.get_dataset(dataset_id, task_id=task_id)
-            if existing.content_sha256 != content_sha256_of(examples):
+            if existing.file_sha256 != file_sha256:
                 raise AlreadyExists(None, f"dataset {dataset_id} already exists with different content") from None
         return dataset_id
 
@@ -524,12 +587,18 @@ class Client:
         if isinstance(source, Dataset):
             return source.dataset_id
         if isinstance(source, os.PathLike) or (isinstance(source, str) and os.path.isfile(source)):
-            path = os.fspath(source)
-            examples = list(read_dataset_file(path, format))
-            return self._upload_or_reuse(examples, os.path.basename(path), task_id)
+            return self._upload_or_reuse(source, task_id, format)
         if isinstance(source, str):
             return source
-        return self._upload_or_reuse(list(examples_from_rows(source)), "", task_id)
+        rows = list(source)
+        if rows and isinstance(rows[0], pb.Example):
+            # Example messages have no file to name them by: the server assigns the id.
+            metadata, messages = self._payloads(rows, None)
+            response = self._with_retries(
+                lambda remaining: self._upload(metadata, messages, task_id, remaining), False, None
+            )
+            return str(response.dataset_id)
+        return self._upload_or_reuse(cast(List[Mapping[str, Any]], rows), task_id, None)
 
     @staticmethod
     def _dataset_sources(datasets: Any) -> List[DatasetSource]:
@@ -575,9 +644,10 @@ class Client:
             task_id: the task; an existing one gets a new version (same labels and kind).
             datasets: one source or a list of them, concatenated in order. A source is a
                 dataset id, a :class:`Dataset`, a path of a dataset file (a ``str`` naming an
-                existing file, or a ``pathlib.Path``), or rows (a list of dicts). Files and rows
-                are uploaded under a content-derived id (``data-<sha256>``, adapterctl's), or
-                reused when that dataset is already stored.
+                existing file, or a ``pathlib.Path``), or rows (a list of dicts or Examples). Files
+                and dict rows are uploaded under a content-derived id (``data-`` + the SHA-256 of
+                the file's bytes, adapterctl's; dict rows as JSON Lines), or reused when that
+                dataset is already stored with the same bytes; Example rows get a server-assigned id.
             validation_dataset: one source as above; None = a split of the training data.
             kind: the task kind ("classification", "multi-label", "regression", "ner", "qa",
                 a TaskKind); None = the existing task's, or classification for a new one.
@@ -585,7 +655,7 @@ class Client:
             progress: show progress on stderr (a live line on a terminal).
             request_id: idempotency key; None = a fresh one per call (so a call trains anew,
                 and only its own retries are deduplicated).
-            format: the files' format ("csv", "jsonl", "squad"); None = detect.
+            format: the files' format ("csv", "jsonl", "squad"); None = the server detects it.
             **hyperparameters: the ``Hyperparameters`` fields (learning_rate, epochs,
                 batch_size, bottleneck_size, activation, max_seq_len, seed, ...); unset = the
                 server's defaults.
@@ -908,4 +978,12 @@ def _write_atomically(path: str, data: bytes) -> None:
         raise
 
 
-__all__ = ["Client", "RetryPolicy", "ServingStatus", "dataset_id_for_examples", "DEFAULT_TARGET", "API_KEY_ENV"]
+__all__ = [
+    "Client",
+    "RetryPolicy",
+    "ServingStatus",
+    "dataset_format",
+    "dataset_id_for_file",
+    "DEFAULT_TARGET",
+    "API_KEY_ENV",
+]

@@ -155,6 +155,8 @@ class Dataset:
     display_name: str
     created_at: Optional[_dt.datetime]
     content_sha256: str
+    #: SHA-256 of the file's bytes for a dataset uploaded as a file; "" for one uploaded as examples.
+    file_sha256: str
     proto: Any = field(repr=False, compare=False, hash=False)
 
     @classmethod
@@ -167,6 +169,7 @@ class Dataset:
             display_name=m.display_name,
             created_at=_time(m.created_at_micros),
             content_sha256=m.content_sha256,
+            file_sha256=m.file_sha256,
             proto=m,
         )
 

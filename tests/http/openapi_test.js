@@ -61,6 +61,7 @@ const PARAM_VALUES = {
   version: '0',
   datasetId: 'openapi-probe-ds',
   displayName: 'OpenAPI probe',
+  fileName: 'probe.csv',
   totalBytes: '0',
   'X-Task-Id': 'nosuchtask',
   'Last-Event-ID': '0',

@@ -162,7 +162,7 @@ absl::StatusOr<std::unique_ptr<InferenceEngine>> InferenceEngine::Create(Options
   bo.observer = o.observer;
   InferenceEngine* self = engine.get();
   ASSIGN_OR_RETURN(engine->batcher_, DynamicBatcher::Create(std::move(bo), [self](std::vector<BatchRow> rows,
-                                                                                  std::function<void()> done) {
+                                                                                  const std::function<void()>& done) {
                      auto batch = std::make_shared<std::vector<BatchRow>>(std::move(rows));
                      absl::Status s = self->executor_->SubmitInference([self, batch, done] {
                        self->RunBatch(*batch);
@@ -208,6 +208,16 @@ absl::Status InferenceEngine::Validate(const PredictRequest& request) const {
   RETURN_IF_ERROR(CheckPredictInputs(request.texts, request.text_pairs, request.version));
   return CheckPredictOptions(request.threshold, request.top_k_answers);
 }
+
+// Defined before Predict, which moves a std::vector of it (clang needs it
+// complete there).
+struct InferenceEngine::TextRows {
+  size_t first_row = 0;
+  // The token-reading kinds: the text's (QA: the context's) pieces and
+  // windows, one row each from first_row on.
+  model::TextPieces pieces;
+  std::vector<model::SlidingWindow> windows;
+};
 
 absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& request) {
   RETURN_IF_ERROR(Validate(request));
@@ -284,14 +294,6 @@ void InferenceEngine::NoteBatchOutcome(const absl::Status& status) {
     if (options_.on_health) options_.on_health(now_healthy);
   }
 }
-
-struct InferenceEngine::TextRows {
-  size_t first_row = 0;
-  // The token-reading kinds: the text's (QA: the context's) pieces and
-  // windows, one row each from first_row on.
-  model::TextPieces pieces;
-  std::vector<model::SlidingWindow> windows;
-};
 
 absl::StatusOr<std::vector<InferenceEngine::TextRows>> InferenceEngine::PlanRows(
     const PredictRequest& request, const std::shared_ptr<const LoadedAdapter>& adapter,

@@ -83,7 +83,7 @@ class CommandLine {
     dataset_get->callback(
         [&] { action_ = [this](const CommandEnv& env) { return DatasetsGet(env, dataset_id_, dataset_task_); }; });
     datasets->add_subcommand("list", "list datasets (every replica's, behind a router)")->callback([this] {
-      action_ = [this](const CommandEnv& env) { return DatasetsList(env); };
+      action_ = [](const CommandEnv& env) { return DatasetsList(env); };
     });
     auto* dataset_delete =
         datasets->add_subcommand("delete", "delete a dataset (refused while a queued or running job uses it)");
@@ -187,7 +187,7 @@ class CommandLine {
     auto* tasks = app.add_subcommand("tasks", "list, inspect, delete, export and import tasks");
     tasks->require_subcommand(1);
     tasks->add_subcommand("list", "list tasks")->callback([this] {
-      action_ = [this](const CommandEnv& env) { return TasksList(env); };
+      action_ = [](const CommandEnv& env) { return TasksList(env); };
     });
     auto* tasks_get = tasks->add_subcommand("get", "show a task");
     tasks_get->add_option("TASK", task_id_, "task id")->required();
@@ -237,7 +237,7 @@ class CommandLine {
     app.add_subcommand("health",
                        "check that the server is SERVING (exit 0), answers but is not serving "
                        "(exit 1), or cannot be reached (exit 9)")
-        ->callback([this] { action_ = [this](const CommandEnv& env) { return Health(env); }; });
+        ->callback([this] { action_ = [](const CommandEnv& env) { return Health(env); }; });
   }
 
   // After the parse: the client the chosen command talks to, then the

@@ -198,6 +198,7 @@ void PrintDataset(const CommandEnv& env, const v1::Dataset& dataset) {
   std::vector<std::pair<std::string, int64_t>> labels(dataset.label_counts().begin(), dataset.label_counts().end());
   std::sort(labels.begin(), labels.end());
   std::vector<std::string> label_parts;
+  label_parts.reserve(labels.size());
   for (const auto& [label, count] : labels) label_parts.push_back(absl::StrCat(label, "=", count));
   PrintFields(*env.out, {{"dataset_id", dataset.dataset_id()},
                          {"name", dataset.display_name()},
@@ -531,7 +532,7 @@ int ExitCodeFor(const absl::Status& status) {
 }
 
 std::string DescribeError(const absl::Status& status, std::string_view server) {
-  const std::string message(status.message());
+  std::string message(status.message());
   const std::string at = std::string(server);
   if (status.GetPayload(kJobOutcomePayload).has_value()) return message;
   switch (status.code()) {

@@ -27,9 +27,13 @@
 #define ASSIGN_OR_RETURN(lhs, rexpr) \
   ADAPTERD_ASSIGN_OR_RETURN_IMPL_(ADAPTERD_STATUS_CONCAT_(_adapterd_statusor_, __LINE__), lhs, rexpr)
 
+// `statusor` is a name and `lhs` may be a declaration ("auto x"): neither can
+// take the parentheses bugprone-macro-parentheses asks for.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ADAPTERD_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                                    \
   if (!statusor.ok()) return std::move(statusor).status();    \
   lhs = std::move(statusor).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // ADAPTERD_COMMON_STATUS_MACROS_H_

@@ -333,9 +333,7 @@ absl::Status Server::StartTraining() {
   ro.tokenizer = train_model->tokenizer.get();
   ro.defaults = defaults;
   ro.keep_versions = o.storage.keep_versions;
-  ro.run_on_device = [engine, metrics](const std::function<absl::Status()>& fn) {
-    return engine->executor().RunTraining(fn);
-  };
+  ro.run_on_device = [engine](const std::function<absl::Status()>& fn) { return engine->executor().RunTraining(fn); };
   ro.on_step = [metrics](int64_t examples) { metrics->OnTrainingStep(examples); };
   ASSIGN_OR_RETURN(p.runner, training::JobRunner::Create(std::move(ro)));
   return absl::OkStatus();

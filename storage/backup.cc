@@ -175,6 +175,7 @@ std::string DamageText(const std::string& backup_dir, const std::vector<std::str
 std::string IdList(const std::vector<BackupInfo>& backups) {
   if (backups.empty()) return "none";
   std::vector<uint32_t> ids;
+  ids.reserve(backups.size());
   for (const BackupInfo& b : backups) ids.push_back(b.id);
   return absl::StrJoin(ids, ", ");
 }
@@ -352,7 +353,7 @@ absl::Status Backups::Delete(const std::string& backup_dir, uint32_t id) {
   RETURN_IF_ERROR(MustExist(backup_dir));
   if (id == 0) return absl::InvalidArgumentError("name the backup to delete (ids start at 1)");
   ASSIGN_OR_RETURN(std::unique_ptr<rocksdb::BackupEngine> engine, OpenEngine<rocksdb::BackupEngine>(backup_dir));
-  const absl::Status deleted =
+  absl::Status deleted =
       FromRocks(engine->DeleteBackup(id), absl::StrCat("delete backup ", id, " in '", backup_dir, "'"));
   // The checksums of what remains (lines that did not parse are dropped).
   ASSIGN_OR_RETURN(MetaChecksums checksums, ReadMetaChecksums(backup_dir));

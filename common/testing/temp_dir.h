@@ -47,7 +47,7 @@ class TempDir {
   // Writes `contents` (binary) to Sub(name) and returns that path; aborts
   // when the write fails.
   std::string Write(const std::string& name, const std::string& contents) const {
-    const std::string path = Sub(name);
+    std::string path = Sub(name);
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << contents;
     out.close();

@@ -103,7 +103,7 @@ EVP_PKEY* ParseKey(const std::string& pem) {
 
 }  // namespace
 
-constexpr long kDay = 24 * 3600;
+constexpr long kDay = 24L * 3600;
 
 TestCert MakeTestCa(const std::string& common_name) {
   return Make(common_name, nullptr, nullptr, /*ca=*/true, -3600, kDay);

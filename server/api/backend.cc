@@ -630,7 +630,7 @@ absl::StatusOr<v1::PredictResponse> Backend::Predict(const Tenant& tenant, const
   in.threshold = request.threshold();
   in.top_k_answers = request.top_k_answers();
   in.tenant_weight = tenant.quotas().batch_weight;
-  absl::StatusOr<serving::PredictResult> result = options_.engine->Predict(std::move(in));
+  absl::StatusOr<serving::PredictResult> result = options_.engine->Predict(in);
   if (absl::IsNotFound(result.status()) && request.version() == 0) {
     // A task whose first job runs exists (GetTask says PENDING): not NOT_FOUND.
     ASSIGN_OR_RETURN(const auto pending, options_.jobs->PendingTasks(tenant.id()));

@@ -230,7 +230,7 @@ absl::Status PrepareContext(MHD_Connection* c, const std::string& task, grpc::Cl
 // The gateway's own body limits: RESOURCE_EXHAUSTED, answered 413 (a
 // tenant's quotas, RESOURCE_EXHAUSTED from the service, are 429).
 constexpr char kTooLargePayload[] = "adapterd.http/too-large";
-absl::Status TooLarge(std::string message) {
+absl::Status TooLarge(const std::string& message) {
   absl::Status s = absl::ResourceExhaustedError(message);
   s.SetPayload(kTooLargePayload, absl::Cord("1"));
   return s;
@@ -819,7 +819,7 @@ MHD_Result Export(State* state, MHD_Connection* c, Call& call) {
   const int64_t version = opened->first.version();
   const int64_t total = opened->first.total_bytes();
   MHD_Response* response = StreamedResponse(
-      total > 0 ? static_cast<uint64_t>(total) : MHD_SIZE_UNKNOWN, 64 * 1024,
+      total > 0 ? static_cast<uint64_t>(total) : MHD_SIZE_UNKNOWN, size_t{64} * 1024,
       new Download(std::move(opened->ctx), std::move(opened->reader), std::move(*opened->first.mutable_chunk())));
   if (response == nullptr) return MHD_NO;
   MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
@@ -913,7 +913,7 @@ absl::Status CheckCrossSite(State* state, MHD_Connection* c, std::string_view me
 
 // Answers `status` on the request's next call, its body unread (an answer
 // decided from the headers alone).
-void RefuseFromHeaders(State* state, Call& call, absl::Status status) {
+void RefuseFromHeaders(State* state, Call& call, const absl::Status& status) {
   call.early = [state, status](MHD_Connection* c, const Call& call) { return Fail(state, c, call, status); };
 }
 

@@ -90,7 +90,7 @@ double LowestValue(c10::ScalarType t) {
   }
 }
 
-absl::Status ExpectShape(const at::Tensor& t, std::vector<int64_t> want, const std::string& name) {
+absl::Status ExpectShape(const at::Tensor& t, const std::vector<int64_t>& want, const std::string& name) {
   if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat("encoder tensor '", name, "' is missing"));
   if (t.sizes() != at::IntArrayRef(want)) {
     return absl::InvalidArgumentError(absl::StrCat("encoder tensor '", name, "' has shape [",

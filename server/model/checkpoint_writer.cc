@@ -18,7 +18,7 @@ absl::StatusOr<EncoderWeights> RandomEncoderWeights(const BertConfig& config, ui
   RETURN_IF_ERROR(config.Validate());
   return GuardTorch("random encoder", [&]() -> absl::StatusOr<EncoderWeights> {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    auto normal = [&](std::vector<int64_t> shape, double std) {
+    auto normal = [&](const std::vector<int64_t>& shape, double std) {
       return at::empty(shape, at::kFloat).normal_(0.0, std, gen);
     };
     EncoderWeights w;
@@ -45,7 +45,7 @@ absl::StatusOr<std::string> SerializeEncoderWeights(const EncoderWeights& weight
       else if (name.ends_with(".bias"))
         name = name.substr(0, name.size() - 4) + "beta";
     }
-    if (options.bert_prefix) name = "bert." + name;
+    if (options.bert_prefix) name.insert(0, "bert.");
     RETURN_IF_ERROR(AddTensor(writer, name, t, options.dtype));
   }
   for (const auto& [name, t] : options.extra_tensors) {

@@ -301,7 +301,7 @@ bool Bf16ProductsWidened() {
     using dnnl::memory;
     const memory::desc md({16, 16}, memory::data_type::bf16, memory::format_tag::ab);
     try {
-      dnnl::matmul::primitive_desc(dnnl::matmul::desc(md, md, md), Engine());
+      [[maybe_unused]] const dnnl::matmul::primitive_desc probe(dnnl::matmul::desc(md, md, md), Engine());
       return false;
     } catch (const dnnl::error&) {
       return true;

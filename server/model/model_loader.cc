@@ -102,6 +102,7 @@ absl::StatusOr<EncoderWeights> AssembleWeights(const BertConfig& config, std::ma
         return;
       }
       std::vector<at::Tensor> parts;
+      parts.reserve(3);
       for (int part = 0; part < 3; ++part) parts.push_back(loaded[CheckpointName(spec, layer, part)]);
       t = at::cat(parts);
       for (int part = 0; part < 3; ++part) loaded.erase(CheckpointName(spec, layer, part));

@@ -233,6 +233,7 @@ std::vector<BatchRow> DynamicBatcher::TakeBatchLocked() {
     }
     const auto nearest_in_length = [&](const std::vector<size_t>& candidates, size_t k) {
       std::vector<int64_t> lengths;
+      lengths.reserve(candidates.size());
       for (size_t c : candidates) lengths.push_back(first_length[c]);
       return PickWindow(lengths, k, 0);
     };

@@ -745,8 +745,9 @@ absl::Status JobManager::RecordEvent(storage::v1::JobRecord& job, const storage:
   return absl::OkStatus();
 }
 
-absl::StatusOr<storage::PromotionResult> JobManager::Complete(storage::v1::JobRecord job, storage::v1::TaskRecord task,
-                                                              std::string adapter_bytes, int keep_versions) {
+absl::StatusOr<storage::PromotionResult> JobManager::Complete(const storage::v1::JobRecord& job,
+                                                              storage::v1::TaskRecord task,
+                                                              const std::string& adapter_bytes, int keep_versions) {
   task.set_current_job_id(job.job_id());
   absl::StatusOr<storage::PromotionResult> result;
   // The version is the task's next; an import of the same new task that

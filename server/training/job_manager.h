@@ -201,8 +201,8 @@ class JobManager {
   absl::Status RecordEvent(storage::v1::JobRecord& job, const storage::v1::JobEvent& event);
   // RUNNING -> SUCCEEDED with the new adapter version, atomically
   // (storage::Promotion). `task` carries labels, adapter config, fingerprint.
-  absl::StatusOr<storage::PromotionResult> Complete(storage::v1::JobRecord job, storage::v1::TaskRecord task,
-                                                    std::string adapter_bytes, int keep_versions);
+  absl::StatusOr<storage::PromotionResult> Complete(const storage::v1::JobRecord& job, storage::v1::TaskRecord task,
+                                                    const std::string& adapter_bytes, int keep_versions);
   // RUNNING/CANCELLING -> FAILED with `error`.
   absl::Status Fail(storage::v1::JobRecord job, const absl::Status& error);
   // CANCELLING (or RUNNING) -> CANCELLED.

@@ -95,7 +95,7 @@ absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const s
 }
 
 JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertTokenizer* tokenizer,
-                                       DatasetLimits limits, Hyperparameters defaults) {
+                                       DatasetLimits limits, const Hyperparameters& defaults) {
   return [=](const storage::v1::JobRecord& job) -> absl::StatusOr<ValidationOutcome> {
     ASSIGN_OR_RETURN(Hyperparameters hp, ResolveHyperparameters(job.hyperparameters(), defaults));
     std::vector<std::string> existing;
@@ -298,8 +298,7 @@ absl::StatusOr<storage::PromotionResult> JobRunner::Promote(storage::v1::JobReco
                    model::SerializeAdapterSet(*result.best, options_.encoder->fingerprint(),
                                               {{"task_id", job.task_id()}, {"job_id", job.job_id()}}));
   *job.mutable_best_metrics() = ToProto(result.best_epoch);
-  absl::StatusOr<storage::PromotionResult> promoted =
-      options_.jobs->Complete(job, task, std::move(bytes), options_.keep_versions);
+  absl::StatusOr<storage::PromotionResult> promoted = options_.jobs->Complete(job, task, bytes, options_.keep_versions);
   if (!promoted.ok()) {
     // A cancel that arrived during the last step wins over the promotion:
     // Finish ends the job (as stored now) CANCELLED.

@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<Example>> LoadExamples(storage::Database& db, const s
 // The JobManager validator: resolves hyperparameters, loads the datasets and
 // runs ValidateDataset (against the task's labels when it exists).
 JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertTokenizer* tokenizer,
-                                       DatasetLimits limits, Hyperparameters defaults);
+                                       DatasetLimits limits, const Hyperparameters& defaults);
 
 class JobRunner {
  public:

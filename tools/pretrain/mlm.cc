@@ -54,7 +54,7 @@ MlmHead MlmHead::Random(const model::BertConfig& config, uint64_t seed, double i
 absl::StatusOr<MlmHead> MlmHead::FromSafetensors(const model::SafetensorsFile& file, const model::BertConfig& config,
                                                  c10::Device device) {
   const int64_t d = config.hidden_size;
-  auto read = [&](const std::string& name, std::vector<int64_t> shape) -> absl::StatusOr<at::Tensor> {
+  auto read = [&](const std::string& name, const std::vector<int64_t>& shape) -> absl::StatusOr<at::Tensor> {
     const model::TensorView* v = file.Find(name);
     if (v == nullptr) return absl::InvalidArgumentError(absl::StrCat("missing tensor '", name, "'"));
     if (v->shape != shape) {

@@ -600,7 +600,7 @@ absl::Status Pretrainer::Train(const PackedCorpus& corpus, int64_t report_every,
       s.optimizer->step();
     }));
     ++s.step;
-    window_tokens += o.batch_size * o.seq_len;
+    window_tokens += static_cast<int64_t>(o.batch_size) * o.seq_len;
     s.train_seconds = seconds_before + since_start();
     const bool last = !timed && s.step == s.total_steps;
     if (report && (s.step % std::max<int64_t>(1, report_every) == 0 || last)) emit();

@@ -13,7 +13,6 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -21,17 +20,14 @@
 #include <optional>
 #include <sstream>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/api_util.h"
 #include "common/connection_table.h"
@@ -43,6 +39,7 @@
 #include "common/utf8.h"
 #include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
 #include "server/http/console_assets.h"
+#include "server/http/response_bodies.h"
 #include "server/http/transcoding.h"
 
 namespace adapterd::http {
@@ -80,8 +77,6 @@ constexpr char kJsonType[] = "application/json";
 constexpr unsigned int kHttpContentTooLarge = 413;
 // How much of a refused request's body is read (and dropped) to answer it.
 constexpr int64_t kMaxDiscardedBytes = 64 << 20;
-// Bytes of events an event stream queues for a client that reads slowly.
-constexpr size_t kMaxQueuedEventBytes = 1 << 20;
 // The console's pages load only what the gateway serves, and call only it.
 constexpr char kContentSecurityPolicy[] =
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; "
@@ -271,187 +266,6 @@ bool HasBody(MHD_Connection* c) {
   int64_t n = 0;
   return length.has_value() && absl::SimpleAtoi(*length, &n) && n > 0;
 }
-
-// --- Event streams (WatchTrainingJob) ---------------------------------------
-
-std::string FormatEvent(const v1::WatchTrainingJobResponse& m) {
-  std::string out = "event: update\n";
-  if (m.events_size() > 0) absl::StrAppend(&out, "id: ", m.events(m.events_size() - 1).seq(), "\n");
-  absl::StrAppend(&out, "data: ", ToJson(m), "\n\n");
-  return out;
-}
-
-std::string FormatEnd(const absl::Status& status) {
-  return absl::StrCat("event: end\ndata: ", StatusJson(status), "\n\n");
-}
-
-// One watch: a thread reads the gRPC stream into a queue; libmicrohttpd's
-// connection thread drains it through Read(), sending keep-alives while the
-// queue is empty. The queue holds at most kMaxQueuedEventBytes: past it the
-// reader stops reading, so a client that stops reading holds back the gRPC
-// stream (its flow control) instead of growing the server's memory. Freed by libmicrohttpd when the response ends or
-// the client goes away: the gRPC call is cancelled and the reader joined.
-class EventStream {
- public:
-  EventStream(State* state, std::unique_ptr<grpc::ClientContext> ctx,
-              std::unique_ptr<grpc::ClientReader<v1::WatchTrainingJobResponse>> reader,
-              const v1::WatchTrainingJobResponse& first)
-      : state_(state), ctx_(std::move(ctx)), reader_(std::move(reader)) {
-    state_->open_streams.fetch_add(1);
-    {
-      absl::MutexLock l(&mu_);
-      queue_.push_back(FormatEvent(first));
-      queued_bytes_ = queue_.back().size();
-    }
-    producer_ = std::thread([this] { Produce(); });
-  }
-  ~EventStream() {
-    {
-      absl::MutexLock l(&mu_);
-      cancelled_ = true;  // frees a producer waiting for room
-    }
-    ctx_->TryCancel();
-    producer_.join();
-    state_->open_streams.fetch_sub(1);
-  }
-
-  static ssize_t Read(void* cls, uint64_t, char* buf, size_t max) {
-    return static_cast<EventStream*>(cls)->ReadSome(buf, max);
-  }
-  static void Free(void* cls) { delete static_cast<EventStream*>(cls); }
-
- private:
-  void Produce() {
-    v1::WatchTrainingJobResponse m;
-    while (reader_->Read(&m)) {
-      std::string event = FormatEvent(m);
-      absl::MutexLock l(&mu_);
-      auto room = [this]()
-                      ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queued_bytes_ < kMaxQueuedEventBytes || cancelled_; };
-      mu_.Await(absl::Condition(&room));
-      if (cancelled_) break;
-      queued_bytes_ += event.size();
-      queue_.push_back(std::move(event));
-    }
-    const absl::Status status = FromGrpcStatus(reader_->Finish());
-    absl::MutexLock l(&mu_);
-    final_ = status;
-    done_ = true;
-  }
-
-  ssize_t ReadSome(char* buf, size_t max) {
-    if (pos_ == out_.size()) {
-      if (ended_) return MHD_CONTENT_READER_END_OF_STREAM;
-      out_.clear();
-      pos_ = 0;
-      NextChunk();
-    }
-    const size_t n = std::min(max, out_.size() - pos_);
-    std::memcpy(buf, out_.data() + pos_, n);
-    pos_ += n;
-    return static_cast<ssize_t>(n);
-  }
-
-  // Fills out_ with the next event, the end, or a keep-alive.
-  void NextChunk() {
-    const absl::Time keepalive_at = absl::Now() + state_->options.keepalive;
-    absl::MutexLock l(&mu_);
-    auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || done_; };
-    while (true) {
-      // Stopping ends the stream even while events keep coming: the client
-      // resumes after the last id it received.
-      if (state_->stopping.load()) {
-        out_ = FormatEnd(absl::UnavailableError("adapterd is shutting down; watch again with after_seq"));
-        ended_ = true;
-        return;
-      }
-      // Short waits, so that Stop() ends the stream promptly.
-      mu_.AwaitWithDeadline(absl::Condition(&ready), std::min(keepalive_at, absl::Now() + absl::Milliseconds(200)));
-      if (!queue_.empty()) {
-        out_ = std::move(queue_.front());
-        queue_.pop_front();
-        queued_bytes_ -= out_.size();
-        return;
-      }
-      if (done_) {
-        out_ = FormatEnd(final_);
-        ended_ = true;
-        return;
-      }
-      if (absl::Now() >= keepalive_at) {
-        out_ = ": keepalive\n\n";
-        return;
-      }
-    }
-  }
-
-  State* const state_;
-  std::unique_ptr<grpc::ClientContext> ctx_;
-  std::unique_ptr<grpc::ClientReader<v1::WatchTrainingJobResponse>> reader_;
-  std::thread producer_;
-  absl::Mutex mu_;  // protects queue_, done_, final_
-  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
-  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status final_ ABSL_GUARDED_BY(mu_);
-  // The connection thread's own: the chunk being sent.
-  std::string out_;
-  size_t pos_ = 0;
-  bool ended_ = false;
-};
-
-// --- Downloads (ExportAdapter) ----------------------------------------------
-
-class Download {
- public:
-  Download(std::unique_ptr<grpc::ClientContext> ctx,
-           std::unique_ptr<grpc::ClientReader<v1::ExportAdapterResponse>> reader, std::string first_chunk)
-      : ctx_(std::move(ctx)), reader_(std::move(reader)), chunk_(std::move(first_chunk)) {}
-  ~Download() {
-    if (!finished_) {
-      ctx_->TryCancel();
-      v1::ExportAdapterResponse m;
-      while (reader_->Read(&m)) {
-      }
-      (void)reader_->Finish();
-    }
-  }
-
-  static ssize_t Read(void* cls, uint64_t, char* buf, size_t max) {
-    return static_cast<Download*>(cls)->ReadSome(buf, max);
-  }
-  static void Free(void* cls) { delete static_cast<Download*>(cls); }
-
- private:
-  ssize_t ReadSome(char* buf, size_t max) {
-    while (pos_ == chunk_.size()) {
-      if (finished_) return MHD_CONTENT_READER_END_OF_STREAM;
-      v1::ExportAdapterResponse m;
-      if (!reader_->Read(&m)) {
-        finished_ = true;
-        const grpc::Status status = reader_->Finish();
-        if (!status.ok()) {
-          LOG(WARNING) << "HTTP export ended early: " << status.error_message();
-          return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
-        return MHD_CONTENT_READER_END_OF_STREAM;
-      }
-      chunk_ = std::move(*m.mutable_chunk());
-      pos_ = 0;
-    }
-    const size_t n = std::min(max, chunk_.size() - pos_);
-    std::memcpy(buf, chunk_.data() + pos_, n);
-    pos_ += n;
-    return static_cast<ssize_t>(n);
-  }
-
-  std::unique_ptr<grpc::ClientContext> ctx_;
-  std::unique_ptr<grpc::ClientReader<v1::ExportAdapterResponse>> reader_;
-  std::string chunk_;
-  size_t pos_ = 0;
-  bool finished_ = false;
-};
 
 // --- One request --------------------------------------------------------------
 
@@ -800,7 +614,10 @@ MHD_Result Watch(State* state, MHD_Connection* c, Call& call) {
       OpenServerStream(state, c, call, request, &v1::Adapterd::Stub::WatchTrainingJob);
   if (!opened.ok()) return Fail(state, c, call, opened.status());
   MHD_Response* response = StreamedResponse(
-      MHD_SIZE_UNKNOWN, 4096, new EventStream(state, std::move(opened->ctx), std::move(opened->reader), opened->first));
+      MHD_SIZE_UNKNOWN, 4096,
+      new EventStream(
+          {.open_streams = &state->open_streams, .stopping = &state->stopping, .keepalive = state->options.keepalive},
+          std::move(opened->ctx), std::move(opened->reader), opened->first));
   if (response == nullptr) return MHD_NO;
   MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
   MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");

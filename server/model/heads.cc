@@ -138,26 +138,26 @@ class ExtractiveQaHead : public Head {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Head>> MakeHead(TaskKind kind, int64_t num_labels) {
+  const KindSpec* spec = FindKindSpec(static_cast<int32_t>(kind));
+  if (spec == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat("unknown task kind ", static_cast<int32_t>(kind)));
+  if (num_labels < spec->min_labels) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", std::string(spec->name), " task cannot have ", num_labels,
+                                                   kind == TaskKind::kTokenClassification ? " tags" : " labels"));
+  }
   switch (kind) {
     case TaskKind::kSequenceClassification:
-      if (num_labels < 2) break;
       return std::make_unique<SequenceClassificationHead>(num_labels);
     case TaskKind::kMultiLabelClassification:
-      if (num_labels < 2) break;
       return std::make_unique<MultiLabelHead>(num_labels);
     case TaskKind::kRegression:
       return std::make_unique<RegressionHead>();
     case TaskKind::kTokenClassification:
-      if (num_labels < 3) break;
       return std::make_unique<TokenClassificationHead>(num_labels);
     case TaskKind::kExtractiveQa:
       return std::make_unique<ExtractiveQaHead>();
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("unknown task kind ", static_cast<int32_t>(kind)));
   }
-  return absl::InvalidArgumentError(absl::StrCat("a ", std::string(TaskKindName(kind)), " task cannot have ",
-                                                 num_labels,
-                                                 kind == TaskKind::kTokenClassification ? " tags" : " labels"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown task kind ", static_cast<int32_t>(kind)));
 }
 
 }  // namespace adapterd::model

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <set>
@@ -137,6 +138,18 @@ class ShardingTest : public ServerProcessTest {
   // nginx's master must stop gracefully (SIGQUIT): SIGKILLed alone, it would
   // leave its worker listening.
   void TearDown() override {
+    // A failed test says what became of each replica: a list that a replica
+    // "did not answer" is either a replica that exited or one its peers had
+    // not reconnected to, and the logs are gone with the test's directory.
+    if (HasFailure()) {
+      for (size_t i = 0; i < replicas_.size(); ++i) {
+        if (!replicas_[i]) continue;
+        const std::string log = replicas_[i]->Log();
+        std::cerr << "replica " << i << " (" << peers_[i] << ") is "
+                  << (replicas_[i]->running() ? "running" : "NOT running") << "; the end of its log:\n"
+                  << log.substr(log.size() > 3000 ? log.size() - 3000 : 0) << "\n";
+      }
+    }
     if (router_) {
       router_->Signal(SIGQUIT);
       EXPECT_TRUE(router_->Wait(absl::Seconds(15)).ok()) << "nginx did not stop";

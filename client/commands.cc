@@ -400,26 +400,11 @@ std::string SerializeDeterministic(const google::protobuf::Message& message) {
   return out;
 }
 
-// Uploads `examples` for `task_id` under their content-derived id, or reuses
-// the dataset already stored under it (a retried command).
 // A dataset file's upload metadata: its format (the server reads it) and
 // its name without directories (for the format's extension and messages).
 v1::UploadDatasetRequest::Metadata FileMetadata(const std::string& file, DatasetFormat format) {
   v1::UploadDatasetRequest::Metadata metadata;
-  switch (format) {
-    case DatasetFormat::kCsv:
-      metadata.set_file_format(v1::DATASET_FORMAT_CSV);
-      break;
-    case DatasetFormat::kJsonl:
-      metadata.set_file_format(v1::DATASET_FORMAT_JSONL);
-      break;
-    case DatasetFormat::kSquad:
-      metadata.set_file_format(v1::DATASET_FORMAT_SQUAD);
-      break;
-    case DatasetFormat::kAuto:
-      metadata.set_file_format(v1::DATASET_FORMAT_AUTO);
-      break;
-  }
+  metadata.set_file_format(ToApiFormat(format));
   const size_t slash = file.find_last_of('/');
   metadata.set_file_name(slash == std::string::npos ? file : file.substr(slash + 1));
   metadata.set_display_name(metadata.file_name());

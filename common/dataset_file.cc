@@ -699,6 +699,33 @@ absl::StatusOr<DatasetFormat> ParseDatasetFormat(std::string_view name) {
       absl::StrCat("unknown dataset format '", std::string(name), "' (use csv, jsonl or squad)"));
 }
 
+DatasetFormat FromApiFormat(v1::DatasetFormat format) {
+  switch (format) {
+    case v1::DATASET_FORMAT_CSV:
+      return DatasetFormat::kCsv;
+    case v1::DATASET_FORMAT_JSONL:
+      return DatasetFormat::kJsonl;
+    case v1::DATASET_FORMAT_SQUAD:
+      return DatasetFormat::kSquad;
+    default:
+      return DatasetFormat::kAuto;
+  }
+}
+
+v1::DatasetFormat ToApiFormat(DatasetFormat format) {
+  switch (format) {
+    case DatasetFormat::kCsv:
+      return v1::DATASET_FORMAT_CSV;
+    case DatasetFormat::kJsonl:
+      return v1::DATASET_FORMAT_JSONL;
+    case DatasetFormat::kSquad:
+      return v1::DATASET_FORMAT_SQUAD;
+    case DatasetFormat::kAuto:
+      break;
+  }
+  return v1::DATASET_FORMAT_AUTO;
+}
+
 absl::StatusOr<DatasetFormat> DatasetFormatForPath(std::string_view path) {
   const std::string ext = Extension(path);
   if (ext == "csv") return DatasetFormat::kCsv;

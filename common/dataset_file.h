@@ -110,6 +110,12 @@ enum class DatasetFormat {
   kSquad,  // SQuAD v1.1 / v2.0 JSON
 };
 
+// The API's names of the formats (UploadDatasetRequest.Metadata.file_format)
+// and the reader's: AUTO <-> kAuto, CSV <-> kCsv, JSONL <-> kJsonl, SQUAD <->
+// kSquad. UNSPECIFIED (no file) reads as kAuto.
+DatasetFormat FromApiFormat(v1::DatasetFormat format);
+v1::DatasetFormat ToApiFormat(DatasetFormat format);
+
 // "auto", "csv", "jsonl" / "json" / "ndjson", "squad" (case-insensitive).
 absl::StatusOr<DatasetFormat> ParseDatasetFormat(std::string_view name);
 
@@ -175,6 +181,7 @@ class DatasetStreamParser {
 // extension), is held whole and read by ParseDataset at Finish, at most
 // `max_whole_bytes` of it (INVALID_ARGUMENT past that, naming the streamed
 // formats). The examples and errors are ParseDataset's for the whole file.
+// Not thread-safe: one upload stream drives it.
 class DatasetFileReader {
  public:
   DatasetFileReader(DatasetFormat format, std::string name, size_t max_record_bytes, size_t max_whole_bytes);

@@ -44,19 +44,6 @@ int64_t TaskParameters(const model::BertConfig& c, const storage::v1::TaskRecord
 
 namespace {
 
-DatasetFormat ReaderFormat(v1::DatasetFormat format) {
-  switch (format) {
-    case v1::DATASET_FORMAT_CSV:
-      return DatasetFormat::kCsv;
-    case v1::DATASET_FORMAT_JSONL:
-      return DatasetFormat::kJsonl;
-    case v1::DATASET_FORMAT_SQUAD:
-      return DatasetFormat::kSquad;
-    default:
-      return DatasetFormat::kAuto;
-  }
-}
-
 // Examples gathered into one stored chunk before it is written.
 constexpr size_t kFileChunkBytes = size_t{1} << 20;
 
@@ -73,7 +60,7 @@ DatasetUpload::DatasetUpload(Backend* backend, const Tenant* tenant, std::string
   record_.set_tenant(tenant_->id());
   record_.set_dataset_id(dataset_id_);
   if (metadata.file_format() != v1::DATASET_FORMAT_UNSPECIFIED) {
-    file_ = std::make_unique<DatasetFileReader>(ReaderFormat(metadata.file_format()),
+    file_ = std::make_unique<DatasetFileReader>(FromApiFormat(metadata.file_format()),
                                                 metadata.file_name().empty() ? "the file" : metadata.file_name(),
                                                 kMaxDatasetRecordBytes, kMaxWholeDatasetFileBytes);
     file_sha_ = std::make_unique<Sha256>();

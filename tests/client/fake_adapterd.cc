@@ -176,11 +176,8 @@ grpc::Status FakeAdapterd::UploadDataset(grpc::ServerContext* context,
     examples.insert(examples.end(), messages[i].chunk().examples().begin(), messages[i].chunk().examples().end());
   }
   if (meta.file_format() != v1::DATASET_FORMAT_UNSPECIFIED) {
-    const DatasetFormat format = meta.file_format() == v1::DATASET_FORMAT_CSV     ? DatasetFormat::kCsv
-                                 : meta.file_format() == v1::DATASET_FORMAT_JSONL ? DatasetFormat::kJsonl
-                                 : meta.file_format() == v1::DATASET_FORMAT_SQUAD ? DatasetFormat::kSquad
-                                                                                  : DatasetFormat::kAuto;
-    absl::StatusOr<std::vector<v1::Example>> read = ParseDataset(file, format, meta.file_name());
+    absl::StatusOr<std::vector<v1::Example>> read =
+        ParseDataset(file, FromApiFormat(meta.file_format()), meta.file_name());
     if (!read.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(read.status().message()));
     examples = *std::move(read);
     dataset.set_file_sha256(Sha256Hex(file));

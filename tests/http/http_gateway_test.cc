@@ -104,11 +104,7 @@ class ScriptedService final : public v1::Adapterd::Service {
     if (!reader->Read(&m) || m.metadata().file_format() == v1::DATASET_FORMAT_UNSPECIFIED) {
       return {grpc::StatusCode::INVALID_ARGUMENT, "the gateway sends a file"};
     }
-    const v1::DatasetFormat format = m.metadata().file_format();
-    DatasetFileReader file(format == v1::DATASET_FORMAT_CSV     ? DatasetFormat::kCsv
-                           : format == v1::DATASET_FORMAT_JSONL ? DatasetFormat::kJsonl
-                                                                : DatasetFormat::kSquad,
-                           m.metadata().file_name(), 1 << 20, 1 << 20);
+    DatasetFileReader file(FromApiFormat(m.metadata().file_format()), m.metadata().file_name(), 1 << 20, 1 << 20);
     int64_t examples = 0;
     absl::Status read;
     while (reader->Read(&m)) {

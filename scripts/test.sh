@@ -12,7 +12,8 @@
 #      the concurrency tests: serving, job queue and runner, the in-process
 #      gRPC servers, and the canary that proves the setup still sees a race;
 #   3. the libFuzzer harnesses, FUZZ_SECONDS each, one per core at a time
-#      (default 60; scripts/fuzz.sh, its own clang build in build-fuzz/),
+#      (default 30; scripts/fuzz.sh, its own clang build in build-fuzz/;
+#      longer runs by hand: scripts/fuzz.sh all 600),
 #      with the TSan suite, which runs on one CPU, in the pool's last round
 #      beside the odd harness (FUZZ_ALSO; after the harnesses when
 #      FUZZ_SECONDS=0);
@@ -37,7 +38,7 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$BUILD_DIR" -j "$JOBS"
 echo "test.sh: configure and build took $((SECONDS - start)) s" >&2
 
-FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 SANITIZE=${SANITIZE:-1}
 TSAN_SUITE="SANITIZE_STEPS=test JOBS=$JOBS ./scripts/sanitize.sh thread"
 if [ "$SANITIZE" != 0 ]; then

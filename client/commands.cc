@@ -868,96 +868,104 @@ std::string AnswerInContext(const std::string& context, const v1::Answer& a, int
                       piece(a.end(), to), to < n ? "..." : "");
 }
 
-nlohmann::json PredictionJson(const v1::Prediction& p, v1::TaskKind kind, bool all_scores) {
-  nlohmann::json row = nlohmann::json::object();
-  const auto scores = [](const auto& list) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const v1::LabelScore& s : list) out.push_back({{"label", s.label()}, {"score", RoundedScore(s.score())}});
-    return out;
-  };
-  switch (kind) {
-    case v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION:
-      row["labels"] = scores(p.labels());
-      break;
-    case v1::TASK_KIND_REGRESSION:
-      row["value"] = p.value();
-      break;
-    case v1::TASK_KIND_TOKEN_CLASSIFICATION:
-      row["entities"] = nlohmann::json::array();
-      for (const v1::Entity& e : p.entities()) {
-        row["entities"].push_back({{"label", e.label()},
-                                   {"start", e.start()},
-                                   {"end", e.end()},
-                                   {"text", e.text()},
-                                   {"score", RoundedScore(e.score())}});
-      }
-      break;
-    case v1::TASK_KIND_EXTRACTIVE_QA:
-      row["answers"] = nlohmann::json::array();
-      for (const v1::Answer& a : p.answers()) {
-        row["answers"].push_back(
-            {{"text", a.text()}, {"start", a.start()}, {"end", a.end()}, {"score", RoundedScore(a.score())}});
-      }
-      break;
-    default:
-      row["label"] = p.label();
-      row["score"] = RoundedScore(p.score());
-  }
-  if (all_scores && p.all_scores_size() > 0) row["all_scores"] = scores(p.all_scores());
-  return row;
+nlohmann::json ScoresJson(const google::protobuf::RepeatedPtrField<v1::LabelScore>& list) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const v1::LabelScore& s : list) out.push_back({{"label", s.label()}, {"score", RoundedScore(s.score())}});
+  return out;
 }
 
-// One table row's cells after the text (and pair) for the task's kind.
-std::vector<std::string> PredictionCells(const v1::Prediction& p, v1::TaskKind kind, const std::string& text,
-                                         const std::string& pair) {
-  switch (kind) {
-    case v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION: {
-      std::vector<std::string> labels;
-      for (const v1::LabelScore& l : p.labels()) labels.push_back(absl::StrFormat("%s %.4f", l.label(), l.score()));
-      return {Cell(labels.empty() ? std::string("-") : absl::StrJoin(labels, ", "), 60)};
-    }
-    case v1::TASK_KIND_REGRESSION:
-      return {absl::StrFormat("%.6g", p.value())};
-    case v1::TASK_KIND_TOKEN_CLASSIFICATION: {
-      std::vector<Marked> spans;
-      for (const v1::Entity& e : p.entities()) spans.push_back({e.start(), e.end(), e.label()});
-      return {absl::StrCat(p.entities_size()), Cell(MarkSpans(text, spans), 100)};
-    }
-    case v1::TASK_KIND_EXTRACTIVE_QA: {
-      if (p.answers_size() == 0) return {"-", "", ""};
-      const v1::Answer& a = p.answers(0);
-      if (a.text().empty()) return {"(no answer)", absl::StrFormat("%.4f", a.score()), ""};
-      return {Cell(a.text(), 40), absl::StrFormat("%.4f", a.score()), Cell(AnswerInContext(pair, a), 100)};
-    }
-    default:
-      return {Cell(p.label(), 40), absl::StrFormat("%.4f", p.score())};
-  }
-}
+// How adapterctl shows one kind's predictions: its table columns after the
+// text (and pair), those columns' cells, and its JSON fields. One row per
+// kind in kPredictionViews; a kind this build does not know (a newer
+// server's) shows as classification does, its label and score.
+struct PredictionView {
+  v1::TaskKind kind;
+  std::initializer_list<std::string_view> header;
+  std::vector<std::string> (*cells)(const v1::Prediction& p, const std::string& text, const std::string& pair);
+  void (*json)(const v1::Prediction& p, nlohmann::json& row);
+  // Texts are questions and pairs their contexts, which the cells show
+  // around the answer instead of whole.
+  bool questions = false;
+};
 
-std::vector<std::string> PredictionHeader(v1::TaskKind kind) {
-  switch (kind) {
-    case v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION:
-      return {"LABELS"};
-    case v1::TASK_KIND_REGRESSION:
-      return {"VALUE"};
-    case v1::TASK_KIND_TOKEN_CLASSIFICATION:
-      return {"ENTITIES", "MARKED"};
-    case v1::TASK_KIND_EXTRACTIVE_QA:
-      return {"ANSWER", "SCORE", "IN CONTEXT"};
-    default:
-      return {"LABEL", "SCORE"};
+const PredictionView kPredictionViews[] = {
+    {v1::TASK_KIND_SEQUENCE_CLASSIFICATION,
+     {"LABEL", "SCORE"},
+     [](const v1::Prediction& p, const std::string&, const std::string&) -> std::vector<std::string> {
+       return {Cell(p.label(), 40), absl::StrFormat("%.4f", p.score())};
+     },
+     [](const v1::Prediction& p, nlohmann::json& row) {
+       row["label"] = p.label();
+       row["score"] = RoundedScore(p.score());
+     }},
+    {v1::TASK_KIND_MULTI_LABEL_CLASSIFICATION,
+     {"LABELS"},
+     [](const v1::Prediction& p, const std::string&, const std::string&) -> std::vector<std::string> {
+       std::vector<std::string> labels;
+       for (const v1::LabelScore& l : p.labels()) labels.push_back(absl::StrFormat("%s %.4f", l.label(), l.score()));
+       return {Cell(labels.empty() ? std::string("-") : absl::StrJoin(labels, ", "), 60)};
+     },
+     [](const v1::Prediction& p, nlohmann::json& row) { row["labels"] = ScoresJson(p.labels()); }},
+    {v1::TASK_KIND_REGRESSION,
+     {"VALUE"},
+     [](const v1::Prediction& p, const std::string&, const std::string&) -> std::vector<std::string> {
+       return {absl::StrFormat("%.6g", p.value())};
+     },
+     [](const v1::Prediction& p, nlohmann::json& row) { row["value"] = p.value(); }},
+    {v1::TASK_KIND_TOKEN_CLASSIFICATION,
+     {"ENTITIES", "MARKED"},
+     [](const v1::Prediction& p, const std::string& text, const std::string&) -> std::vector<std::string> {
+       std::vector<Marked> spans;
+       for (const v1::Entity& e : p.entities()) spans.push_back({e.start(), e.end(), e.label()});
+       return {absl::StrCat(p.entities_size()), Cell(MarkSpans(text, spans), 100)};
+     },
+     [](const v1::Prediction& p, nlohmann::json& row) {
+       row["entities"] = nlohmann::json::array();
+       for (const v1::Entity& e : p.entities()) {
+         row["entities"].push_back({{"label", e.label()},
+                                    {"start", e.start()},
+                                    {"end", e.end()},
+                                    {"text", e.text()},
+                                    {"score", RoundedScore(e.score())}});
+       }
+     }},
+    {v1::TASK_KIND_EXTRACTIVE_QA,
+     {"ANSWER", "SCORE", "IN CONTEXT"},
+     [](const v1::Prediction& p, const std::string&, const std::string& pair) -> std::vector<std::string> {
+       if (p.answers_size() == 0) return {"-", "", ""};
+       const v1::Answer& a = p.answers(0);
+       if (a.text().empty()) return {"(no answer)", absl::StrFormat("%.4f", a.score()), ""};
+       return {Cell(a.text(), 40), absl::StrFormat("%.4f", a.score()), Cell(AnswerInContext(pair, a), 100)};
+     },
+     [](const v1::Prediction& p, nlohmann::json& row) {
+       row["answers"] = nlohmann::json::array();
+       for (const v1::Answer& a : p.answers()) {
+         row["answers"].push_back(
+             {{"text", a.text()}, {"start", a.start()}, {"end", a.end()}, {"score", RoundedScore(a.score())}});
+       }
+     },
+     /*questions=*/true},
+};
+
+const PredictionView& ViewOf(v1::TaskKind kind) {
+  for (const PredictionView& view : kPredictionViews) {
+    if (view.kind == kind) return view;
   }
+  return kPredictionViews[0];
 }
 
 absl::Status PrintPredictions(const CommandEnv& env, const PredictArgs& args, const std::vector<std::string>& texts,
                               const std::vector<v1::Prediction>& predictions, v1::TaskKind kind, int64_t version) {
-  const bool qa = kind == v1::TASK_KIND_EXTRACTIVE_QA;
+  const PredictionView& view = ViewOf(kind);
+  const bool qa = view.questions;
   if (env.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (size_t i = 0; i < texts.size(); ++i) {
       nlohmann::json row = {{qa ? "question" : "text", texts[i]}};
       if (!args.pairs.empty()) row[qa ? "context" : "text_pair"] = args.pairs[i];
-      row.update(PredictionJson(predictions[i], kind, args.all_scores));
+      view.json(predictions[i], row);
+      if (args.all_scores && predictions[i].all_scores_size() > 0)
+        row["all_scores"] = ScoresJson(predictions[i].all_scores());
       rows.push_back(std::move(row));
     }
     nlohmann::json doc = {{"task_id", args.task_id}, {"version", version}};
@@ -970,7 +978,7 @@ absl::Status PrintPredictions(const CommandEnv& env, const PredictArgs& args, co
   const bool pair_column = !args.pairs.empty() && !qa;
   std::vector<std::string> header = {qa ? "QUESTION" : "TEXT"};
   if (pair_column) header.push_back("TEXT_PAIR");
-  for (std::string& h : PredictionHeader(kind)) header.push_back(std::move(h));
+  for (std::string_view h : view.header) header.emplace_back(h);
   const bool scores = args.all_scores && predictions.front().all_scores_size() > 0;
   if (scores) {
     for (const auto& s : predictions.front().all_scores()) header.push_back(absl::StrCat("P(", s.label(), ")"));
@@ -980,7 +988,7 @@ absl::Status PrintPredictions(const CommandEnv& env, const PredictArgs& args, co
     const std::string pair = args.pairs.empty() ? "" : args.pairs[i];
     std::vector<std::string> row = {Cell(texts[i])};
     if (pair_column) row.push_back(Cell(pair));
-    for (std::string& c : PredictionCells(predictions[i], kind, texts[i], pair)) row.push_back(std::move(c));
+    for (std::string& c : view.cells(predictions[i], texts[i], pair)) row.push_back(std::move(c));
     if (scores) {
       for (const auto& s : predictions[i].all_scores()) row.push_back(absl::StrFormat("%.4f", s.score()));
     }

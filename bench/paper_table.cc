@@ -61,6 +61,7 @@
 #include "server/model/safetensors.h"
 #include "server/model/tensor_io.h"
 #include "server/training/kind_examples.h"
+#include "server/training/kind_rules.h"
 #include "server/training/trainer.h"
 
 namespace adapterd::bench {

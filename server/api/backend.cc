@@ -637,53 +637,40 @@ absl::StatusOr<v1::PredictResponse> Backend::Predict(const Tenant& tenant, const
 
 void Backend::AddPrediction(const serving::PredictResult& result, size_t i, const v1::PredictRequest& request,
                             v1::PredictResponse& out) {
+  const serving::TextPrediction& text = result.texts[i];
   v1::Prediction* p = out.add_predictions();
-  const auto add_scores = [&](const std::vector<float>& probs) {
-    for (size_t l = 0; l < probs.size(); ++l) {
+  const auto label_name = [&](const model::LabelProbability& l) { return result.labels[static_cast<size_t>(l.label)]; };
+  if (text.label) {
+    p->set_label(label_name(*text.label));
+    p->set_score(static_cast<float>(text.label->probability));
+  }
+  for (const model::LabelProbability& l : text.labels) {
+    v1::LabelScore* s = p->add_labels();
+    s->set_label(label_name(l));
+    s->set_score(static_cast<float>(l.probability));
+  }
+  if (request.return_all_scores()) {
+    for (size_t l = 0; l < text.probabilities.size(); ++l) {
       v1::LabelScore* s = p->add_all_scores();
       s->set_label(result.labels[l]);
-      s->set_score(probs[l]);
+      s->set_score(text.probabilities[l]);
     }
-  };
-  switch (result.kind) {
-    case model::TaskKind::kSequenceClassification: {
-      const std::vector<float>& probs = result.probabilities[i];
-      const size_t best = static_cast<size_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
-      p->set_label(result.labels[best]);
-      p->set_score(probs[best]);
-      if (request.return_all_scores()) add_scores(probs);
-      break;
-    }
-    case model::TaskKind::kMultiLabelClassification:
-      for (const model::LabelProbability& l : result.label_sets[i]) {
-        v1::LabelScore* s = p->add_labels();
-        s->set_label(result.labels[static_cast<size_t>(l.label)]);
-        s->set_score(static_cast<float>(l.probability));
-      }
-      if (request.return_all_scores()) add_scores(result.probabilities[i]);
-      break;
-    case model::TaskKind::kRegression:
-      p->set_value(result.values[i]);
-      break;
-    case model::TaskKind::kTokenClassification:
-      for (const serving::Entity& e : result.entities[i]) {
-        v1::Entity* x = p->add_entities();
-        x->set_label(e.label);
-        x->set_start(e.start);
-        x->set_end(e.end);
-        x->set_text(e.text);
-        x->set_score(static_cast<float>(e.score));
-      }
-      break;
-    case model::TaskKind::kExtractiveQa:
-      for (const model::TextAnswer& a : result.answers[i]) {
-        v1::Answer* x = p->add_answers();
-        x->set_text(a.text);
-        x->set_start(a.start);
-        x->set_end(a.end);
-        x->set_score(static_cast<float>(a.score));
-      }
-      break;
+  }
+  if (text.value) p->set_value(*text.value);
+  for (const serving::Entity& e : text.entities) {
+    v1::Entity* x = p->add_entities();
+    x->set_label(e.label);
+    x->set_start(e.start);
+    x->set_end(e.end);
+    x->set_text(e.text);
+    x->set_score(static_cast<float>(e.score));
+  }
+  for (const model::TextAnswer& a : text.answers) {
+    v1::Answer* x = p->add_answers();
+    x->set_text(a.text);
+    x->set_start(a.start);
+    x->set_end(a.end);
+    x->set_score(static_cast<float>(a.score));
   }
 }
 

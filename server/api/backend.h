@@ -214,7 +214,7 @@ class Backend {
   }
 
  private:
-  // Text i's result as the API's Prediction for the task's kind.
+  // Text i's result as the API's Prediction: the fields its kind set (serving::TextPrediction).
   static void AddPrediction(const serving::PredictResult& result, size_t i, const v1::PredictRequest& request,
                             v1::PredictResponse& out);
   friend class DatasetUpload;

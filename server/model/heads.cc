@@ -4,6 +4,7 @@
 
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -135,29 +136,41 @@ class ExtractiveQaHead : public Head {
   }
 };
 
+template <typename H>
+std::unique_ptr<Head> NewHead(int64_t num_labels) {
+  if constexpr (std::is_constructible_v<H, int64_t>) {
+    return std::make_unique<H>(num_labels);
+  } else {
+    return std::make_unique<H>();
+  }
+}
+
+// Each kind's head, in TaskKind's order (as the kinds' table, task_kinds.cc,
+// lists them; MakeHead checks the head it made is of the kind asked).
+using HeadFactory = std::unique_ptr<Head> (*)(int64_t num_labels);
+constexpr HeadFactory kHeads[] = {
+    NewHead<SequenceClassificationHead>, NewHead<MultiLabelHead>,   NewHead<RegressionHead>,
+    NewHead<TokenClassificationHead>,    NewHead<ExtractiveQaHead>,
+};
+static_assert(std::size(kHeads) == kNumTaskKinds, "one head per task kind");
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Head>> MakeHead(TaskKind kind, int64_t num_labels) {
   const KindSpec* spec = FindKindSpec(static_cast<int32_t>(kind));
-  if (spec == nullptr)
+  if (spec == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("unknown task kind ", static_cast<int32_t>(kind)));
+  }
   if (num_labels < spec->min_labels) {
-    return absl::InvalidArgumentError(absl::StrCat("a ", std::string(spec->name), " task cannot have ", num_labels,
-                                                   kind == TaskKind::kTokenClassification ? " tags" : " labels"));
+    return absl::InvalidArgumentError(absl::StrCat("a ", std::string(spec->name), " task cannot have ", num_labels, " ",
+                                                   std::string(spec->label_noun)));
   }
-  switch (kind) {
-    case TaskKind::kSequenceClassification:
-      return std::make_unique<SequenceClassificationHead>(num_labels);
-    case TaskKind::kMultiLabelClassification:
-      return std::make_unique<MultiLabelHead>(num_labels);
-    case TaskKind::kRegression:
-      return std::make_unique<RegressionHead>();
-    case TaskKind::kTokenClassification:
-      return std::make_unique<TokenClassificationHead>(num_labels);
-    case TaskKind::kExtractiveQa:
-      return std::make_unique<ExtractiveQaHead>();
+  std::unique_ptr<Head> head = kHeads[static_cast<size_t>(kind) - 1](num_labels);
+  if (head->kind() != kind) {
+    return absl::InternalError(absl::StrCat("the head table lists a ", std::string(TaskKindName(head->kind())),
+                                            " head for ", std::string(spec->name)));
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown task kind ", static_cast<int32_t>(kind)));
+  return head;
 }
 
 }  // namespace adapterd::model

@@ -49,10 +49,6 @@ struct HeadTargets {
   at::Tensor attention_mask;  // [B, L] 1 = a real token: token-reading kinds
 };
 
-// A position token classification does not score: special tokens, padding,
-// and every piece of a word but its first (HF's -100).
-inline constexpr int64_t kIgnoredPosition = -100;
-
 class Head {
  public:
   virtual ~Head() = default;

@@ -5,7 +5,12 @@
 #include <iterator>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/model/adapter_config.h"
+#include "server/model/text_pieces.h"
 
 namespace adapterd::model {
 namespace {
@@ -26,47 +31,107 @@ std::vector<int32_t> BestPositions(std::span<const float> values, int32_t n) {
 
 namespace {
 
+// The kinds' parameter rules (KindSpec::check_parameters).
+
+absl::Status CheckClassLabels(const AdapterConfig& c) {
+  if (c.labels.size() < 2) return absl::InvalidArgumentError("a task needs at least 2 labels");
+  std::set<std::string_view> seen;
+  for (const std::string& l : c.labels) {
+    if (l.empty()) return absl::InvalidArgumentError("labels must be non-empty");
+    if (!seen.insert(l).second) return absl::InvalidArgumentError(absl::StrCat("duplicate label '", l, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRegression(const AdapterConfig& c) {
+  if (!c.labels.empty()) return absl::InvalidArgumentError("a regression task has no labels");
+  if (!std::isfinite(c.target.mean) || !std::isfinite(c.target.stddev) || c.target.stddev <= 0) {
+    return absl::InvalidArgumentError("a regression task's target mean must be finite and its stddev positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBioTags(const AdapterConfig& c) {
+  std::vector<std::string> types;
+  for (size_t i = 1; i + 1 < c.labels.size(); i += 2) {
+    if (!c.labels[i].starts_with("B-")) break;
+    types.push_back(c.labels[i].substr(2));
+  }
+  if (c.labels.size() < 3 || c.labels != BioTagSet(types) ||
+      std::set<std::string>(types.begin(), types.end()).size() != types.size() ||
+      std::any_of(types.begin(), types.end(), [](const std::string& t) { return t.empty(); })) {
+    return absl::InvalidArgumentError(
+        "token classification tags must be \"O\" then \"B-X\", \"I-X\" for each entity type X "
+        "(at least one, distinct, non-empty)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckQaWindows(const AdapterConfig& c) {
+  const QaWindowing& qa = c.qa;
+  if (!c.labels.empty()) return absl::InvalidArgumentError("an extractive QA task has no labels");
+  if (qa.max_question_tokens < 1 || qa.doc_stride < MinDocStride(qa.max_seq_len) || qa.max_answer_tokens < 1 ||
+      qa.max_seq_len < qa.max_question_tokens + 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "extractive QA windows need max_question_tokens and max_answer_tokens >= 1, doc_stride >= max_seq_len "
+        "/ 8 and max_seq_len >= max_question_tokens + 4; got max_seq_len ",
+        qa.max_seq_len, ", doc_stride ", qa.doc_stride, ", max_question_tokens ", qa.max_question_tokens,
+        ", max_answer_tokens ", qa.max_answer_tokens));
+  }
+  return absl::OkStatus();
+}
+
 constexpr KindSpec kKinds[] = {
     {.kind = TaskKind::kSequenceClassification,
      .name = "sequence_classification",
      .reads_tokens = false,
      .fixed_outputs = 0,
      .min_labels = 2,
+     .label_noun = "labels",
      .selection = Metric::kValAccuracy,
      .selection_label = "val accuracy",
-     .selection_is_fraction = true},
+     .selection_is_fraction = true,
+     .check_parameters = CheckClassLabels},
     {.kind = TaskKind::kMultiLabelClassification,
      .name = "multi_label_classification",
      .reads_tokens = false,
      .fixed_outputs = 0,
      .min_labels = 2,
+     .label_noun = "labels",
      .selection = Metric::kMicroF1,
      .selection_label = "val micro-F1",
-     .selection_is_fraction = true},
+     .selection_is_fraction = true,
+     .check_parameters = CheckClassLabels},
     {.kind = TaskKind::kRegression,
      .name = "regression",
      .reads_tokens = false,
      .fixed_outputs = 1,
      .min_labels = 0,
+     .label_noun = "",
      .selection = Metric::kSpearman,
      .selection_label = "val Spearman",
-     .selection_is_fraction = false},
+     .selection_is_fraction = false,
+     .check_parameters = CheckRegression},
     {.kind = TaskKind::kTokenClassification,
      .name = "token_classification",
      .reads_tokens = true,
      .fixed_outputs = 0,
      .min_labels = 3,
+     .label_noun = "tags",
      .selection = Metric::kF1,
      .selection_label = "val entity F1",
-     .selection_is_fraction = true},
+     .selection_is_fraction = true,
+     .check_parameters = CheckBioTags},
     {.kind = TaskKind::kExtractiveQa,
      .name = "extractive_qa",
      .reads_tokens = true,
      .fixed_outputs = 2,
      .min_labels = 0,
+     .label_noun = "",
      .selection = Metric::kF1,
      .selection_label = "val SQuAD F1",
-     .selection_is_fraction = true},
+     .selection_is_fraction = true,
+     .check_parameters = CheckQaWindows},
 };
 // The table is indexed by number - 1.
 constexpr bool NumberedInOrder() {
@@ -76,6 +141,7 @@ constexpr bool NumberedInOrder() {
   return true;
 }
 static_assert(NumberedInOrder(), "kKinds lists the kinds in TaskKind's order, numbered from 1");
+static_assert(std::size(kKinds) == kNumTaskKinds, "kNumTaskKinds counts the kinds");
 
 }  // namespace
 

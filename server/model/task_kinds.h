@@ -17,7 +17,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace adapterd::model {
+
+struct AdapterConfig;  // adapter_config.h
 
 // The same numbers as the API's adapterd.v1.TaskKind.
 enum class TaskKind : int32_t {
@@ -27,6 +31,10 @@ enum class TaskKind : int32_t {
   kTokenClassification = 4,
   kExtractiveQa = 5,
 };
+// How many kinds TaskKind has (1 .. kNumTaskKinds): each table of the
+// kinds' code (heads.cc, training's and serving's kind rules) has one
+// entry per kind, checked against it at compile time.
+inline constexpr size_t kNumTaskKinds = 5;
 
 // The validation figures a kind may select its best epoch by. Each is the
 // double field of the same name in EpochMetrics (the API's and the stored
@@ -54,12 +62,20 @@ struct KindSpec {
   int64_t fixed_outputs;
   // The fewest labels (tags) a task of the kind has; 0 for none.
   int32_t min_labels;
+  // What its output names are called in messages: "labels", "tags", or ""
+  // for a kind without them.
+  std::string_view label_noun;
   // Higher is better; ties go to the lower validation loss.
   Metric selection;
   // How adapterctl, the Python client and the console name it.
   std::string_view selection_label;
   // True for a fraction shown as a percentage; false for a correlation.
   bool selection_is_fraction;
+  // The rules of what a task of the kind stores besides its adapters
+  // (AdapterConfig::Validate asks): its labels or BIO tags, its regression
+  // target's standardisation, its QA windows. INVALID_ARGUMENT naming the
+  // first rule broken.
+  absl::Status (*check_parameters)(const AdapterConfig& config);
 };
 
 // Every kind, in TaskKind's order.
@@ -94,6 +110,10 @@ struct Standardization {
 Standardization StandardizationOf(std::span<const double> targets);
 inline double Standardize(double value, const Standardization& s) { return (value - s.mean) / s.stddev; }
 inline double Destandardize(double value, const Standardization& s) { return value * s.stddev + s.mean; }
+
+// A position token classification does not score: special tokens, padding,
+// and every piece of a word but its first (HF's -100).
+inline constexpr int64_t kIgnoredPosition = -100;
 
 // Token classification: the BIO tags are "O" and "B-X", "I-X" per entity
 // type X. A tag set lists "O" first, then each type's B- and I-.

@@ -1,8 +1,8 @@
 // From the outputs of a text's windows (SlidingWindows) to what the text
 // gets, for the kinds whose head reads every token: each word's outputs
 // (token classification) and the answers in a context (extractive QA), with
-// spans into the caller's text. Validation (server/training/task_rows.h)
-// and Predict (server/serving) both decode here, so the metric that selects
+// spans into the caller's text. Validation (server/training/kinds/)
+// and Predict (server/serving/kind_serving.cc) both decode here, so the metric that selects
 // a task's best epoch is computed on what Predict returns. No LibTorch
 // (adapterd::model_formats).
 //

@@ -40,72 +40,43 @@ absl::StatusOr<model::EncoderOutput> ForwardBatch(const model::BertEncoder& enco
   return encoder.Forward(input, *stack, slots, fo);
 }
 
-// Each row's outputs, as its kind's decoding reads them: the softmax over
-// the task's labels (sequence classification), its K logits (multi-label,
-// regression), per position the softmax over its tags (token
-// classification) or the start and end logits (extractive QA).
+// Each row's outputs, as its kind's decoding reads them
+// (ServingKind::softmax_outputs): the softmax over its head's K outputs or
+// the K raw outputs, per row (pooled kinds) or per position (token-reading
+// kinds). Each form is computed once per batch, for the rows that read it.
 absl::StatusOr<std::vector<std::vector<float>>> RowOutputs(const model::EncoderOutput& out,
                                                            const std::vector<BatchRow*>& rows) {
-  return model::GuardTorch("batch outputs", [&]() -> absl::StatusOr<std::vector<std::vector<float>>> {
+  return model::GuardTorch("predict outputs", [&]() -> absl::StatusOr<std::vector<std::vector<float>>> {
     c10::InferenceMode inference_mode;
-    bool any[6] = {};
-    for (const BatchRow* row : rows) any[static_cast<int>(row->adapter->set->config().kind)] = true;
-    const auto host = [](const at::Tensor& t) { return t.to(at::kFloat).to(at::kCPU).contiguous(); };
-    at::Tensor softmax, logits, tag_probs, token_logits;
-    if (any[static_cast<int>(TaskKind::kSequenceClassification)]) softmax = at::softmax(host(out.logits), 1);
-    if (any[static_cast<int>(TaskKind::kMultiLabelClassification)] || any[static_cast<int>(TaskKind::kRegression)]) {
-      logits = host(out.logits);
-    }
-    if (any[static_cast<int>(TaskKind::kTokenClassification)]) tag_probs = at::softmax(host(out.token_logits), 2);
-    if (any[static_cast<int>(TaskKind::kExtractiveQa)]) token_logits = host(out.token_logits);
+    at::Tensor forms[2][2];  // [reads tokens][softmax], on the host in fp32
+    const auto form = [&](bool tokens, bool softmax) -> const at::Tensor& {
+      at::Tensor& t = forms[tokens][softmax];
+      if (!t.defined()) {
+        t = (tokens ? out.token_logits : out.logits).to(at::kFloat).to(at::kCPU).contiguous();
+        if (softmax) t = at::softmax(t, tokens ? 2 : 1);
+      }
+      return t;
+    };
     // Copies out of the contiguous host tensors: no tensor op per row.
     std::vector<std::vector<float>> result(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       const model::AdapterConfig& config = rows[i]->adapter->set->config();
       const int64_t k = config.num_outputs();
-      const at::Tensor* from = nullptr;
-      switch (config.kind) {
-        case TaskKind::kSequenceClassification:
-          from = &softmax;
-          break;
-        case TaskKind::kMultiLabelClassification:
-        case TaskKind::kRegression:
-          from = &logits;
-          break;
-        case TaskKind::kTokenClassification:
-          from = &tag_probs;
-          break;
-        case TaskKind::kExtractiveQa:
-          from = &token_logits;
-          break;
-      }
-      const float* row = from->data_ptr<float>() + static_cast<int64_t>(i) * from->stride(0);
-      if (!model::ReadsTokens(config.kind)) {
+      const bool tokens = model::ReadsTokens(config.kind);
+      const at::Tensor& from = form(tokens, ServingKindOf(config.kind).softmax_outputs());
+      const float* row = from.data_ptr<float>() + static_cast<int64_t>(i) * from.stride(0);
+      if (!tokens) {
         result[i].assign(row, row + k);
         continue;
       }
       // [L, C'] for this row: the first k outputs of each of its positions.
-      const int64_t width = from->size(2);
+      const int64_t width = from.size(2);
       result[i].reserve(static_cast<size_t>(rows[i]->length() * k));
       for (int64_t p = 0; p < rows[i]->length(); ++p)
         result[i].insert(result[i].end(), row + p * width, row + p * width + k);
     }
     return result;
   });
-}
-
-// What a task's kind needs of a request's shape.
-absl::Status CheckKindShape(TaskKind kind, const PredictRequest& request) {
-  if (kind == TaskKind::kExtractiveQa && request.text_pairs.empty()) {
-    return absl::InvalidArgumentError(
-        "the task answers questions (extractive QA): give each question (texts) its context (text_pairs)");
-  }
-  if (kind == TaskKind::kTokenClassification && !request.text_pairs.empty()) {
-    return absl::InvalidArgumentError(
-        "the task tags the tokens of one text (token classification): text_pairs must "
-        "be empty");
-  }
-  return absl::OkStatus();
 }
 
 BatchRow RowOf(std::span<const int32_t> ids, std::span<const int32_t> types) {
@@ -209,16 +180,6 @@ absl::Status InferenceEngine::Validate(const PredictRequest& request) const {
   return CheckPredictOptions(request.threshold, request.top_k_answers);
 }
 
-// Defined before Predict, which moves a std::vector of it (clang needs it
-// complete there).
-struct InferenceEngine::TextRows {
-  size_t first_row = 0;
-  // The token-reading kinds: the text's (QA: the context's) pieces and
-  // windows, one row each from first_row on.
-  model::TextPieces pieces;
-  std::vector<model::SlidingWindow> windows;
-};
-
 absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& request) {
   RETURN_IF_ERROR(Validate(request));
   {
@@ -241,7 +202,7 @@ absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& req
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const LoadedAdapter> adapter,
                    cache_->Get(request.tenant, request.task_id, request.version));
-  RETURN_IF_ERROR(CheckKindShape(adapter->set->config().kind, request));
+  RETURN_IF_ERROR(ServingKindOf(adapter->set->config().kind).CheckRequest(request));
 
   // Planning and decoding allocate per text: out of memory there is this
   // request's RESOURCE_EXHAUSTED (GuardTorch), never an escaped exception.
@@ -295,51 +256,32 @@ void InferenceEngine::NoteBatchOutcome(const absl::Status& status) {
   }
 }
 
-absl::StatusOr<std::vector<InferenceEngine::TextRows>> InferenceEngine::PlanRows(
-    const PredictRequest& request, const std::shared_ptr<const LoadedAdapter>& adapter,
-    std::vector<BatchRow>& rows) const {
+absl::StatusOr<std::vector<TextRows>> InferenceEngine::PlanRows(const PredictRequest& request,
+                                                                const std::shared_ptr<const LoadedAdapter>& adapter,
+                                                                std::vector<BatchRow>& rows) const {
   const model::AdapterConfig& config = adapter->set->config();
+  const ServingKind& kind = ServingKindOf(config.kind);
   // The task's trained window, within the server's longest row.
   const int32_t len = config.window_length(options_.max_seq_len);
   const auto most_windows = static_cast<size_t>(options_.max_windows_per_text);
-  std::vector<TextRows> plan(request.texts.size());
+  std::vector<TextRows> plan;
+  plan.reserve(request.texts.size());
   for (size_t k = 0; k < request.texts.size(); ++k) {
-    TextRows& text = plan[k];
+    TextRows& text = plan.emplace_back(kind.Plan(*tokenizer_, config, request, k, len, most_windows));
     text.first_row = rows.size();
-    switch (config.kind) {
-      case TaskKind::kTokenClassification:
-        text.pieces = model::PiecesOfText(*tokenizer_, request.texts[k]);
-        text.windows = model::TaggingWindows(*tokenizer_, text.pieces, len, most_windows);
-        break;
-      case TaskKind::kExtractiveQa:
-        text.pieces = model::PiecesOfText(*tokenizer_, request.text_pairs[k]);
-        text.windows = model::QaWindows(*tokenizer_, request.texts[k], text.pieces, config.qa, len, most_windows);
-        break;
-      default: {
-        std::optional<std::string_view> pair;
-        if (!request.text_pairs.empty()) pair = request.text_pairs[k];
-        const model::Encoding enc = tokenizer_->Encode(request.texts[k], pair);
-        rows.push_back(RowOf(enc.input_ids, enc.token_type_ids));
-        continue;
-      }
-    }
     if (text.windows.size() > most_windows) {
-      const bool qa = config.kind == TaskKind::kExtractiveQa;
       return absl::InvalidArgumentError(
-          absl::StrCat("text ", k, " (", text.pieces.ids.size(), " word pieces", qa ? " of context" : "",
+          absl::StrCat("text ", k, " (", text.pieces.ids.size(), " word pieces", std::string(kind.windowed_what()),
                        ") needs more than ", most_windows, " windows of ", len,
                        " tokens; the limit is --max_windows_per_text (", most_windows, "): send shorter texts"));
     }
     if (rows.size() + text.windows.size() > static_cast<size_t>(options_.max_rows_per_request)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the request needs more than ", options_.max_rows_per_request,
-          " rows (texts and their windows); the limit is --max_rows_per_predict: send fewer or shorter texts"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the request needs more than ", options_.max_rows_per_request,
+                       " rows (texts and their windows); the limit is --max_rows_per_predict (",
+                       options_.max_rows_per_request, "): send fewer or shorter texts"));
     }
     for (const model::SlidingWindow& w : text.windows) rows.push_back(RowOf(w.input_ids, w.token_type_ids));
-  }
-  if (rows.size() > static_cast<size_t>(options_.max_rows_per_request)) {
-    return absl::InvalidArgumentError(absl::StrCat("the request has ", rows.size(), " texts; the limit is ",
-                                                   "--max_rows_per_predict (", options_.max_rows_per_request, ")"));
   }
   return plan;
 }
@@ -348,45 +290,12 @@ void InferenceEngine::Decode(const PredictRequest& request, const LoadedAdapter&
                              const std::vector<TextRows>& plan, const std::vector<std::vector<float>>& outputs,
                              PredictResult& result) {
   const model::AdapterConfig& config = adapter.set->config();
+  const ServingKind& kind = ServingKindOf(config.kind);
   for (size_t k = 0; k < plan.size(); ++k) {
     const TextRows& text = plan[k];
-    const std::vector<float>& first = outputs[text.first_row];
     std::vector<std::span<const float>> windows;
     for (size_t w = 0; w < text.windows.size(); ++w) windows.emplace_back(outputs[text.first_row + w]);
-    switch (config.kind) {
-      case TaskKind::kSequenceClassification:
-        result.probabilities.push_back(first);
-        break;
-      case TaskKind::kMultiLabelClassification: {
-        std::vector<float>& p = result.probabilities.emplace_back();
-        for (float logit : first) p.push_back(static_cast<float>(model::Sigmoid(logit)));
-        result.label_sets.push_back(model::LabelsAtThreshold(first, request.threshold > 0 ? request.threshold : 0.5));
-        break;
-      }
-      case TaskKind::kRegression:
-        result.values.push_back(model::Destandardize(first.front(), config.target));
-        break;
-      case TaskKind::kTokenClassification: {
-        std::vector<std::vector<float>> words =
-            model::WordOutputs(text.pieces, text.windows, windows, config.num_outputs());
-        for (std::vector<float>& w : words) {
-          if (w.empty()) w.assign(static_cast<size_t>(config.num_outputs()), 0.0f), w[0] = 1.0f;  // "O"
-        }
-        std::vector<Entity>& entities = result.entities.emplace_back();
-        for (const model::TaggedEntity& e : model::DecodeEntities(words, text.pieces.word_spans, config.labels)) {
-          entities.push_back(
-              {e.label, e.start, e.end, model::CodePointSubstr(request.texts[k], e.start, e.end), e.score});
-        }
-        break;
-      }
-      case TaskKind::kExtractiveQa:
-        result.answers.push_back(
-            model::DecodeAnswers(request.text_pairs[k], text.pieces, text.windows, windows,
-                                 {.max_answer_tokens = config.qa.max_answer_tokens,
-                                  .allow_no_answer = config.qa.allow_no_answer,
-                                  .top_k = request.top_k_answers > 0 ? request.top_k_answers : 1}));
-        break;
-    }
+    result.texts.push_back(kind.Decode(request, config, text, k, windows));
   }
 }
 

@@ -68,6 +68,7 @@
 #include "server/serving/adapter_cache.h"
 #include "server/serving/device_executor.h"
 #include "server/serving/dynamic_batcher.h"
+#include "server/serving/kind_serving.h"
 #include "server/serving/serving_observer.h"
 
 namespace adapterd::storage {
@@ -75,53 +76,6 @@ class Database;
 }
 
 namespace adapterd::serving {
-
-struct PredictRequest {
-  std::string tenant;
-  std::string task_id;
-  std::vector<std::string> texts;
-  // Empty, or one second text per entry of `texts` (sentence-pair tasks).
-  std::vector<std::string> text_pairs;
-  // 0 = the task's current version.
-  int64_t version = 0;
-  absl::Time deadline = absl::InfiniteFuture();
-  // Multi-label: the probability a label needs (0 = 0.5).
-  double threshold = 0;
-  // Extractive QA: answers per question (0 = 1).
-  int32_t top_k_answers = 0;
-  // The tenant's weight in the batcher's sharing of each batch (>= 1).
-  int64_t tenant_weight = 1;
-};
-
-// An entity token classification found: text[start, end) in code points.
-struct Entity {
-  std::string label;
-  int32_t start = 0;
-  int32_t end = 0;
-  std::string text;
-  double score = 0;
-};
-
-// One Predict's results, one entry per text in the fields of the task's
-// kind (the others stay empty).
-struct PredictResult {
-  // The version that answered (resolved when the request asked for 0).
-  int64_t version = 0;
-  model::TaskKind kind = model::TaskKind::kSequenceClassification;
-  // The task's labels (or tags) in output order.
-  std::vector<std::string> labels;
-  // Sequence classification: softmax over the task's labels. Multi-label:
-  // each label's sigmoid probability.
-  std::vector<std::vector<float>> probabilities;
-  // Multi-label: the labels at or over the threshold, highest first.
-  std::vector<std::vector<model::LabelProbability>> label_sets;
-  // Regression: the value, in the training targets' units.
-  std::vector<double> values;
-  // Token classification: the entities, in text order.
-  std::vector<std::vector<Entity>> entities;
-  // Extractive QA: the answers, best first ("no answer" is an empty text).
-  std::vector<std::vector<model::TextAnswer>> answers;
-};
 
 class InferenceEngine {
  public:
@@ -198,7 +152,6 @@ class InferenceEngine {
   void NoteBatchOutcome(const absl::Status& status);
   // How each text of `request` becomes rows for `adapter`'s kind, and how
   // its rows' outputs become its result (inference_engine.cc).
-  struct TextRows;
   absl::StatusOr<std::vector<TextRows>> PlanRows(const PredictRequest& request,
                                                  const std::shared_ptr<const LoadedAdapter>& adapter,
                                                  std::vector<BatchRow>& rows) const;

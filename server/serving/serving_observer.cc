@@ -12,8 +12,8 @@ std::string_view CacheTierName(CacheTier tier) {
   return "unknown";
 }
 
-std::string_view WorkKindName(WorkKind kind) {
-  switch (kind) {
+std::string_view WorkKindName(WorkKind work) {
+  switch (work) {
     case WorkKind::kInference:
       return "inference";
     case WorkKind::kTraining:

@@ -27,7 +27,7 @@ std::string_view CacheTierName(CacheTier tier);
 
 // The two kinds of work DeviceExecutor runs.
 enum class WorkKind { kInference, kTraining };
-std::string_view WorkKindName(WorkKind kind);
+std::string_view WorkKindName(WorkKind work);
 
 // Why rows were dropped before reaching the device.
 enum class DropReason {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/training/kind_examples.h"
+#include "server/training/kind_rules.h"
 
 namespace adapterd::training {
 namespace {
@@ -24,10 +25,7 @@ absl::Status CheckExample(const Example& e, TaskKind kind, const char* which, si
   return fields.ok() ? fields : Bad(which, i, std::string(fields.message()));
 }
 
-bool HasLabels(TaskKind kind) {
-  return kind == TaskKind::kSequenceClassification || kind == TaskKind::kMultiLabelClassification ||
-         kind == TaskKind::kTokenClassification;
-}
+bool HasLabels(TaskKind kind) { return model::SpecOf(kind).min_labels > 0; }
 
 // Refusals that need only sizes: too many examples, or too many bytes.
 absl::Status CheckSizes(const std::vector<Example>& train, const std::vector<Example>& validation,
@@ -74,15 +72,7 @@ absl::Status CheckExamplesAndLabels(const std::vector<Example>& train, const std
                                                    limits.min_examples, " are required"));
   }
   if (!HasLabels(kind)) return absl::OkStatus();
-  const size_t needed = kind == TaskKind::kTokenClassification ? 1 : 2;
-  if (report.label_counts.size() < needed) {
-    if (kind == TaskKind::kTokenClassification) {
-      return absl::InvalidArgumentError("dataset has no entities: token classification needs at least 1 entity type");
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat("dataset needs at least 2 distinct labels; found ", report.label_counts.size(),
-                     report.label_counts.empty() ? "" : absl::StrCat(" ('", report.label_counts.begin()->first, "')")));
-  }
+  RETURN_IF_ERROR(KindRulesOf(kind).CheckDistinctNames(report.label_counts));
   if (static_cast<int64_t>(report.label_counts.size()) > limits.max_labels) {
     return absl::InvalidArgumentError(
         absl::StrCat("dataset has ", report.label_counts.size(), " distinct labels; the limit is ", limits.max_labels));
@@ -95,21 +85,22 @@ absl::Status CheckExamplesAndLabels(const std::vector<Example>& train, const std
 // Token classification's are BioTagSet of the entity types.
 absl::Status ResolveLabels(const std::vector<Example>& train, TaskKind kind,
                            const std::vector<std::string>* existing_labels, DatasetReport& report) {
+  const KindRules& rules = KindRulesOf(kind);
   std::vector<std::string> names;
   for (const auto& [label, count] : report.label_counts) names.push_back(label);
-  const bool tags = kind == TaskKind::kTokenClassification;
-  std::vector<std::string> wanted = tags ? model::BioTagSet(names) : names;
+  std::vector<std::string> wanted = rules.LabelsOfNames(names);
   if (existing_labels == nullptr) {
     report.labels = std::move(wanted);
     return absl::OkStatus();
   }
   const std::set<std::string> known(existing_labels->begin(), existing_labels->end());
   for (size_t i = 0; i < train.size(); ++i) {
-    for (const std::string& name : LabelNamesOf(kind, train[i])) {
-      if (!known.contains(tags ? "B-" + name : name)) {
+    for (const std::string& name : rules.LabelNames(train[i])) {
+      if (!known.contains(rules.LabelOfName(name))) {
         return Bad("train", i,
-                   absl::StrCat(tags ? "entity type '" : "label '", name, "' conflicts with the task's ",
-                                tags ? "tags [" : "labels [", absl::StrJoin(*existing_labels, ", "), "]"));
+                   absl::StrCat(std::string(rules.name_noun()), " '", name, "' conflicts with the task's ",
+                                std::string(model::SpecOf(kind).label_noun), " [",
+                                absl::StrJoin(*existing_labels, ", "), "]"));
       }
     }
   }
@@ -117,7 +108,7 @@ absl::Status ResolveLabels(const std::vector<Example>& train, TaskKind kind,
   std::vector<std::string> absent;
   const std::set<std::string> have(wanted.begin(), wanted.end());
   for (const std::string& l : *existing_labels) {
-    if (!have.contains(l) && !(tags && l == "O")) absent.push_back(l);
+    if (!have.contains(l)) absent.push_back(l);
   }
   if (!absent.empty()) {
     report.warnings.push_back(
@@ -126,25 +117,14 @@ absl::Status ResolveLabels(const std::vector<Example>& train, TaskKind kind,
   return absl::OkStatus();
 }
 
-// Token classification and extractive QA: every example's words and
-// answers map onto tokens (TagWords, AnswerPieces); counts the questions
-// that will be cut.
+// The token-reading kinds: every example's words and answers map onto
+// tokens (KindRules::CheckTokens); counts the questions that will be cut.
 absl::Status CheckTokenMapping(const std::vector<Example>& examples, const model::BertTokenizer& tokenizer,
                                const DatasetShape& shape, const char* which, int64_t& cut_questions) {
+  const KindRules& rules = KindRulesOf(shape.kind);
   for (size_t i = 0; i < examples.size(); ++i) {
-    const Example& e = examples[i];
-    if (shape.kind == TaskKind::kTokenClassification) {
-      absl::StatusOr<TaggedWords> tagged = TagWords(e, tokenizer);
-      if (!tagged.ok()) return Bad(which, i, std::string(tagged.status().message()));
-    } else if (shape.kind == TaskKind::kExtractiveQa) {
-      if (static_cast<int>(tokenizer.TokenizeToIds(e.text).size()) > shape.max_question_len) ++cut_questions;
-      if (e.answers.empty()) continue;
-      const model::TextPieces context = model::PiecesOfText(tokenizer, e.text_pair);
-      for (const AnswerSpan& a : e.answers) {
-        absl::StatusOr<std::pair<int32_t, int32_t>> pieces = AnswerPieces(context, a);
-        if (!pieces.ok()) return Bad(which, i, std::string(pieces.status().message()));
-      }
-    }
+    const absl::Status mapped = rules.CheckTokens(examples[i], tokenizer, shape.max_question_len, cut_questions);
+    if (!mapped.ok()) return Bad(which, i, std::string(mapped.message()));
   }
   return absl::OkStatus();
 }
@@ -193,7 +173,7 @@ absl::Status AddWarnings(const std::vector<Example>& train, const std::vector<Ex
                                            " examples are longer than max_seq_len ", shape.max_seq_len,
                                            " tokens and will be truncated"));
   }
-  if (shape.kind != TaskKind::kSequenceClassification) return AddDuplicateWarning(train, validation, report);
+  if (!KindRulesOf(shape.kind).one_label_per_example()) return AddDuplicateWarning(train, validation, report);
   int64_t lo = INT64_MAX, hi = 0;
   std::string lo_label, hi_label;
   for (const auto& [label, count] : report.label_counts) {

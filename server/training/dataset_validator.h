@@ -3,7 +3,7 @@
 // Errors (INVALID_ARGUMENT, naming the offending example as "train example
 // 17" or "validation example 3", 0-based, and why):
 //   an example's own fields (CheckExampleFields, example.h), what the task's
-//   kind reads and its rules (CheckExampleForKind, kind_examples.h: a
+//   kind reads and its rules (KindRules::CheckExample, kind_rules.h: a
 //   missing label, a target that is not a decimal number in [-1e15, 1e15], tags that are not
 //   BIO, entities outside the text or overlapping or over no word, an answer
 //   not at its answer_start or over no token, a blank question or context),

@@ -2,7 +2,7 @@
 // and the one check of an example's own form: the API runs it on every
 // uploaded example, the validator on every example a job reads. What a
 // task's kind needs of its examples (a label, a number, BIO tags, answers
-// at their offsets) is checked per job (kind_examples.h).
+// at their offsets) is checked per job (kind_rules.h).
 // No LibTorch: dataset validation (dataset_validator.h) builds without it.
 //
 // Thread safety: plain data and pure functions.

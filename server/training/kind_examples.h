@@ -1,21 +1,9 @@
-// What each task kind reads from an Example, and the rules its examples
-// follow (docs/ARCHITECTURE.md, "Task kinds"):
-//
-//   kind                     reads                          rules
-//   sequence classification  text [, text_pair], label      a label
-//   multi-label              text [, text_pair], labels     no label twice
-//                            (or one `label`)
-//   regression               text [, text_pair], label      a finite decimal number
-//   token classification     tokens + tags, or              tags are IOB2 (O, B-X,
-//                            text + entities                I-X after B-X/I-X); entities
-//                                                           inside the text, apart,
-//                                                           each over a word
-//   extractive QA            text (question), text_pair     both non-blank; each
-//                            (context), answers             answer's text is at its
-//                                                           answer_start
-//
-// Messages name the field and the rule only; callers say which example. No
-// LibTorch (adapterd::training_data).
+// Reading an Example the way more than one place does: a multi-label
+// example's labels, a regression target, token classification's words and
+// gold tags, a QA answer's pieces. The kinds' rules themselves (what each
+// kind requires of an example) are kind_rules.h. Messages name the field
+// and the rule only; callers say which example. No LibTorch
+// (adapterd::training_data).
 //
 // Thread safety: pure functions of their arguments.
 #ifndef ADAPTERD_SERVER_TRAINING_KIND_EXAMPLES_H_
@@ -33,15 +21,6 @@
 #include "server/training/example.h"
 
 namespace adapterd::training {
-
-// OK, or INVALID_ARGUMENT: the example lacks what `kind` reads, or breaks
-// one of its rules (the table above). Assumes CheckExampleFields passed.
-absl::Status CheckExampleForKind(model::TaskKind kind, const Example& e);
-
-// The names the example adds to its task's label set: its label
-// (classification), its labels (multi-label), its entity types (token
-// classification); none for regression and extractive QA.
-std::vector<std::string> LabelNamesOf(model::TaskKind kind, const Example& e);
 
 // Multi-label: `labels`, or {label} when only `label` is set.
 std::vector<std::string> MultiLabelsOf(const Example& e);

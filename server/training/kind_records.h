@@ -11,6 +11,7 @@
 
 #include "proto/adapterd/storage/v1/records.pb.h"
 #include "server/model/task_kinds.h"
+#include "server/training/task_rows.h"
 
 namespace adapterd::training {
 
@@ -36,6 +37,23 @@ inline model::TaskKind ModelKind(storage::v1::TaskKind kind) {
 }
 
 inline storage::v1::TaskKind RecordKind(model::TaskKind kind) { return static_cast<storage::v1::TaskKind>(kind); }
+
+// An epoch's validation metrics as events and checkpoints store them
+// (storage::v1::EpochMetrics). Records written before the kinds had no
+// micro_f1: classification's is its accuracy.
+inline Evaluation EvaluationOfRecord(const storage::v1::EpochMetrics& m) {
+  Evaluation v;
+  v.loss = m.val_loss();
+  v.accuracy = m.val_accuracy();
+  v.micro_f1 = m.micro_f1() == 0 ? m.val_accuracy() : m.micro_f1();
+  v.macro_f1 = m.macro_f1();
+  v.f1 = m.f1();
+  v.exact_match = m.exact_match();
+  v.spearman = m.spearman();
+  v.pearson = m.pearson();
+  v.mse = m.mse();
+  return v;
+}
 
 }  // namespace adapterd::training
 

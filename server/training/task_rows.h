@@ -1,38 +1,25 @@
-// How a task's examples become the encoder rows it trains and validates on,
-// and how a validation pass is scored, per task kind (docs/ARCHITECTURE.md,
-// "Task kinds"):
+// The rows a task's examples become for training and validation, and a
+// validation pass's figures: the kind-neutral half. Each kind's own rows,
+// targets and scoring are its KindRules (kind_rules.h, one file per kind
+// under server/training/kinds/); batching the rows and running them through
+// the encoder is row_batches.h (LibTorch). A token-reading kind's windows are
+// cut at the task's window (AdapterConfig::window_length) with the same
+// functions Predict cuts them with (server/model/text_pieces.h), and
+// validation decodes every window of an example the way Predict does
+// (window_decoding.h), so the selection metric is the metric a caller sees.
+// No LibTorch (adapterd::training_data).
 //
-//   kind                     rows                          scored by (selection first)
-//   sequence classification  one per example, truncated    accuracy; macro F1
-//   multi-label              one per example, truncated    micro F1 at 0.5; macro F1,
-//                                                          exact match
-//   regression               one per example, truncated    Spearman; Pearson, MSE
-//   token classification     windows of the text           entity F1 (conlleval)
-//                            (TaggingStride apart)
-//   extractive QA            windows of the context        SQuAD F1; exact match
-//                            (run_squad's)
-//
-// A token classification window scores each word's first piece; a QA
-// training window that does not hold the (first) answer targets [CLS], as
-// run_squad's does. Validation decodes every window of an example the way
-// Predict does (MaxContextWindows, DecodeQaSpans), so the selection metric
-// is the metric a caller sees.
-//
-// Thread safety: RowSets are plain data; EvaluateRows runs on the calling
-// thread.
+// Thread safety: plain data and pure functions.
 #ifndef ADAPTERD_SERVER_TRAINING_TASK_ROWS_H_
 #define ADAPTERD_SERVER_TRAINING_TASK_ROWS_H_
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/adapterd/storage/v1/records.pb.h"
-#include "server/model/adapter_set.h"
-#include "server/model/bert_encoder.h"
-#include "server/model/heads.h"
+#include "server/model/adapter_config.h"
+#include "server/model/task_kinds.h"
 #include "server/model/text_pieces.h"
 #include "server/model/tokenizer.h"
 #include "server/training/example.h"
@@ -73,24 +60,31 @@ struct RowSet {
 // Encodes `examples` for a task of `config` (labels, standardisation, QA
 // windows) with `tokenizer` (whose max_seq_len is the rows' length).
 // INVALID_ARGUMENT naming "<which> example i" for an example its kind
-// cannot read (kind_examples.h; ValidateDataset refuses those first).
+// cannot read (kind_rules.h; ValidateDataset refuses those first).
 absl::StatusOr<RowSet> EncodeRows(const model::AdapterConfig& config, const model::BertTokenizer& tokenizer,
                                   const std::vector<Example>& examples, const char* which);
 
-// The chosen rows padded into a batch on `device`, with their targets.
-struct Batch {
-  model::EncoderInput input;
-  model::HeadTargets targets;
+// Which of Row's target fields a kind's rows carry (KindRules::targets):
+// the batch holds a target tensor for each.
+enum RowTarget : uint32_t {
+  kLabelTarget = 1 << 0,     // Row::label
+  kLabelSetTarget = 1 << 1,  // Row::label_set
+  kValueTarget = 1 << 2,     // Row::value
+  kTagTarget = 1 << 3,       // Row::tags
+  kSpanTarget = 1 << 4,      // Row::start, Row::end
 };
-Batch MakeBatch(const RowSet& set, std::span<const size_t> rows, model::TaskKind kind, int32_t pad_id,
-                c10::Device device);
 
-// The logits a head reads: token_logits for the kinds that read tokens
-// (trimmed to `outputs`), logits otherwise.
-at::Tensor HeadLogits(const model::EncoderOutput& out, model::TaskKind kind, int64_t outputs);
+// Each row's head outputs: K per row (pooled kinds), K per position of the
+// row's own length (token kinds).
+using RowOutputs = std::vector<std::vector<float>>;
 
-// A validation pass's figures; each kind sets its own (table above), the
-// rest stay 0. `loss` is the head's mean loss over rows.
+// A validation pass's figures; each kind sets its own, the rest stay 0:
+//   sequence classification  accuracy (selects), micro F1 (= accuracy), macro F1
+//   multi-label              micro F1 at 0.5 (selects), macro F1, exact match
+//   regression               Spearman (selects), Pearson, MSE
+//   token classification     entity F1, conlleval's (selects)
+//   extractive QA            SQuAD F1 (selects), exact match
+// `loss` is the head's mean loss over rows.
 struct Evaluation {
   double loss = 0;
   double accuracy = 0;
@@ -103,21 +97,15 @@ struct Evaluation {
   double mse = 0;
 };
 
-// An epoch's validation metrics as events and checkpoints store them
-// (storage::v1::EpochMetrics). Records written before the kinds had no
-// micro_f1: classification's is its accuracy.
-Evaluation EvaluationOfRecord(const storage::v1::EpochMetrics& m);
-
 // One of the figures, by name (model::Metric).
 double MetricValue(const Evaluation& e, model::Metric metric);
 // The figure that selects a kind's best epoch (its KindSpec's selection:
 // higher is better; ties go to the lower loss).
 double SelectionMetric(model::TaskKind kind, const Evaluation& e);
 
-// Runs `set` over every row of `data` (no gradients) and scores the
-// examples.
-absl::StatusOr<Evaluation> EvaluateRows(const model::BertEncoder& encoder, const model::AdapterSet& set,
-                                        const model::Head& head, const RowSet& data, int32_t pad_id, int batch_size);
+// The task's kind's figures (KindRules::Score) of `outputs` on `data`;
+// all 0 for no examples. `loss` is left 0.
+Evaluation ScoreRows(const model::AdapterConfig& config, const RowSet& data, const RowOutputs& outputs);
 
 }  // namespace adapterd::training
 

@@ -22,7 +22,8 @@
 #include "server/model/tensor_io.h"
 #include "server/model/text_pieces.h"
 #include "server/model/training_support.h"
-#include "server/training/kind_examples.h"
+#include "server/training/kind_rules.h"
+#include "server/training/row_batches.h"
 #include "server/training/validation_metrics.h"
 
 namespace adapterd::training {
@@ -89,7 +90,7 @@ int64_t TrainableParameterCount(const AdapterSet& set, TrainableParts parts, con
 std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(const std::vector<Example>& examples,
                                                                     double fraction, uint64_t seed,
                                                                     model::TaskKind kind) {
-  const bool by_class = kind == model::TaskKind::kSequenceClassification;
+  const bool by_class = KindRulesOf(kind).one_label_per_example();
   std::map<std::string, std::vector<size_t>> by_label;
   for (size_t i = 0; i < examples.size(); ++i) by_label[by_class ? examples[i].label : ""].push_back(i);
   std::vector<size_t> train, val;
@@ -170,27 +171,12 @@ absl::Status TrainingRun::Configure(const TrainingData& data, const std::vector<
   config_.init_std = hp_.init_std;
   config_.kind = data.kind;
   config_.labels = data.labels;
-  if (data.kind == model::TaskKind::kRegression) {
-    std::vector<double> targets;
-    for (size_t i = 0; i < train_examples.size(); ++i) {
-      absl::StatusOr<double> t = RegressionTargetOf(train_examples[i]);
-      if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat("training example ", i, ": ", t.status().message()));
-      targets.push_back(*t);
-    }
-    config_.target = model::StandardizationOf(targets);
-  }
-  if (data.kind == model::TaskKind::kTokenClassification) {
-    config_.tagging_max_seq_len = tokenizer_->options().max_seq_len;
-  }
-  if (data.kind == model::TaskKind::kExtractiveQa) {
-    config_.qa.max_seq_len = tokenizer_->options().max_seq_len;
-    config_.qa.doc_stride = std::min(
-        hp_.doc_stride > 0 ? hp_.doc_stride : model::DefaultDocStride(config_.qa.max_seq_len), config_.qa.max_seq_len);
-    config_.qa.max_question_tokens = hp_.QuestionBudget();
-    config_.qa.max_answer_tokens = hp_.max_answer_len;
-    config_.qa.allow_no_answer =
-        std::any_of(train_examples.begin(), train_examples.end(), [](const Example& e) { return e.answers.empty(); });
-  }
+  RETURN_IF_ERROR(KindRulesOf(data.kind).SetParameters(train_examples,
+                                                       {.max_seq_len = tokenizer_->options().max_seq_len,
+                                                        .doc_stride = hp_.doc_stride,
+                                                        .max_question_tokens = hp_.QuestionBudget(),
+                                                        .max_answer_tokens = hp_.max_answer_len},
+                                                       config_));
   RETURN_IF_ERROR(config_.Validate());
   ASSIGN_OR_RETURN(head_, model::MakeHead(config_.kind, config_.num_labels()));
   return absl::OkStatus();

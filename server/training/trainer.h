@@ -7,7 +7,7 @@
 // clip 1.0, linear warmup over the first 10% of steps then linear decay to 0,
 // batch 32, lr 3e-4, 3 epochs, m = 64, max_seq_len 128. Every task kind
 // trains the same way; its rows, head, loss and validation metric are its
-// own (task_rows.h, heads.h). Each epoch is validated; the best epoch's
+// own (kind_rules.h, heads.h). Each epoch is validated; the best epoch's
 // parameters (the kind's SelectionMetric, ties broken by lower loss) are
 // the result.
 //
@@ -112,8 +112,8 @@ absl::StatusOr<TrainingResult> Train(const model::BertEncoder& encoder, const mo
 
 // Indices of a stratified split: per label, round(fraction * count) examples
 // (at least 1 when the label has 2 or more) go to validation, chosen by a
-// seeded shuffle. Kinds other than sequence classification split all
-// examples as one group. Returns {train indices, validation indices}, each
+// seeded shuffle. Kinds without one label per example
+// (KindRules::one_label_per_example) split all examples as one group. Returns {train indices, validation indices}, each
 // sorted.
 std::pair<std::vector<size_t>, std::vector<size_t>> StratifiedSplit(
     const std::vector<Example>& examples, double fraction, uint64_t seed,

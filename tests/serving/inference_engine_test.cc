@@ -86,14 +86,15 @@ TEST_F(InferenceEngineTest, PredictReturnsOneDistributionPerTextOverTheTasksLabe
   ASSERT_OK_AND_ASSIGN(PredictResult r, engine->Predict(Request(1, {Text(1, 3), Text(2, 9)})));
   EXPECT_EQ(r.version, 1);
   EXPECT_THAT(r.labels, ::testing::ElementsAre("label0", "label1", "label2"));
-  ASSERT_EQ(r.probabilities.size(), 2u);
-  for (const auto& p : r.probabilities) {
+  ASSERT_EQ(r.texts.size(), 2u);
+  for (const TextPrediction& text : r.texts) {
+    const std::vector<float>& p = text.probabilities;
     ASSERT_EQ(p.size(), 3u);
     EXPECT_NEAR(std::accumulate(p.begin(), p.end(), 0.0), 1.0, 1e-5);
     for (float x : p) EXPECT_GE(x, 0.0f);
   }
   // Different texts, different scores (the adapters are far from identity).
-  EXPECT_NE(r.probabilities[0], r.probabilities[1]);
+  EXPECT_NE(r.texts[0].probabilities, r.texts[1].probabilities);
 }
 
 // A row's scores do not depend on the batch it ran in: each text alone vs all
@@ -107,7 +108,7 @@ TEST_F(InferenceEngineTest, RowsAreIndependentInsideMixedTaskBatches) {
     for (int t = 0; t < 3; ++t) {
       for (const std::string& text : texts[static_cast<size_t>(t)]) {
         ASSERT_OK_AND_ASSIGN(PredictResult r, engine->Predict(Request(t, {text})));
-        alone[static_cast<size_t>(t)].push_back(r.probabilities[0]);
+        alone[static_cast<size_t>(t)].push_back(r.texts[0].probabilities);
       }
     }
   }
@@ -135,9 +136,9 @@ TEST_F(InferenceEngineTest, RowsAreIndependentInsideMixedTaskBatches) {
     for (size_t t = 0; t < 3; ++t) {
       ASSERT_OK(results[t].status());
       for (size_t i = 0; i < texts[t].size(); ++i) {
-        ASSERT_EQ(results[t]->probabilities[i].size(), alone[t][i].size());
+        ASSERT_EQ(results[t]->texts[i].probabilities.size(), alone[t][i].size());
         for (size_t k = 0; k < alone[t][i].size(); ++k) {
-          EXPECT_NEAR(results[t]->probabilities[i][k], alone[t][i][k], 1e-5) << "task " << t << " row " << i;
+          EXPECT_NEAR(results[t]->texts[i].probabilities[k], alone[t][i][k], 1e-5) << "task " << t << " row " << i;
         }
       }
     }

@@ -13,7 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/testing/status_matchers.h"
+#include "server/model/heads.h"
 #include "server/serving/inference_engine.h"
+#include "server/serving/kind_serving.h"
+#include "server/training/kind_rules.h"
 #include "server/training/trainer.h"
 #include "storage/database.h"
 #include "tests/serving/serving_fixture.h"
@@ -94,79 +97,118 @@ class KindServingTest : public ::testing::Test {
   std::unique_ptr<storage::Database> db_;
 };
 
-void ExpectSameResult(const PredictResult& a, const PredictResult& b) {
-  ASSERT_EQ(a.kind, b.kind);
+void ExpectSameLabels(const std::vector<model::LabelProbability>& a, const std::vector<model::LabelProbability>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].label, b[k].label);
+    EXPECT_NEAR(a[k].probability, b[k].probability, 1e-5);
+  }
+}
+
+void ExpectSameText(const TextPrediction& a, const TextPrediction& b) {
   ASSERT_EQ(a.probabilities.size(), b.probabilities.size());
-  for (size_t i = 0; i < a.probabilities.size(); ++i) {
-    ASSERT_EQ(a.probabilities[i].size(), b.probabilities[i].size());
-    for (size_t k = 0; k < a.probabilities[i].size(); ++k) {
-      EXPECT_NEAR(a.probabilities[i][k], b.probabilities[i][k], 1e-5);
-    }
+  for (size_t k = 0; k < a.probabilities.size(); ++k) EXPECT_NEAR(a.probabilities[k], b.probabilities[k], 1e-5);
+  ASSERT_EQ(a.label.has_value(), b.label.has_value());
+  if (a.label) ExpectSameLabels({*a.label}, {*b.label});
+  ExpectSameLabels(a.labels, b.labels);
+  ASSERT_EQ(a.value.has_value(), b.value.has_value());
+  if (a.value) {
+    EXPECT_NEAR(*a.value, *b.value, 1e-5);
   }
-  ASSERT_EQ(a.label_sets.size(), b.label_sets.size());
-  for (size_t i = 0; i < a.label_sets.size(); ++i) {
-    ASSERT_EQ(a.label_sets[i].size(), b.label_sets[i].size());
-    for (size_t k = 0; k < a.label_sets[i].size(); ++k) {
-      EXPECT_EQ(a.label_sets[i][k].label, b.label_sets[i][k].label);
-      EXPECT_NEAR(a.label_sets[i][k].probability, b.label_sets[i][k].probability, 1e-5);
-    }
-  }
-  ASSERT_EQ(a.values.size(), b.values.size());
-  for (size_t i = 0; i < a.values.size(); ++i) EXPECT_NEAR(a.values[i], b.values[i], 1e-5);
   ASSERT_EQ(a.entities.size(), b.entities.size());
-  for (size_t i = 0; i < a.entities.size(); ++i) {
-    ASSERT_EQ(a.entities[i].size(), b.entities[i].size());
-    for (size_t k = 0; k < a.entities[i].size(); ++k) {
-      EXPECT_EQ(a.entities[i][k].label, b.entities[i][k].label);
-      EXPECT_EQ(a.entities[i][k].start, b.entities[i][k].start);
-      EXPECT_EQ(a.entities[i][k].end, b.entities[i][k].end);
-      EXPECT_NEAR(a.entities[i][k].score, b.entities[i][k].score, 1e-5);
-    }
+  for (size_t k = 0; k < a.entities.size(); ++k) {
+    EXPECT_EQ(a.entities[k].label, b.entities[k].label);
+    EXPECT_EQ(a.entities[k].start, b.entities[k].start);
+    EXPECT_EQ(a.entities[k].end, b.entities[k].end);
+    EXPECT_NEAR(a.entities[k].score, b.entities[k].score, 1e-5);
   }
   ASSERT_EQ(a.answers.size(), b.answers.size());
-  for (size_t i = 0; i < a.answers.size(); ++i) {
-    ASSERT_EQ(a.answers[i].size(), b.answers[i].size());
-    for (size_t k = 0; k < a.answers[i].size(); ++k) {
-      EXPECT_EQ(a.answers[i][k].text, b.answers[i][k].text);
-      EXPECT_EQ(a.answers[i][k].start, b.answers[i][k].start);
-      EXPECT_NEAR(a.answers[i][k].score, b.answers[i][k].score, 1e-5);
-    }
+  for (size_t k = 0; k < a.answers.size(); ++k) {
+    EXPECT_EQ(a.answers[k].text, b.answers[k].text);
+    EXPECT_EQ(a.answers[k].start, b.answers[k].start);
+    EXPECT_NEAR(a.answers[k].score, b.answers[k].score, 1e-5);
   }
+}
+
+void ExpectSameResult(const PredictResult& a, const PredictResult& b) {
+  ASSERT_EQ(a.kind, b.kind);
+  ASSERT_EQ(a.texts.size(), b.texts.size());
+  for (size_t i = 0; i < a.texts.size(); ++i) {
+    SCOPED_TRACE(i);
+    ExpectSameText(a.texts[i], b.texts[i]);
+  }
+}
+
+// The kinds' code is reached through one table per layer (the KindSpec
+// rows, the heads, training's KindRules, serving's ServingKind), each
+// indexed by the kind's number: every table's entry for a kind is that
+// kind's, and the facts the tables share agree.
+TEST(KindTablesTest, EveryLayersEntryForAKindIsThatKinds) {
+  ASSERT_EQ(model::AllKindSpecs().size(), model::kNumTaskKinds);
+  for (const model::KindSpec& spec : model::AllKindSpecs()) {
+    SCOPED_TRACE(std::string(spec.name));
+    EXPECT_EQ(training::KindRulesOf(spec.kind).kind(), spec.kind);
+    EXPECT_EQ(ServingKindOf(spec.kind).kind(), spec.kind);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<model::Head> head, model::MakeHead(spec.kind, std::max(spec.min_labels, 3)));
+    EXPECT_EQ(head->kind(), spec.kind);
+    EXPECT_EQ(head->reads_tokens(), spec.reads_tokens);
+    // The token-reading kinds' rows carry per-position targets; the pooled
+    // kinds' one per row.
+    const uint32_t targets = training::KindRulesOf(spec.kind).targets();
+    EXPECT_EQ((targets & (training::kTagTarget | training::kSpanTarget)) != 0, spec.reads_tokens);
+    // A kind with labels names them; one without has none to name.
+    EXPECT_EQ(spec.label_noun.empty(), spec.min_labels == 0);
+  }
+  EXPECT_THAT(model::MakeHead(model::TaskKind::kTokenClassification, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cannot have 2 tags")));
 }
 
 TEST_F(KindServingTest, EachKindFillsItsOwnFields) {
   ASSERT_OK_AND_ASSIGN(auto engine, InferenceEngine::Create(Options()));
+  ASSERT_OK_AND_ASSIGN(PredictResult classes, engine->Predict(Request(TaskKind::kSequenceClassification)));
+  ASSERT_EQ(classes.texts.size(), 1u);
+  const TextPrediction& best = classes.texts[0];
+  ASSERT_TRUE(best.label.has_value());
+  EXPECT_FLOAT_EQ(best.label->probability, *std::max_element(best.probabilities.begin(), best.probabilities.end()));
+  EXPECT_TRUE(best.labels.empty() && !best.value && best.entities.empty() && best.answers.empty());
+
   ASSERT_OK_AND_ASSIGN(PredictResult multi, engine->Predict(Request(TaskKind::kMultiLabelClassification)));
-  ASSERT_EQ(multi.probabilities.size(), 1u);
-  ASSERT_EQ(multi.label_sets.size(), 1u);
+  ASSERT_EQ(multi.texts.size(), 1u);
+  const TextPrediction& m = multi.texts[0];
+  EXPECT_FALSE(m.label.has_value());
   size_t over = 0;
-  for (float p : multi.probabilities[0]) over += p >= 0.3f;
-  EXPECT_EQ(multi.label_sets[0].size(), over);  // the request's threshold
-  for (size_t k = 1; k < multi.label_sets[0].size(); ++k) {
-    EXPECT_GE(multi.label_sets[0][k - 1].probability, multi.label_sets[0][k].probability);
-  }
+  for (float p : m.probabilities) over += p >= 0.3f;
+  EXPECT_EQ(m.labels.size(), over);  // the request's threshold
+  for (size_t k = 1; k < m.labels.size(); ++k) EXPECT_GE(m.labels[k - 1].probability, m.labels[k].probability);
+
   ASSERT_OK_AND_ASSIGN(PredictResult reg, engine->Predict(Request(TaskKind::kRegression)));
-  ASSERT_EQ(reg.values.size(), 1u);
-  EXPECT_TRUE(reg.probabilities.empty());
+  ASSERT_EQ(reg.texts.size(), 1u);
+  EXPECT_TRUE(reg.texts[0].value.has_value());
+  EXPECT_TRUE(reg.texts[0].probabilities.empty());
+  EXPECT_FALSE(reg.texts[0].label.has_value());
+
   ASSERT_OK_AND_ASSIGN(PredictResult tags, engine->Predict(Request(TaskKind::kTokenClassification)));
-  ASSERT_EQ(tags.entities.size(), 1u);
+  ASSERT_EQ(tags.texts.size(), 1u);
+  EXPECT_FALSE(tags.texts[0].value.has_value());
   const std::string text = Request(TaskKind::kTokenClassification).texts[0];
-  for (const Entity& e : tags.entities[0]) {
+  for (const Entity& e : tags.texts[0].entities) {
     EXPECT_TRUE(e.label == "A" || e.label == "B") << e.label;
     EXPECT_EQ(e.text, model::CodePointSubstr(text, e.start, e.end));
     EXPECT_GT(e.score, 0);
   }
   const PredictRequest qa_request = Request(TaskKind::kExtractiveQa);
   ASSERT_OK_AND_ASSIGN(PredictResult qa, engine->Predict(qa_request));
-  ASSERT_EQ(qa.answers.size(), 1u);
-  ASSERT_EQ(qa.answers[0].size(), 3u);  // top_k_answers
+  ASSERT_EQ(qa.texts.size(), 1u);
+  const std::vector<model::TextAnswer>& answers = qa.texts[0].answers;
+  ASSERT_EQ(answers.size(), 3u);  // top_k_answers
+  EXPECT_TRUE(qa.texts[0].entities.empty() && qa.texts[0].probabilities.empty());
   double total = 0;
-  for (const model::TextAnswer& a : qa.answers[0]) {
+  for (const model::TextAnswer& a : answers) {
     EXPECT_EQ(a.text, model::CodePointSubstr(qa_request.text_pairs[0], a.start, a.end));
     total += a.score;
   }
   EXPECT_LE(total, 1.0 + 1e-9);
-  EXPECT_GE(qa.answers[0][0].score, qa.answers[0][1].score);
+  EXPECT_GE(answers[0].score, answers[1].score);
 }
 
 // Issue 31's mixed batch: one batch holds rows of all five kinds (QA's three
@@ -293,7 +335,7 @@ TEST_F(KindServingTest, TaggingWindowsAreTheTasksTrainedWindowWithinTheServersLi
   ASSERT_OK_AND_ASSIGN(auto narrow, engine_at(8, 64));
   ASSERT_OK_AND_ASSIGN(PredictResult a, wide->Predict(r));
   ASSERT_OK_AND_ASSIGN(PredictResult b, narrow->Predict(r));
-  ASSERT_FALSE(a.entities.empty());
+  ASSERT_EQ(a.texts.size(), 1u);
   ExpectSameResult(a, b);
   // Below the task's window, the server's limit wins.
   ASSERT_OK_AND_ASSIGN(auto tighter, engine_at(6, 1));
@@ -381,11 +423,11 @@ TEST_F(TrainedKindServingTest, QaFindsTheAnswerInTheThirdWindowAndTokenTaggingTa
   context[17] = "w7";
   PredictRequest q{.tenant = "acme", .task_id = "qa", .texts = {"w1 w2"}, .text_pairs = {absl::StrJoin(context, " ")}};
   ASSERT_OK_AND_ASSIGN(PredictResult answer, engine->Predict(q));
-  ASSERT_EQ(answer.answers.size(), 1u);
-  ASSERT_FALSE(answer.answers[0].empty());
-  EXPECT_EQ(answer.answers[0][0].text, "w7");
-  EXPECT_EQ(answer.answers[0][0].text,
-            model::CodePointSubstr(q.text_pairs[0], answer.answers[0][0].start, answer.answers[0][0].end));
+  ASSERT_EQ(answer.texts.size(), 1u);
+  const std::vector<model::TextAnswer>& found = answer.texts[0].answers;
+  ASSERT_FALSE(found.empty());
+  EXPECT_EQ(found[0].text, "w7");
+  EXPECT_EQ(found[0].text, model::CodePointSubstr(q.text_pairs[0], found[0].start, found[0].end));
 
   // 40 words (windows of 14, 7 apart): w1 at the start, the middle and the
   // end.
@@ -394,9 +436,9 @@ TEST_F(TrainedKindServingTest, QaFindsTheAnswerInTheThirdWindowAndTokenTaggingTa
   for (int at : {0, 20, 39}) words[static_cast<size_t>(at)] = "w1";
   PredictRequest t{.tenant = "acme", .task_id = "ner", .texts = {absl::StrJoin(words, " ")}};
   ASSERT_OK_AND_ASSIGN(PredictResult tagged, engine->Predict(t));
-  ASSERT_EQ(tagged.entities.size(), 1u);
+  ASSERT_EQ(tagged.texts.size(), 1u);
   std::vector<int32_t> starts;
-  for (const Entity& e : tagged.entities[0]) {
+  for (const Entity& e : tagged.texts[0].entities) {
     EXPECT_EQ(e.label, "A");
     EXPECT_EQ(e.text, "w1");
     starts.push_back(e.start);

@@ -1,7 +1,8 @@
 // What each task kind reads from an example and the rules it enforces
-// (kind_examples.h), and ValidateDataset per kind: every bad dataset is
+// (kind_rules.h), and ValidateDataset per kind: every bad dataset is
 // INVALID_ARGUMENT naming the example and the rule it breaks.
 #include "server/training/kind_examples.h"
+#include "server/training/kind_rules.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

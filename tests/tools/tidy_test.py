@@ -98,6 +98,15 @@ class TidyTest(unittest.TestCase):
             self.assertIn("performance-for-range-copy", r.stdout)
             self.assertNotIn("helper.h", r.stdout)
             self.assertIn("server/util/count.cc", r.stderr)
+            # --only checks the units named, and refuses a name that is not a product unit.
+            r = subprocess.run([sys.executable, CHECKER, "--root", tmp, "--build", build, "--only",
+                                "server/util/count.cc"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("server/util/count.h:5:", r.stdout)
+            r = subprocess.run([sys.executable, CHECKER, "--root", tmp, "--build", build, "--only",
+                                "server/util/absent.cc"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("not product units: server/util/absent.cc", r.stderr)
 
             # A product source the build does not compile is not covered: the check fails, naming it.
             with open(os.path.join(tmp, "server", "util", "orphan.cc"), "w", encoding="utf-8") as f:

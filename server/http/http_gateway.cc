@@ -9,12 +9,10 @@
 #include <microhttpd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -35,43 +33,16 @@
 #include "common/logging.h"
 #include "common/routing.h"
 #include "common/status_macros.h"
-#include "common/tls.h"
 #include "common/utf8.h"
 #include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
 #include "server/http/console_assets.h"
+#include "server/http/gateway_state.h"
 #include "server/http/response_bodies.h"
 #include "server/http/transcoding.h"
 
 namespace adapterd::http {
-
-struct HttpGateway::State {
-  explicit State(const HttpGatewayOptions& o)
-      : options(o),
-        bodies("bytes of HTTP request bodies held in memory", o.max_buffered_bytes),
-        connections(static_cast<size_t>(std::max(1, o.max_connections))) {}
-  HttpGatewayOptions options;
-  UsageLedger bodies;  // every connection's buffered body (server-wide: tenant "")
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Adapterd::Stub> stub;
-  // The unary routes' calls, by method name (Unary).
-  std::unique_ptr<grpc::TemplatedGenericStub<google::protobuf::Message, google::protobuf::Message>> generic_stub;
-  Hooks hooks;
-  bool require_client_certificate = false;
-  TlsPem tls;  // MHD keeps pointers to the PEM text: it lives here
-  std::atomic<bool> stopping{false};
-  std::atomic<int> open_streams{0};  // event streams not yet freed
-  MHD_Daemon* daemon = nullptr;
-
-  // Open connections, for eviction at max_connections (Admit). A connection
-  // is `answering` from its request's last call (the body is whole) until
-  // the request completes: its call runs, or its response (an event
-  // stream, a download) is being sent.
-  ConnectionTable connections;
-};
-
+namespace gateway_internal {
 namespace {
-
-using State = HttpGateway::State;
 
 constexpr char kJsonType[] = "application/json";
 constexpr unsigned int kHttpContentTooLarge = 413;
@@ -140,8 +111,6 @@ std::vector<std::pair<std::string, std::string>> QueryParameters(MHD_Connection*
       &params);
   return params;
 }
-
-using Variables = std::vector<std::pair<std::string, std::string>>;
 
 // Sets the path's variables, then the query's parameters, on `message`.
 // A body field the path also names must agree with it; a query parameter
@@ -266,61 +235,6 @@ bool HasBody(MHD_Connection* c) {
   int64_t n = 0;
   return length.has_value() && absl::SimpleAtoi(*length, &n) && n > 0;
 }
-
-// --- One request --------------------------------------------------------------
-
-// What a request keeps between libmicrohttpd's calls (*con_cls).
-struct Call {
-  // An answer decided from the headers alone (an error, the console,
-  // /healthz): given on the next call, so that a request without a body
-  // keeps its connection alive.
-  std::function<MHD_Result(MHD_Connection*, const Call&)> early;
-  // A refusal decided while the body arrives: libmicrohttpd can answer only
-  // after the whole body, so the rest is read and dropped (up to
-  // kMaxDiscardedBytes; past that the connection is closed unanswered).
-  std::optional<absl::Status> refusal;
-  int64_t discarded = 0;
-  const Route* route = nullptr;
-  Variables variables;
-  bool answered = false;
-  // Set just before the request's gRPC call is made: from then on gRPC
-  // counts the request (its metrics), whatever the answer.
-  bool grpc_called = false;
-  absl::Time start = absl::Now();
-  std::string body;             // a JSON body, or a SQuAD document
-  UsageLedger::Hold body_hold;  // body's reservation in State::bodies
-  // Client streams (UploadDataset, ImportAdapter), open from the first call
-  // until the body ends: then committed, or cancelled (nothing stored).
-  std::unique_ptr<grpc::ClientContext> ctx;
-  std::unique_ptr<grpc::ClientWriter<v1::UploadDatasetRequest>> upload;
-  std::unique_ptr<grpc::ClientWriter<v1::ImportAdapterRequest>> import;
-  v1::Dataset dataset;
-  v1::Task task;
-  std::string pending_bytes;  // bytes of the body (a dataset or adapter file) not sent yet
-
-  bool stream_open() const { return ctx != nullptr; }
-
-  // Ends an open client stream without committing it.
-  void Cancel() {
-    if (!stream_open()) return;
-    ctx->TryCancel();
-    if (upload) (void)upload->Finish();
-    if (import) (void)import->Finish();
-    upload.reset();
-    import.reset();
-    ctx.reset();
-  }
-
-  // The stream's status after a failed Write (the server ended it).
-  absl::Status Broken() {
-    grpc::Status status = upload ? upload->Finish() : import->Finish();
-    upload.reset();
-    import.reset();
-    ctx.reset();
-    if (status.ok()) return absl::InternalError("the stream ended early");
-    return FromGrpcStatus(status);
-  }
-};
 
 // Reports an API request answered with `code` before its gRPC call
 // (Hooks::on_refusal); once the call was made, gRPC counts the request.
@@ -951,6 +865,7 @@ void Log(void*, const char* format, va_list args) {
 }
 
 }  // namespace
+}  // namespace gateway_internal
 
 absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewayOptions& options,
                                                                 std::shared_ptr<grpc::Channel> channel, Hooks hooks) {
@@ -976,9 +891,9 @@ absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewa
   }
   std::vector<MHD_OptionItem> items = {
       {MHD_OPTION_SOCK_ADDR, 0, &addr},
-      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Completed), state},
-      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&Notify), state},
-      {MHD_OPTION_UNESCAPE_CALLBACK, reinterpret_cast<intptr_t>(&Unescape), nullptr},
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&gateway_internal::Completed), state},
+      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&gateway_internal::Notify), state},
+      {MHD_OPTION_UNESCAPE_CALLBACK, reinterpret_cast<intptr_t>(&gateway_internal::Unescape), nullptr},
       // Admit() keeps max_connections; libmicrohttpd's own limit sits a
       // little above, so that it accepts the connection that evicts one.
       {MHD_OPTION_CONNECTION_LIMIT, options.max_connections + 16, nullptr},
@@ -997,8 +912,9 @@ absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewa
   }
   items.push_back({MHD_OPTION_END, 0, nullptr});
   // The logger first: libmicrohttpd logs the options that follow through it.
-  state->daemon = MHD_start_daemon(flags, 0, &Admit, state, &Handle, state, MHD_OPTION_EXTERNAL_LOGGER, &Log, nullptr,
-                                   MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
+  state->daemon = MHD_start_daemon(flags, 0, &gateway_internal::Admit, state, &gateway_internal::Handle, state,
+                                   MHD_OPTION_EXTERNAL_LOGGER, &gateway_internal::Log, nullptr, MHD_OPTION_ARRAY,
+                                   items.data(), MHD_OPTION_END);
   if (state->daemon == nullptr) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve HTTP on ", options.listen_address, " (address in use, or not a valid host:port?)"));

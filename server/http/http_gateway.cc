@@ -22,8 +22,6 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/cord.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -37,6 +35,7 @@
 #include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
 #include "server/http/console_assets.h"
 #include "server/http/gateway_state.h"
+#include "server/http/replies.h"
 #include "server/http/response_bodies.h"
 #include "server/http/transcoding.h"
 
@@ -44,43 +43,12 @@ namespace adapterd::http {
 namespace gateway_internal {
 namespace {
 
-constexpr char kJsonType[] = "application/json";
-constexpr unsigned int kHttpContentTooLarge = 413;
 // How much of a refused request's body is read (and dropped) to answer it.
 constexpr int64_t kMaxDiscardedBytes = 64 << 20;
 // The console's pages load only what the gateway serves, and call only it.
 constexpr char kContentSecurityPolicy[] =
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
-
-// --- Replies ----------------------------------------------------------------
-
-MHD_Result Queue(MHD_Connection* c, unsigned int code, MHD_Response* response) {
-  if (response == nullptr) return MHD_NO;
-  const MHD_Result r = MHD_queue_response(c, code, response);
-  MHD_destroy_response(response);
-  return r;
-}
-
-MHD_Response* BufferResponse(std::string_view body, const char* content_type) {
-  MHD_Response* response =
-      MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
-  if (response != nullptr) {
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-  }
-  return response;
-}
-
-MHD_Result ReplyJson(MHD_Connection* c, unsigned int code, std::string_view json) {
-  return Queue(c, code, BufferResponse(json, kJsonType));
-}
-
-MHD_Result ReplyStatus(MHD_Connection* c, const absl::Status& status, unsigned int http_code = 0) {
-  return ReplyJson(c, http_code != 0 ? http_code : static_cast<unsigned int>(HttpStatusFor(status.code())),
-                   StatusJson(status));
-}
 
 // --- Requests ---------------------------------------------------------------
 
@@ -191,42 +159,6 @@ absl::Status PrepareContext(MHD_Connection* c, const std::string& task, grpc::Cl
   return absl::OkStatus();
 }
 
-// The gateway's own body limits: RESOURCE_EXHAUSTED, answered 413 (a
-// tenant's quotas, RESOURCE_EXHAUSTED from the service, are 429).
-constexpr char kTooLargePayload[] = "adapterd.http/too-large";
-absl::Status TooLarge(const std::string& message) {
-  absl::Status s = absl::ResourceExhaustedError(message);
-  s.SetPayload(kTooLargePayload, absl::Cord("1"));
-  return s;
-}
-bool IsTooLarge(const absl::Status& s) { return s.GetPayload(kTooLargePayload).has_value(); }
-
-// A gRPC call's status as the gateway answers it: gRPC's own message-size
-// refusal ("Sent/Received message larger than max") is a size, not a rate
-// limit, so it is answered 413 and names the limit (429 would be retried).
-absl::Status CallStatus(const grpc::Status& status, int64_t max_message_bytes) {
-  absl::Status s = FromGrpcStatus(status);
-  if (absl::IsResourceExhausted(s) && absl::StrContains(s.message(), "message larger than max")) {
-    return TooLarge(absl::StrCat(s.message(), ": a request or response is at most --max_message_bytes (",
-                                 max_message_bytes, " bytes); send fewer or shorter texts"));
-  }
-  return s;
-}
-
-// The server-wide body budget is spent: RESOURCE_EXHAUSTED, answered 503
-// (the server is busy, not the request too large; retry later).
-constexpr char kBusyPayload[] = "adapterd.http/busy";
-constexpr unsigned int kHttpServiceUnavailable = 503;
-bool IsBusy(const absl::Status& s) { return s.GetPayload(kBusyPayload).has_value(); }
-constexpr unsigned int kHttpUnsupportedMediaType = 415;
-constexpr char kMediaTypePayload[] = "adapterd.http/media-type";
-unsigned int HttpCodeFor(const absl::Status& s) {
-  if (IsTooLarge(s)) return kHttpContentTooLarge;
-  if (s.GetPayload(kMediaTypePayload).has_value()) return kHttpUnsupportedMediaType;
-  if (IsBusy(s)) return kHttpServiceUnavailable;
-  return 0;
-}
-
 // Whether the request has a body to read (a Content-Length above 0, or a
 // chunked one).
 bool HasBody(MHD_Connection* c) {
@@ -234,19 +166,6 @@ bool HasBody(MHD_Connection* c) {
   const auto length = Header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
   int64_t n = 0;
   return length.has_value() && absl::SimpleAtoi(*length, &n) && n > 0;
-}
-
-// Reports an API request answered with `code` before its gRPC call
-// (Hooks::on_refusal); once the call was made, gRPC counts the request.
-void NoteRefusal(State* state, const Call& call, absl::StatusCode code) {
-  if (call.grpc_called || !state->hooks.on_refusal) return;
-  state->hooks.on_refusal(call.route != nullptr ? call.route->rpc : "none", code, absl::Now() - call.start);
-}
-
-// An API request's error answer.
-MHD_Result Fail(State* state, MHD_Connection* c, const Call& call, const absl::Status& status) {
-  NoteRefusal(state, call, status.code());
-  return ReplyStatus(c, status, HttpCodeFor(status));
 }
 
 // Grows the call's reservation of buffered body bytes to `bytes`: the busy
@@ -258,10 +177,8 @@ absl::Status ReserveBody(State* state, Call& call, int64_t bytes) {
   }
   absl::Status s = call.body_hold.Grow(bytes - call.body_hold.amount(), UsageLedger::kUnlimited);
   if (s.ok()) return s;
-  absl::Status busy = absl::ResourceExhaustedError(
+  return Busy(
       absl::StrCat("the REST gateway holds too many request bodies now (--http_max_buffered_bytes): ", s.message()));
-  busy.SetPayload(kBusyPayload, absl::Cord("1"));
-  return busy;
 }
 
 // Frees the call's buffered body and gives its reservation back.
@@ -633,11 +550,8 @@ absl::Status CheckCrossSite(State* state, MHD_Connection* c, std::string_view me
                      : route.body == BodyKind::kBytes ? "application/octet-stream"
                                                       : nullptr;  // datasets: OpenStream checks their formats
   if (want != nullptr && MediaType(content_type) != want) {
-    absl::Status s = absl::InvalidArgumentError(absl::StrCat(route.method, " ", route.pattern, " takes a ", want,
-                                                             " body, not Content-Type '",
-                                                             ToValidUtf8(content_type.value_or("")), "'"));
-    s.SetPayload(kMediaTypePayload, absl::Cord("1"));
-    return s;
+    return UnsupportedMediaType(absl::StrCat(route.method, " ", route.pattern, " takes a ", want,
+                                             " body, not Content-Type '", ToValidUtf8(content_type.value_or("")), "'"));
   }
   return absl::OkStatus();
 }

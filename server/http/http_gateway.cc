@@ -1,7 +1,5 @@
 #include "server/http/http_gateway.h"
 
-#include <gnutls/gnutls.h>
-#include <gnutls/x509.h>
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -9,352 +7,45 @@
 #include <microhttpd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <future>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/cord.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/api_util.h"
 #include "common/connection_table.h"
 #include "common/listen_address.h"
 #include "common/logging.h"
-#include "common/routing.h"
 #include "common/status_macros.h"
-#include "common/tls.h"
 #include "common/utf8.h"
 #include "proto/adapterd/v1/adapterd_service.grpc.pb.h"
 #include "server/http/console_assets.h"
+#include "server/http/gateway_state.h"
+#include "server/http/replies.h"
+#include "server/http/request_bodies.h"
+#include "server/http/request_headers.h"
 #include "server/http/response_bodies.h"
 #include "server/http/transcoding.h"
 
 namespace adapterd::http {
-
-struct HttpGateway::State {
-  explicit State(const HttpGatewayOptions& o)
-      : options(o),
-        bodies("bytes of HTTP request bodies held in memory", o.max_buffered_bytes),
-        connections(static_cast<size_t>(std::max(1, o.max_connections))) {}
-  HttpGatewayOptions options;
-  UsageLedger bodies;  // every connection's buffered body (server-wide: tenant "")
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Adapterd::Stub> stub;
-  // The unary routes' calls, by method name (Unary).
-  std::unique_ptr<grpc::TemplatedGenericStub<google::protobuf::Message, google::protobuf::Message>> generic_stub;
-  Hooks hooks;
-  bool require_client_certificate = false;
-  TlsPem tls;  // MHD keeps pointers to the PEM text: it lives here
-  std::atomic<bool> stopping{false};
-  std::atomic<int> open_streams{0};  // event streams not yet freed
-  MHD_Daemon* daemon = nullptr;
-
-  // Open connections, for eviction at max_connections (Admit). A connection
-  // is `answering` from its request's last call (the body is whole) until
-  // the request completes: its call runs, or its response (an event
-  // stream, a download) is being sent.
-  ConnectionTable connections;
-};
-
+namespace gateway_internal {
 namespace {
 
-using State = HttpGateway::State;
-
-constexpr char kJsonType[] = "application/json";
-constexpr unsigned int kHttpContentTooLarge = 413;
 // How much of a refused request's body is read (and dropped) to answer it.
 constexpr int64_t kMaxDiscardedBytes = 64 << 20;
 // The console's pages load only what the gateway serves, and call only it.
 constexpr char kContentSecurityPolicy[] =
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
-
-// --- Replies ----------------------------------------------------------------
-
-MHD_Result Queue(MHD_Connection* c, unsigned int code, MHD_Response* response) {
-  if (response == nullptr) return MHD_NO;
-  const MHD_Result r = MHD_queue_response(c, code, response);
-  MHD_destroy_response(response);
-  return r;
-}
-
-MHD_Response* BufferResponse(std::string_view body, const char* content_type) {
-  MHD_Response* response =
-      MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
-  if (response != nullptr) {
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-  }
-  return response;
-}
-
-MHD_Result ReplyJson(MHD_Connection* c, unsigned int code, std::string_view json) {
-  return Queue(c, code, BufferResponse(json, kJsonType));
-}
-
-MHD_Result ReplyStatus(MHD_Connection* c, const absl::Status& status, unsigned int http_code = 0) {
-  return ReplyJson(c, http_code != 0 ? http_code : static_cast<unsigned int>(HttpStatusFor(status.code())),
-                   StatusJson(status));
-}
-
-// --- Requests ---------------------------------------------------------------
-
-std::optional<std::string> Header(MHD_Connection* c, const char* name) {
-  const char* value = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
-}
-
-bool PrintableAscii(std::string_view s) {
-  for (const char ch : s) {
-    if (ch < 0x20 || ch > 0x7e) return false;
-  }
-  return true;
-}
-
-// The query string's parameters, in order; a parameter without '=' has the
-// value "".
-std::vector<std::pair<std::string, std::string>> QueryParameters(MHD_Connection* c) {
-  std::vector<std::pair<std::string, std::string>> params;
-  MHD_get_connection_values(
-      c, MHD_GET_ARGUMENT_KIND,
-      [](void* cls, MHD_ValueKind, const char* key, const char* value) -> MHD_Result {
-        static_cast<std::vector<std::pair<std::string, std::string>>*>(cls)->emplace_back(
-            key, value != nullptr ? value : "");
-        return MHD_YES;
-      },
-      &params);
-  return params;
-}
-
-using Variables = std::vector<std::pair<std::string, std::string>>;
-
-// Sets the path's variables, then the query's parameters, on `message`.
-// A body field the path also names must agree with it; a query parameter
-// may not name a path variable.
-absl::Status ApplyPathAndQuery(google::protobuf::Message& message, const Variables& variables,
-                               const std::vector<std::pair<std::string, std::string>>& query,
-                               const std::vector<std::string>& skip_query = {}) {
-  for (const auto& [name, value] : variables) {
-    const auto* field = message.GetDescriptor()->FindFieldByName(name);
-    if (field != nullptr) {
-      const std::string in_body = message.GetReflection()->GetString(message, field);
-      if (!in_body.empty() && in_body != value) {
-        return absl::InvalidArgumentError(absl::StrCat(name, " is '", ToValidUtf8(in_body), "' in the body but '",
-                                                       ToValidUtf8(value), "' in the path"));
-      }
-    }
-    RETURN_IF_ERROR(SetFieldFromText(message, name, value));
-  }
-  for (const auto& [key, value] : query) {
-    if (std::find(skip_query.begin(), skip_query.end(), key) != skip_query.end()) continue;
-    for (const auto& [name, unused] : variables) {
-      const auto* field = message.GetDescriptor()->FindFieldByName(name);
-      if (key == name || (field != nullptr && key == field->json_name())) {
-        return absl::InvalidArgumentError(absl::StrCat("parameter '", key, "' is given by the path"));
-      }
-    }
-    RETURN_IF_ERROR(SetFieldFromText(message, key, value));
-  }
-  return absl::OkStatus();
-}
-
-// The task a request concerns, for x-task-id: its task_id, else the task
-// part of the minted job or dataset id it names.
-std::string RoutingTask(const google::protobuf::Message& message) {
-  const auto* d = message.GetDescriptor();
-  const auto* r = message.GetReflection();
-  if (const auto* f = d->FindFieldByName("task_id"); f != nullptr && f->type() == f->TYPE_STRING) {
-    if (std::string task = r->GetString(message, f); !task.empty()) return task;
-  }
-  for (const char* name : {"job_id", "dataset_id"}) {
-    if (const auto* f = d->FindFieldByName(name); f != nullptr && f->type() == f->TYPE_STRING) {
-      return std::string(RoutingTaskOf(r->GetString(message, f)));
-    }
-  }
-  return "";
-}
-
-// The gRPC call's metadata from the HTTP request: the caller's credentials,
-// the task it concerns (X-Task-Id wins over the request's own), and the
-// protocol for the metrics.
-absl::Status PrepareContext(MHD_Connection* c, const std::string& task, grpc::ClientContext& ctx) {
-  if (const auto auth = Header(c, MHD_HTTP_HEADER_AUTHORIZATION); auth.has_value()) {
-    if (!PrintableAscii(*auth)) {
-      return absl::UnauthenticatedError("the Authorization header is not printable ASCII");
-    }
-    ctx.AddMetadata("authorization", *auth);
-  }
-  const auto header = Header(c, "X-Task-Id");
-  if (header.has_value() && !header->empty()) {
-    if (!PrintableAscii(*header)) return absl::InvalidArgumentError("the X-Task-Id header is not printable ASCII");
-    ctx.AddMetadata(std::string(kTaskRoutingHeader), *header);
-  } else if (!task.empty() && PrintableAscii(task)) {
-    ctx.AddMetadata(std::string(kTaskRoutingHeader), task);
-  }
-  ctx.AddMetadata(std::string(kProtocolMetadata), "http");
-  // A deadline, as grpc-gateway takes it (none by default, as in gRPC).
-  if (const auto timeout = Header(c, "Grpc-Timeout"); timeout.has_value()) {
-    ASSIGN_OR_RETURN(const absl::Duration d, ParseGrpcTimeout(*timeout));
-    const absl::Time deadline = absl::Now() + d;
-    // Past already (a timeout of nanoseconds): refused here, as gRPC would,
-    // rather than left to race the call.
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("the Grpc-Timeout (", *timeout, ") passed before the call was made"));
-    }
-    ctx.set_deadline(absl::ToChronoTime(deadline));
-  }
-  return absl::OkStatus();
-}
-
-// The gateway's own body limits: RESOURCE_EXHAUSTED, answered 413 (a
-// tenant's quotas, RESOURCE_EXHAUSTED from the service, are 429).
-constexpr char kTooLargePayload[] = "adapterd.http/too-large";
-absl::Status TooLarge(const std::string& message) {
-  absl::Status s = absl::ResourceExhaustedError(message);
-  s.SetPayload(kTooLargePayload, absl::Cord("1"));
-  return s;
-}
-bool IsTooLarge(const absl::Status& s) { return s.GetPayload(kTooLargePayload).has_value(); }
-
-// A gRPC call's status as the gateway answers it: gRPC's own message-size
-// refusal ("Sent/Received message larger than max") is a size, not a rate
-// limit, so it is answered 413 and names the limit (429 would be retried).
-absl::Status CallStatus(const grpc::Status& status, int64_t max_message_bytes) {
-  absl::Status s = FromGrpcStatus(status);
-  if (absl::IsResourceExhausted(s) && absl::StrContains(s.message(), "message larger than max")) {
-    return TooLarge(absl::StrCat(s.message(), ": a request or response is at most --max_message_bytes (",
-                                 max_message_bytes, " bytes); send fewer or shorter texts"));
-  }
-  return s;
-}
-
-// The server-wide body budget is spent: RESOURCE_EXHAUSTED, answered 503
-// (the server is busy, not the request too large; retry later).
-constexpr char kBusyPayload[] = "adapterd.http/busy";
-constexpr unsigned int kHttpServiceUnavailable = 503;
-bool IsBusy(const absl::Status& s) { return s.GetPayload(kBusyPayload).has_value(); }
-constexpr unsigned int kHttpUnsupportedMediaType = 415;
-constexpr char kMediaTypePayload[] = "adapterd.http/media-type";
-unsigned int HttpCodeFor(const absl::Status& s) {
-  if (IsTooLarge(s)) return kHttpContentTooLarge;
-  if (s.GetPayload(kMediaTypePayload).has_value()) return kHttpUnsupportedMediaType;
-  if (IsBusy(s)) return kHttpServiceUnavailable;
-  return 0;
-}
-
-// Whether the request has a body to read (a Content-Length above 0, or a
-// chunked one).
-bool HasBody(MHD_Connection* c) {
-  if (Header(c, MHD_HTTP_HEADER_TRANSFER_ENCODING).has_value()) return true;
-  const auto length = Header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
-  int64_t n = 0;
-  return length.has_value() && absl::SimpleAtoi(*length, &n) && n > 0;
-}
-
-// --- One request --------------------------------------------------------------
-
-// What a request keeps between libmicrohttpd's calls (*con_cls).
-struct Call {
-  // An answer decided from the headers alone (an error, the console,
-  // /healthz): given on the next call, so that a request without a body
-  // keeps its connection alive.
-  std::function<MHD_Result(MHD_Connection*, const Call&)> early;
-  // A refusal decided while the body arrives: libmicrohttpd can answer only
-  // after the whole body, so the rest is read and dropped (up to
-  // kMaxDiscardedBytes; past that the connection is closed unanswered).
-  std::optional<absl::Status> refusal;
-  int64_t discarded = 0;
-  const Route* route = nullptr;
-  Variables variables;
-  bool answered = false;
-  // Set just before the request's gRPC call is made: from then on gRPC
-  // counts the request (its metrics), whatever the answer.
-  bool grpc_called = false;
-  absl::Time start = absl::Now();
-  std::string body;             // a JSON body, or a SQuAD document
-  UsageLedger::Hold body_hold;  // body's reservation in State::bodies
-  // Client streams (UploadDataset, ImportAdapter), open from the first call
-  // until the body ends: then committed, or cancelled (nothing stored).
-  std::unique_ptr<grpc::ClientContext> ctx;
-  std::unique_ptr<grpc::ClientWriter<v1::UploadDatasetRequest>> upload;
-  std::unique_ptr<grpc::ClientWriter<v1::ImportAdapterRequest>> import;
-  v1::Dataset dataset;
-  v1::Task task;
-  std::string pending_bytes;  // bytes of the body (a dataset or adapter file) not sent yet
-
-  bool stream_open() const { return ctx != nullptr; }
-
-  // Ends an open client stream without committing it.
-  void Cancel() {
-    if (!stream_open()) return;
-    ctx->TryCancel();
-    if (upload) (void)upload->Finish();
-    if (import) (void)import->Finish();
-    upload.reset();
-    import.reset();
-    ctx.reset();
-  }
-
-  // The stream's status after a failed Write (the server ended it).
-  absl::Status Broken() {
-    grpc::Status status = upload ? upload->Finish() : import->Finish();
-    upload.reset();
-    import.reset();
-    ctx.reset();
-    if (status.ok()) return absl::InternalError("the stream ended early");
-    return FromGrpcStatus(status);
-  }
-};
-
-// Reports an API request answered with `code` before its gRPC call
-// (Hooks::on_refusal); once the call was made, gRPC counts the request.
-void NoteRefusal(State* state, const Call& call, absl::StatusCode code) {
-  if (call.grpc_called || !state->hooks.on_refusal) return;
-  state->hooks.on_refusal(call.route != nullptr ? call.route->rpc : "none", code, absl::Now() - call.start);
-}
-
-// An API request's error answer.
-MHD_Result Fail(State* state, MHD_Connection* c, const Call& call, const absl::Status& status) {
-  NoteRefusal(state, call, status.code());
-  return ReplyStatus(c, status, HttpCodeFor(status));
-}
-
-// Grows the call's reservation of buffered body bytes to `bytes`: the busy
-// RESOURCE_EXHAUSTED when the server-wide budget would pass.
-absl::Status ReserveBody(State* state, Call& call, int64_t bytes) {
-  if (bytes <= call.body_hold.amount()) return absl::OkStatus();
-  if (call.body_hold.amount() == 0) {
-    ASSIGN_OR_RETURN(call.body_hold, state->bodies.Open("", nullptr));
-  }
-  absl::Status s = call.body_hold.Grow(bytes - call.body_hold.amount(), UsageLedger::kUnlimited);
-  if (s.ok()) return s;
-  absl::Status busy = absl::ResourceExhaustedError(
-      absl::StrCat("the REST gateway holds too many request bodies now (--http_max_buffered_bytes): ", s.message()));
-  busy.SetPayload(kBusyPayload, absl::Cord("1"));
-  return busy;
-}
-
-// Frees the call's buffered body and gives its reservation back.
-void ReleaseBody(Call& call) {
-  std::string().swap(call.body);
-  call.body_hold = UsageLedger::Hold();
-}
 
 const char* ContentTypeOf(std::string_view name) {
   if (name.ends_with(".html")) return "text/html; charset=utf-8";
@@ -398,129 +89,6 @@ MHD_Result ServeConsole(State* state, MHD_Connection* c, std::string_view path) 
   MHD_add_response_header(response, "X-Frame-Options", "DENY");
   MHD_add_response_header(response, "Referrer-Policy", "no-referrer");
   return Queue(c, MHD_HTTP_OK, response);
-}
-
-// With a client CA: the connection's certificate chain verified against it.
-bool ClientCertificateVerified(MHD_Connection* c) {
-  const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-  if (info == nullptr || info->tls_session == nullptr) return false;
-  auto session = static_cast<gnutls_session_t>(info->tls_session);
-  unsigned int count = 0;
-  if (gnutls_certificate_get_peers(session, &count) == nullptr || count == 0) return false;
-  // Verified for a client's purpose: a certificate whose extended key usage
-  // excludes clientAuth (one for servers only) is refused, as gRPC refuses it.
-  gnutls_typed_vdata_st purpose{};
-  purpose.type = GNUTLS_DT_KEY_PURPOSE_OID;
-  purpose.data = reinterpret_cast<unsigned char*>(const_cast<char*>(GNUTLS_KP_TLS_WWW_CLIENT));
-  unsigned int verify = 0;
-  return gnutls_certificate_verify_peers(session, &purpose, 1, &verify) == GNUTLS_E_SUCCESS && verify == 0;
-}
-
-// A Content-Type's media type, parameters aside, in lower case ("" if none).
-std::string MediaType(const std::optional<std::string>& content_type) {
-  if (!content_type.has_value()) return "";
-  return absl::AsciiStrToLower(
-      std::string(absl::StripAsciiWhitespace(content_type->substr(0, content_type->find(';')))));
-}
-
-std::optional<v1::DatasetFormat> DatasetFormatOf(const std::optional<std::string>& content_type) {
-  if (!content_type.has_value()) return std::nullopt;
-  const std::string type = MediaType(content_type);
-  if (type == "text/csv") return v1::DATASET_FORMAT_CSV;
-  if (type == "application/x-ndjson" || type == "application/jsonl" || type == "application/x-jsonlines" ||
-      type == "application/json-lines") {
-    return v1::DATASET_FORMAT_JSONL;
-  }
-  if (type == "application/json") return v1::DATASET_FORMAT_SQUAD;
-  return std::nullopt;
-}
-
-// Sends the body's bytes received so far to the open client stream, in
-// messages of at most chunk_bytes (all of them at the end of the body).
-absl::Status SendBytes(State* state, Call& call, bool all) {
-  const size_t chunk = static_cast<size_t>(state->options.chunk_bytes);
-  size_t offset = 0;
-  while (call.pending_bytes.size() - offset >= chunk || (all && offset < call.pending_bytes.size())) {
-    const std::string piece = call.pending_bytes.substr(offset, chunk);
-    offset += piece.size();
-    bool written;
-    if (call.upload) {
-      v1::UploadDatasetRequest m;
-      m.set_file_bytes(piece);
-      written = call.upload->Write(m);
-    } else {
-      v1::ImportAdapterRequest m;
-      m.set_chunk(piece);
-      written = call.import->Write(m);
-    }
-    if (!written) return call.Broken();
-  }
-  call.pending_bytes.erase(0, offset);
-  return absl::OkStatus();
-}
-
-// The first call of a request with a body that streams: opens the gRPC
-// client stream and sends its metadata.
-absl::Status OpenStream(State* state, MHD_Connection* c, Call& call) {
-  const auto query = QueryParameters(c);
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  if (call.route->body == BodyKind::kDataset) {
-    const auto content_type = Header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
-    const std::optional<v1::DatasetFormat> format = DatasetFormatOf(content_type);
-    if (!format.has_value()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Content-Type '", ToValidUtf8(content_type.value_or("")),
-                       "' is not a dataset format: send text/csv, application/x-ndjson (JSON Lines) or "
-                       "application/json (a SQuAD document)"));
-    }
-    v1::UploadDatasetRequest first;
-    auto* metadata = first.mutable_metadata();  // the first message is the metadata, even when empty
-    for (const auto& [key, value] : query) RETURN_IF_ERROR(SetFieldFromText(*metadata, key, value));
-    // The server reads the body (DatasetUpload), in the format its
-    // Content-Type names; errors name it "request body".
-    metadata->set_file_format(*format);
-    if (metadata->file_name().empty()) metadata->set_file_name("request body");
-    RETURN_IF_ERROR(PrepareContext(c, "", *ctx));
-    call.ctx = std::move(ctx);
-    call.grpc_called = true;
-    call.upload = state->stub->UploadDataset(call.ctx.get(), &call.dataset);
-    if (!call.upload->Write(first)) return call.Broken();
-    return absl::OkStatus();
-  }
-  // ImportAdapter: the task from the path, the size from Content-Length.
-  v1::ImportAdapterRequest first;
-  auto* metadata = first.mutable_metadata();
-  RETURN_IF_ERROR(ApplyPathAndQuery(*metadata, call.variables, query));
-  if (const auto length = Header(c, MHD_HTTP_HEADER_CONTENT_LENGTH); length.has_value()) {
-    int64_t n = 0;
-    if (absl::SimpleAtoi(*length, &n)) metadata->set_total_bytes(n);
-  }
-  RETURN_IF_ERROR(PrepareContext(c, metadata->task_id(), *ctx));
-  call.ctx = std::move(ctx);
-  call.grpc_called = true;
-  call.import = state->stub->ImportAdapter(call.ctx.get(), &call.task);
-  if (!call.import->Write(first)) return call.Broken();
-  return absl::OkStatus();
-}
-
-// A piece of the body.
-absl::Status Receive(State* state, Call& call, std::string_view data) {
-  switch (call.route->body) {
-    case BodyKind::kNone:
-      return absl::InvalidArgumentError(absl::StrCat(call.route->method, " ", call.route->pattern, " takes no body"));
-    case BodyKind::kJson:
-      if (call.body.size() + data.size() > static_cast<size_t>(state->options.max_body_bytes)) {
-        return TooLarge(absl::StrCat("the body is larger than ", state->options.max_body_bytes, " bytes"));
-      }
-      RETURN_IF_ERROR(ReserveBody(state, call, static_cast<int64_t>(call.body.size() + data.size())));
-      call.body.append(data);
-      return absl::OkStatus();
-    case BodyKind::kDataset:
-    case BodyKind::kBytes:
-      call.pending_bytes.append(data);
-      return SendBytes(state, call, /*all=*/false);
-  }
-  return absl::OkStatus();
 }
 
 // The gRPC method a route calls, as the service's descriptor declares it.
@@ -647,27 +215,6 @@ MHD_Result Export(State* state, MHD_Connection* c, Call& call) {
   return Queue(c, MHD_HTTP_OK, response);
 }
 
-// The end of a client stream's body: the rest sent, then commit.
-MHD_Result FinishStream(State* state, MHD_Connection* c, Call& call) {
-  if (absl::Status s = SendBytes(state, call, /*all=*/true); !s.ok()) {
-    call.Cancel();
-    return Fail(state, c, call, s);
-  }
-  grpc::Status status;
-  if (call.upload) {
-    call.upload->WritesDone();
-    status = call.upload->Finish();
-  } else {
-    call.import->WritesDone();
-    status = call.import->Finish();
-  }
-  call.upload.reset();
-  call.import.reset();
-  call.ctx.reset();
-  if (!status.ok()) return Fail(state, c, call, CallStatus(status, state->options.max_body_bytes));
-  return ReplyJson(c, MHD_HTTP_OK, call.route->body == BodyKind::kDataset ? ToJson(call.dataset) : ToJson(call.task));
-}
-
 MHD_Result Dispatch(State* state, MHD_Connection* c, Call& call) {
   if (call.stream_open()) return FinishStream(state, c, call);
   switch (call.route->response) {
@@ -679,53 +226,6 @@ MHD_Result Dispatch(State* state, MHD_Connection* c, Call& call) {
       break;
   }
   return Unary(state, c, call);
-}
-
-// The host part of a Host header or an origin's authority ("h:8080" -> "h",
-// "[::1]:80" -> "[::1]"), lower case.
-std::string HostName(std::string_view authority) {
-  if (authority.starts_with("[")) {
-    const size_t end = authority.find(']');
-    return absl::AsciiStrToLower(
-        std::string(authority.substr(0, end == std::string_view::npos ? authority.size() : end + 1)));
-  }
-  return absl::AsciiStrToLower(std::string(authority.substr(0, authority.find(':'))));
-}
-
-// The cross-site checks of an API request (see the header): PERMISSION_DENIED
-// for a Host not allowed or a foreign Origin on a state-changing call,
-// INVALID_ARGUMENT (answered 415) for a body of the wrong content type.
-absl::Status CheckCrossSite(State* state, MHD_Connection* c, std::string_view method, const Route& route) {
-  const std::string host = Header(c, MHD_HTTP_HEADER_HOST).value_or("");
-  const std::vector<std::string>& allowed = state->options.allowed_hosts;
-  if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), HostName(host)) == allowed.end()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("Host '", ToValidUtf8(host), "' is not a name this server answers to (--http_allowed_hosts)"));
-  }
-  if (method != "GET" && method != "HEAD") {
-    if (const auto origin = Header(c, "Origin"); origin.has_value()) {
-      const size_t scheme = origin->find("://");
-      const std::string authority = scheme == std::string::npos ? "" : origin->substr(scheme + 3);
-      if (authority.empty() || absl::AsciiStrToLower(authority) != absl::AsciiStrToLower(host)) {
-        return absl::PermissionDeniedError(
-            absl::StrCat("a ", std::string(method), " from origin '", ToValidUtf8(*origin),
-                         "' (another site than this server's) is refused: cross-site requests cannot change state"));
-      }
-    }
-  }
-  if (!HasBody(c)) return absl::OkStatus();
-  const auto content_type = Header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
-  const char* want = route.body == BodyKind::kJson    ? "application/json"
-                     : route.body == BodyKind::kBytes ? "application/octet-stream"
-                                                      : nullptr;  // datasets: OpenStream checks their formats
-  if (want != nullptr && MediaType(content_type) != want) {
-    absl::Status s = absl::InvalidArgumentError(absl::StrCat(route.method, " ", route.pattern, " takes a ", want,
-                                                             " body, not Content-Type '",
-                                                             ToValidUtf8(content_type.value_or("")), "'"));
-    s.SetPayload(kMediaTypePayload, absl::Cord("1"));
-    return s;
-  }
-  return absl::OkStatus();
 }
 
 // Answers `status` on the request's next call, its body unread (an answer
@@ -951,6 +451,7 @@ void Log(void*, const char* format, va_list args) {
 }
 
 }  // namespace
+}  // namespace gateway_internal
 
 absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewayOptions& options,
                                                                 std::shared_ptr<grpc::Channel> channel, Hooks hooks) {
@@ -976,9 +477,9 @@ absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewa
   }
   std::vector<MHD_OptionItem> items = {
       {MHD_OPTION_SOCK_ADDR, 0, &addr},
-      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Completed), state},
-      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&Notify), state},
-      {MHD_OPTION_UNESCAPE_CALLBACK, reinterpret_cast<intptr_t>(&Unescape), nullptr},
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&gateway_internal::Completed), state},
+      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&gateway_internal::Notify), state},
+      {MHD_OPTION_UNESCAPE_CALLBACK, reinterpret_cast<intptr_t>(&gateway_internal::Unescape), nullptr},
       // Admit() keeps max_connections; libmicrohttpd's own limit sits a
       // little above, so that it accepts the connection that evicts one.
       {MHD_OPTION_CONNECTION_LIMIT, options.max_connections + 16, nullptr},
@@ -997,8 +498,9 @@ absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(const HttpGatewa
   }
   items.push_back({MHD_OPTION_END, 0, nullptr});
   // The logger first: libmicrohttpd logs the options that follow through it.
-  state->daemon = MHD_start_daemon(flags, 0, &Admit, state, &Handle, state, MHD_OPTION_EXTERNAL_LOGGER, &Log, nullptr,
-                                   MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
+  state->daemon = MHD_start_daemon(flags, 0, &gateway_internal::Admit, state, &gateway_internal::Handle, state,
+                                   MHD_OPTION_EXTERNAL_LOGGER, &gateway_internal::Log, nullptr, MHD_OPTION_ARRAY,
+                                   items.data(), MHD_OPTION_END);
   if (state->daemon == nullptr) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve HTTP on ", options.listen_address, " (address in use, or not a valid host:port?)"));

@@ -814,6 +814,34 @@ def test_admission_bounds_what_connections_hold(work, model):
         s.stop()
 
 
+def test_connections_per_address_at_n_and_n_plus_one(work, model):
+    """--http_max_connections_per_ip at N and N+1: N connections from one address are served, the
+    next is closed without an answer while they stay open, and one closing makes room again."""
+    s = Server(work, model, ["--http_max_connections_per_ip", "2"], name="per_ip")
+    try:
+        held = [socket.create_connection(("127.0.0.1", s.http_port), timeout=20) for _ in range(2)]
+        for c in held:  # both are served (N)
+            c.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            head, body = read_answer(c)
+            assert head.startswith(b"HTTP/1.1 200 "), head
+        extra = socket.create_connection(("127.0.0.1", s.http_port), timeout=20)  # N + 1
+        try:
+            extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            head, _ = read_answer(extra)
+        except OSError:  # closed before the request was sent
+            head = b""
+        extra.close()
+        assert head == b"", head
+        held[0].close()
+        time.sleep(0.5)  # the server sees the close
+        fresh = Http(s.http_port)
+        assert fresh.json("GET", "/healthz") == {"status": "SERVING"}
+        fresh.close()
+        held[1].close()
+    finally:
+        s.stop()
+
+
 def write_tenants(work, quotas):
     key = "http-test-key-0123456789"
     path = os.path.join(work, "tenants.json")

@@ -65,8 +65,7 @@ std::vector<std::pair<std::string, std::string>> QueryParameters(MHD_Connection*
 }
 
 absl::Status ApplyPathAndQuery(google::protobuf::Message& message, const Variables& variables,
-                               const std::vector<std::pair<std::string, std::string>>& query,
-                               const std::vector<std::string>& skip_query) {
+                               const std::vector<std::pair<std::string, std::string>>& query) {
   for (const auto& [name, value] : variables) {
     const auto* field = message.GetDescriptor()->FindFieldByName(name);
     if (field != nullptr) {
@@ -79,7 +78,6 @@ absl::Status ApplyPathAndQuery(google::protobuf::Message& message, const Variabl
     RETURN_IF_ERROR(SetFieldFromText(message, name, value));
   }
   for (const auto& [key, value] : query) {
-    if (std::find(skip_query.begin(), skip_query.end(), key) != skip_query.end()) continue;
     for (const auto& [name, unused] : variables) {
       const auto* field = message.GetDescriptor()->FindFieldByName(name);
       if (key == name || (field != nullptr && key == field->json_name())) {

@@ -37,8 +37,7 @@ std::vector<std::pair<std::string, std::string>> QueryParameters(MHD_Connection*
 // A body field the path also names must agree with it; a query parameter
 // may not name a path variable.
 absl::Status ApplyPathAndQuery(google::protobuf::Message& message, const Variables& variables,
-                               const std::vector<std::pair<std::string, std::string>>& query,
-                               const std::vector<std::string>& skip_query = {});
+                               const std::vector<std::pair<std::string, std::string>>& query);
 
 // The task a request concerns, for x-task-id: its task_id, else the task
 // part of the minted job or dataset id it names.

@@ -16,6 +16,12 @@ absl::StatusOr<int64_t> IndexOf(const RowContext& context, const std::string& na
   return it->second;
 }
 
+absl::Status CheckAtLeastTwoLabels(const std::map<std::string, int64_t>& counts) {
+  if (counts.size() >= 2) return absl::OkStatus();
+  return BadExample(absl::StrCat("dataset needs at least 2 distinct labels; found ", counts.size(),
+                                 counts.empty() ? "" : absl::StrCat(" ('", counts.begin()->first, "')")));
+}
+
 Row PooledRow(const model::BertTokenizer& tokenizer, const Example& e) {
   const model::Encoding enc = e.text_pair.empty() ? tokenizer.Encode(e.text) : tokenizer.Encode(e.text, e.text_pair);
   Row r;

@@ -6,6 +6,7 @@
 #define ADAPTERD_SERVER_TRAINING_KINDS_KIND_SUPPORT_H_
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ absl::Status BadExample(const std::string& why);
 // The output index of a label or tag `name`; INVALID_ARGUMENT "<what>
 // 'name' is not one of the task's <what>s" for a name outside the set.
 absl::StatusOr<int64_t> IndexOf(const RowContext& context, const std::string& name, const char* what);
+
+// The classification kinds' rule for a dataset's labels: at least 2
+// distinct ones (INVALID_ARGUMENT naming the one found).
+absl::Status CheckAtLeastTwoLabels(const std::map<std::string, int64_t>& counts);
 
 // The pooled kinds' one row: the text (and pair) encoded and truncated.
 Row PooledRow(const model::BertTokenizer& tokenizer, const Example& e);

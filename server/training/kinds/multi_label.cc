@@ -26,7 +26,7 @@ class MultiLabel final : public KindRules {
   }
   std::vector<std::string> LabelNames(const Example& e) const override { return MultiLabelsOf(e); }
   absl::Status CheckDistinctNames(const std::map<std::string, int64_t>& counts) const override {
-    return SequenceClassificationRules().CheckDistinctNames(counts);
+    return CheckAtLeastTwoLabels(counts);
   }
 
   uint32_t targets() const override { return kLabelSetTarget; }

@@ -20,9 +20,7 @@ class SequenceClassification final : public KindRules {
   }
   std::vector<std::string> LabelNames(const Example& e) const override { return {e.label}; }
   absl::Status CheckDistinctNames(const std::map<std::string, int64_t>& counts) const override {
-    if (counts.size() >= 2) return absl::OkStatus();
-    return BadExample(absl::StrCat("dataset needs at least 2 distinct labels; found ", counts.size(),
-                                   counts.empty() ? "" : absl::StrCat(" ('", counts.begin()->first, "')")));
+    return CheckAtLeastTwoLabels(counts);
   }
   bool one_label_per_example() const override { return true; }
 

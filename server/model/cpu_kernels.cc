@@ -121,10 +121,13 @@ at::Tensor OneDnnProduct(const at::Tensor& x_in, const at::Tensor& w, const at::
   const int64_t k = transposed ? w.size(1) : w.size(0), n = transposed ? w.size(0) : w.size(1);
   const int64_t m = x.numel() / k;
   const memory::data_type dt = x.scalar_type() == at::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
-  // The weight is row-major [N, K]: as the [K, N] right-hand matrix it is
-  // in "ba" order; as a [N, K] one (the input gradient) in "ab".
+  // The weight [N, K], read in place through its strides (a plain matrix,
+  // PlainMatrix): as the [K, N] right-hand matrix of the forward, or as the
+  // [N, K] one of the input gradient.
+  const memory::dims wei_strides =
+      transposed ? memory::dims{w.stride(1), w.stride(0)} : memory::dims{w.stride(0), w.stride(1)};
   const memory::desc src_md({m, k}, dt, memory::format_tag::ab);
-  const memory::desc wei_md({k, n}, dt, transposed ? memory::format_tag::ba : memory::format_tag::ab);
+  const memory::desc wei_md({k, n}, dt, wei_strides);
   const memory::desc dst_md({m, n}, dt, memory::format_tag::ab);
   const memory::desc bias_md = b.defined() ? memory::desc({1, n}, dt, memory::format_tag::ab) : memory::desc();
   dnnl::post_ops post_ops;
@@ -247,11 +250,23 @@ bool OneDnnCanTake(std::initializer_list<const at::Tensor*> tensors, bool first_
   return !(grad_needed && at::GradMode::is_enabled());
 }
 
+// A 2-D tensor oneDNN can read in place as a matrix: one dimension of unit
+// stride, the other's stride at least the first's size (row-major, or a
+// transposed view of one, possibly a column range of a wider matrix: a slab
+// slot's adapters, AdapterSlab). Size-1 dimensions carry the stride a dense
+// layout would give them, so that oneDNN sees plain strides.
+bool PlainMatrix(const at::Tensor& w) {
+  if (w.dim() != 2 || w.size(0) < 2 || w.size(1) < 2) return w.dim() == 2 && w.is_contiguous();
+  const bool row_major = w.stride(1) == 1 && w.stride(0) >= w.size(1);
+  const bool column_major = w.stride(0) == 1 && w.stride(1) >= w.size(0);
+  return row_major || column_major;
+}
+
 }  // namespace
 
 bool FrozenLinearUsesOneDnn(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   if (!w.defined() || !OneDnnCanTake({&x, &w, &b}, /*first_may_need_grad=*/true)) return false;
-  if (w.dim() != 2 || !w.is_contiguous()) return false;
+  if (!PlainMatrix(w)) return false;
   if (x.dim() < 1 || x.size(-1) != w.size(1) || x.numel() == 0) return false;
   return !b.defined() || (b.dim() == 1 && b.size(0) == w.size(0) && b.is_contiguous());
 }

@@ -5,7 +5,9 @@
 // the encoder's frozen weights:
 //   - on CPU, for float32 and bfloat16 with x, w and b in one dtype and w, b
 //     frozen (not requiring grad), through a oneDNN matmul primitive reading
-//     LibTorch's [N, K] weight in place (no packed copy, no extra memory),
+//     LibTorch's [N, K] weight in place through its strides (no packed copy,
+//     no extra memory): row-major, or a transposed or column-range view of a
+//     wider matrix (a resident slab slot's adapters, adapter_slab.h),
 //     with the epilogue fused as a post-op; oneDNN's primitive cache makes a
 //     repeated shape a lookup. When autograd tracks x
 //     (adapter training: the adapters below make every layer's input require

@@ -158,13 +158,32 @@ TEST(CpuKernels, FrozenLinearLeavesTrainableWeightsAndOtherTypesToAten) {
   const at::Tensor xd = at::randn({4, 6}, at::kDouble), wd = w.to(at::kDouble), bd = b.to(at::kDouble);
   EXPECT_FALSE(FrozenLinearUsesOneDnn(xd, wd, bd));
   EXPECT_TRUE(at::equal(FrozenLinear(xd, wd, bd), at::linear(xd, wd, bd)));
-  EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), wd, bd));                     // mixed dtypes
-  EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), w.t().contiguous().t(), b));  // weight not row-major
+  EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), wd, bd));  // mixed dtypes
+  // A weight with no unit stride is not a matrix oneDNN reads in place.
+  const at::Tensor wide = at::randn({w.size(0), 2 * w.size(1)});
+  EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), wide.slice(1, 0, 12, 2), b));
   EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({0, 6}), w, b));
   BackendGuard restore;
   SetMatmulBackend(MatmulBackend::kATen);
   EXPECT_FALSE(FrozenLinearUsesOneDnn(at::randn({4, 6}), w, b));
   EXPECT_THAT(DescribeCpuKernels(), HasSubstr("frozen matrix products: ATen"));
+}
+
+// A resident slab's adapters are views: a transposed matrix (column-major),
+// or a column range of a wider one (row-major with a longer row stride).
+// oneDNN reads both in place, with at::linear's values.
+TEST(CpuKernels, FrozenLinearReadsStridedWeightsInPlace) {
+  at::manual_seed(3);
+  const at::Tensor x = at::randn({5, 6}), b = at::randn({4});
+  const at::Tensor column_major = at::randn({6, 4}).t();                      // [4, 6], strides (1, 4)
+  const at::Tensor column_range = at::randn({4, 9}).narrow(1, 2, 6);          // [4, 6], strides (9, 1)
+  const at::Tensor transposed_range = at::randn({6, 7}).narrow(1, 0, 4).t();  // [4, 6], strides (1, 7)
+  for (const at::Tensor& w : {column_major, column_range, transposed_range}) {
+    ASSERT_FALSE(w.is_contiguous());
+    EXPECT_TRUE(FrozenLinearUsesOneDnn(x, w, b)) << w.strides();
+    EXPECT_LT((FrozenLinear(x, w, b) - at::linear(x, w, b)).abs().max().item<float>(), 1e-5) << w.strides();
+    EXPECT_LT((FrozenLinear(x, w, b, Epilogue::kGelu) - at::gelu(at::linear(x, w, b))).abs().max().item<float>(), 1e-5);
+  }
 }
 
 // HF's attention written out in fp64 from a fused [B, L, 3d] projection.

@@ -1,5 +1,6 @@
 // Encoder throughput: plain encoder vs one task vs 32 tasks mixed in a batch
-// (both strategies), in fp32 and bf16. Not a test: it measures speed.
+// (both strategies, from each task's own tensors and from a resident slab),
+// in fp32 and bf16. Not a test: it measures speed.
 //
 //   build/bench/model_bench [--preset=base] [--batch=32] [--seq=128] [--tasks=32]
 //                           [--bottleneck=64] [--threads=N] [--benchmark_min_time=2]
@@ -30,6 +31,7 @@
 #include "bench/bench_main.h"
 #include "common/malloc_tuning.h"
 #include "server/model/adapter_set.h"
+#include "server/model/adapter_slab.h"
 #include "server/model/bert_encoder.h"
 #include "server/model/checkpoint_writer.h"
 #include "server/model/tensor_io.h"
@@ -65,6 +67,10 @@ struct Fixture {
   std::shared_ptr<const AdapterStack> many_tasks;
   std::shared_ptr<const AdapterSet> single;
   std::vector<std::shared_ptr<const AdapterSet>> sets;
+  // The same tasks resident in a slab (AdapterSlab::Store), as the serving
+  // cache holds them.
+  std::shared_ptr<AdapterSlab> slab;
+  std::vector<std::shared_ptr<const AdapterSet>> slab_sets;
   EncoderInput input;
 };
 
@@ -106,6 +112,17 @@ Fixture& GetFixture(c10::ScalarType dtype) {
   slot->one_task = *one;
   slot->single = std::shared_ptr<const AdapterSet>(slot->one_task, &slot->one_task->slot(0));
   slot->sets = sets;
+  auto slab = AdapterSlab::Create(
+      *config, {.capacity = g_cfg.tasks, .bottleneck = g_cfg.bottleneck, .device = at::kCPU, .dtype = dtype});
+  Check(slab.status());
+  slot->slab = *slab;
+  for (const auto& set : sets) {
+    auto cast = set->Clone(at::kCPU, dtype);
+    Check(cast.status());
+    auto stored = slot->slab->Store(**cast);
+    Check(stored.status());
+    slot->slab_sets.push_back(*std::move(stored));
+  }
   at::manual_seed(0);
   at::Tensor ids = at::randint(5, g_cfg.vocab, {g_cfg.batch, g_cfg.seq}, at::kLong);
   slot->input = {ids, at::zeros_like(ids), at::ones_like(ids)};
@@ -145,24 +162,39 @@ std::unique_ptr<at::ObserverContext> CountOp(const at::RecordFunction& fn) {
   return nullptr;
 }
 
+// The launching operators `fn` runs, by name.
+template <typename Fn>
+std::map<std::string, int64_t> CountLaunchingOps(Fn&& fn) {
+  std::map<std::string, int64_t> counts;
+  t_op_counts = &counts;
+  const at::CallbackHandle handle =
+      at::addThreadLocalCallback(at::RecordFunctionCallback(&CountOp).scopes({at::RecordScope::FUNCTION}));
+  fn();
+  at::removeCallback(handle);
+  t_op_counts = nullptr;
+  return counts;
+}
+
+int64_t Total(const std::map<std::string, int64_t>& counts) {
+  int64_t total = 0;
+  for (const auto& [name, n] : counts) total += n;
+  return total;
+}
+
+// Arg 1: 0 = the tasks' own tensors (a copy of every task's adapters per
+// batch), 1 = the tasks resident in a slab (only the heads are stacked).
 void BM_StackWithGatherTensors(benchmark::State& state) {
   Fixture& f = GetFixture(DTypeArg(state.range(0)));
+  const auto& sets = state.range(1) == 0 ? f.sets : f.slab_sets;
   c10::InferenceMode guard;
   {
-    std::map<std::string, int64_t> counts;
-    t_op_counts = &counts;
-    const at::CallbackHandle handle =
-        at::addThreadLocalCallback(at::RecordFunctionCallback(&CountOp).scopes({at::RecordScope::FUNCTION}));
-    Check(AdapterStack::Create(f.sets, f.encoder->config(), at::kCPU, f.encoder->dtype(), true).status());
-    at::removeCallback(handle);
-    t_op_counts = nullptr;
-    int64_t total = 0;
-    for (const auto& [name, n] : counts) total += n;
-    state.counters["launching_ops"] = static_cast<double>(total);
+    std::map<std::string, int64_t> counts = CountLaunchingOps(
+        [&] { Check(AdapterStack::Create(sets, f.encoder->config(), at::kCPU, f.encoder->dtype(), true).status()); });
+    state.counters["launching_ops"] = static_cast<double>(Total(counts));
     state.counters["cat_ops"] = static_cast<double>(counts["aten::cat"]);
   }
   for (auto _ : state) {
-    auto stack = AdapterStack::Create(f.sets, f.encoder->config(), at::kCPU, f.encoder->dtype(), true);
+    auto stack = AdapterStack::Create(sets, f.encoder->config(), at::kCPU, f.encoder->dtype(), true);
     Check(stack.status());
     benchmark::DoNotOptimize(stack->get());
   }
@@ -196,6 +228,30 @@ void MixedTasks(benchmark::State& state, MixedStrategy strategy) {
 
 void BM_MixedSegments(benchmark::State& state) { MixedTasks(state, MixedStrategy::kSegments); }
 void BM_MixedGatherBmm(benchmark::State& state) { MixedTasks(state, MixedStrategy::kGatherBmm); }
+
+// What the serving engine does per mixed batch with the tasks resident in a
+// slab: the batch's stack (only the heads are copied), then the forward,
+// timed together. Counts the launching operators of one batch: with the
+// gathered strategy their number does not grow with the tasks.
+void MixedSlab(benchmark::State& state, MixedStrategy strategy) {
+  Fixture& f = GetFixture(DTypeArg(state.range(0)));
+  c10::InferenceMode guard;
+  std::vector<int64_t> slots(static_cast<size_t>(g_cfg.batch));
+  for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i) % g_cfg.tasks;
+  auto batch = [&] {
+    auto stack = AdapterStack::Create(f.slab_sets, f.encoder->config(), at::kCPU, f.encoder->dtype(),
+                                      strategy == MixedStrategy::kGatherBmm);
+    Check(stack.status());
+    auto out = f.encoder->Forward(f.input, **stack, slots, {.strategy = strategy});
+    Check(out.status());
+    benchmark::DoNotOptimize(out->logits.data_ptr());
+  };
+  state.counters["launching_ops"] = static_cast<double>(Total(CountLaunchingOps(batch)));
+  for (auto _ : state) batch();
+  SetCounters(state);
+}
+void BM_MixedSlabSegments(benchmark::State& state) { MixedSlab(state, MixedStrategy::kSegments); }
+void BM_MixedSlabGather(benchmark::State& state) { MixedSlab(state, MixedStrategy::kGatherBmm); }
 
 // Tokenizing with and without each piece's span in the text (the spans cost
 // what the task kinds that need offsets pay on top of the ids), on the
@@ -253,6 +309,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const std::string s = absl::StrCat("/", dt);
       ratio("BM_MixedSegments" + s, "BM_OneTask" + s);
       ratio("BM_MixedGatherBmm" + s, "BM_OneTask" + s);
+      ratio("BM_MixedSlabSegments" + s, "BM_OneTask" + s);
+      ratio("BM_MixedSlabGather" + s, "BM_OneTask" + s);
       ratio("BM_OneTask" + s, "BM_PlainEncoder" + s);
     }
     for (const char* b : {"BM_PlainEncoder", "BM_OneTask", "BM_MixedSegments", "BM_MixedGatherBmm"}) {
@@ -271,10 +329,12 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace adapterd::model
 
 BENCHMARK(adapterd::model::BM_PlainEncoder)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
-BENCHMARK(adapterd::model::BM_StackWithGatherTensors)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(adapterd::model::BM_StackWithGatherTensors)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_OneTask)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_MixedSegments)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_MixedGatherBmm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(adapterd::model::BM_MixedSlabSegments)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(adapterd::model::BM_MixedSlabGather)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_Tokenize)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {

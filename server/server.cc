@@ -288,6 +288,7 @@ absl::Status Server::StartServingEngine() {
   eo.db = p.db.get();
   eo.device_cache_bytes = o.serving.device_cache_bytes;
   eo.host_cache_bytes = o.serving.host_cache_bytes;
+  eo.slab_bottleneck = o.serving.slab_bottleneck;
   eo.max_batch_size = o.serving.max_batch_size;
   eo.max_queue_delay_us = o.serving.max_queue_delay_us;
   eo.max_windows_per_text = o.serving.max_windows_per_text;

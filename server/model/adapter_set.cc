@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "server/model/adapter_slab.h"
 #include "server/model/tensor_io.h"
 #include "server/model/text_pieces.h"
 
@@ -272,6 +273,26 @@ absl::Status AdapterStack::BuildGatherTensors(const BertConfig& encoder_config, 
   return GuardTorch("build adapter stack", [&]() {
     activation_ = slots_[0]->config().activation;
     const int64_t c = max_labels_;
+    auto stack_of = [&](auto pick) {
+      std::vector<at::Tensor> ts;
+      for (const auto& s : slots_) ts.push_back(pick(*s));
+      return at::stack(ts);
+    };
+    head_t_ = stack_of([c](const AdapterSet& s) {
+      return PadIfNeeded(s.head_weight().t(), {0, c - s.head_weight().size(0)});
+    });
+    head_bias_ = stack_of([c](const AdapterSet& s) {
+      return PadIfNeeded(s.head_bias(), {0, c - s.head_bias().size(0)}, -std::numeric_limits<double>::infinity());
+    });
+    if (const AdapterSlab* slab = CommonSlab(); slab != nullptr) {
+      // The adapters are resident in the slab: read them there by slot.
+      layers_ = slab->layers();
+      emb_ln_weight_ = slab->emb_ln_weight();
+      emb_ln_bias_ = slab->emb_ln_bias();
+      up_bias_selector_ = slab->up_bias_selector();
+      for (const auto& s : slots_) slab_rows_.push_back(s->slab_slot());
+      return;
+    }
     // Zero padding of the bottleneck leaves outputs unchanged: padded hidden
     // units meet zero rows of U^T. U's bias is row max_m, then zero rows to k.
     // Every slot's [U^T; b_U; zeros] goes into one cat (one kernel on a GPU,
@@ -296,11 +317,6 @@ absl::Status AdapterStack::BuildGatherTensors(const BertConfig& encoder_config, 
       }
       return StackedAdapter{at::stack(dt), at::stack(db), at::cat(up).view({t, k, d})};
     };
-    auto stack_of = [&](auto pick) {
-      std::vector<at::Tensor> ts;
-      for (const auto& s : slots_) ts.push_back(pick(*s));
-      return at::stack(ts);
-    };
     for (int64_t l = 0; l < encoder_config.num_hidden_layers; ++l) {
       StackedLayer sl;
       sl.attention_adapter = stack_adapter(
@@ -315,13 +331,15 @@ absl::Status AdapterStack::BuildGatherTensors(const BertConfig& encoder_config, 
     }
     emb_ln_weight_ = stack_of([](const AdapterSet& s) { return s.embedding_layer_norm().weight; });
     emb_ln_bias_ = stack_of([](const AdapterSet& s) { return s.embedding_layer_norm().bias; });
-    head_t_ = stack_of([c](const AdapterSet& s) {
-      return PadIfNeeded(s.head_weight().t(), {0, c - s.head_weight().size(0)});
-    });
-    head_bias_ = stack_of([c](const AdapterSet& s) {
-      return PadIfNeeded(s.head_bias(), {0, c - s.head_bias().size(0)}, -std::numeric_limits<double>::infinity());
-    });
   });
+}
+
+const AdapterSlab* AdapterStack::CommonSlab() const {
+  const AdapterSlab* slab = slots_[0]->slab();
+  for (const auto& s : slots_) {
+    if (s->slab() != slab) return nullptr;
+  }
+  return slab;
 }
 
 }  // namespace adapterd::model

@@ -39,6 +39,8 @@
 
 namespace adapterd::model {
 
+class AdapterSlab;
+
 // One bottleneck adapter. Shapes: down_weight [m, d], down_bias [m],
 // up_weight [d, m], up_bias [d] (torch Linear layout).
 struct BottleneckAdapter {
@@ -103,13 +105,25 @@ class AdapterSet {
   // Bytes held by all tensors.
   int64_t ByteSize() const;
 
+  // A set made by AdapterSlab::Store: its adapter and LayerNorm tensors are
+  // views of that slab's slot, which the set holds until it is destroyed.
+  // Null and -1 for a set with tensors of its own (Clone's copy included).
+  const AdapterSlab* slab() const { return slab_; }
+  int64_t slab_slot() const { return slab_slot_; }
+
  private:
+  friend class AdapterSlab;
   AdapterSet() = default;
 
   AdapterConfig config_;
   LayerNormAffine embedding_layer_norm_;
   std::vector<AdapterLayer> layers_;
   at::Tensor head_weight_, head_bias_;
+  // Slab-backed sets only (AdapterSlab::Store): the slot's lease, which
+  // returns the slot to the slab when the set is destroyed.
+  std::shared_ptr<const void> slab_lease_;
+  const AdapterSlab* slab_ = nullptr;
+  int64_t slab_slot_ = -1;
 };
 
 // Number of parameters of one adapter: 2md + d + m.
@@ -137,6 +151,11 @@ inline int64_t AdapterSetParameterCount(int64_t layers, int64_t hidden, int64_t 
 // exactly unchanged because the padded rows of U^T are zero. Gathering needs
 // one activation for all slots; has_gather_tensors() is false otherwise (and
 // when not asked for).
+//
+// When every slot's set lives in one AdapterSlab (AdapterSlab::Store), the
+// adapter and LayerNorm tensors are the slab's own, [capacity, ...], not a
+// copy: slot i's row in them is adapter_row(i), its slab slot. Only the
+// heads (a few [d, C] matrices) are stacked for the batch.
 class AdapterStack {
  public:
   struct StackedAdapter {
@@ -162,6 +181,11 @@ class AdapterStack {
   bool has_gather_tensors() const { return !layers_.empty(); }
   // Valid only when has_gather_tensors().
   Activation gather_activation() const { return activation_; }
+  // The row of stacked_layers()' and the stacked LayerNorm tensors that holds
+  // slot i's adapters: i, or its slab slot when reads_slab().
+  int64_t adapter_row(int64_t i) const { return slab_rows_.empty() ? i : slab_rows_[static_cast<size_t>(i)]; }
+  // The gather tensors are a slab's (no per-stack copy of the adapters).
+  bool reads_slab() const { return !slab_rows_.empty(); }
   const std::vector<StackedLayer>& stacked_layers() const { return layers_; }
   // [k - m*]: 1 then zeros, in the stack's dtype: what a bottleneck vector is
   // extended by to meet up_t_with_bias's bias row.
@@ -182,15 +206,21 @@ class AdapterStack {
   absl::StatusOr<bool> AdoptSlots(std::span<const std::shared_ptr<const AdapterSet>> sets,
                                   const BertConfig& encoder_config, c10::Device device, c10::ScalarType dtype,
                                   int64_t* max_m);
-  // Create's second step: the slots' tensors stacked for gathered products.
+  // Create's second step: the slots' tensors stacked for gathered products,
+  // or the slab's when every slot lives in one (then only the heads are
+  // stacked here).
   absl::Status BuildGatherTensors(const BertConfig& encoder_config, c10::Device device, c10::ScalarType dtype,
                                   int64_t max_m);
+  // The slab every slot lives in, or null.
+  const AdapterSlab* CommonSlab() const;
 
   std::vector<std::shared_ptr<const AdapterSet>> slots_;
   int64_t max_labels_ = 0;
   Activation activation_ = Activation::kGelu;
   std::vector<StackedLayer> layers_;
   at::Tensor emb_ln_weight_, emb_ln_bias_, head_t_, head_bias_, up_bias_selector_;
+  // Each slot's slab slot when the gather tensors are a slab's; empty otherwise.
+  std::vector<int64_t> slab_rows_;
 };
 
 }  // namespace adapterd::model

@@ -229,11 +229,13 @@ class BertEncoder::SegmentOps final : public TaskOps {
   at::Tensor segment_of_row_;  // [B] long: each row's index into segments_ (when > 1)
 };
 
-// Per-row weights gathered from the stack, batched matmuls.
+// Per-row weights gathered from the stack (or the slab it reads), batched
+// matmuls. `adapter_index` holds each row's row of the adapter and
+// LayerNorm tensors, `head_index` its row of the stacked heads.
 class BertEncoder::GatherOps final : public TaskOps {
  public:
-  GatherOps(const AdapterStack& stack, at::Tensor index, double eps)
-      : stack_(stack), index_(std::move(index)), eps_(eps) {}
+  GatherOps(const AdapterStack& stack, at::Tensor adapter_index, at::Tensor head_index, double eps)
+      : stack_(stack), index_(std::move(adapter_index)), head_index_(std::move(head_index)), eps_(eps) {}
 
   at::Tensor LayerNorm(LnSite site, int64_t layer, const at::Tensor& x) const override {
     const at::Tensor* w;
@@ -266,8 +268,9 @@ class BertEncoder::GatherOps final : public TaskOps {
     return x.baddbmm_(h, Rows(a.up_t_with_bias));
   }
   at::Tensor Head(const at::Tensor& pooled) const override {
-    return at::baddbmm(As(Rows(stack_.stacked_head_bias()), pooled).unsqueeze(1), pooled.unsqueeze(1),
-                       As(Rows(stack_.stacked_head_t()), pooled))
+    auto rows = [&](const at::Tensor& stacked) { return As(stacked.index_select(0, head_index_), pooled); };
+    return at::baddbmm(rows(stack_.stacked_head_bias()).unsqueeze(1), pooled.unsqueeze(1),
+                       rows(stack_.stacked_head_t()))
         .squeeze(1);
   }
   // A stack with gather tensors holds heads over the pooled vector only
@@ -278,7 +281,7 @@ class BertEncoder::GatherOps final : public TaskOps {
   at::Tensor Rows(const at::Tensor& stacked) const { return stacked.index_select(0, index_); }
 
   const AdapterStack& stack_;
-  at::Tensor index_;
+  at::Tensor index_, head_index_;
   double eps_;
 };
 
@@ -401,9 +404,14 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
 
   if (strategy == MixedStrategy::kGatherBmm) {
     return GuardTorch("mixed-task forward", [&]() -> absl::StatusOr<EncoderOutput> {
-      at::Tensor index =
+      std::vector<int64_t> adapter_rows;
+      adapter_rows.reserve(row_slots.size());
+      for (int64_t s : row_slots) adapter_rows.push_back(stack.adapter_row(s));
+      at::Tensor head_index =
           at::tensor(std::vector<int64_t>(row_slots.begin(), row_slots.end()), at::kLong).to(options_.device);
-      GatherOps ops(stack, index, config_.layer_norm_eps);
+      at::Tensor adapter_index =
+          stack.reads_slab() ? at::tensor(adapter_rows, at::kLong).to(options_.device) : head_index;
+      GatherOps ops(stack, adapter_index, head_index, config_.layer_norm_eps);
       ASSIGN_OR_RETURN(EncoderOutput out, Run(input, ops, options));
       if (out.logits.size(-1) > max_labels) out.logits = out.logits.narrow(-1, 0, max_labels);
       return out;

@@ -1,5 +1,6 @@
 #include "server/serving/adapter_cache.h"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <utility>
@@ -120,17 +121,39 @@ absl::StatusOr<std::unique_ptr<AdapterCache>> AdapterCache::Create(Options optio
   if (options.host_budget_bytes < 0 || options.device_budget_bytes < 0) {
     return absl::InvalidArgumentError("AdapterCache budgets must be >= 0");
   }
-  return std::unique_ptr<AdapterCache>(new AdapterCache(std::move(options)));
+  if (options.slab_bottleneck < 0 || options.slab_max_slots < 0) {
+    return absl::InvalidArgumentError("AdapterCache slab_bottleneck and slab_max_slots must be >= 0");
+  }
+  std::shared_ptr<model::AdapterSlab> slab;
+  const model::BertEncoder& encoder = *options.encoder;
+  if (options.slab_bottleneck > 0) {
+    const int64_t slot_bytes =
+        model::AdapterSlab::SlotBytes(encoder.config(), options.slab_bottleneck, encoder.dtype());
+    const int64_t capacity = std::min(options.slab_max_slots, options.device_budget_bytes / slot_bytes);
+    if (capacity > 0) {
+      ASSIGN_OR_RETURN(slab, model::AdapterSlab::Create(encoder.config(), {.capacity = capacity,
+                                                                           .bottleneck = options.slab_bottleneck,
+                                                                           .device = encoder.device(),
+                                                                           .dtype = encoder.dtype()}));
+    }
+  }
+  return std::unique_ptr<AdapterCache>(new AdapterCache(std::move(options), std::move(slab)));
 }
 
-AdapterCache::AdapterCache(Options options)
+AdapterCache::AdapterCache(Options options, std::shared_ptr<model::AdapterSlab> slab)
     : options_(std::move(options)),
+      slab_(std::move(slab)),
       host_(std::make_unique<LruTier<std::shared_ptr<const std::string>>>(CacheTier::kHost, options_.host_budget_bytes,
                                                                           options_.observer)),
       device_(std::make_unique<LruTier<std::shared_ptr<const LoadedAdapter>>>(
           CacheTier::kDevice, options_.device_budget_bytes, options_.observer)) {}
 
 AdapterCache::~AdapterCache() = default;
+
+std::function<bool(const AdapterCache::Key&)> AdapterCache::PinnedCheck() const {
+  // Called by the tiers with mu_ held.
+  return [this](const Key& k) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsPinned(k); };
+}
 
 bool AdapterCache::IsPinned(const Key& key) const {
   return pinned_.contains(TaskKey(std::get<0>(key), std::get<1>(key)));
@@ -222,12 +245,33 @@ AdapterCache::Result AdapterCache::Load(const Key& key, const std::shared_ptr<Fl
   loaded->task_id = task_id;
   loaded->version = version;
   loaded->labels = set->config().labels;
-  loaded->bytes = set->ByteSize();
-  loaded->set = std::move(set);
+  loaded->set = Resident(std::move(set));
+  loaded->bytes = loaded->set->slab() != nullptr ? slab_->slot_bytes() : loaded->set->ByteSize();
   if (options_.observer != nullptr) {
     options_.observer->OnLoad(CacheTier::kDevice, absl::ToDoubleSeconds(absl::Now() - start));
   }
   return std::shared_ptr<const LoadedAdapter>(std::move(loaded));
+}
+
+std::shared_ptr<const model::AdapterSet> AdapterCache::Resident(std::unique_ptr<model::AdapterSet> set) {
+  if (slab_ == nullptr) return set;
+  absl::StatusOr<std::shared_ptr<const model::AdapterSet>> stored = slab_->Store(*set);
+  if (absl::IsResourceExhausted(stored.status())) {
+    // Every slot is held. Evict now what inserting this entry would evict
+    // (Finish): the slots of evicted adapters that no batch still runs come
+    // free.
+    {
+      absl::MutexLock lock(&mu_);
+      device_->EvictUntil(options_.device_budget_bytes - slab_->slot_bytes(), PinnedCheck());
+      device_->Report();
+    }
+    stored = slab_->Store(*set);
+  }
+  // Still no free slot (pinned entries, or adapters in flight, hold them
+  // all) or a bottleneck wider than the slab's: the set serves from its own
+  // tensors.
+  if (!stored.ok()) return set;
+  return *std::move(stored);
 }
 
 void AdapterCache::Finish(const Key& key, const std::shared_ptr<Flight>& flight, const Result& result) {
@@ -236,8 +280,7 @@ void AdapterCache::Finish(const Key& key, const std::shared_ptr<Flight>& flight,
   flight->result = result;
   if (flight->stale || !result.ok()) return;
   const LoadedAdapter& a = **result;
-  device_->Insert(Key(a.tenant, a.task_id, a.version), *result, a.bytes,
-                  [this](const Key& k) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsPinned(k); });
+  device_->Insert(Key(a.tenant, a.task_id, a.version), *result, a.bytes, PinnedCheck());
   if (std::get<2>(key) == 0) current_[TaskKey(a.tenant, a.task_id)] = a.version;
   device_->Report();
 }
@@ -250,7 +293,7 @@ void AdapterCache::Pin(const std::string& tenant, const std::string& task_id) {
 void AdapterCache::Unpin(const std::string& tenant, const std::string& task_id) {
   absl::MutexLock lock(&mu_);
   if (pinned_.erase(TaskKey(tenant, task_id)) == 0) return;
-  device_->Shrink([this](const Key& k) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsPinned(k); });
+  device_->Shrink(PinnedCheck());
   device_->Report();
 }
 
@@ -275,7 +318,7 @@ CacheTierStats AdapterCache::host_stats() const {
 
 CacheTierStats AdapterCache::device_stats() const {
   absl::MutexLock lock(&mu_);
-  return device_->Stats([this](const Key& k) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsPinned(k); });
+  return device_->Stats(PinnedCheck());
 }
 
 }  // namespace adapterd::serving

@@ -3,7 +3,13 @@
 //
 //   device tier   std::shared_ptr<const LoadedAdapter>: the AdapterSet
 //                 deserialised and converted to the encoder's device and
-//                 dtype, ready to run. Bytes = the set's tensor bytes.
+//                 dtype, ready to run. Its adapters live in a slot of the
+//                 cache's resident AdapterSlab (model/adapter_slab.h), where
+//                 mixed batches gather them by slot with no per-batch copy;
+//                 bytes = the slot's bytes. A set that cannot have a slot
+//                 (its bottleneck is wider than the slab's, or every slot is
+//                 held, by entries and by evicted adapters that batches
+//                 still run) keeps tensors of its own; bytes = those.
 //   host tier     the adapter file bytes read from RocksDB (AdapterStore).
 //                 Bytes = the file's size. A device-tier miss that hits here
 //                 costs a deserialisation, not a RocksDB read.
@@ -55,6 +61,7 @@
 #define ADAPTERD_SERVER_SERVING_ADAPTER_CACHE_H_
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -68,6 +75,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/model/adapter_set.h"
+#include "server/model/adapter_slab.h"
 #include "server/serving/serving_observer.h"
 
 namespace adapterd::model {
@@ -88,7 +96,8 @@ struct LoadedAdapter {
   std::vector<std::string> labels;
   // On the encoder's device, in its dtype; never requires grad.
   std::shared_ptr<const model::AdapterSet> set;
-  // Tensor bytes of `set` (what the device tier counts).
+  // What the device tier counts: the slab slot's bytes, or the set's
+  // tensor bytes when it has none.
   int64_t bytes = 0;
 };
 
@@ -110,6 +119,12 @@ class AdapterCache {
     // Byte budgets of the tiers (>= 0; 0 caches nothing but pinned entries).
     int64_t host_budget_bytes = int64_t{256} << 20;
     int64_t device_budget_bytes = int64_t{256} << 20;
+    // The resident slab: the widest bottleneck a slot holds (0: no slab,
+    // every adapter keeps tensors of its own), and its most slots. The slab
+    // has min(slab_max_slots, device_budget_bytes / slot bytes) slots,
+    // allocated at Create (a slot at m = 64 is 4.8 MB at BERT-base in bf16).
+    int64_t slab_bottleneck = 64;
+    int64_t slab_max_slots = 1024;
     // Optional metrics hook.
     ServingObserver* observer = nullptr;
   };
@@ -130,6 +145,9 @@ class AdapterCache {
 
   CacheTierStats host_stats() const;
   CacheTierStats device_stats() const;
+  // The resident slab; null when there is none (slab_bottleneck 0, or a
+  // device budget smaller than one slot).
+  const model::AdapterSlab* slab() const { return slab_.get(); }
 
  private:
   // (tenant, task_id, version); ordered so that a task's versions are adjacent.
@@ -140,7 +158,11 @@ class AdapterCache {
   class LruTier;
   using Result = absl::StatusOr<std::shared_ptr<const LoadedAdapter>>;
 
-  explicit AdapterCache(Options options);
+  AdapterCache(Options options, std::shared_ptr<model::AdapterSlab> slab);
+  // The set as the device tier holds it: in a slab slot when it fits and a
+  // slot is free, or can be freed by evicting what inserting a slot-sized
+  // entry would evict anyway; else `set` itself.
+  std::shared_ptr<const model::AdapterSet> Resident(std::unique_ptr<model::AdapterSet> set);
 
   // The load behind one flight (no lock held except briefly for the host
   // tier). Resolves version 0 through the task record.
@@ -149,9 +171,12 @@ class AdapterCache {
   void Finish(const Key& key, const std::shared_ptr<Flight>& flight, const Result& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsPinned(const Key& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // IsPinned as the tiers take it (they call it with mu_ held).
+  std::function<bool(const Key&)> PinnedCheck() const;
   void Report() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
+  const std::shared_ptr<model::AdapterSlab> slab_;
 
   // Protects the tiers, the flights, the remembered current versions and the
   // pinned tasks.

@@ -14,6 +14,7 @@
 #include "common/testing/status_matchers.h"
 #include "server/model/adapter_format.h"
 #include "server/model/adapter_set.h"
+#include "server/model/adapter_slab.h"
 #include "server/model/bert_encoder.h"
 #include "server/model/safetensors.h"
 #include "server/model/task_kinds.h"
@@ -305,6 +306,114 @@ TEST_F(MixedTaskTest, BadSlotsAndMissingGatherTensorsAreErrors) {
   EXPECT_THAT(enc_->Forward(MakeInput(rows_), *no_gather, slots_, {.strategy = MixedStrategy::kGatherBmm}),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("gather")));
   EXPECT_OK(enc_->Forward(MakeInput(rows_), *no_gather, slots_));  // kAuto falls back to segments
+}
+
+// The resident slab (adapter_slab.h): the tasks of MixedTaskTest, stored in
+// a slab of m* = 16 (their bottlenecks are 8, 16, 4 and 8).
+class SlabTest : public MixedTaskTest {
+ protected:
+  std::shared_ptr<AdapterSlab> MakeSlab(int64_t capacity, int64_t bottleneck = 16) {
+    auto slab = AdapterSlab::Create(enc_->config(), {.capacity = capacity, .bottleneck = bottleneck});
+    EXPECT_TRUE(slab.ok()) << slab.status();
+    return slab.ok() ? *slab : nullptr;
+  }
+  // The rows' outputs from a stack of `sets` (gathered or by segments)
+  // against each row's task alone, from its own tensors.
+  void ExpectEachRowIsItsTaskAlone(const std::vector<std::shared_ptr<const AdapterSet>>& sets, MixedStrategy s) {
+    ASSERT_OK_AND_ASSIGN(auto stack, AdapterStack::Create(sets, enc_->config(), at::kCPU, at::kFloat, true));
+    ASSERT_TRUE(stack->reads_slab());
+    ASSERT_OK_AND_ASSIGN(EncoderOutput mixed, enc_->Forward(MakeInput(rows_), *stack, slots_, {.strategy = s}));
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      const AdapterSet& own = *sets_[static_cast<size_t>(slots_[i])];
+      ASSERT_OK_AND_ASSIGN(EncoderOutput single, enc_->Forward(MakeInput({rows_[i]}), own));
+      const int64_t len = static_cast<int64_t>(rows_[i].size());
+      EXPECT_LT(
+          MaxAbsDiff(mixed.last_hidden_state[static_cast<int64_t>(i)].narrow(0, 0, len), single.last_hidden_state[0]),
+          1e-5)
+          << "row " << i;
+      EXPECT_LT(
+          MaxAbsDiff(mixed.logits[static_cast<int64_t>(i)].narrow(0, 0, own.config().num_labels()), single.logits[0]),
+          1e-5)
+          << "row " << i;
+    }
+  }
+};
+
+TEST_F(SlabTest, StoredSetsAreViewsOfTheirSlotWithTheSameValues) {
+  auto slab = MakeSlab(4);
+  for (size_t t = 0; t < sets_.size(); ++t) {
+    ASSERT_OK_AND_ASSIGN(auto stored, slab->Store(*sets_[t]));
+    EXPECT_EQ(stored->slab(), slab.get());
+    EXPECT_EQ(stored->slab_slot(), 0);  // each set is dropped before the next: slot 0 again
+    const auto a = sets_[t]->Named(), b = stored->Named();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(BitEqual(a[i].second, b[i].second)) << a[i].first;
+    // The attention adapter's D of layer 1 lives in the slab's memory.
+    const at::Tensor& slab_d = slab->layers()[1].attention_adapter.down_t;
+    const at::Tensor& view_d = stored->layers()[1].attention_adapter.down_weight;
+    EXPECT_EQ(view_d.data_ptr(), slab_d[0].data_ptr());
+  }
+  EXPECT_EQ(slab->used(), 0);
+}
+
+TEST_F(SlabTest, MixedBatchesFromTheSlabEqualEachTaskAloneOnBothStrategies) {
+  auto slab = MakeSlab(8);
+  std::vector<std::shared_ptr<const AdapterSet>> stored;
+  for (const auto& s : sets_) {
+    ASSERT_OK_AND_ASSIGN(auto st, slab->Store(*s));
+    stored.push_back(st);
+  }
+  EXPECT_EQ(slab->used(), 4);
+  // Segments read each slot through its views (strided weights in the
+  // oneDNN products); the gathered path reads the slab by slot.
+  ExpectEachRowIsItsTaskAlone(stored, MixedStrategy::kSegments);
+  ExpectEachRowIsItsTaskAlone(stored, MixedStrategy::kGatherBmm);
+  // Rows gather from the tasks' slab slots, not from the stack's order.
+  std::vector<std::shared_ptr<const AdapterSet>> reversed(stored.rbegin(), stored.rend());
+  ASSERT_OK_AND_ASSIGN(auto stack, AdapterStack::Create(reversed, enc_->config(), at::kCPU, at::kFloat, true));
+  EXPECT_EQ(stack->adapter_row(0), stored.back()->slab_slot());
+}
+
+// A slot given back and reused by a task with a narrower bottleneck holds
+// nothing of its last task: the padded units past the new task's m are
+// zero, so the new task's outputs are its own.
+TEST_F(SlabTest, AReusedSlotNeverServesItsLastTasksWeights) {
+  auto slab = MakeSlab(1);
+  {
+    ASSERT_OK_AND_ASSIGN(auto wide, slab->Store(*sets_[1]));  // m = 16 fills the slot
+    EXPECT_EQ(wide->slab_slot(), 0);
+    EXPECT_THAT(slab->Store(*sets_[2]), StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("slab slots")));
+  }
+  ASSERT_OK_AND_ASSIGN(auto narrow, slab->Store(*sets_[2]));  // m = 4 in the same slot
+  ASSERT_EQ(narrow->slab_slot(), 0);
+  std::vector<std::shared_ptr<const AdapterSet>> one = {narrow, narrow};
+  // Two stack entries of one task: the gathered path (not the single-task
+  // one) reads the slot's whole width.
+  ASSERT_OK_AND_ASSIGN(auto stack, AdapterStack::Create(one, enc_->config(), at::kCPU, at::kFloat, true));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput gathered, enc_->Forward(MakeInput(rows_), *stack, std::vector<int64_t>(6, 0),
+                                                             {.strategy = MixedStrategy::kGatherBmm}));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput own, enc_->Forward(MakeInput(rows_), *sets_[2]));
+  EXPECT_LT(MaxAbsDiff(gathered.last_hidden_state, own.last_hidden_state), 1e-5);
+  EXPECT_LT(MaxAbsDiff(gathered.logits, own.logits), 1e-5);
+}
+
+TEST_F(SlabTest, SetsThatDoNotFitAreRefused) {
+  auto slab = MakeSlab(2, /*bottleneck=*/8);
+  EXPECT_THAT(slab->Store(*sets_[1]), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("wider")));
+  ASSERT_OK_AND_ASSIGN(auto bf16, sets_[0]->Clone(at::kCPU, at::kBFloat16));
+  EXPECT_THAT(slab->Store(*bf16), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dtype")));
+  auto other = MakeEncoder(TinyBertConfig(45, 48));
+  auto wider_encoder = MakeTrainedLikeSet(*other, 2, 1, 8);
+  EXPECT_THAT(slab->Store(*wider_encoder), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fit")));
+  EXPECT_EQ(slab->used(), 0);
+  EXPECT_THAT(AdapterSlab::Create(enc_->config(), {.capacity = 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("slot")));
+  // A slot's bytes: per layer two adapters (D^T, its bias, U^T with its
+  // bias row padded to a multiple of 8) and two LayerNorms, plus the
+  // embedding LayerNorm; fp32.
+  const int64_t d = 32, m = 8, k = 16, layers = 2;
+  EXPECT_EQ(AdapterSlab::SlotBytes(enc_->config(), m, at::kFloat),
+            (layers * (2 * (d * m + m + k * d) + 4 * d) + 2 * d) * 4);
 }
 
 TEST(AdapterFormat, RoundTripIsBitExactWithMetadata) {

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,6 +14,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/testing/status_matchers.h"
+#include "server/model/adapter_slab.h"
 #include "server/model/bert_encoder.h"
 #include "storage/database.h"
 #include "tests/serving/serving_fixture.h"
@@ -50,8 +53,29 @@ class AdapterCacheTest : public ::testing::Test {
 
   static std::string Task(int i) { return "task" + std::to_string(i); }
 
-  absl::StatusOr<std::unique_ptr<AdapterCache>> MakeCache(int64_t host_budget, int64_t device_budget) {
+  // Device bytes of one entry with tensors of its own (no slab).
+  int64_t OwnBytes() {
+    auto cache = MakeCache(1 << 30, 1 << 30, /*slab_bottleneck=*/0);
+    EXPECT_TRUE(cache.ok());
+    auto a = (*cache)->Get("acme", Task(0));
+    EXPECT_TRUE(a.ok());
+    return (*a)->bytes;
+  }
+
+  // The bytes of one slab slot at bottleneck 8 (the tasks' own).
+  int64_t SlotBytes() const { return model::AdapterSlab::SlotBytes(encoder_->config(), 8, encoder_->dtype()); }
+
+  // A value that tells tasks apart: the sum of every tensor of the set.
+  static double Signature(const model::AdapterSet& set) {
+    double sum = 0;
+    for (const auto& [name, t] : set.Named()) sum += t.sum().item<double>();
+    return sum;
+  }
+
+  absl::StatusOr<std::unique_ptr<AdapterCache>> MakeCache(int64_t host_budget, int64_t device_budget,
+                                                          int64_t slab_bottleneck = 64) {
     AdapterCache::Options o;
+    o.slab_bottleneck = slab_bottleneck;
     o.encoder = encoder_.get();
     o.db = db_.get();
     o.host_budget_bytes = host_budget;
@@ -194,14 +218,91 @@ TEST_F(AdapterCacheTest, PinnedEntrySurvivesPressure) {
 }
 
 TEST_F(AdapterCacheTest, PinnedBytesOverBudgetStayCachedAndOthersAreServedUncached) {
-  ASSERT_OK_AND_ASSIGN(auto cache, MakeCache(1 << 30, device_bytes_ / 2));
+  // A budget under one entry (and so under one slab slot: no slab).
+  ASSERT_OK_AND_ASSIGN(auto cache, MakeCache(1 << 30, OwnBytes() / 2));
+  ASSERT_EQ(cache->slab(), nullptr);
   cache->Pin("acme", Task(0));
   ASSERT_OK_AND_ASSIGN(auto pinned, cache->Get("acme", Task(0)));
   ASSERT_OK(cache->Get("acme", Task(1)).status());
   EXPECT_EQ(cache->device_stats().entries, 1);
-  EXPECT_EQ(cache->device_stats().bytes, device_bytes_);
+  EXPECT_EQ(cache->device_stats().bytes, OwnBytes());
   ASSERT_OK_AND_ASSIGN(auto again, cache->Get("acme", Task(0)));
   EXPECT_EQ(again.get(), pinned.get());
+}
+
+// The device tier keeps adapters in the resident slab (model/adapter_slab.h):
+// an entry is one slot, and evicting an entry no batch holds frees its slot
+// for the next load.
+TEST_F(AdapterCacheTest, AdaptersLiveInSlabSlotsAndEvictionFreesThem) {
+  ASSERT_OK_AND_ASSIGN(auto cache, MakeCache(1 << 30, 2 * SlotBytes(), /*slab_bottleneck=*/8));
+  ASSERT_NE(cache->slab(), nullptr);
+  EXPECT_EQ(cache->slab()->capacity(), 2);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto a, cache->Get("acme", Task(i)));
+    EXPECT_EQ(a->set->slab(), cache->slab());
+    EXPECT_EQ(a->bytes, SlotBytes());
+  }
+  EXPECT_EQ(cache->slab()->used(), 2);
+  ASSERT_OK_AND_ASSIGN(auto third, cache->Get("acme", Task(2)));
+  EXPECT_EQ(third->set->slab(), cache->slab());  // task0's slot, freed by its eviction
+  EXPECT_EQ(observer_.evictions(CacheTier::kDevice), 1);
+  EXPECT_EQ(cache->slab()->used(), 2);
+  EXPECT_EQ(cache->device_stats().bytes, 2 * SlotBytes());
+}
+
+// An evicted adapter that a batch still holds keeps its slot and its
+// weights: the next load, finding no free slot, serves from tensors of its
+// own; the slot comes free when the holder lets go.
+TEST_F(AdapterCacheTest, AHeldAdapterKeepsItsSlotAndWeightsWhileOthersLoad) {
+  ASSERT_OK_AND_ASSIGN(auto cache, MakeCache(1 << 30, SlotBytes(), /*slab_bottleneck=*/8));
+  ASSERT_OK_AND_ASSIGN(auto held, cache->Get("acme", Task(0)));
+  ASSERT_EQ(held->set->slab(), cache->slab());
+  const double before = Signature(*held->set);
+  ASSERT_OK_AND_ASSIGN(auto other, cache->Get("acme", Task(1)));  // evicts task0, which `held` keeps
+  EXPECT_EQ(other->set->slab(), nullptr);
+  EXPECT_EQ(Signature(*held->set), before);
+  EXPECT_EQ(cache->slab()->used(), 1);
+  const int64_t slot = held->set->slab_slot();
+  held.reset();
+  other.reset();
+  EXPECT_EQ(cache->slab()->used(), 0);
+  ASSERT_OK_AND_ASSIGN(auto next, cache->Get("acme", Task(2)));
+  EXPECT_EQ(next->set->slab_slot(), slot);
+}
+
+// Loads, evictions and slot reuse racing with holders that read their
+// adapters: every adapter a Get returns holds its own task's weights for as
+// long as it is held (run under ThreadSanitizer by scripts/sanitize.sh).
+TEST_F(AdapterCacheTest, SlotsChurningUnderConcurrentGetsNeverServeAnotherTasksWeights) {
+  std::vector<double> expected;
+  {
+    ASSERT_OK_AND_ASSIGN(auto own, MakeCache(1 << 30, 1 << 30, /*slab_bottleneck=*/0));
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_OK_AND_ASSIGN(auto a, own->Get("acme", Task(i)));
+      expected.push_back(Signature(*a->set));
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(auto cache, MakeCache(1 << 30, 2 * SlotBytes(), /*slab_bottleneck=*/8));
+  std::atomic<int> wrong{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 30; ++i) {
+        const int task = (t + i) % 3;
+        auto a = cache->Get("acme", Task(task));
+        if (!a.ok()) {
+          ++failed;
+          continue;
+        }
+        if (std::abs(Signature(*(*a)->set) - expected[task]) > 1e-6 * (1 + std::abs(expected[task]))) ++wrong;
+        if (i % 7 == 0) cache->Invalidate("acme", Task(task));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(cache->slab()->used(), 2);
 }
 
 TEST_F(AdapterCacheTest, InvalidateThenGetSeesTheNewVersion) {

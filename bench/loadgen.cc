@@ -82,6 +82,8 @@ struct Flags {
   // The server's defaults (ServerOptions), not the engine's smaller ones.
   int64_t host_cache_bytes = int64_t{4} << 30;
   int64_t device_cache_bytes = int64_t{1} << 30;
+  int64_t slab_bottleneck = 64;
+  int64_t split_overhead_tokens = -1;
   int threads = 0;
   int max_batch_size = 32;
   int max_queue_delay_us = 2000;
@@ -238,6 +240,13 @@ int ParseFlags(int argc, char** argv, Flags& f) {
   app.add_option("--host_cache_bytes", f.host_cache_bytes, "in-process engine's host tier (adapterd's default)")
       ->capture_default_str();
   app.add_option("--device_cache_bytes", f.device_cache_bytes, "in-process engine's device tier (adapterd's default)")
+      ->capture_default_str();
+  app.add_option("--adapter_slab_bottleneck", f.slab_bottleneck,
+                 "in-process engine's resident slab (adapterd's default; 0 = none)")
+      ->capture_default_str();
+  app.add_option("--split_overhead_tokens", f.split_overhead_tokens,
+                 "in-process engine: the price of one more forward per batch in tokens (-1: the device's default; "
+                 "a huge value runs every batch as one forward)")
       ->capture_default_str();
   app.add_option("--strategy", f.strategy, "mixed-task strategy of the in-process engine: auto, gather or segments")
       ->check(CLI::IsMember({"auto", "gather", "segments"}))
@@ -484,6 +493,8 @@ class LoadGen {
     eo.min_training_share = f_.training_share;
     eo.observer = &shapes_;
     eo.host_cache_bytes = f_.host_cache_bytes;
+    eo.slab_bottleneck = f_.slab_bottleneck;
+    eo.split_overhead_tokens = f_.split_overhead_tokens;
     eo.device_cache_bytes = f_.device_cache_bytes;
     eo.strategy = f_.strategy == "gather"     ? model::MixedStrategy::kGatherBmm
                   : f_.strategy == "segments" ? model::MixedStrategy::kSegments

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <utility>
 
@@ -15,6 +16,7 @@
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "server/model/tensor_io.h"
+#include "server/serving/length_groups.h"
 #include "server/serving/predict_checks.h"
 
 namespace adapterd::serving {
@@ -101,6 +103,9 @@ absl::StatusOr<std::unique_ptr<InferenceEngine>> InferenceEngine::Create(Options
   if (options.max_windows_per_text < 1 || options.max_rows_per_request < 1) {
     return absl::InvalidArgumentError("max_windows_per_text and max_rows_per_request must be at least 1");
   }
+  if (options.split_overhead_tokens < -1) {
+    return absl::InvalidArgumentError("split_overhead_tokens must be >= 0 (or -1: the device's default)");
+  }
   auto engine = std::unique_ptr<InferenceEngine>(new InferenceEngine(std::move(options)));
   const Options& o = engine->options_;
   if (o.max_seq_len != o.tokenizer->options().max_seq_len) {
@@ -117,6 +122,7 @@ absl::StatusOr<std::unique_ptr<InferenceEngine>> InferenceEngine::Create(Options
   co.db = o.db;
   co.host_budget_bytes = o.host_cache_bytes;
   co.device_budget_bytes = o.device_cache_bytes;
+  co.slab_bottleneck = o.slab_bottleneck;
   co.observer = o.observer;
   ASSIGN_OR_RETURN(engine->cache_, AdapterCache::Create(std::move(co)));
 
@@ -149,7 +155,11 @@ absl::StatusOr<std::unique_ptr<InferenceEngine>> InferenceEngine::Create(Options
   return engine;
 }
 
-InferenceEngine::InferenceEngine(Options options) : options_(std::move(options)) {}
+InferenceEngine::InferenceEngine(Options options)
+    : options_(std::move(options)),
+      split_overhead_tokens_(options_.split_overhead_tokens >= 0    ? options_.split_overhead_tokens
+                             : options_.encoder->device().is_cuda() ? kCudaSplitOverheadTokens
+                                                                    : kCpuSplitOverheadTokens) {}
 
 InferenceEngine::~InferenceEngine() { Shutdown(); }
 
@@ -322,35 +332,50 @@ void InferenceEngine::RunBatch(std::vector<BatchRow>& batch) {
 absl::StatusOr<std::vector<std::vector<float>>> InferenceEngine::ComputeBatch(const std::vector<BatchRow*>& rows,
                                                                               absl::Time now) {
   if (options_.before_batch_for_testing) options_.before_batch_for_testing();
-  const int64_t b = static_cast<int64_t>(rows.size());
-  int64_t len = 0, real = 0;
+  int64_t real = 0;
   absl::Time oldest = now;
-  std::vector<std::shared_ptr<const model::AdapterSet>> sets;
-  std::vector<int64_t> slots;
-  std::map<const LoadedAdapter*, int64_t> slot_of;
+  std::vector<int64_t> lengths;
+  std::set<const LoadedAdapter*> tasks;
   for (const BatchRow* row : rows) {
-    len = std::max(len, row->length());
     real += row->length();
     oldest = std::min(oldest, row->enqueue_time);
-    auto [it, inserted] = slot_of.emplace(row->adapter.get(), static_cast<int64_t>(sets.size()));
-    if (inserted) sets.push_back(row->adapter->set);
-    slots.push_back(it->second);
+    lengths.push_back(row->length());
+    tasks.insert(row->adapter.get());
   }
-  const model::EncodedBatch padded = model::PadRows(
-      rows.size(), tokenizer_->pad_id(), [&](size_t i) -> const std::vector<int64_t>& { return rows[i]->input_ids; },
-      [&](size_t i) -> const std::vector<int64_t>& { return rows[i]->token_type_ids; });
+  // Rows of similar length run together (length_groups.h).
+  const std::vector<LengthGroup> groups = PlanLengthGroups(lengths, split_overhead_tokens_);
   if (options_.observer != nullptr) {
     BatchStats stats;
-    stats.rows = b;
-    stats.distinct_tasks = static_cast<int64_t>(sets.size());
-    stats.padding_ratio = 1.0 - static_cast<double>(real) / static_cast<double>(b * len);
+    stats.rows = static_cast<int64_t>(rows.size());
+    stats.distinct_tasks = static_cast<int64_t>(tasks.size());
+    stats.forwards = static_cast<int64_t>(groups.size());
+    stats.padding_ratio = 1.0 - static_cast<double>(real) / static_cast<double>(PaddedTokens(groups));
     stats.max_queue_wait_seconds = absl::ToDoubleSeconds(now - oldest);
     options_.observer->OnBatch(stats);
   }
 
-  ASSIGN_OR_RETURN(model::EncoderOutput out,
-                   ForwardBatch(*options_.encoder, model::ToEncoderInput(padded), sets, slots, options_.strategy));
-  return RowOutputs(out, rows);
+  std::vector<std::vector<float>> outputs(rows.size());
+  for (const LengthGroup& group : groups) {
+    std::vector<BatchRow*> part;
+    std::vector<std::shared_ptr<const model::AdapterSet>> sets;
+    std::vector<int64_t> slots;
+    std::map<const LoadedAdapter*, int64_t> slot_of;
+    for (size_t i : group.rows) {
+      BatchRow* row = rows[i];
+      part.push_back(row);
+      auto [it, inserted] = slot_of.emplace(row->adapter.get(), static_cast<int64_t>(sets.size()));
+      if (inserted) sets.push_back(row->adapter->set);
+      slots.push_back(it->second);
+    }
+    const model::EncodedBatch padded = model::PadRows(
+        part.size(), tokenizer_->pad_id(), [&](size_t i) -> const std::vector<int64_t>& { return part[i]->input_ids; },
+        [&](size_t i) -> const std::vector<int64_t>& { return part[i]->token_type_ids; });
+    ASSIGN_OR_RETURN(model::EncoderOutput out,
+                     ForwardBatch(*options_.encoder, model::ToEncoderInput(padded), sets, slots, options_.strategy));
+    ASSIGN_OR_RETURN(std::vector<std::vector<float>> part_outputs, RowOutputs(out, part));
+    for (size_t k = 0; k < group.rows.size(); ++k) outputs[group.rows[k]] = std::move(part_outputs[k]);
+  }
+  return outputs;
 }
 
 }  // namespace adapterd::serving

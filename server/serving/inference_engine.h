@@ -87,6 +87,9 @@ class InferenceEngine {
     // AdapterCache budgets.
     int64_t host_cache_bytes = int64_t{256} << 20;
     int64_t device_cache_bytes = int64_t{256} << 20;
+    // The device tier's resident slab: the widest bottleneck it holds
+    // (AdapterCache::Options::slab_bottleneck; 0: no slab).
+    int64_t slab_bottleneck = 64;
     // DynamicBatcher settings.
     int64_t max_batch_size = 32;
     int64_t max_queue_delay_us = 2000;
@@ -105,6 +108,11 @@ class InferenceEngine {
     std::function<absl::Time()> executor_clock;  // null = absl::Now
     // How mixed-task batches apply adapters (kAuto: BertEncoder's rule).
     model::MixedStrategy strategy = model::MixedStrategy::kAuto;
+    // A batch runs as forwards of similar-length rows (length_groups.h):
+    // the price of one more forward, in padded token positions. -1: the
+    // device's (kCpuSplitOverheadTokens, kCudaSplitOverheadTokens); a large
+    // value keeps every batch one forward.
+    int64_t split_overhead_tokens = -1;
     // Optional metrics hook, shared by the cache, batcher and executor.
     ServingObserver* observer = nullptr;
     // Called (from the device executor's thread) when inference stops
@@ -117,6 +125,11 @@ class InferenceEngine {
     std::function<void()> before_batch_for_testing;
   };
   static constexpr int kUnhealthyAfterFailedBatches = 3;
+  // What one more forward costs beyond its tokens, in tokens
+  // (docs/PERFORMANCE.md, "Shape buckets"): on a CPU a few operator
+  // wake-ups, on a GPU about a thousand kernel launches.
+  static constexpr int64_t kCpuSplitOverheadTokens = 64;
+  static constexpr int64_t kCudaSplitOverheadTokens = 4096;
 
   // INVALID_ARGUMENT for missing dependencies or out-of-range options.
   static absl::StatusOr<std::unique_ptr<InferenceEngine>> Create(Options options);
@@ -159,6 +172,7 @@ class InferenceEngine {
                      const std::vector<std::vector<float>>& outputs, PredictResult& result);
 
   const Options options_;
+  const int64_t split_overhead_tokens_;
   // The engine's own copy when max_seq_len differs from the given tokenizer's.
   std::unique_ptr<model::BertTokenizer> own_tokenizer_;
   const model::BertTokenizer* tokenizer_ = nullptr;

@@ -40,7 +40,10 @@ std::string_view DropReasonName(DropReason reason);
 struct BatchStats {
   int64_t rows = 0;
   int64_t distinct_tasks = 0;
-  // Padding positions / all positions of the padded [rows, seq_len] batch.
+  // The forwards the batch runs as: one per group of similar-length rows
+  // (length_groups.h).
+  int64_t forwards = 1;
+  // Padding positions / all positions of the batch's padded forwards.
   double padding_ratio = 0;
   // Longest time a row of the batch waited between enqueue and the forward.
   double max_queue_wait_seconds = 0;
@@ -50,7 +53,7 @@ class ServingObserver {
  public:
   virtual ~ServingObserver() = default;
 
-  // A forward pass is about to run with `stats`.
+  // A batch is about to run (as stats.forwards forward passes).
   virtual void OnBatch(const BatchStats& stats) {}
   // `rows` rows are failed without being computed; called before their
   // callers are woken with the error.

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -98,7 +99,8 @@ TEST_F(InferenceEngineTest, PredictReturnsOneDistributionPerTextOverTheTasksLabe
 }
 
 // A row's scores do not depend on the batch it ran in: each text alone vs all
-// of them in one mixed-task, mixed-length batch, for both strategies.
+// of them in one mixed-task, mixed-length batch, for both strategies, run as
+// one forward or as forwards of equal-length rows (length_groups.h).
 TEST_F(InferenceEngineTest, RowsAreIndependentInsideMixedTaskBatches) {
   const std::vector<std::vector<std::string>> texts = {
       {Text(0, 2), Text(3, 11)}, {Text(5, 6)}, {Text(7, 1), Text(8, 14), Text(9, 4)}};
@@ -112,12 +114,18 @@ TEST_F(InferenceEngineTest, RowsAreIndependentInsideMixedTaskBatches) {
       }
     }
   }
-  for (model::MixedStrategy strategy : {model::MixedStrategy::kGatherBmm, model::MixedStrategy::kSegments}) {
-    SCOPED_TRACE(static_cast<int>(strategy));
+  // One forward for the whole batch (a forward priced above any padding),
+  // or a forward per length (a free forward: no padding at all).
+  for (auto [strategy, overhead] : {std::pair{model::MixedStrategy::kGatherBmm, int64_t{1} << 30},
+                                    {model::MixedStrategy::kSegments, int64_t{1} << 30},
+                                    {model::MixedStrategy::kGatherBmm, int64_t{0}},
+                                    {model::MixedStrategy::kSegments, int64_t{0}}}) {
+    SCOPED_TRACE(absl::StrCat("strategy ", static_cast<int>(strategy), " overhead ", overhead));
     CountingObserver observer;
     InferenceEngine::Options o = BaseOptions();
     o.observer = &observer;
     o.strategy = strategy;
+    o.split_overhead_tokens = overhead;
     o.max_batch_size = 6;             // exactly the rows below ...
     o.max_queue_delay_us = kForever;  // ... so they form one batch
     ASSERT_OK_AND_ASSIGN(auto engine, InferenceEngine::Create(std::move(o)));
@@ -132,7 +140,13 @@ TEST_F(InferenceEngineTest, RowsAreIndependentInsideMixedTaskBatches) {
     ASSERT_EQ(batches.size(), 1u);
     EXPECT_EQ(batches[0].rows, 6);
     EXPECT_EQ(batches[0].distinct_tasks, 3);
-    EXPECT_GT(batches[0].padding_ratio, 0.0);
+    if (overhead > 0) {
+      EXPECT_EQ(batches[0].forwards, 1);
+      EXPECT_GT(batches[0].padding_ratio, 0.0);
+    } else {
+      EXPECT_GT(batches[0].forwards, 1);
+      EXPECT_EQ(batches[0].padding_ratio, 0.0);
+    }
     for (size_t t = 0; t < 3; ++t) {
       ASSERT_OK(results[t].status());
       for (size_t i = 0; i < texts[t].size(); ++i) {

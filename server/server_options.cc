@@ -118,9 +118,9 @@ absl::StatusOr<ServingDtype> ResolveServingDtype(const std::string& requested, c
   const std::string dtype = model::ChooseFasterDtype(t);
   std::string reason = absl::StrFormat(
       "--dtype auto: bf16 measured %.2fx fp32 on this CPU (%s): %.3f ms per row in bf16, %.3f in fp32 (%d x %d "
-      "tokens through %d layer(s), median of %d; calibration took %.2f s)",
+      "tokens through %d layer(s) on %d thread(s), median of %d; calibration took %.2f s)",
       t.Bf16Speedup(), cpu_bf16_feature, 1e3 * t.bf16_seconds_per_row, 1e3 * t.fp32_seconds_per_row, t.rows, t.tokens,
-      t.layers, t.reps, t.total_seconds);
+      t.layers, t.threads, t.reps, t.total_seconds);
   if (dtype == "fp32") absl::StrAppendFormat(&reason, "; bf16 serves only from %.2fx", model::kMinBf16Speedup);
   return ServingDtype{dtype, std::move(reason), t};
 }

@@ -42,6 +42,7 @@ absl::Status CheckOptions(const BertConfig& config, const EncoderWeights& weight
         absl::StrCat(o.tokens, " tokens asked of an encoder with ", config.max_position_embeddings, " positions"));
   }
   if (o.min_reps < 1 || o.max_reps < o.min_reps) return bad("need 1 <= min_reps <= max_reps");
+  if (o.threads < 0) return bad("threads must be >= 0");
   if (!weights.word_embeddings.defined() || !weights.word_embeddings.device().is_cpu()) {
     return bad("the encoder's weights must be on the CPU");
   }
@@ -94,6 +95,13 @@ absl::StatusOr<DtypeTimings> CalibrateDtypes(const BertConfig& config, const Enc
   const std::function<double()> clock = options.clock ? options.clock : SteadySeconds;
   const auto started = std::chrono::steady_clock::now();
   c10::InferenceMode inference_mode;
+  // One thread by default (dtype_calibration.h says why); the pool as it was
+  // on every return.
+  struct PoolSize {
+    int before = at::get_num_threads();
+    ~PoolSize() { at::set_num_threads(before); }
+  } pool;
+  if (options.threads > 0) at::set_num_threads(options.threads);
   // [0] fp32, [1] bf16.
   const std::array<c10::ScalarType, 2> dtypes = {c10::kFloat, c10::kBFloat16};
   std::array<std::unique_ptr<BertEncoder>, 2> encoders;
@@ -128,6 +136,7 @@ absl::StatusOr<DtypeTimings> CalibrateDtypes(const BertConfig& config, const Enc
   t.rows = options.rows;
   t.tokens = options.tokens;
   t.layers = options.layers;
+  t.threads = at::get_num_threads();
   t.reps = reps;
   t.fp32_seconds_per_row = Median(seconds[0]) / static_cast<double>(options.rows);
   t.bf16_seconds_per_row = Median(seconds[1]) / static_cast<double>(options.rows);

@@ -18,6 +18,15 @@
 // dtype's time is the median of its forwards. The repetitions are scaled to
 // `budget_seconds` from the first pair, within [min_reps, max_reps].
 //
+// On one thread by default (`threads`; LibTorch's pool is set back after):
+// the question is which dtype's kernels are faster on this CPU, and a
+// multi-threaded forward on a busy machine mostly measures its threads'
+// waits at each operator's barrier, which cost both dtypes alike. On the
+// 2-core EPYC while other builds ran, two threads measured bf16 at 0.94-1.13x
+// fp32 and one thread 1.76-1.77x in the same minutes (docs/PERFORMANCE.md,
+// "`--dtype auto` measures"). One thread does not see how each dtype scales
+// with threads; the margin below covers a small difference.
+//
 // Cost: the two encoders' weights (one layer twice, the bf16 copy converted)
 // and 2 x (1 + reps) forwards; docs/PERFORMANCE.md has the seconds at BERT-base
 // and BERT-large.
@@ -32,10 +41,10 @@
 // LibTorch exceptions do not escape.
 //
 // Thread safety: CalibrateDtypes reads `weights` (never writes them) and runs
-// the forwards on the calling thread with LibTorch's intra-op pool, at its
-// current size: call it after SetComputeThreads and before serving starts, as
-// other work on the cores skews the timings. The clock is called only from
-// the calling thread. Pure functions otherwise.
+// the forwards on the calling thread; with `threads` > 0 it resizes LibTorch's
+// intra-op pool (process-wide) for its duration and sets it back: call it
+// before serving starts, after SetComputeThreads, while nothing else computes.
+// The clock is called only from the calling thread. Pure functions otherwise.
 #ifndef ADAPTERD_SERVER_MODEL_DTYPE_CALIBRATION_H_
 #define ADAPTERD_SERVER_MODEL_DTYPE_CALIBRATION_H_
 
@@ -69,6 +78,7 @@ struct DtypeTimings {
   int64_t rows = 0;
   int64_t tokens = 0;
   int64_t layers = 0;
+  int threads = 0;           // LibTorch intra-op threads the forwards ran on
   int reps = 0;              // timed forwards per dtype (after one warm-up)
   double total_seconds = 0;  // the whole calibration, building the encoders included
 
@@ -80,7 +90,7 @@ struct DtypeTimings {
 std::string ChooseFasterDtype(const DtypeTimings& timings, double min_speedup = kMinBf16Speedup);
 
 struct DtypeCalibrationOptions {
-  int64_t rows = 16;    // a serving batch
+  int64_t rows = 8;     // a serving batch
   int64_t tokens = 64;  // per row; at most the encoder's positions
   int64_t layers = 1;   // encoder layers in each timed forward
   // The timed forwards (both dtypes) aim to fit this, judged from the first
@@ -88,6 +98,8 @@ struct DtypeCalibrationOptions {
   double budget_seconds = 0.5;
   int min_reps = 3;
   int max_reps = 9;
+  // LibTorch intra-op threads while timing (restored after); 0 = as set now.
+  int threads = 1;
   // Seconds on a monotonic clock, read just before and just after each timed
   // forward; empty = std::chrono::steady_clock. Tests inject a fake one.
   std::function<double()> clock;

@@ -141,6 +141,7 @@ struct FakeCalibration {
       t.rows = 16;
       t.tokens = 64;
       t.layers = 1;
+      t.threads = 1;
       t.reps = 3;
       return t;
     };
@@ -166,7 +167,8 @@ TEST(ServerOptions, DtypeAutoServesWhatIsMeasuredFasterOnCpusWithNativeBf16) {
   ServingDtype d = Resolve("auto", "cpu", "avx512_bf16", fast.Get());
   EXPECT_EQ(d.dtype, "bf16");
   EXPECT_THAT(d.reason, HasSubstr("bf16 measured 2.00x fp32 on this CPU (avx512_bf16)"));
-  EXPECT_THAT(d.reason, HasSubstr("1.000 ms per row in bf16, 2.000 in fp32"));
+  EXPECT_THAT(d.reason, HasSubstr("1.000 ms per row in bf16, 2.000 in fp32 (16 x 64 tokens through 1 layer(s) on 1 "
+                                  "thread(s), median of 3"));
   ASSERT_TRUE(d.calibration.has_value());
   EXPECT_EQ(d.calibration->bf16_seconds_per_row, 1e-3);
   EXPECT_EQ(fast.calls, 1);

@@ -62,6 +62,7 @@ class DtypeCalibrationTest : public ::testing::Test {
 
 TEST_F(DtypeCalibrationTest, TimesBothDtypesOnTheRealClock) {
   const at::Tensor qkv_before = weights_.layers[0].qkv_weight.clone();
+  at::set_num_threads(2);
   DtypeCalibrationOptions o;
   o.rows = 4;
   o.tokens = 16;
@@ -82,6 +83,9 @@ TEST_F(DtypeCalibrationTest, TimesBothDtypesOnTheRealClock) {
   EXPECT_EQ(weights_.layers[0].qkv_weight.scalar_type(), at::kFloat);
   EXPECT_TRUE(at::equal(weights_.layers[0].qkv_weight, qkv_before));
   EXPECT_EQ(weights_.word_embeddings.size(0), config_.vocab_size);
+  // Timed on one thread, and the pool set back for serving.
+  EXPECT_EQ(t.threads, 1);
+  EXPECT_EQ(at::get_num_threads(), 2);
 }
 
 // A clock that advances 1 ms per reading: every timed forward measures 1 ms,

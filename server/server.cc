@@ -88,7 +88,8 @@ absl::StatusOr<c10::ScalarType> ParseDtype(const std::string& s) {
 // reports. --dtype auto on a CPU with native bf16 loads the fp32 encoder
 // first and times fp32 against bf16 on its first layer (dtype_calibration.h);
 // that encoder then serves (fp32 chosen) or trains (bf16), so measuring costs
-// no extra load. Call after ConfigureCompute: the timings are at --threads.
+// no extra load. Call after ConfigureCompute, while nothing else computes:
+// the calibration times one thread and sets the pool back to --threads.
 absl::StatusOr<ModelInfo> LoadModels(const ServerOptions& o, Server::Parts& p) {
   // "cuda" is cuda:0 (c10::Device("cuda") has no index).
   ASSIGN_OR_RETURN(c10::Device device, model::ParseDevice(o.model.device));

@@ -9,6 +9,9 @@
 // The geometry flags override the preset's (a candidate default encoder's
 // serving cost, docs/QUALITY.md); --vocab sets the vocabulary size [30522].
 //
+// BM_DtypeCalibration times --dtype auto's start-up calibration at the
+// preset's geometry (its cost, both dtypes' times and its choice).
+//
 // After the runs it prints the ratios that docs/PERFORMANCE.md tracks, all
 // taken from this one run (the machine is shared and noisy; only ratios
 // within a run are comparable).
@@ -34,6 +37,7 @@
 #include "server/model/adapter_slab.h"
 #include "server/model/bert_encoder.h"
 #include "server/model/checkpoint_writer.h"
+#include "server/model/dtype_calibration.h"
 #include "server/model/tensor_io.h"
 #include "server/model/tokenizer.h"
 
@@ -226,6 +230,27 @@ void MixedTasks(benchmark::State& state, MixedStrategy strategy) {
   SetCounters(state);
 }
 
+// --dtype auto's start-up calibration (server/model/dtype_calibration.h,
+// defaults: 8 x 64 tokens, layer 0, one thread) on this preset's fp32 weights, as the
+// server runs it once: per iteration its whole cost; its two timings per
+// row, their ratio and its choice (the label) are the last iteration's. It
+// reads only layer 0, so --layers=1 gives a preset's figures without building
+// the rest (--preset=large --layers=1). --batch and --seq do not apply.
+void BM_DtypeCalibration(benchmark::State& state) {
+  Fixture& f = GetFixture(at::kFloat);
+  DtypeTimings t;
+  for (auto _ : state) {
+    auto timed = CalibrateDtypes(f.encoder->config(), f.encoder->weights());
+    Check(timed.status());
+    t = *timed;
+  }
+  state.counters["fp32_ms_per_row"] = 1e3 * t.fp32_seconds_per_row;
+  state.counters["bf16_ms_per_row"] = 1e3 * t.bf16_seconds_per_row;
+  state.counters["bf16_speedup"] = t.Bf16Speedup();
+  state.counters["reps"] = t.reps;
+  state.SetLabel("chooses " + ChooseFasterDtype(t));
+}
+
 void BM_MixedSegments(benchmark::State& state) { MixedTasks(state, MixedStrategy::kSegments); }
 void BM_MixedGatherBmm(benchmark::State& state) { MixedTasks(state, MixedStrategy::kGatherBmm); }
 
@@ -336,6 +361,7 @@ BENCHMARK(adapterd::model::BM_MixedGatherBmm)->Arg(0)->Arg(1)->Unit(benchmark::k
 BENCHMARK(adapterd::model::BM_MixedSlabSegments)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_MixedSlabGather)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_Tokenize)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(adapterd::model::BM_DtypeCalibration)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
   using adapterd::model::g_cfg;

@@ -44,8 +44,12 @@ function(adapterd_test)
   else()
     set(omp_threads 2)
   endif()
+  # ADAPTERD_DTYPE_CALIBRATION=false: every adapterd a test starts serves
+  # the dtype the CPU's flags decide, unmeasured, so that a test comparing
+  # two starts' scores bit for bit never sees the timing-based choice of
+  # --dtype auto flip between them (tests/api/dtype_test.cc tests it).
   set_tests_properties(${ARG_NAME} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
-    ENVIRONMENT "ADAPTERD_SOURCE_DIR=${PROJECT_SOURCE_DIR};ADAPTERD_BINARY_DIR=${PROJECT_BINARY_DIR};OMP_NUM_THREADS=${omp_threads}")
+    ENVIRONMENT "ADAPTERD_SOURCE_DIR=${PROJECT_SOURCE_DIR};ADAPTERD_BINARY_DIR=${PROJECT_BINARY_DIR};OMP_NUM_THREADS=${omp_threads};ADAPTERD_DTYPE_CALIBRATION=false")
   if(ARG_LABELS)
     set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}")
   endif()
@@ -61,7 +65,8 @@ endfunction()
 # unit; with DEBIAN_PYTHON, with Debian's /usr/bin/python3 instead, for tests
 # that import Debian's python3-* packages (another interpreter on PATH, a
 # pyenv or a venv, does not see them). ADAPTERD_SOURCE_DIR and
-# PYTHONDONTWRITEBYTECODE are set for every one; ENVIRONMENT adds to them.
+# PYTHONDONTWRITEBYTECODE (and ADAPTERD_DTYPE_CALIBRATION=false) are set for
+# every one; ENVIRONMENT adds to them.
 # TIMEOUT defaults to 60 s; COST as in adapterd_test. PROGRAMS: the targets
 # the test runs; a target of the test's own name depends on them, as a
 # GoogleTest binary's target does, so that scripts/sanitize.sh (which builds
@@ -78,7 +83,9 @@ function(adapterd_python_test)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 60)
   endif()
-  set(env "ADAPTERD_SOURCE_DIR=${PROJECT_SOURCE_DIR}" "PYTHONDONTWRITEBYTECODE=1" ${ARG_ENVIRONMENT})
+  # ADAPTERD_DTYPE_CALIBRATION=false as in adapterd_test.
+  set(env "ADAPTERD_SOURCE_DIR=${PROJECT_SOURCE_DIR}" "PYTHONDONTWRITEBYTECODE=1" "ADAPTERD_DTYPE_CALIBRATION=false"
+      ${ARG_ENVIRONMENT})
   set(interpreter Python3::Interpreter)
   if(ARG_DEBIAN_PYTHON)
     set(interpreter /usr/bin/python3)

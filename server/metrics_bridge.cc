@@ -119,6 +119,9 @@ void MetricsBridge::SetModelInfo(const ModelInfo& info) {
       .Set(1);
   metrics_->device_memory_bytes.Add({{"device", info.device}, {"kind", "encoder"}})
       .Set(static_cast<double>(info.encoder_bytes));
+  for (const auto& [dtype, seconds] : info.dtype_calibration_seconds) {
+    metrics_->dtype_calibration_seconds.Add({{"dtype", dtype}}).Set(seconds);
+  }
 }
 
 void MetricsBridge::SetCacheBudgets(int64_t host_bytes, int64_t device_bytes) {

@@ -22,6 +22,7 @@
 #define ADAPTERD_SERVER_METRICS_BRIDGE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -50,12 +51,17 @@ class Database;
 struct ModelInfo {
   std::string fingerprint;
   std::string device;  // "cpu", "cuda:0"
-  std::string dtype;   // "float32", "bfloat16", "float16"
+  std::string dtype;   // "fp32", "bf16", "fp16"
   int64_t layers = 0;
   int64_t hidden = 0;
   // Bytes of encoder weights resident on `device` (all copies: the serving
   // encoder and, when its dtype is not float32, the float32 training copy).
   int64_t encoder_bytes = 0;
+  // Seconds per row the start-up dtype calibration measured, by dtype
+  // ("fp32", "bf16"; server/model/dtype_calibration.h); empty when it did
+  // not run (an explicit --dtype, CUDA, a CPU without native bf16,
+  // --dtype_calibration=false).
+  std::map<std::string, double> dtype_calibration_seconds;
 };
 
 class MetricsBridge {
@@ -71,7 +77,8 @@ class MetricsBridge {
 
   // One finished RPC.
   void OnRpc(const api::RpcRecord& record);
-  // Model info and encoder memory; call once the encoder is loaded.
+  // Model info, encoder memory and the dtype calibration; call once the
+  // encoder is loaded.
   void SetModelInfo(const ModelInfo& info);
   // The cache tiers' budgets (adapterd_adapter_cache_budget_bytes).
   void SetCacheBudgets(int64_t host_bytes, int64_t device_bytes);

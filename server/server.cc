@@ -27,6 +27,7 @@
 #include "server/http/http_gateway.h"
 #include "server/metrics_bridge.h"
 #include "server/model/cpu_kernels.h"
+#include "server/model/dtype_calibration.h"
 #include "server/model/model_loader.h"
 #include "server/model/tensor_io.h"
 #include "server/serving/inference_engine.h"
@@ -84,21 +85,41 @@ absl::StatusOr<c10::ScalarType> ParseDtype(const std::string& s) {
 // Loads the serving encoder at the resolved --dtype and --residual_stream
 // (both logged with their reason) and, when it is not fp32, the fp32 copy
 // training needs into p.training_model. Returns what the model-info metric
-// reports.
+// reports. --dtype auto on a CPU with native bf16 loads the fp32 encoder
+// first and times fp32 against bf16 on its first layer (dtype_calibration.h);
+// that encoder then serves (fp32 chosen) or trains (bf16), so measuring costs
+// no extra load. Call after ConfigureCompute, while nothing else computes:
+// the calibration times one thread and sets the pool back to --threads.
 absl::StatusOr<ModelInfo> LoadModels(const ServerOptions& o, Server::Parts& p) {
-  const ServingDtype serving_dtype = ResolveServingDtype(o.model.dtype, o.model.device, CurrentFastBf16Feature());
-  LOG(INFO) << "serving dtype " << serving_dtype.dtype << " (" << serving_dtype.reason << ")";
-  ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(serving_dtype.dtype));
   // "cuda" is cuda:0 (c10::Device("cuda") has no index).
   ASSIGN_OR_RETURN(c10::Device device, model::ParseDevice(o.model.device));
-  const ResidualStream stream = ResolveResidualStream(o.model.residual_stream, o.model.device, serving_dtype.dtype);
-  LOG(INFO) << "residual stream " << (stream.reduced ? serving_dtype.dtype : "fp32") << " (" << stream.reason << ")";
   model::LoadOptions lo;
   lo.device = device;
-  lo.dtype = dtype;
   lo.max_seq_len = o.model.max_seq_len;
+  model::LoadedModel fp32;  // loaded by the calibration
+  DtypeCalibration calibrate;
+  if (o.model.dtype_calibration) {
+    calibrate = [&]() -> absl::StatusOr<model::DtypeTimings> {
+      lo.dtype = c10::kFloat;
+      ASSIGN_OR_RETURN(fp32, model::LoadBertModel(o.model.model_dir, lo));
+      model::DtypeCalibrationOptions co;
+      co.tokens = std::min<int64_t>({co.tokens, o.model.max_seq_len, fp32.config.max_position_embeddings});
+      return model::CalibrateDtypes(fp32.config, fp32.encoder->weights(), co);
+    };
+  }
+  ASSIGN_OR_RETURN(const ServingDtype serving_dtype,
+                   ResolveServingDtype(o.model.dtype, o.model.device, CurrentFastBf16Feature(), calibrate));
+  LOG(INFO) << "serving dtype " << serving_dtype.dtype << " (" << serving_dtype.reason << ")";
+  ASSIGN_OR_RETURN(c10::ScalarType dtype, ParseDtype(serving_dtype.dtype));
+  const ResidualStream stream = ResolveResidualStream(o.model.residual_stream, o.model.device, serving_dtype.dtype);
+  LOG(INFO) << "residual stream " << (stream.reduced ? serving_dtype.dtype : "fp32") << " (" << stream.reason << ")";
+  lo.dtype = dtype;
   lo.reduced_residual_stream = stream.reduced;
-  ASSIGN_OR_RETURN(p.model, model::LoadBertModel(o.model.model_dir, lo));
+  if (dtype == c10::kFloat && fp32.encoder) {
+    p.model = std::move(fp32);
+  } else {
+    ASSIGN_OR_RETURN(p.model, model::LoadBertModel(o.model.model_dir, lo));
+  }
   ModelInfo info;
   info.fingerprint = p.model.fingerprint;
   info.device = o.model.device;
@@ -106,10 +127,18 @@ absl::StatusOr<ModelInfo> LoadModels(const ServerOptions& o, Server::Parts& p) {
   info.layers = p.model.config.num_hidden_layers;
   info.hidden = p.model.config.hidden_size;
   info.encoder_bytes = p.model.encoder->NumParameters() * static_cast<int64_t>(c10::elementSize(dtype));
+  if (serving_dtype.calibration) {
+    info.dtype_calibration_seconds = {{"fp32", serving_dtype.calibration->fp32_seconds_per_row},
+                                      {"bf16", serving_dtype.calibration->bf16_seconds_per_row}};
+  }
   if (dtype != c10::kFloat) {
-    lo.dtype = c10::kFloat;
-    lo.reduced_residual_stream = false;
-    ASSIGN_OR_RETURN(p.training_model, model::LoadBertModel(o.model.model_dir, lo));
+    if (fp32.encoder) {
+      p.training_model = std::move(fp32);
+    } else {
+      lo.dtype = c10::kFloat;
+      lo.reduced_residual_stream = false;
+      ASSIGN_OR_RETURN(p.training_model, model::LoadBertModel(o.model.model_dir, lo));
+    }
     info.encoder_bytes += p.training_model.encoder->NumParameters() * 4;
   }
   return info;

@@ -8,8 +8,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 
 namespace adapterd {
 
@@ -99,14 +101,31 @@ absl::Status ServerOptions::Validate() const {
   return absl::OkStatus();
 }
 
-ServingDtype ResolveServingDtype(const std::string& requested, const std::string& device,
-                                 const std::string& cpu_bf16_feature) {
-  if (requested != "auto") return {requested, "--dtype " + requested};
-  if (device.starts_with("cuda")) return {"bf16", "--dtype auto: a CUDA device"};
-  if (!cpu_bf16_feature.empty()) {
-    return {"bf16", absl::StrCat("--dtype auto: the CPU has native bf16 dot products (", cpu_bf16_feature, ")")};
+absl::StatusOr<ServingDtype> ResolveServingDtype(const std::string& requested, const std::string& device,
+                                                 const std::string& cpu_bf16_feature,
+                                                 const DtypeCalibration& calibrate) {
+  if (requested != "auto") return ServingDtype{requested, "--dtype " + requested, std::nullopt};
+  if (device.starts_with("cuda")) return ServingDtype{"bf16", "--dtype auto: a CUDA device", std::nullopt};
+  if (cpu_bf16_feature.empty()) {
+    return ServingDtype{
+        "fp32", "--dtype auto: the CPU has no native bf16 (neither amx_bf16 nor avx512_bf16), where bf16 is slower",
+        std::nullopt};
   }
-  return {"fp32", "--dtype auto: the CPU has no native bf16 (neither amx_bf16 nor avx512_bf16), where bf16 is slower"};
+  if (!calibrate) {
+    return ServingDtype{"bf16",
+                        absl::StrCat("--dtype auto, --dtype_calibration=false: the CPU has native bf16 dot products (",
+                                     cpu_bf16_feature, "), not measured"),
+                        std::nullopt};
+  }
+  ASSIGN_OR_RETURN(const model::DtypeTimings t, calibrate());
+  const std::string dtype = model::ChooseFasterDtype(t);
+  std::string reason = absl::StrFormat(
+      "--dtype auto: bf16 measured %.2fx fp32 on this CPU (%s): %.3f ms per row in bf16, %.3f in fp32 (%d x %d "
+      "tokens through %d layer(s) on %d thread(s), median of %d; calibration took %.2f s)",
+      t.Bf16Speedup(), cpu_bf16_feature, 1e3 * t.bf16_seconds_per_row, 1e3 * t.fp32_seconds_per_row, t.rows, t.tokens,
+      t.layers, t.threads, t.reps, t.total_seconds);
+  if (dtype == "fp32") absl::StrAppendFormat(&reason, "; bf16 serves only from %.2fx", model::kMinBf16Speedup);
+  return ServingDtype{dtype, std::move(reason), t};
 }
 
 ResidualStream ResolveResidualStream(const std::string& requested, const std::string& device,
@@ -199,8 +218,11 @@ void AddStorageAndModelFlags(CLI::App& app, ServerOptions::Storage& s, ServerOpt
         ->required();
     app.add_option("--device", m.device, "cpu, cuda or cuda:N");
     app.add_option("--dtype", m.dtype,
-                   "Serving dtype: auto (bf16 on CUDA and on CPUs with AMX or AVX512-BF16, fp32 elsewhere), fp32, "
-                   "bf16 or fp16; training always runs in fp32");
+                   "Serving dtype: auto (bf16 on CUDA; on CPUs with AMX or AVX512-BF16 the faster of fp32 and bf16, "
+                   "measured at start-up; fp32 elsewhere), fp32, bf16 or fp16; training always runs in fp32");
+    app.add_option("--dtype_calibration", m.dtype_calibration,
+                   "With --dtype auto on a CPU with AMX or AVX512-BF16: time fp32 against bf16 at start-up and serve "
+                   "the faster (true), or serve bf16 unmeasured (false)");
     app.add_option("--residual_stream", m.residual_stream,
                    "Where a bf16/fp16 encoder sums its residuals: auto (the serving dtype on CUDA, fp32 on CPUs), "
                    "fp32, or serving");

@@ -9,6 +9,8 @@
 #define ADAPTERD_SERVER_SERVER_OPTIONS_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "server/api/grpc_frontend.h"
 #include "server/api/tenants.h"
 #include "server/http/http_gateway.h"
+#include "server/model/dtype_calibration.h"
 
 namespace adapterd {
 
@@ -52,9 +55,12 @@ struct ServerOptions {
   } storage;
 
   struct Model {
-    std::string model_dir;                 // HuggingFace BERT directory (required)
-    std::string device = "cpu";            // cpu | cuda | cuda:N
-    std::string dtype = "auto";            // auto | fp32 | bf16 | fp16 (serving; training is fp32)
+    std::string model_dir;       // HuggingFace BERT directory (required)
+    std::string device = "cpu";  // cpu | cuda | cuda:N
+    std::string dtype = "auto";  // auto | fp32 | bf16 | fp16 (serving; training is fp32)
+    // auto on a CPU with native bf16: measure fp32 against bf16 at start-up
+    // (ResolveServingDtype); false = bf16 there without measuring.
+    bool dtype_calibration = true;
     std::string residual_stream = "auto";  // auto | fp32 | serving (a bf16/fp16 encoder's residual stream)
     int max_seq_len = 128;                 // tokens per input, truncation beyond
     // Intra-op threads; 0 = the CPUs this process may use (affinity and
@@ -114,19 +120,34 @@ struct ServerOptions {
 };
 
 // The serving dtype `--dtype requested` means on `device`, and why (for the
-// start-up log). "auto" is bf16 on CUDA and on CPUs with native bf16 dot
-// products (`cpu_bf16_feature`: "amx_bf16" or "avx512_bf16", common/
-// cpu_features.h), where bf16 matrix products run faster than fp32; fp32
-// elsewhere, where bf16 is emulated and slower. Any other value is used as
-// given. bf16 nearly always keeps fp32's label (docs/PERFORMANCE.md has the
+// start-up log). Any value but "auto" is used as given. "auto" is:
+//   - bf16 on CUDA, without measuring (docs/PERFORMANCE.md, "GPU");
+//   - fp32 on CPUs without native bf16 dot products (`cpu_bf16_feature` "",
+//     common/cpu_features.h), where bf16 is emulated and far slower, without
+//     measuring;
+//   - on CPUs with them ("amx_bf16" or "avx512_bf16"), the dtype `calibrate`
+//     measures faster (model::ChooseFasterDtype: bf16 only when at least
+//     model::kMinBf16Speedup times fp32's speed), since the flag alone does
+//     not say: bf16 ran 2.1x fp32 on one such CPU and 0.61x on another
+//     (server/model/dtype_calibration.h). An empty `calibrate`
+//     (--dtype_calibration=false) keeps the rule before measurement: bf16.
+// bf16 nearly always keeps fp32's label (docs/PERFORMANCE.md has the
 // agreement on the real datasets; the bf16 encoder keeps its residual stream
 // in fp32, server/model/bert_encoder.h).
+//
+// Errors: whatever `calibrate` returns (it is called at most once, and only
+// in the last case). Thread safety: calls `calibrate` on the calling thread.
 struct ServingDtype {
   std::string dtype;  // fp32 | bf16 | fp16
   std::string reason;
+  // What `calibrate` measured, when it ran (the start-up log and
+  // adapterd_dtype_calibration_seconds).
+  std::optional<model::DtypeTimings> calibration;
 };
-ServingDtype ResolveServingDtype(const std::string& requested, const std::string& device,
-                                 const std::string& cpu_bf16_feature);
+using DtypeCalibration = std::function<absl::StatusOr<model::DtypeTimings>()>;
+absl::StatusOr<ServingDtype> ResolveServingDtype(const std::string& requested, const std::string& device,
+                                                 const std::string& cpu_bf16_feature,
+                                                 const DtypeCalibration& calibrate);
 
 // Where a bf16/fp16 serving encoder keeps its residual stream, LayerNorms
 // and head (BertEncoder::Options::reduced_residual_stream), and why (for the

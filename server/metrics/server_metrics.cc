@@ -53,6 +53,10 @@ ServerMetrics::ServerMetrics(Registry& r)
       device_memory_bytes(
           r.AddGauge("adapterd_device_memory_bytes", "Bytes resident on the device, by kind (encoder, adapters).")),
       model_info(r.AddGauge("adapterd_model_info", "The loaded encoder (value 1).")),
+      dtype_calibration_seconds(r.AddGauge(
+          "adapterd_dtype_calibration_seconds",
+          "Seconds per row (one text through the encoder's first layer) --dtype auto measured at start-up, by "
+          "dtype; absent when it measured nothing.")),
       build_info(r.AddGauge("adapterd_build_info", "adapterd's version (value 1).")),
       serving(r.AddGauge("adapterd_serving",
                          "1 while the server answers adapterd calls; 0 while it starts (encoder loading) or drains.")),

@@ -48,6 +48,7 @@ struct ServerMetrics {
   Family<Counter>& executor_busy_seconds_total;  // {kind}
   Family<Gauge>& device_memory_bytes;            // {device, kind}
   Family<Gauge>& model_info;                     // 1; {fingerprint, device, dtype, layers, hidden}
+  Family<Gauge>& dtype_calibration_seconds;      // {dtype}: per row, --dtype auto's start-up timing
   Family<Gauge>& build_info;                     // 1; {version}
   Family<Gauge>& serving;                        // 1 serving, 0 starting or draining
   Family<Gauge>& data_dir_available_bytes;       // file system of --data_dir

@@ -28,6 +28,10 @@ ServerOptions TestServerOptions(const std::string& data_dir, const std::string& 
   o.storage.data_dir = data_dir;
   o.model.model_dir = model_dir;
   o.model.max_seq_len = 32;
+  // --dtype auto without its timing-based choice, which could differ between
+  // two starts of one test (as ADAPTERD_DTYPE_CALIBRATION=false does for the
+  // tests' processes, cmake/AdapterdHelpers.cmake); dtype_test.cc turns it on.
+  o.model.dtype_calibration = false;
   o.serving.max_batch_size = 16;
   o.serving.max_queue_delay_us = 500;
   o.training.micro_batch = 8;

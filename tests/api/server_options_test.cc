@@ -55,6 +55,7 @@ TEST(ServerOptions, TheEnvironmentConfiguresAServerWithNoArguments) {
   env.Set("ADAPTERD_METRICS_LISTEN", "0.0.0.0:9500");
   env.Set("ADAPTERD_DATA_DIR", "/data");
   env.Set("ADAPTERD_THREADS", "3");
+  env.Set("ADAPTERD_DTYPE_CALIBRATION", "false");
   env.Set("ADAPTERD_PEERS", "a-0.a:8500,a-1.a:8500");
   env.Set("ADAPTERD_PEER_SECRET_FILE", "/etc/adapterd/peer-secret");
   env.Set("ADAPTERD_PIN", "t1/x,t2/y");
@@ -68,6 +69,7 @@ TEST(ServerOptions, TheEnvironmentConfiguresAServerWithNoArguments) {
   EXPECT_EQ(o.process.metrics_address, "0.0.0.0:9500");
   EXPECT_EQ(o.storage.data_dir, "/data");
   EXPECT_EQ(o.model.threads, 3);
+  EXPECT_FALSE(o.model.dtype_calibration);
   EXPECT_THAT(o.grpc.peers, ElementsAre("a-0.a:8500", "a-1.a:8500"));
   EXPECT_THAT(o.serving.pinned_tasks, ElementsAre("t1/x", "t2/y"));
   EXPECT_EQ(o.grpc.peer_secret_file, "/etc/adapterd/peer-secret");
@@ -125,18 +127,89 @@ TEST(ServerOptions, BackupsLiveOutsideTheDataDirAndReplicasNeedTheirSharedSecret
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_client_streams")));
 }
 
-TEST(ServerOptions, DtypeAutoIsBf16WhereTheHardwareHasItAndFp32Elsewhere) {
+// A calibration that reports fixed timings (fp32 and bf16 seconds per row)
+// and counts its calls.
+struct FakeCalibration {
+  double fp32 = 0, bf16 = 0;
+  int calls = 0;
+  DtypeCalibration Get() {
+    return [this]() -> absl::StatusOr<model::DtypeTimings> {
+      ++calls;
+      model::DtypeTimings t;
+      t.fp32_seconds_per_row = fp32;
+      t.bf16_seconds_per_row = bf16;
+      t.rows = 16;
+      t.tokens = 64;
+      t.layers = 1;
+      t.threads = 1;
+      t.reps = 3;
+      return t;
+    };
+  }
+};
+
+ServingDtype Resolve(const std::string& requested, const std::string& device, const std::string& feature,
+                     const DtypeCalibration& calibrate) {
+  absl::StatusOr<ServingDtype> d = ResolveServingDtype(requested, device, feature, calibrate);
+  EXPECT_OK(d.status());
+  return d.value_or(ServingDtype{});
+}
+
+TEST(ServerOptions, DtypeAutoServesWhatIsMeasuredFasterOnCpusWithNativeBf16) {
+  ::unsetenv("ADAPTERD_DTYPE_CALIBRATION");  // ctest sets it false for the suite (cmake/AdapterdHelpers.cmake)
   int code = -1;
   ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({"--model_dir", "/m"}, &code));
   EXPECT_EQ(o.model.dtype, "auto");  // the default
-  EXPECT_EQ(ResolveServingDtype("auto", "cpu", "avx512_bf16").dtype, "bf16");
-  EXPECT_THAT(ResolveServingDtype("auto", "cpu", "avx512_bf16").reason, HasSubstr("avx512_bf16"));
-  EXPECT_EQ(ResolveServingDtype("auto", "cpu", "amx_bf16").dtype, "bf16");
-  EXPECT_EQ(ResolveServingDtype("auto", "cpu", "").dtype, "fp32");
-  EXPECT_THAT(ResolveServingDtype("auto", "cpu", "").reason, HasSubstr("no native bf16"));
-  EXPECT_EQ(ResolveServingDtype("auto", "cuda:1", "").dtype, "bf16");
-  EXPECT_EQ(ResolveServingDtype("fp32", "cuda", "amx_bf16").dtype, "fp32");  // explicit wins
-  EXPECT_EQ(ResolveServingDtype("fp16", "cpu", "").dtype, "fp16");
+  EXPECT_TRUE(o.model.dtype_calibration);
+  // bf16 measured 2x fp32 (the AMD EPYC here): bf16, with both timings and
+  // the ratio in the reason.
+  FakeCalibration fast{.fp32 = 2e-3, .bf16 = 1e-3};
+  ServingDtype d = Resolve("auto", "cpu", "avx512_bf16", fast.Get());
+  EXPECT_EQ(d.dtype, "bf16");
+  EXPECT_THAT(d.reason, HasSubstr("bf16 measured 2.00x fp32 on this CPU (avx512_bf16)"));
+  EXPECT_THAT(d.reason, HasSubstr("1.000 ms per row in bf16, 2.000 in fp32 (16 x 64 tokens through 1 layer(s) on 1 "
+                                  "thread(s), median of 3"));
+  ASSERT_TRUE(d.calibration.has_value());
+  EXPECT_EQ(d.calibration->bf16_seconds_per_row, 1e-3);
+  EXPECT_EQ(fast.calls, 1);
+  // bf16 slower (the Xeon of issue 46, 0.61x), or faster within the margin:
+  // fp32, though the CPU has the flag.
+  FakeCalibration slow{.fp32 = 6.1e-3, .bf16 = 10e-3};
+  d = Resolve("auto", "cpu", "avx512_bf16", slow.Get());
+  EXPECT_EQ(d.dtype, "fp32");
+  EXPECT_THAT(d.reason, HasSubstr("bf16 measured 0.61x fp32"));
+  EXPECT_THAT(d.reason, HasSubstr("bf16 serves only from 1.10x"));
+  FakeCalibration close{.fp32 = 1.05e-3, .bf16 = 1e-3};
+  EXPECT_EQ(Resolve("auto", "cpu", "amx_bf16", close.Get()).dtype, "fp32");
+  // A failed calibration fails the start-up rather than guess.
+  EXPECT_THAT(ResolveServingDtype("auto", "cpu", "amx_bf16",
+                                  [] { return absl::StatusOr<model::DtypeTimings>(absl::InternalError("boom")); }),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("boom")));
+  // --dtype_calibration=false: the flag alone, as before measuring.
+  d = Resolve("auto", "cpu", "avx512_bf16", nullptr);
+  EXPECT_EQ(d.dtype, "bf16");
+  EXPECT_THAT(d.reason, HasSubstr("not measured"));
+  EXPECT_FALSE(d.calibration.has_value());
+  ASSERT_OK_AND_ASSIGN(o, Parse({"--model_dir", "/m", "--dtype_calibration=false"}, &code));
+  EXPECT_FALSE(o.model.dtype_calibration);
+}
+
+TEST(ServerOptions, DtypeAutoMeasuresNothingWithoutNativeBf16OnCudaOrWhenExplicit) {
+  int code = -1;
+  // Each of these would be bf16 if measured (2x), and none is measured.
+  FakeCalibration fast{.fp32 = 2e-3, .bf16 = 1e-3};
+  ServingDtype d = Resolve("auto", "cpu", "", fast.Get());
+  EXPECT_EQ(d.dtype, "fp32");
+  EXPECT_THAT(d.reason, HasSubstr("no native bf16"));
+  EXPECT_FALSE(d.calibration.has_value());
+  EXPECT_EQ(Resolve("auto", "cuda:1", "", fast.Get()).dtype, "bf16");
+  EXPECT_EQ(Resolve("auto", "cuda", "avx512_bf16", fast.Get()).dtype, "bf16");
+  EXPECT_EQ(Resolve("fp32", "cuda", "amx_bf16", fast.Get()).dtype, "fp32");  // explicit wins
+  EXPECT_EQ(Resolve("fp32", "cpu", "avx512_bf16", fast.Get()).dtype, "fp32");
+  FakeCalibration slow{.fp32 = 6.1e-3, .bf16 = 10e-3};
+  EXPECT_EQ(Resolve("bf16", "cpu", "avx512_bf16", slow.Get()).dtype, "bf16");  // even where slower
+  EXPECT_EQ(Resolve("fp16", "cpu", "", slow.Get()).dtype, "fp16");
+  EXPECT_EQ(fast.calls + slow.calls, 0);
   EXPECT_THAT(Parse({"--model_dir", "/m", "--dtype", "int8"}, &code).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("auto, fp32, bf16 or fp16")));
 }

@@ -125,7 +125,8 @@ TEST_P(StoredDataCompatTest, EveryRecordReadsBackAsItsWriterAnsweredAndInterrupt
   }
   fs::copy(fixture / "data", dir_.Sub("data"), fs::copy_options::recursive);
   // The fixtures' predictions were answered in bf16 (--dtype auto on a CPU
-  // with avx512_bf16); auto serves fp32 on a CPU without it.
+  // with avx512_bf16, before auto measured); auto serves fp32 on a CPU
+  // without it, and on one where bf16 measures slower.
   extra_args_ = {"--dtype", "bf16"};
   ASSERT_NO_FATAL_FAILURE(StartServer());
 

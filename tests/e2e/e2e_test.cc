@@ -177,7 +177,8 @@ TEST_F(E2eTest, DefaultModelLearnsTheWalkthroughDatasetWellAboveMajority) {
   EXPECT_GE(everyday_right, kMinEverydayRight);
   EXPECT_EQ(StopServer(), 0);
 
-  // --dtype bf16 (what --dtype auto serves on CPUs with AMX or AVX512-BF16;
+  // --dtype bf16 (what --dtype auto serves on CPUs with AMX or AVX512-BF16
+  // where it measures bf16 faster;
   // elsewhere the ATen fallback, which keeps the attention in fp32)
   // against fp32 on the same adapters and the same held-out texts: the same
   // label for at least 99.5% of them (docs/PERFORMANCE.md has the figures on

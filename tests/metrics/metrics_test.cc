@@ -260,6 +260,7 @@ TEST(ServerMetrics, EveryMetricPassesPromtoolAndAvoidsUnboundedLabels) {
   m.model_info
       .Add({{"fingerprint", "sha256:ab"}, {"device", "cpu"}, {"dtype", "fp32"}, {"layers", "2"}, {"hidden", "128"}})
       .Set(1);
+  m.dtype_calibration_seconds.Add({{"dtype", "bf16"}}).Set(0.0004);
   const std::string text = r.Serialize();
   EXPECT_THAT(text, HasSubstr("adapterd_build_info{version=\""));
   EXPECT_THAT(text, HasSubstr("adapterd_training_steps_total 0\n"));

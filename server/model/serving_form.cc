@@ -150,7 +150,11 @@ absl::StatusOr<Layout> GetLayout(Reader& r, size_t element_size, size_t blob_byt
       const auto dim = r.Get<int64_t>();
       if (dim < 0 || dim > (int64_t{1} << 32)) return absl::InvalidArgumentError("bad dimension");
       t.shape.push_back(dim);
-      elements *= static_cast<uint64_t>(dim);
+      // No product may wrap: the byte check below then keeps every tensor
+      // inside the blob.
+      if (__builtin_mul_overflow(elements, static_cast<uint64_t>(dim), &elements) || elements > blob_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor ", i, " is too large"));
+      }
     }
     t.offset = r.Get<uint64_t>();
     t.bytes = r.Get<uint64_t>();
@@ -262,8 +266,10 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> DecodeServingForm(std::string_view b
   r.Get<uint64_t>();
   if (!r.ok()) return corrupt("its header is truncated");
   absl::StatusOr<DType> file_dtype = ParseDType(dtype_name);
-  if (!file_dtype.ok()) return corrupt(std::string(file_dtype.status().message()));
-  ASSIGN_OR_RETURN(c10::ScalarType dtype, ToScalarType(*file_dtype));
+  absl::StatusOr<c10::ScalarType> scalar_type =
+      file_dtype.ok() ? ToScalarType(*file_dtype) : absl::StatusOr<c10::ScalarType>(file_dtype.status());
+  if (!scalar_type.ok()) return corrupt(std::string(scalar_type.status().message()));
+  const c10::ScalarType dtype = *scalar_type;
   if (made_from != expect.source) return stale(absl::StrCat("it was made from '", made_from, "'"));
   if (fingerprint != expect.encoder_fingerprint) {
     return stale(absl::StrCat("it was made for model ", fingerprint, ", this server runs ",

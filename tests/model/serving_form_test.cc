@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "common/testing/status_matchers.h"
@@ -147,6 +148,27 @@ TEST_F(ServingFormTest, VerifiedBytesDecodeWithoutTheDigest) {
   expect.verify_digest = false;
   ASSERT_OK_AND_ASSIGN(auto decoded, DecodeServingForm(form, encoder_->config(), at::kCPU, expect));
   ExpectSameSet(*cast, *decoded);
+}
+
+TEST_F(ServingFormTest, AnUncheckedHeaderIsBoundsCheckedNotTrusted) {
+  // Without the digest (the host tier's decode) a damaged header must still
+  // never read or allocate past the blob: each byte of the header and the
+  // tensor table, flipped, decodes to a set or to an error.
+  auto set = MakeTrainedLikeSet(*encoder_, 2, 5);
+  auto [cast, form] = Encoded(*set, at::kBFloat16);
+  ServingFormExpectation expect = Expect(at::kBFloat16);
+  expect.verify_digest = false;
+  int errors = 0;
+  for (size_t at = 0; at < std::min<size_t>(form.size(), 2048); ++at) {
+    std::string flipped = form;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x80);
+    absl::StatusOr<std::unique_ptr<AdapterSet>> got = DecodeServingForm(flipped, encoder_->config(), at::kCPU, expect);
+    if (!got.ok()) {
+      ++errors;
+      EXPECT_TRUE(absl::IsDataLoss(got.status()) || absl::IsFailedPrecondition(got.status())) << got.status();
+    }
+  }
+  EXPECT_GT(errors, 100);
 }
 
 TEST_F(ServingFormTest, IntactFormForAnotherSourceEncoderDtypeOrGeometryIsStale) {

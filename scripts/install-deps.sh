@@ -36,6 +36,8 @@ BUILD_PACKAGES=(
   # API and storage
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev
+  # the serving form's digest (server/model/serving_form.h)
+  libxxhash-dev
   # tokenizer, JSON, CLI, HTTP metrics endpoint
   libutf8proc-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev
 )

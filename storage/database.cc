@@ -44,6 +44,8 @@ struct Database::CommitState {
   std::vector<CommittedEvent> events;
   std::vector<QueueEntry> queue_entries;
   std::vector<PromotionResult> promotions;
+  // Some adapter version is deleted (Database::adapter_deletions_).
+  bool adapters_deleted = false;
 };
 
 namespace {
@@ -356,10 +358,12 @@ absl::Status Database::CheckOpen() const {
 }
 
 absl::StatusOr<std::optional<std::string>> Database::ReadValue(ColumnFamily cf, const std::string& key,
-                                                               const rocksdb::Snapshot* snapshot) const {
+                                                               const rocksdb::Snapshot* snapshot,
+                                                               bool verify_checksums) const {
   RETURN_IF_ERROR(CheckOpen());
   rocksdb::ReadOptions ro;
   ro.snapshot = snapshot;
+  ro.verify_checksums = verify_checksums;
   std::string value;
   rocksdb::Status s = db_->Get(ro, handle(cf), key, &value);
   if (s.IsNotFound()) return std::optional<std::string>();
@@ -443,7 +447,7 @@ absl::StatusOr<std::string> Database::ListPage(ColumnFamily cf, const std::strin
   return last_key.substr(prefix.size());
 }
 
-absl::Status Database::Write(rocksdb::WriteBatch* batch) {
+absl::Status Database::Write(rocksdb::WriteBatch* batch, bool wal) {
   RETURN_IF_ERROR(CheckOpen());
   const std::string context = absl::StrCat("write to database '", path_, "'");
   const std::optional<SpaceHold> hold = HoldSpace(static_cast<int64_t>(batch->GetDataSize()), "write");
@@ -461,7 +465,8 @@ absl::Status Database::Write(rocksdb::WriteBatch* batch) {
     resume_needed_ = false;
   }
   rocksdb::WriteOptions wo;
-  wo.sync = sync_writes_;
+  wo.sync = sync_writes_ && wal;
+  wo.disableWAL = !wal;
   // RocksDB commits concurrent writes as a group: one writer copies the
   // others' batches into its own and inserts them all, handed over through
   // RocksDB's lock-free write queue. ThreadSanitizer cannot see that queue
@@ -595,8 +600,10 @@ absl::Status Database::ResolveTaskDelete(const Batch::TaskDelete& op, CommitStat
   if (!stored.has_value()) return absl::NotFoundError(absl::StrCat("task '", key, "' not found"));
   const std::string prefix = keys::AdapterPrefix(op.tenant, op.task_id);
   RETURN_IF_ERROR(AddToBatch(wb.Delete(handle(ColumnFamily::kTasks), key)));
+  // The range holds every version and its serving form.
   RETURN_IF_ERROR(AddToBatch(wb.DeleteRange(handle(ColumnFamily::kAdapters), prefix, keys::PrefixEnd(prefix))));
   st.tasks[key] = std::nullopt;
+  st.adapters_deleted = true;
   return absl::OkStatus();
 }
 
@@ -688,8 +695,15 @@ absl::Status Database::ResolvePromote(Batch::PromoteOp& op, CommitState& st, roc
 
   RETURN_IF_ERROR(
       AddToBatch(wb.Put(handle(ColumnFamily::kAdapters), keys::Adapter(tenant, task_id, version), p.adapter_bytes)));
+  // No serving form can exist for the new version (PutServingForm checks
+  // the version is listed); deleting one anyway costs a tombstone.
+  RETURN_IF_ERROR(
+      AddToBatch(wb.Delete(handle(ColumnFamily::kAdapters), keys::AdapterServingForm(tenant, task_id, version))));
   for (int64_t v : result.removed_versions) {
     RETURN_IF_ERROR(AddToBatch(wb.Delete(handle(ColumnFamily::kAdapters), keys::Adapter(tenant, task_id, v))));
+    RETURN_IF_ERROR(
+        AddToBatch(wb.Delete(handle(ColumnFamily::kAdapters), keys::AdapterServingForm(tenant, task_id, v))));
+    st.adapters_deleted = true;
   }
   std::string value;
   RETURN_IF_ERROR(SerializeRecord(rec, &value));
@@ -719,6 +733,9 @@ absl::Status Database::Commit(Batch& batch) {
   CommitState st;
   st.queue_seq = queue_seq_;
   RETURN_IF_ERROR(Resolve(batch, st, wb));
+  // Before the write: a serving form made from bytes read before this
+  // commit must not be stored after it, even if the write fails.
+  if (st.adapters_deleted) ++adapter_deletions_;
   RETURN_IF_ERROR(Write(&wb));
   for (const auto& [job_id, seq] : st.event_seqs) last_event_seq_[job_id] = seq;
   queue_seq_ = st.queue_seq;

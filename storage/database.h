@@ -228,9 +228,12 @@ class Database {
   // are one step, so concurrent writers cannot each count the same space.
   std::optional<SpaceHold> HoldSpace(int64_t bytes, std::string_view what) ABSL_LOCKS_EXCLUDED(space_mu_);
   rocksdb::ColumnFamilyHandle* handle(ColumnFamily cf) const { return handles_[static_cast<int>(cf)]; }
-  // nullopt when the key does not exist.
+  // nullopt when the key does not exist. `verify_checksums` false skips
+  // RocksDB's checksum verification of the blocks and blob read (only for
+  // values that carry their own digest: serving forms).
   absl::StatusOr<std::optional<std::string>> ReadValue(ColumnFamily cf, const std::string& key,
-                                                       const rocksdb::Snapshot* snapshot = nullptr) const;
+                                                       const rocksdb::Snapshot* snapshot = nullptr,
+                                                       bool verify_checksums = true) const;
   // false when the key does not exist; DATA_LOSS when the value does not parse.
   absl::StatusOr<bool> ReadRecord(ColumnFamily cf, const std::string& key, google::protobuf::MessageLite* out,
                                   const rocksdb::Snapshot* snapshot = nullptr) const;
@@ -249,8 +252,9 @@ class Database {
   // The one write path. A write that fails with an I/O error (a full disk)
   // leaves RocksDB read-only (its background error); the next Write first
   // asks RocksDB to Resume(), so writes work again as soon as space returns,
-  // without a restart. Reads go on throughout.
-  absl::Status Write(rocksdb::WriteBatch* batch);
+  // without a restart. Reads go on throughout. `wal` false writes past the
+  // WAL, unsynced (derived data only: a crash may lose it, never half of it).
+  absl::Status Write(rocksdb::WriteBatch* batch, bool wal = true);
 
   absl::Status InitSchema();
   absl::Status LoadQueueSeq();
@@ -302,6 +306,11 @@ class Database {
   absl::Mutex commit_mu_;
   // Last committed queue seq.
   int64_t queue_seq_ ABSL_GUARDED_BY(commit_mu_) = 0;
+  // Commits that deleted adapter versions (retention, task deletes), bumped
+  // under commit_mu_: AdapterStore::PutServingForm refuses a serving form
+  // made from bytes read before a deletion (they may be gone, or replaced
+  // by a recreated task's version of the same number).
+  std::atomic<uint64_t> adapter_deletions_{0};
   // Last committed event seq per job, loaded lazily from job_events (one
   // entry per job that got an event from this process).
   absl::flat_hash_map<std::string, int64_t> last_event_seq_ ABSL_GUARDED_BY(commit_mu_);

@@ -64,6 +64,9 @@ std::string Adapter(std::string_view tenant, std::string_view task_id, int64_t v
 std::string AdapterPrefix(std::string_view tenant, std::string_view task_id) {
   return absl::StrCat(S(tenant), "/", S(task_id), "/");
 }
+std::string AdapterServingForm(std::string_view tenant, std::string_view task_id, int64_t version) {
+  return absl::StrCat(Adapter(tenant, task_id, version), "/serving");
+}
 
 std::string Job(std::string_view tenant, std::string_view job_id) { return absl::StrCat(S(tenant), "/", S(job_id)); }
 std::string JobPrefix(std::string_view tenant) { return absl::StrCat(S(tenant), "/"); }

@@ -4,6 +4,9 @@
 //   column family  key                                   value
 //   tasks          tenant/task_id                        TaskRecord
 //   adapters       tenant/task_id/<20-digit version>     adapter bytes (safetensors)
+//                  tenant/task_id/<20-digit version>/serving
+//                                                        its serving form (derived,
+//                                                        server/model/serving_form.h)
 //   jobs           tenant/job_id                         JobRecord
 //   job_requests   tenant/request_id                     job_id (raw bytes)
 //   job_queue      <20-digit seq>                        QueueEntry
@@ -52,6 +55,9 @@ std::string TaskPrefix(std::string_view tenant);  // "tenant/"
 
 std::string Adapter(std::string_view tenant, std::string_view task_id, int64_t version);
 std::string AdapterPrefix(std::string_view tenant, std::string_view task_id);
+// A version's serving form: under AdapterPrefix (a task's delete range
+// covers it) and after Adapter(version) itself, before version + 1.
+std::string AdapterServingForm(std::string_view tenant, std::string_view task_id, int64_t version);
 
 std::string Job(std::string_view tenant, std::string_view job_id);
 std::string JobPrefix(std::string_view tenant);

@@ -152,6 +152,41 @@ absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::FromParts(const BertConf
   return set;
 }
 
+absl::StatusOr<std::unique_ptr<AdapterSet>> AdapterSet::FromNamedOrder(const BertConfig& encoder_config,
+                                                                       AdapterConfig config,
+                                                                       std::vector<at::Tensor> tensors) {
+  // Named(): the embedding LayerNorm (2), per layer an adapter (4), a
+  // LayerNorm (2), an adapter (4) and a LayerNorm (2), then the head (2).
+  constexpr size_t kPerLayer = 12;
+  const auto num_layers = static_cast<size_t>(encoder_config.num_hidden_layers);
+  if (tensors.size() != 4 + kPerLayer * num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("an adapter set of ", num_layers, " layers has ",
+                                                   4 + kPerLayer * num_layers, " tensors, not ", tensors.size()));
+  }
+  auto next = tensors.begin();
+  auto take_adapter = [&] {
+    BottleneckAdapter a{next[0], next[1], next[2], next[3]};
+    next += 4;
+    return a;
+  };
+  auto take_ln = [&] {
+    LayerNormAffine ln{next[0], next[1]};
+    next += 2;
+    return ln;
+  };
+  LayerNormAffine emb = take_ln();
+  std::vector<AdapterLayer> layers(num_layers);
+  for (AdapterLayer& l : layers) {
+    l.attention_adapter = take_adapter();
+    l.attention_layer_norm = take_ln();
+    l.ffn_adapter = take_adapter();
+    l.output_layer_norm = take_ln();
+  }
+  at::Tensor head_weight = next[0], head_bias = next[1];
+  return FromParts(encoder_config, std::move(config), std::move(emb), std::move(layers), std::move(head_weight),
+                   std::move(head_bias));
+}
+
 std::vector<std::pair<std::string, at::Tensor>> AdapterSet::Named() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
   AppendLn(out, "embeddings.layer_norm", embedding_layer_norm_);

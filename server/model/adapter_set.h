@@ -77,6 +77,13 @@ class AdapterSet {
                                                                std::vector<AdapterLayer> layers, at::Tensor head_weight,
                                                                at::Tensor head_bias);
 
+  // The inverse of Named(): adopts `tensors` given in Named()'s order
+  // (checked as FromParts checks them). INVALID_ARGUMENT when their number
+  // is not Named()'s for the encoder's layer count, or a shape is wrong.
+  static absl::StatusOr<std::unique_ptr<AdapterSet>> FromNamedOrder(const BertConfig& encoder_config,
+                                                                    AdapterConfig config,
+                                                                    std::vector<at::Tensor> tensors);
+
   const AdapterConfig& config() const { return config_; }
   const LayerNormAffine& embedding_layer_norm() const { return embedding_layer_norm_; }
   const std::vector<AdapterLayer>& layers() const { return layers_; }

@@ -6,13 +6,9 @@
 #include <utility>
 
 #include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "common/status_macros.h"
-#include "server/model/adapter_format.h"
 #include "server/model/bert_encoder.h"
-#include "server/model/tensor_io.h"
-#include "storage/database.h"
+#include "server/serving/adapter_loading.h"
 
 namespace adapterd::serving {
 namespace {
@@ -207,39 +203,23 @@ AdapterCache::Result AdapterCache::Load(const Key& key, const std::shared_ptr<Fl
     absl::MutexLock lock(&mu_);
     if (const auto* hit = host_->Find(key)) bytes = *hit;
   }
-  if (bytes == nullptr) {
-    const absl::Time start = absl::Now();
-    if (asked == 0) {
-      if (options_.observer != nullptr) options_.observer->OnCacheMiss(CacheTier::kHost);
-      ASSIGN_OR_RETURN(storage::AdapterStore::Current current, options_.db->adapters().GetCurrent(tenant, task_id));
-      version = current.version;
-      bytes = std::make_shared<const std::string>(std::move(current.bytes));
-    } else {
-      ASSIGN_OR_RETURN(std::string read, options_.db->adapters().Get(tenant, task_id, asked));
-      bytes = std::make_shared<const std::string>(std::move(read));
-    }
-    if (options_.observer != nullptr) {
-      options_.observer->OnLoad(CacheTier::kHost, absl::ToDoubleSeconds(absl::Now() - start));
-    }
+  const AdapterSource source{options_.encoder, options_.db, options_.observer};
+  std::unique_ptr<model::AdapterSet> set;
+  if (bytes != nullptr) {
+    ASSIGN_OR_RETURN(set, LoadFromServingForm(source, tenant, task_id, asked, *bytes));
+  } else {
+    if (asked == 0 && options_.observer != nullptr) options_.observer->OnCacheMiss(CacheTier::kHost);
+    ASSIGN_OR_RETURN(LoadedAdapterSet read, LoadFromStorage(source, tenant, task_id, asked));
+    version = read.version;
+    set = std::move(read.set);
     absl::MutexLock lock(&mu_);
-    if (!flight->stale) {
-      host_->Insert(Key(tenant, task_id, version), bytes, static_cast<int64_t>(bytes->size()),
+    if (!flight->stale && read.serving_form != nullptr) {
+      host_->Insert(Key(tenant, task_id, version), read.serving_form, static_cast<int64_t>(read.serving_form->size()),
                     [](const Key&) { return false; });
       host_->Report();
     }
   }
 
-  const absl::Time start = absl::Now();
-  const model::BertEncoder& encoder = *options_.encoder;
-  ASSIGN_OR_RETURN(std::unique_ptr<model::AdapterSet> set,
-                   model::DeserializeAdapterSet(*bytes, encoder.config(), encoder.fingerprint(), encoder.device(),
-                                                {.v1_fingerprint = encoder.weights_fingerprint(),
-                                                 // Checked when stored (import, training).
-                                                 .check_finite = false,
-                                                 .dtype = encoder.dtype()}));
-  if (set->dtype() != encoder.dtype() || set->device() != encoder.device()) {
-    ASSIGN_OR_RETURN(set, set->Clone(encoder.device(), encoder.dtype()));
-  }
   auto loaded = std::make_shared<LoadedAdapter>();
   loaded->tenant = tenant;
   loaded->task_id = task_id;
@@ -247,9 +227,6 @@ AdapterCache::Result AdapterCache::Load(const Key& key, const std::shared_ptr<Fl
   loaded->labels = set->config().labels;
   loaded->set = Resident(std::move(set));
   loaded->bytes = loaded->set->slab() != nullptr ? slab_->slot_bytes() : loaded->set->ByteSize();
-  if (options_.observer != nullptr) {
-    options_.observer->OnLoad(CacheTier::kDevice, absl::ToDoubleSeconds(absl::Now() - start));
-  }
   return std::shared_ptr<const LoadedAdapter>(std::move(loaded));
 }
 

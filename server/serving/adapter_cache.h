@@ -10,10 +10,18 @@
 //                 (its bottleneck is wider than the slab's, or every slot is
 //                 held, by entries and by evicted adapters that batches
 //                 still run) keeps tensors of its own; bytes = those.
-//   host tier     the adapter file bytes read from RocksDB (AdapterStore).
-//                 Bytes = the file's size. A device-tier miss that hits here
-//                 costs a deserialisation, not a RocksDB read.
-//   RocksDB       AdapterStore / TaskStore.
+//   host tier     the version's serving form (server/model/serving_form.h:
+//                 the set's tensors in the encoder's dtype, one blob), as
+//                 read from RocksDB or made from the adapter file. Bytes =
+//                 the form's size (about half the fp32 file's when serving
+//                 bf16). A device-tier miss that hits here costs one memcpy
+//                 per tensor: no RocksDB read, no digest (the bytes were
+//                 verified when read), no parsing, no dtype conversion.
+//   RocksDB       AdapterStore / TaskStore: the serving form when one is
+//                 stored and current, else the adapter file, from which a
+//                 serving form is then made and stored for the next cold
+//                 load (server/serving/adapter_loading.h; a failed store is
+//                 logged once and does not fail the Get).
 //
 // Each tier is an LRU under its own byte budget (bytes, not entries).
 //
@@ -27,7 +35,10 @@
 //   - Errors: NOT_FOUND for an unknown task or a version that is not stored;
 //     FAILED_PRECONDITION when the task has no ready version (PENDING), or
 //     the adapter was trained on another encoder (fingerprint, layer count
-//     or hidden size differ); INVALID_ARGUMENT for malformed adapter bytes.
+//     or hidden size differ); INVALID_ARGUMENT for malformed adapter bytes;
+//     DATA_LOSS when the stored serving form is corrupt (its digest does not
+//     match: the form is deleted, and the next Get rebuilds it from the
+//     adapter file).
 //     Failures are not cached: the next Get tries again.
 //   - Single flight: concurrent Gets of one cold key run exactly one load;
 //     the others wait for it and share its result or its error.

@@ -12,6 +12,22 @@ std::string_view CacheTierName(CacheTier tier) {
   return "unknown";
 }
 
+std::string_view ServingFormEventName(ServingFormEvent event) {
+  switch (event) {
+    case ServingFormEvent::kRead:
+      return "read";
+    case ServingFormEvent::kStale:
+      return "stale";
+    case ServingFormEvent::kCorrupt:
+      return "corrupt";
+    case ServingFormEvent::kWritten:
+      return "written";
+    case ServingFormEvent::kWriteFailed:
+      return "write_failed";
+  }
+  return "unknown";
+}
+
 std::string_view WorkKindName(WorkKind work) {
   switch (work) {
     case WorkKind::kInference:

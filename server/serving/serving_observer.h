@@ -20,10 +20,20 @@ namespace adapterd::serving {
 
 // The two tiers of AdapterCache.
 enum class CacheTier {
-  kHost,    // adapter file bytes read from RocksDB
+  kHost,    // serving-form bytes read from RocksDB (or made from the adapter file)
   kDevice,  // deserialised AdapterSets on the encoder's device and dtype
 };
 std::string_view CacheTierName(CacheTier tier);
+
+// What a load from RocksDB did with a version's serving form.
+enum class ServingFormEvent {
+  kRead,         // read and decoded (no canonical file parsed)
+  kStale,        // one was stored but made for another encoder, dtype or layout
+  kCorrupt,      // its digest did not match: the load failed with DATA_LOSS
+  kWritten,      // made from the canonical file and stored
+  kWriteFailed,  // made, but storing it failed (the load went on)
+};
+std::string_view ServingFormEventName(ServingFormEvent event);
 
 // The two kinds of work DeviceExecutor runs.
 enum class WorkKind { kInference, kTraining };
@@ -66,8 +76,12 @@ class ServingObserver {
   // A tier's size after every change (bytes as counted against its budget).
   virtual void OnCacheBytes(CacheTier tier, int64_t bytes, int64_t entries) {}
   // One load into `tier` took `seconds`: kHost = a RocksDB read, kDevice =
-  // deserialising and converting to the encoder's device and dtype.
+  // decoding the serving form (or deserialising and converting the adapter
+  // file) to the encoder's device and dtype.
   virtual void OnLoad(CacheTier tier, double seconds) {}
+  // What a load from RocksDB did with the version's serving form
+  // (server/serving/adapter_loading.h).
+  virtual void OnServingForm(ServingFormEvent event) {}
 
   // The device executor ran one item of `kind` for `seconds`.
   virtual void OnExecutorBusy(WorkKind kind, double seconds) {}

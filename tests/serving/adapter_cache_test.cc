@@ -41,7 +41,6 @@ class AdapterCacheTest : public ::testing::Test {
     // Three same-shaped tasks: every entry has the same size in each tier.
     for (int i = 0; i < 3; ++i) {
       ASSERT_OK_AND_ASSIGN(std::string bytes, AdapterBytes(*encoder_, 2, 100 + i));
-      file_bytes_ = static_cast<int64_t>(bytes.size());
       ASSERT_OK(Promote(*db_, "acme", Task(i), 2, std::move(bytes)).status());
     }
     // Device bytes of one entry, measured through a throwaway cache.
@@ -49,6 +48,9 @@ class AdapterCacheTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(auto a, probe->Get("acme", Task(0)));
     device_bytes_ = a->bytes;
     ASSERT_GT(device_bytes_, 0);
+    // The host tier holds serving forms (adapter_loading.h), not the files.
+    form_bytes_ = probe->host_stats().bytes;
+    ASSERT_GT(form_bytes_, 0);
   }
 
   static std::string Task(int i) { return "task" + std::to_string(i); }
@@ -88,7 +90,7 @@ class AdapterCacheTest : public ::testing::Test {
   std::unique_ptr<model::BertEncoder> encoder_;
   std::unique_ptr<storage::Database> db_;
   CountingObserver observer_;
-  int64_t file_bytes_ = 0;
+  int64_t form_bytes_ = 0;
   int64_t device_bytes_ = 0;
 };
 
@@ -108,7 +110,7 @@ TEST_F(AdapterCacheTest, HitAfterMissReturnsTheSameAdapter) {
   EXPECT_EQ(explicit_version.get(), first.get());
   EXPECT_EQ(cache->device_stats().entries, 1);
   EXPECT_EQ(cache->device_stats().bytes, device_bytes_);
-  EXPECT_EQ(cache->host_stats().bytes, file_bytes_);
+  EXPECT_EQ(cache->host_stats().bytes, form_bytes_);
 }
 
 TEST_F(AdapterCacheTest, DeviceTierEvictsLeastRecentlyUsedByBytes) {
@@ -134,8 +136,8 @@ TEST_F(AdapterCacheTest, DeviceTierEvictsLeastRecentlyUsedByBytes) {
 }
 
 TEST_F(AdapterCacheTest, HostTierEvictsLeastRecentlyUsedByBytes) {
-  // Host tier fits two files; the device tier caches nothing.
-  ASSERT_OK_AND_ASSIGN(auto cache, MakeCache(file_bytes_ * 5 / 2, 0));
+  // Host tier fits two serving forms; the device tier caches nothing.
+  ASSERT_OK_AND_ASSIGN(auto cache, MakeCache(form_bytes_ * 5 / 2, 0));
   for (int i = 0; i < 3; ++i) ASSERT_OK(cache->Get("acme", Task(i), 1).status());
   EXPECT_EQ(observer_.evictions(CacheTier::kHost), 1);
   EXPECT_EQ(cache->host_stats().entries, 2);

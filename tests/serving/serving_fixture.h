@@ -116,6 +116,7 @@ class CountingObserver : public ServingObserver {
   void OnCacheMiss(CacheTier tier) override { ++misses_[static_cast<int>(tier)]; }
   void OnCacheEviction(CacheTier tier) override { ++evictions_[static_cast<int>(tier)]; }
   void OnLoad(CacheTier tier, double) override { ++loads_[static_cast<int>(tier)]; }
+  void OnServingForm(ServingFormEvent event) override { ++serving_forms_[static_cast<int>(event)]; }
 
   int64_t hits(CacheTier t) const { return hits_[static_cast<int>(t)]; }
   int64_t misses(CacheTier t) const { return misses_[static_cast<int>(t)]; }
@@ -123,6 +124,8 @@ class CountingObserver : public ServingObserver {
   // kHost loads are RocksDB reads; kDevice loads are deserialisations.
   int64_t loads(CacheTier t) const { return loads_[static_cast<int>(t)]; }
   int64_t dropped(DropReason r) const { return dropped_[static_cast<int>(r)]; }
+  // Loads from RocksDB that did `e` with a serving form.
+  int64_t serving_forms(ServingFormEvent e) const { return serving_forms_[static_cast<int>(e)]; }
   std::vector<BatchStats> batches() const {
     absl::MutexLock lock(&mu_);
     return batches_;
@@ -136,6 +139,7 @@ class CountingObserver : public ServingObserver {
  private:
   std::atomic<int64_t> hits_[2] = {0, 0}, misses_[2] = {0, 0}, evictions_[2] = {0, 0}, loads_[2] = {0, 0};
   std::atomic<int64_t> dropped_[2] = {0, 0};
+  std::atomic<int64_t> serving_forms_[5] = {0, 0, 0, 0, 0};
   mutable absl::Mutex mu_;  // protects batches_
   std::vector<BatchStats> batches_ ABSL_GUARDED_BY(mu_);
 };

@@ -275,6 +275,24 @@ void MixedSlab(benchmark::State& state, MixedStrategy strategy) {
   for (auto _ : state) batch();
   SetCounters(state);
 }
+// Writing one task into a slab slot (what a cold load adds to the decode:
+// AdapterSlab::Store), the slot given back after each write.
+void BM_SlabStore(benchmark::State& state) {
+  Fixture& f = GetFixture(DTypeArg(state.range(0)));
+  c10::InferenceMode guard;
+  auto slab = AdapterSlab::Create(f.encoder->config(),
+                                  {.capacity = 1, .bottleneck = g_cfg.bottleneck, .dtype = f.encoder->dtype()});
+  Check(slab.status());
+  auto cast = f.sets[0]->Clone(at::kCPU, f.encoder->dtype());
+  Check(cast.status());
+  state.counters["launching_ops"] =
+      static_cast<double>(Total(CountLaunchingOps([&] { Check((*slab)->Store(**cast).status()); })));
+  for (auto _ : state) {
+    auto stored = (*slab)->Store(**cast);
+    Check(stored.status());
+  }
+}
+
 void BM_MixedSlabSegments(benchmark::State& state) { MixedSlab(state, MixedStrategy::kSegments); }
 void BM_MixedSlabGather(benchmark::State& state) { MixedSlab(state, MixedStrategy::kGatherBmm); }
 
@@ -360,6 +378,7 @@ BENCHMARK(adapterd::model::BM_MixedSegments)->Arg(0)->Arg(1)->Unit(benchmark::kM
 BENCHMARK(adapterd::model::BM_MixedGatherBmm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_MixedSlabSegments)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_MixedSlabGather)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(adapterd::model::BM_SlabStore)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(adapterd::model::BM_Tokenize)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(adapterd::model::BM_DtypeCalibration)->Iterations(3)->Unit(benchmark::kMillisecond);
 

@@ -640,8 +640,15 @@ class LoadGen {
     PrintPercentiles("cold adapter load, host tier", host);
 
     // The parts alone, on the same tasks.
-    std::vector<double> form_read, form_decode, host_decode, file_read, file_parse;
+    std::vector<double> form_read, form_decode, host_decode, slab_store, file_read, file_parse;
     const model::BertEncoder& e = *m_->encoder;
+    // The slot write a load through a cache with a slab adds (AdapterSlab::Store).
+    std::shared_ptr<model::AdapterSlab> slab;
+    if (f_.slab_bottleneck > 0) {
+      auto created = model::AdapterSlab::Create(
+          m_->config, {.capacity = 1, .bottleneck = f_.slab_bottleneck, .device = e.device(), .dtype = e.dtype()});
+      if (created.ok()) slab = *std::move(created);
+    }
     for (int i = 0; i < f_.cold_loads; ++i) {
       const absl::Time a = absl::Now();
       auto form = db_->adapters().GetCurrentServingForm("default", task(i));
@@ -662,6 +669,10 @@ class LoadGen {
       form_read.push_back(absl::ToDoubleMilliseconds(b - a));
       form_decode.push_back(absl::ToDoubleMilliseconds(c - b));
       host_decode.push_back(absl::ToDoubleMilliseconds(d - c));
+      if (slab != nullptr) {
+        const absl::Time s0 = absl::Now();
+        if (slab->Store(**verified).ok()) slab_store.push_back(absl::ToDoubleMilliseconds(absl::Now() - s0));
+      }
     }
     for (int i = 0; i < f_.cold_loads; ++i) {
       const absl::Time a = absl::Now();
@@ -678,6 +689,7 @@ class LoadGen {
     PrintPercentiles("  serving form: RocksDB read (checksums off)", form_read);
     PrintPercentiles("  serving form: XXH3 + decode", form_decode);
     PrintPercentiles("  serving form: decode alone (host tier)", host_decode);
+    PrintPercentiles("  resident slab: the slot's write", slab_store);
     PrintPercentiles("  adapter file: RocksDB read (checksums on)", file_read);
     PrintPercentiles("  adapter file: parse + convert", file_parse);
   }

@@ -85,7 +85,7 @@ struct Flags {
   // The server's defaults (ServerOptions), not the engine's smaller ones.
   int64_t host_cache_bytes = int64_t{4} << 30;
   int64_t device_cache_bytes = int64_t{1} << 30;
-  int64_t slab_bottleneck = 64;
+  int64_t slab_bottleneck = -1;
   int64_t split_overhead_tokens = -1;
   int threads = 0;
   int max_batch_size = 32;
@@ -245,7 +245,7 @@ int ParseFlags(int argc, char** argv, Flags& f) {
   app.add_option("--device_cache_bytes", f.device_cache_bytes, "in-process engine's device tier (adapterd's default)")
       ->capture_default_str();
   app.add_option("--adapter_slab_bottleneck", f.slab_bottleneck,
-                 "in-process engine's resident slab (adapterd's default; 0 = none)")
+                 "in-process engine's resident slab (adapterd's default, -1: 64 on CUDA, none on CPU; 0 = none)")
       ->capture_default_str();
   app.add_option("--split_overhead_tokens", f.split_overhead_tokens,
                  "in-process engine: the price of one more forward per batch in tokens (-1: the device's default; "
@@ -644,9 +644,10 @@ class LoadGen {
     const model::BertEncoder& e = *m_->encoder;
     // The slot write a load through a cache with a slab adds (AdapterSlab::Store).
     std::shared_ptr<model::AdapterSlab> slab;
-    if (f_.slab_bottleneck > 0) {
+    if (f_.slab_bottleneck != 0) {
+      const int64_t width = f_.slab_bottleneck > 0 ? f_.slab_bottleneck : f_.bottleneck;
       auto created = model::AdapterSlab::Create(
-          m_->config, {.capacity = 1, .bottleneck = f_.slab_bottleneck, .device = e.device(), .dtype = e.dtype()});
+          m_->config, {.capacity = 1, .bottleneck = width, .device = e.device(), .dtype = e.dtype()});
       if (created.ok()) slab = *std::move(created);
     }
     for (int i = 0; i < f_.cold_loads; ++i) {

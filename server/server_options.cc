@@ -47,8 +47,8 @@ absl::Status ServerOptions::Validate() const {
   if (storage.min_free_disk_bytes < 0) return bad("--min_free_disk_bytes must be >= 0");
   if (grpc.max_message_bytes < (1 << 16)) return bad("--max_message_bytes must be at least 65536");
   if (serving.device_cache_bytes < 0 || serving.host_cache_bytes < 0) return bad("cache budgets must be >= 0");
-  if (serving.slab_bottleneck < 0 || serving.slab_bottleneck > 4096) {
-    return bad("--adapter_slab_bottleneck must be in [0, 4096]");
+  if (serving.slab_bottleneck < -1 || serving.slab_bottleneck > 4096) {
+    return bad("--adapter_slab_bottleneck must be in [0, 4096], or -1 (the device's default)");
   }
   if (tenancy.defaults.max_tasks < 1 || tenancy.defaults.max_queued_jobs < 1 ||
       tenancy.defaults.max_texts_per_predict < 1 || tenancy.defaults.max_dataset_bytes < 1) {
@@ -237,7 +237,8 @@ void AddServingAndTrainingFlags(CLI::App& app, ServerOptions::Serving& s, Server
     app.add_option("--device_cache_bytes", s.device_cache_bytes, "Byte budget of the device adapter tier");
     app.add_option("--host_cache_bytes", s.host_cache_bytes, "Byte budget of the host adapter tier");
     app.add_option("--adapter_slab_bottleneck", s.slab_bottleneck,
-                   "Widest adapter bottleneck the device tier's resident slab holds (0 = no slab)");
+                   "Widest adapter bottleneck the device tier's resident slab holds (0 = no slab; -1 = 64 on "
+                   "CUDA, no slab on a CPU)");
     app.add_option("--pin", s.pinned_tasks,
                    "tenant/task_id whose device-tier adapter is never evicted (repeat or comma-separate)")
         ->delimiter(',');

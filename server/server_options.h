@@ -71,12 +71,13 @@ struct ServerOptions {
   struct Serving {
     int64_t device_cache_bytes = 1ll << 30;  // device-tier adapter budget
     int64_t host_cache_bytes = 4ll << 30;    // host-tier adapter budget
-    int64_t slab_bottleneck = 64;            // widest bottleneck the resident slab holds; 0 = no slab
-    int max_batch_size = 32;                 // rows per forward pass
-    int64_t max_queue_delay_us = 2000;       // longest wait to fill a batch
-    int max_windows_per_text = 64;           // token tagging and QA windows of one Predict text
-    int max_rows_per_predict = 2048;         // rows one Predict plans, all texts together
-    double training_share = 0.2;             // minimum device share of training while jobs wait
+    int64_t slab_bottleneck =
+        -1;                   // widest bottleneck the resident slab holds; 0 = no slab, -1 = 64 on CUDA, none on CPU
+    int max_batch_size = 32;  // rows per forward pass
+    int64_t max_queue_delay_us = 2000;  // longest wait to fill a batch
+    int max_windows_per_text = 64;      // token tagging and QA windows of one Predict text
+    int max_rows_per_predict = 2048;    // rows one Predict plans, all texts together
+    double training_share = 0.2;        // minimum device share of training while jobs wait
     // Tasks whose device-tier adapters are never evicted, as
     // "tenant/task_id" ("default/<task>" on a single-tenant server). Pinned
     // bytes count against --device_cache_bytes.

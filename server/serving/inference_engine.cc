@@ -103,6 +103,9 @@ absl::StatusOr<std::unique_ptr<InferenceEngine>> InferenceEngine::Create(Options
   if (options.max_windows_per_text < 1 || options.max_rows_per_request < 1) {
     return absl::InvalidArgumentError("max_windows_per_text and max_rows_per_request must be at least 1");
   }
+  if (options.slab_bottleneck < -1) {
+    return absl::InvalidArgumentError("slab_bottleneck must be >= 0 (or -1: the device's default)");
+  }
   if (options.split_overhead_tokens < -1) {
     return absl::InvalidArgumentError("split_overhead_tokens must be >= 0 (or -1: the device's default)");
   }
@@ -122,7 +125,9 @@ absl::StatusOr<std::unique_ptr<InferenceEngine>> InferenceEngine::Create(Options
   co.db = o.db;
   co.host_budget_bytes = o.host_cache_bytes;
   co.device_budget_bytes = o.device_cache_bytes;
-  co.slab_bottleneck = o.slab_bottleneck;
+  co.slab_bottleneck = o.slab_bottleneck >= 0          ? o.slab_bottleneck
+                       : o.encoder->device().is_cuda() ? kCudaSlabBottleneck
+                                                       : 0;
   co.observer = o.observer;
   ASSIGN_OR_RETURN(engine->cache_, AdapterCache::Create(std::move(co)));
 

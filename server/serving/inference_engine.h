@@ -88,8 +88,12 @@ class InferenceEngine {
     int64_t host_cache_bytes = int64_t{256} << 20;
     int64_t device_cache_bytes = int64_t{256} << 20;
     // The device tier's resident slab: the widest bottleneck it holds
-    // (AdapterCache::Options::slab_bottleneck; 0: no slab).
-    int64_t slab_bottleneck = 64;
+    // (AdapterCache::Options::slab_bottleneck; 0: no slab). -1: the
+    // device's, kCudaSlabBottleneck on CUDA, where mixed batches gather
+    // from it, and none on a CPU, whose mixed batches run by segments and
+    // gain nothing from it while a cold load pays its slot write
+    // (docs/PERFORMANCE.md, "The resident slab and shape buckets").
+    int64_t slab_bottleneck = -1;
     // DynamicBatcher settings.
     int64_t max_batch_size = 32;
     int64_t max_queue_delay_us = 2000;
@@ -130,6 +134,8 @@ class InferenceEngine {
   // wake-ups, on a GPU about a thousand kernel launches.
   static constexpr int64_t kCpuSplitOverheadTokens = 64;
   static constexpr int64_t kCudaSplitOverheadTokens = 4096;
+  // The slab's width on CUDA: the default bottleneck of a training job.
+  static constexpr int64_t kCudaSlabBottleneck = 64;
 
   // INVALID_ARGUMENT for missing dependencies or out-of-range options.
   static absl::StatusOr<std::unique_ptr<InferenceEngine>> Create(Options options);

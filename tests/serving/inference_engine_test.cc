@@ -116,16 +116,24 @@ TEST_F(InferenceEngineTest, RowsAreIndependentInsideMixedTaskBatches) {
   }
   // One forward for the whole batch (a forward priced above any padding),
   // or a forward per length (a free forward: no padding at all).
-  for (auto [strategy, overhead] : {std::pair{model::MixedStrategy::kGatherBmm, int64_t{1} << 30},
-                                    {model::MixedStrategy::kSegments, int64_t{1} << 30},
-                                    {model::MixedStrategy::kGatherBmm, int64_t{0}},
-                                    {model::MixedStrategy::kSegments, int64_t{0}}}) {
-    SCOPED_TRACE(absl::StrCat("strategy ", static_cast<int>(strategy), " overhead ", overhead));
+  // With the adapters resident in a slab (slab 16: the tasks' m is 8) or
+  // not (0: a CPU's default).
+  struct Case {
+    model::MixedStrategy strategy;
+    int64_t overhead, slab;
+  };
+  constexpr int64_t kOneForward = int64_t{1} << 30;
+  for (const auto& [strategy, overhead, slab] :
+       {Case{model::MixedStrategy::kGatherBmm, kOneForward, 0}, Case{model::MixedStrategy::kSegments, kOneForward, 0},
+        Case{model::MixedStrategy::kGatherBmm, 0, 0}, Case{model::MixedStrategy::kSegments, 0, 0},
+        Case{model::MixedStrategy::kGatherBmm, kOneForward, 16}, Case{model::MixedStrategy::kSegments, 0, 16}}) {
+    SCOPED_TRACE(absl::StrCat("strategy ", static_cast<int>(strategy), " overhead ", overhead, " slab ", slab));
     CountingObserver observer;
     InferenceEngine::Options o = BaseOptions();
     o.observer = &observer;
     o.strategy = strategy;
     o.split_overhead_tokens = overhead;
+    o.slab_bottleneck = slab;
     o.max_batch_size = 6;             // exactly the rows below ...
     o.max_queue_delay_us = kForever;  // ... so they form one batch
     ASSERT_OK_AND_ASSIGN(auto engine, InferenceEngine::Create(std::move(o)));
@@ -136,6 +144,7 @@ TEST_F(InferenceEngineTest, RowsAreIndependentInsideMixedTaskBatches) {
           [&, t] { results[static_cast<size_t>(t)] = engine->Predict(Request(t, texts[static_cast<size_t>(t)])); });
     }
     for (std::thread& th : threads) th.join();
+    EXPECT_EQ(engine->cache().slab() != nullptr, slab > 0);
     const std::vector<BatchStats> batches = observer.batches();
     ASSERT_EQ(batches.size(), 1u);
     EXPECT_EQ(batches[0].rows, 6);

@@ -125,7 +125,7 @@ absl::Status AdapterStore::PutServingForm(std::string_view tenant, std::string_v
   RETURN_IF_ERROR(FromRocks(wb.Put(db_->handle(ColumnFamily::kAdapters),
                                    keys::AdapterServingForm(tenant, task_id, version), rocksdb::Slice(bytes)),
                             "build write batch"));
-  return db_->Write(&wb, /*wal=*/false);
+  return db_->Write(&wb, /*sync=*/false);
 }
 
 absl::Status AdapterStore::DeleteServingForm(std::string_view tenant, std::string_view task_id, int64_t version) {

@@ -76,7 +76,7 @@ class AdapterStore {
   // a recreated task may hold another version of that number) and with
   // NOT_FOUND when the task no longer lists the version; otherwise the
   // database's write errors (RESOURCE_EXHAUSTED, FAILED_PRECONDITION when
-  // closed, ...). Written past the WAL: a crash may lose it (it is rebuilt).
+  // closed, ...). Logged, not synced: a crash may lose it (it is rebuilt).
   absl::Status PutServingForm(std::string_view tenant, std::string_view task_id, int64_t version,
                               std::string_view bytes, uint64_t epoch);
   // Removes version `version`'s serving form (a corrupt one), if any.

@@ -447,7 +447,7 @@ absl::StatusOr<std::string> Database::ListPage(ColumnFamily cf, const std::strin
   return last_key.substr(prefix.size());
 }
 
-absl::Status Database::Write(rocksdb::WriteBatch* batch, bool wal) {
+absl::Status Database::Write(rocksdb::WriteBatch* batch, bool sync) {
   RETURN_IF_ERROR(CheckOpen());
   const std::string context = absl::StrCat("write to database '", path_, "'");
   const std::optional<SpaceHold> hold = HoldSpace(static_cast<int64_t>(batch->GetDataSize()), "write");
@@ -465,8 +465,7 @@ absl::Status Database::Write(rocksdb::WriteBatch* batch, bool wal) {
     resume_needed_ = false;
   }
   rocksdb::WriteOptions wo;
-  wo.sync = sync_writes_ && wal;
-  wo.disableWAL = !wal;
+  wo.sync = sync_writes_ && sync;
   // RocksDB commits concurrent writes as a group: one writer copies the
   // others' batches into its own and inserts them all, handed over through
   // RocksDB's lock-free write queue. ThreadSanitizer cannot see that queue

@@ -252,9 +252,11 @@ class Database {
   // The one write path. A write that fails with an I/O error (a full disk)
   // leaves RocksDB read-only (its background error); the next Write first
   // asks RocksDB to Resume(), so writes work again as soon as space returns,
-  // without a restart. Reads go on throughout. `wal` false writes past the
-  // WAL, unsynced (derived data only: a crash may lose it, never half of it).
-  absl::Status Write(rocksdb::WriteBatch* batch, bool wal = true);
+  // without a restart. Reads go on throughout. `sync` false logs the write
+  // in the WAL without waiting for the disk (derived data only: a crash may
+  // lose it, never half of it). Not past the WAL: a WAL-less write makes
+  // closing the database flush its memtable.
+  absl::Status Write(rocksdb::WriteBatch* batch, bool sync = true);
 
   absl::Status InitSchema();
   absl::Status LoadQueueSeq();

@@ -635,8 +635,8 @@ void MeasureThroughput(const Flags& f, Models& m, c10::Device device) {
       "mixed_segments", std::max(2, f.iters / 2), [&] { return enc.Forward(input, **stack, mixed, seg); }, flops_m);
   // What the serving engine pays per batch: the batch's stack, then the
   // forward. From the tasks' own tensors every batch copies every task's
-  // adapters (the engine before issue 46); from the resident slab
-  // (AdapterSlab, what the device tier holds now) only the heads.
+  // adapters (without a slab); from the resident slab
+  // (AdapterSlab, what the device tier holds on CUDA) only the heads.
   auto slab =
       AdapterSlab::Create(config, {.capacity = f.tasks, .bottleneck = f.bottleneck, .device = device, .dtype = dtype});
   if (!slab.ok()) return Fail("g1 slab", slab.status());

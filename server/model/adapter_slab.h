@@ -27,7 +27,7 @@
 // A mixed batch whose tasks all live in one slab is gathered straight from
 // the slab by slot (AdapterStack::Create sees the leases): no per-batch stack
 // of the tasks' weights and no per-task operator, whatever the number of
-// tasks (bench/model_bench's BM_MixedSlab counts the operators).
+// tasks (bench/model_bench's BM_MixedSlabGather counts the operators).
 //
 // Memory: the tensors are allocated once, at Create, with at::empty: on a CPU
 // the pages of slots never written are not resident; on CUDA the whole slab

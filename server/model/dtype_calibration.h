@@ -1,6 +1,6 @@
 // Which dtype computes the encoder faster on this machine, measured: the
 // start-up calibration behind `--dtype auto` on CPUs with native bf16 dot
-// products (docs/PERFORMANCE.md, "`--dtype auto` measures"; issue 46).
+// products (docs/PERFORMANCE.md, "`--dtype auto` measures").
 //
 // A CPU flag does not settle it: on a 2-core AMD EPYC with AVX512-BF16 a bf16
 // encoder serves 2.1x fp32's throughput, while on an Intel Xeon with the same

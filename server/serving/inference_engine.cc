@@ -81,6 +81,13 @@ absl::StatusOr<std::vector<std::vector<float>>> RowOutputs(const model::EncoderO
   });
 }
 
+// An option whose -1 means "the device's": `chosen` when set (>= 0), else
+// the encoder's device's default.
+int64_t DeviceDefault(int64_t chosen, const model::BertEncoder& encoder, int64_t on_cuda, int64_t on_cpu) {
+  if (chosen >= 0) return chosen;
+  return encoder.device().is_cuda() ? on_cuda : on_cpu;
+}
+
 BatchRow RowOf(std::span<const int32_t> ids, std::span<const int32_t> types) {
   BatchRow row;
   row.input_ids.assign(ids.begin(), ids.end());
@@ -125,9 +132,7 @@ absl::StatusOr<std::unique_ptr<InferenceEngine>> InferenceEngine::Create(Options
   co.db = o.db;
   co.host_budget_bytes = o.host_cache_bytes;
   co.device_budget_bytes = o.device_cache_bytes;
-  co.slab_bottleneck = o.slab_bottleneck >= 0          ? o.slab_bottleneck
-                       : o.encoder->device().is_cuda() ? kCudaSlabBottleneck
-                                                       : 0;
+  co.slab_bottleneck = DeviceDefault(o.slab_bottleneck, *o.encoder, kCudaSlabBottleneck, 0);
   co.observer = o.observer;
   ASSIGN_OR_RETURN(engine->cache_, AdapterCache::Create(std::move(co)));
 
@@ -162,9 +167,8 @@ absl::StatusOr<std::unique_ptr<InferenceEngine>> InferenceEngine::Create(Options
 
 InferenceEngine::InferenceEngine(Options options)
     : options_(std::move(options)),
-      split_overhead_tokens_(options_.split_overhead_tokens >= 0    ? options_.split_overhead_tokens
-                             : options_.encoder->device().is_cuda() ? kCudaSplitOverheadTokens
-                                                                    : kCpuSplitOverheadTokens) {}
+      split_overhead_tokens_(DeviceDefault(options_.split_overhead_tokens, *options_.encoder, kCudaSplitOverheadTokens,
+                                           kCpuSplitOverheadTokens)) {}
 
 InferenceEngine::~InferenceEngine() { Shutdown(); }
 

@@ -1,4 +1,4 @@
-// --dtype auto as a server runs it (issue 46): on a CPU with native bf16 it
+// --dtype auto as a server runs it: on a CPU with native bf16 it
 // times fp32 against bf16 on the loaded encoder, exports both timings on
 // /metrics (adapterd_dtype_calibration_seconds) and serves the dtype the rule
 // picks from them (adapterd_model_info's dtype); nothing is measured where

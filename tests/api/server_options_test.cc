@@ -172,7 +172,7 @@ TEST(ServerOptions, DtypeAutoServesWhatIsMeasuredFasterOnCpusWithNativeBf16) {
   ASSERT_TRUE(d.calibration.has_value());
   EXPECT_EQ(d.calibration->bf16_seconds_per_row, 1e-3);
   EXPECT_EQ(fast.calls, 1);
-  // bf16 slower (the Xeon of issue 46, 0.61x), or faster within the margin:
+  // bf16 slower (an AVX512-BF16 Xeon without AMX, 0.61x), or faster within the margin:
   // fp32, though the CPU has the flag.
   FakeCalibration slow{.fp32 = 6.1e-3, .bf16 = 10e-3};
   d = Resolve("auto", "cpu", "avx512_bf16", slow.Get());

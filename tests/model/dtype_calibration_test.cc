@@ -35,7 +35,7 @@ TEST(DtypeRule, Bf16OnlyWhenItIsClearlyFaster) {
   // The AMD EPYC of docs/PERFORMANCE.md: bf16 about 2.1x fp32.
   EXPECT_DOUBLE_EQ(Timings(2.1e-3, 1e-3).Bf16Speedup(), 2.1);
   EXPECT_EQ(ChooseFasterDtype(Timings(2.1e-3, 1e-3)), "bf16");
-  // The Xeon of issue 46: bf16 at 0.61x fp32.
+  // An Intel Xeon with AVX512-BF16 and no AMX: bf16 at 0.61x fp32.
   EXPECT_EQ(ChooseFasterDtype(Timings(6.1e-3, 10e-3)), "fp32");
   // Faster, but within the margin: not worth bf16's accuracy cost.
   EXPECT_EQ(ChooseFasterDtype(Timings(1.05e-3, 1e-3)), "fp32");

@@ -242,6 +242,9 @@ TEST_F(KindTrainingTest, MultiLabelAndRegressionLearnTheirTargets) {
   // examples (measured: 0.98 and 0.95).
   EXPECT_GE(ml.best_epoch.validation.micro_f1, 0.9);
   EXPECT_GT(ml.best_epoch.validation.exact_match, 0.8);
+  // Regression is learned within a few epochs (measured: Spearman 0.94 and
+  // Pearson 0.93 by the fourth, 0.95 by the eighth); multi-label takes ~25.
+  hp.epochs = 8;
   ASSERT_OK_AND_ASSIGN(TrainingResult reg, Train(*encoder_, *tokenizer_, regression, hp));
   const model::Standardization& s = reg.best->config().target;
   EXPECT_GT(s.mean, 10);

@@ -4,6 +4,8 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <deque>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -223,29 +225,88 @@ absl::StatusOr<PredictResult> InferenceEngine::Predict(const PredictRequest& req
                    cache_->Get(request.tenant, request.task_id, request.version));
   RETURN_IF_ERROR(ServingKindOf(adapter->set->config().kind).CheckRequest(request));
 
-  // Planning and decoding allocate per text: out of memory there is this
-  // request's RESOURCE_EXHAUSTED (GuardTorch), never an escaped exception.
-  std::vector<BatchRow> rows;
-  ASSIGN_OR_RETURN(const std::vector<TextRows> plan,
-                   model::GuardTorch("planning the request's rows", [&] { return PlanRows(request, adapter, rows); }));
-  auto pending = std::make_shared<PendingRequest>(static_cast<int64_t>(rows.size()));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    rows[i].adapter = adapter;
-    rows[i].deadline = request.deadline;
-    rows[i].request = pending;
-    rows[i].index = static_cast<int64_t>(i);
-    rows[i].tenant_weight = request.tenant_weight;
+  // The request's rows: counted (and bounded) before any is queued, then
+  // planned and queued a few texts at a time, each text decoded as soon as
+  // its rows are done. Planning and decoding allocate per text: out of memory
+  // there is this request's RESOURCE_EXHAUSTED (GuardTorch), never an escaped
+  // exception.
+  ASSIGN_OR_RETURN(const std::vector<size_t> rows_per_text,
+                   model::GuardTorch("counting the request's rows", [&] { return CountRows(request, *adapter); }));
+  return model::GuardTorch("planning, queueing and decoding the request's rows",
+                           [&] { return PlanRunAndDecode(request, adapter, rows_per_text); });
+}
+
+int64_t InferenceEngine::rows_in_flight_per_request() const {
+  return (int64_t{options_.max_inflight_batches} + 1) * options_.max_batch_size;
+}
+
+int64_t InferenceEngine::queued_rows() const { return batcher_->queued_rows(); }
+
+absl::StatusOr<PredictResult> InferenceEngine::PlanRunAndDecode(const PredictRequest& request,
+                                                                const std::shared_ptr<const LoadedAdapter>& adapter,
+                                                                const std::vector<size_t>& rows_per_text) {
+  const model::AdapterConfig& config = adapter->set->config();
+  const ServingKind& kind = ServingKindOf(config.kind);
+  const int32_t len = config.window_length(options_.max_seq_len);
+  const auto most_windows = static_cast<size_t>(options_.max_windows_per_text);
+  const size_t n = request.texts.size();
+  int64_t total = 0;
+  for (size_t r : rows_per_text) total += static_cast<int64_t>(r);
+  auto pending = std::make_shared<PendingRequest>(total);
+  const int64_t window = rows_in_flight_per_request();
+
+  PredictResult result;
+  result.version = adapter->version;
+  result.kind = config.kind;
+  result.labels = adapter->labels;
+  result.texts.reserve(n);
+  std::deque<TextRows> planned;  // queued, not yet decoded, in text order
+  size_t next = 0;               // the next text to plan
+  int64_t queued = 0;            // rows handed to the batcher
+  while (result.texts.size() < n) {
+    // Plan and queue texts while this request's unfinished rows stay within
+    // the window (a text longer than the window goes alone).
+    std::vector<BatchRow> rows;
+    while (next < n) {
+      const int64_t unfinished = queued + static_cast<int64_t>(rows.size()) - pending->finished();
+      if (unfinished > 0 && unfinished + static_cast<int64_t>(rows_per_text[next]) > window) break;
+      TextRows& text = planned.emplace_back(kind.Plan(*tokenizer_, config, request, next, len, most_windows));
+      if (text.windows.size() != rows_per_text[next]) {
+        return absl::InternalError(absl::StrCat("text ", next, " planned as ", text.windows.size(),
+                                                " rows after counting ", rows_per_text[next]));
+      }
+      text.first_row = static_cast<size_t>(queued) + rows.size();
+      for (const model::SlidingWindow& w : text.windows) {
+        BatchRow& row = rows.emplace_back(RowOf(w.input_ids, w.token_type_ids));
+        row.adapter = adapter;
+        row.deadline = request.deadline;
+        row.request = pending;
+        row.index = queued + static_cast<int64_t>(rows.size()) - 1;
+        row.tenant_weight = request.tenant_weight;
+      }
+      ++next;
+    }
+    if (!rows.empty()) {
+      queued += static_cast<int64_t>(rows.size());
+      RETURN_IF_ERROR(batcher_->Enqueue(std::move(rows)));
+    }
+    // Until the oldest queued text's rows are done, or the next text fits.
+    const TextRows& oldest = planned.front();
+    const int64_t fits_at =
+        next < n ? queued + static_cast<int64_t>(rows_per_text[next]) - window : std::numeric_limits<int64_t>::max();
+    RETURN_IF_ERROR(pending->WaitForRowsOrFinished(static_cast<int64_t>(oldest.first_row),
+                                                   static_cast<int64_t>(oldest.windows.size()), fits_at));
+    while (!planned.empty()) {
+      const TextRows& text = planned.front();
+      std::optional<std::vector<std::vector<float>>> outputs =
+          pending->TakeIfDone(static_cast<int64_t>(text.first_row), static_cast<int64_t>(text.windows.size()));
+      if (!outputs.has_value()) break;
+      const std::vector<std::span<const float>> windows(outputs->begin(), outputs->end());
+      result.texts.push_back(kind.Decode(request, config, text, result.texts.size(), windows));
+      planned.pop_front();
+    }
   }
-  RETURN_IF_ERROR(batcher_->Enqueue(std::move(rows)));
-  ASSIGN_OR_RETURN(std::vector<std::vector<float>> outputs, pending->Wait());
-  return model::GuardTorch("decoding the request's results", [&]() -> absl::StatusOr<PredictResult> {
-    PredictResult result;
-    result.version = adapter->version;
-    result.kind = adapter->set->config().kind;
-    result.labels = adapter->labels;
-    Decode(request, *adapter, plan, outputs, result);
-    return result;
-  });
+  return result;
 }
 
 bool InferenceEngine::healthy() const {
@@ -275,47 +336,36 @@ void InferenceEngine::NoteBatchOutcome(const absl::Status& status) {
   }
 }
 
-absl::StatusOr<std::vector<TextRows>> InferenceEngine::PlanRows(const PredictRequest& request,
-                                                                const std::shared_ptr<const LoadedAdapter>& adapter,
-                                                                std::vector<BatchRow>& rows) const {
-  const model::AdapterConfig& config = adapter->set->config();
+absl::StatusOr<std::vector<size_t>> InferenceEngine::CountRows(const PredictRequest& request,
+                                                               const LoadedAdapter& adapter) const {
+  const model::AdapterConfig& config = adapter.set->config();
   const ServingKind& kind = ServingKindOf(config.kind);
   // The task's trained window, within the server's longest row.
   const int32_t len = config.window_length(options_.max_seq_len);
   const auto most_windows = static_cast<size_t>(options_.max_windows_per_text);
-  std::vector<TextRows> plan;
-  plan.reserve(request.texts.size());
+  std::vector<size_t> rows_per_text;
+  rows_per_text.reserve(request.texts.size());
+  size_t total = 0;
   for (size_t k = 0; k < request.texts.size(); ++k) {
-    TextRows& text = plan.emplace_back(kind.Plan(*tokenizer_, config, request, k, len, most_windows));
-    text.first_row = rows.size();
+    // Planned to be counted, then dropped: the plan is made again when the
+    // text's turn to be queued comes (a pure function of its arguments).
+    const TextRows text = kind.Plan(*tokenizer_, config, request, k, len, most_windows);
     if (text.windows.size() > most_windows) {
       return absl::InvalidArgumentError(
           absl::StrCat("text ", k, " (", text.pieces.ids.size(), " word pieces", std::string(kind.windowed_what()),
                        ") needs more than ", most_windows, " windows of ", len,
                        " tokens; the limit is --max_windows_per_text (", most_windows, "): send shorter texts"));
     }
-    if (rows.size() + text.windows.size() > static_cast<size_t>(options_.max_rows_per_request)) {
+    if (total + text.windows.size() > static_cast<size_t>(options_.max_rows_per_request)) {
       return absl::InvalidArgumentError(
           absl::StrCat("the request needs more than ", options_.max_rows_per_request,
                        " rows (texts and their windows); the limit is --max_rows_per_predict (",
                        options_.max_rows_per_request, "): send fewer or shorter texts"));
     }
-    for (const model::SlidingWindow& w : text.windows) rows.push_back(RowOf(w.input_ids, w.token_type_ids));
+    total += text.windows.size();
+    rows_per_text.push_back(text.windows.size());
   }
-  return plan;
-}
-
-void InferenceEngine::Decode(const PredictRequest& request, const LoadedAdapter& adapter,
-                             const std::vector<TextRows>& plan, const std::vector<std::vector<float>>& outputs,
-                             PredictResult& result) {
-  const model::AdapterConfig& config = adapter.set->config();
-  const ServingKind& kind = ServingKindOf(config.kind);
-  for (size_t k = 0; k < plan.size(); ++k) {
-    const TextRows& text = plan[k];
-    std::vector<std::span<const float>> windows;
-    for (size_t w = 0; w < text.windows.size(); ++w) windows.emplace_back(outputs[text.first_row + w]);
-    result.texts.push_back(kind.Decode(request, config, text, k, windows));
-  }
+  return rows_per_text;
 }
 
 void InferenceEngine::RunBatch(std::vector<BatchRow>& batch) {

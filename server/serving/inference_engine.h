@@ -2,9 +2,12 @@
 // (docs/ARCHITECTURE.md, "server/serving"). It owns the adapter cache, the dynamic batcher and
 // the device executor:
 //
-//   Predict -> validate -> AdapterCache::Get -> the kind's rows -> DynamicBatcher
+//   Predict -> validate -> AdapterCache::Get -> count the kind's rows (the
+//           limits) -> plan a few texts' rows -> DynamicBatcher
 //           -> DeviceExecutor (one mixed-task forward per batch) -> each row's
-//              outputs -> the kind's decoding per text
+//              outputs -> the kind's decoding per text, as its rows finish
+//           -> plan the next texts (rows_in_flight_per_request() bounds
+//              the request's rows queued or computing at once)
 //
 // Rows per text, by the task's kind (docs/ARCHITECTURE.md, "Task kinds"):
 // one (truncated to max_seq_len) for the kinds that read the pooled vector;
@@ -51,6 +54,7 @@
 #ifndef ADAPTERD_SERVER_SERVING_INFERENCE_ENGINE_H_
 #define ADAPTERD_SERVER_SERVING_INFERENCE_ENGINE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -104,7 +108,7 @@ class InferenceEngine {
     // Admission of one Predict (docs/API.md, "Limits"): the windows one
     // text of a token tagging or QA task may need, and the rows of the
     // whole request; past either, INVALID_ARGUMENT naming it, before any
-    // row is queued.
+    // row is queued (rows are counted first, then planned in turn).
     int max_windows_per_text = 64;
     int64_t max_rows_per_request = 2048;
     // DeviceExecutor settings.
@@ -155,6 +159,16 @@ class InferenceEngine {
   // the first batch that succeeds makes it true again.
   bool healthy() const;
 
+  // The most rows of one Predict that are queued or computing at once:
+  // (max_inflight_batches + 1) * max_batch_size, enough to fill every batch
+  // in flight and the next. A request's rows are planned and queued within
+  // it, a text at a time (a text of more rows goes alone), and each text is
+  // decoded once its rows are done, so a request holds its planned rows and
+  // outputs for about this many rows, not for all of them.
+  int64_t rows_in_flight_per_request() const;
+  // Rows waiting in the batcher (for metrics and tests).
+  int64_t queued_rows() const;
+
   // For the JobRunner's run_on_device and for metrics.
   DeviceExecutor& executor() { return *executor_; }
   // For Invalidate after promotions and deletes, and Pin/Unpin.
@@ -169,13 +183,15 @@ class InferenceEngine {
   absl::StatusOr<std::vector<std::vector<float>>> ComputeBatch(const std::vector<BatchRow*>& rows, absl::Time now);
   // Counts batches failed for lack of memory (health, on_health).
   void NoteBatchOutcome(const absl::Status& status);
-  // How each text of `request` becomes rows for `adapter`'s kind, and how
-  // its rows' outputs become its result (inference_engine.cc).
-  absl::StatusOr<std::vector<TextRows>> PlanRows(const PredictRequest& request,
+  // Each text's rows for `adapter`'s kind, in text order: INVALID_ARGUMENT
+  // past max_windows_per_text or max_rows_per_request.
+  absl::StatusOr<std::vector<size_t>> CountRows(const PredictRequest& request, const LoadedAdapter& adapter) const;
+  // Plans the texts' rows, queues them within rows_in_flight_per_request(),
+  // and decodes each text once its rows are done (Predict's work, run under
+  // GuardTorch).
+  absl::StatusOr<PredictResult> PlanRunAndDecode(const PredictRequest& request,
                                                  const std::shared_ptr<const LoadedAdapter>& adapter,
-                                                 std::vector<BatchRow>& rows) const;
-  static void Decode(const PredictRequest& request, const LoadedAdapter& adapter, const std::vector<TextRows>& plan,
-                     const std::vector<std::vector<float>>& outputs, PredictResult& result);
+                                                 const std::vector<size_t>& rows_per_text);
 
   const Options options_;
   const int64_t split_overhead_tokens_;

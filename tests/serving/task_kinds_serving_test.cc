@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 #include <thread>
 
@@ -244,6 +245,60 @@ TEST_F(KindServingTest, AMixedBatchOfAllFiveKindsGivesEachRowItsResultAlone) {
       SCOPED_TRACE(Name(kind));
       ASSERT_OK(mixed[kind].status());
       ExpectSameResult(*mixed[kind], alone[kind]);
+    }
+  }
+}
+
+// A request's rows are planned and queued a few texts at a time: with
+// max_batch_size 2 and one batch in flight, at most (1 + 1) * 2 = 4 of its
+// rows are queued or computing at once, so while one of its batches computes
+// at most 3 wait in the batcher; a QA context of 8 windows, more than the
+// window, goes alone (at most 7 waiting then). Queueing every row at once
+// left 7 of the pooled kinds' 9 rows waiting, and 38 - 2 of QA's. Each text
+// decodes to what it gets alone.
+TEST_F(KindServingTest, ARequestsRowsAreQueuedWithinItsWindowAndEachTextDecodesAsAlone) {
+  for (TaskKind kind : kKinds) {
+    SCOPED_TRACE(Name(kind));
+    PredictRequest many = Request(kind);
+    const std::string text = many.texts[0];
+    many.texts.assign(9, text);
+    if (kind == TaskKind::kExtractiveQa) {
+      many.text_pairs.assign(9, many.text_pairs[0]);  // 3 windows each ...
+      many.text_pairs[4] = testing::Text(5, 44);      // ... and one of 8
+    }
+    std::vector<PredictResult> alone;
+    {
+      ASSERT_OK_AND_ASSIGN(auto engine, InferenceEngine::Create(Options()));
+      for (size_t k = 0; k < many.texts.size(); ++k) {
+        PredictRequest one = many;
+        one.texts = {many.texts[k]};
+        if (!many.text_pairs.empty()) one.text_pairs = {many.text_pairs[k]};
+        ASSERT_OK_AND_ASSIGN(alone.emplace_back(), engine->Predict(one));
+      }
+    }
+    InferenceEngine::Options o = Options();
+    o.max_batch_size = 2;
+    o.max_inflight_batches = 1;
+    const InferenceEngine* engine_ptr = nullptr;
+    std::atomic<int64_t> most_waiting{0};
+    std::atomic<int> batches{0};
+    o.before_batch_for_testing = [&] {
+      ++batches;
+      int64_t waiting = engine_ptr->queued_rows();
+      int64_t most = most_waiting.load();
+      while (waiting > most && !most_waiting.compare_exchange_weak(most, waiting)) {
+      }
+    };
+    ASSERT_OK_AND_ASSIGN(auto engine, InferenceEngine::Create(std::move(o)));
+    engine_ptr = engine.get();
+    EXPECT_EQ(engine->rows_in_flight_per_request(), 4);
+    ASSERT_OK_AND_ASSIGN(PredictResult result, engine->Predict(many));
+    EXPECT_LE(most_waiting.load(), kind == TaskKind::kExtractiveQa ? 7 : 3);
+    EXPECT_GE(batches.load(), kind == TaskKind::kExtractiveQa ? 16 : 5);
+    ASSERT_EQ(result.texts.size(), many.texts.size());
+    for (size_t k = 0; k < many.texts.size(); ++k) {
+      SCOPED_TRACE(k);
+      ExpectSameText(result.texts[k], alone[k].texts[0]);
     }
   }
 }

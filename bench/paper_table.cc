@@ -222,6 +222,11 @@ struct RunArgs {
   int threads = 0;
   int64_t max_runs = 0;
   std::string shard = "0/1";  // K/N
+  // fp32, or bf16: every method but full fine-tuning trains on a bf16 copy
+  // of the encoder (mixed precision: server/training/trainer.h); the test
+  // split is evaluated on the fp32 encoder either way, so rows of the two
+  // differ only in how they trained. bf16 rows' keys end in "/bf16".
+  std::string training_dtype = "fp32";
 };
 
 absl::StatusOr<std::pair<int, int>> ParseShard(const std::string& text) {
@@ -253,6 +258,19 @@ absl::Status Run(const RunArgs& a) {
   ASSIGN_OR_RETURN(const auto shard, ParseShard(a.shard));
   model::SetComputeThreads(a.threads);
   ASSIGN_OR_RETURN(model::LoadedModel m, model::LoadBertModel(a.model_dir, {.max_seq_len = a.max_seq_len}));
+  if (a.training_dtype != "fp32" && a.training_dtype != "bf16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--training_dtype must be fp32 or bf16, not \"", a.training_dtype, "\""));
+  }
+  const bool bf16 = a.training_dtype == "bf16";
+  model::LoadedModel reduced;
+  if (bf16) {
+    if (std::find(a.methods.begin(), a.methods.end(), "full") != a.methods.end()) {
+      return absl::InvalidArgumentError("--training_dtype bf16 trains every method but full fine-tuning");
+    }
+    ASSIGN_OR_RETURN(reduced,
+                     model::LoadBertModel(a.model_dir, {.dtype = at::kBFloat16, .max_seq_len = a.max_seq_len}));
+  }
   ASSIGN_OR_RETURN(std::vector<nlohmann::json> done_rows, ReadResults(a.results));
   ASSIGN_OR_RETURN(const std::string results_model, ModelOfResults(done_rows, a.results));
   if (!results_model.empty() && results_model != m.fingerprint) {
@@ -279,13 +297,13 @@ absl::Status Run(const RunArgs& a) {
               std::none_of(a.lrs.begin(), a.lrs.end(), [&](double x) { return std::abs(x - lr) <= 1e-9 * lr; })) {
             continue;
           }
-          const std::string key = RunKey(d, method.name, lr, epochs, a.seed);
+          const std::string key = RunKey(d, method.name, lr, epochs, a.seed) + (bf16 ? "/bf16" : "");
           if (++index % shard.second != shard.first || done.count(key)) continue;
           if (a.max_runs > 0 && runs >= a.max_runs) return absl::OkStatus();
           ++runs;
           const Split& split = data[d];
           std::unique_ptr<model::BertEncoder> owned;
-          const model::BertEncoder* encoder = m.encoder.get();
+          const model::BertEncoder* encoder = bf16 ? reduced.encoder.get() : m.encoder.get();
           if (method.parts == TrainableParts::kFullFineTune) {
             ASSIGN_OR_RETURN(owned, FreshEncoder(a.model_dir, m.config, /*trainable=*/true));
             encoder = owned.get();
@@ -331,8 +349,9 @@ absl::Status Run(const RunArgs& a) {
               for (size_t i = 0; i < now.size(); ++i) now[i].copy_(best_weights[i]);
             }));
           }
-          ASSIGN_OR_RETURN(const training::Evaluation test,
-                           training::Evaluate(*encoder, *m.tokenizer, *result.best, split.test, a.max_seq_len));
+          ASSIGN_OR_RETURN(
+              const training::Evaluation test,
+              training::Evaluate(bf16 ? *m.encoder : *encoder, *m.tokenizer, *result.best, split.test, a.max_seq_len));
           const auto figures = [](const training::Evaluation& e) {
             return nlohmann::json{
                 {"loss", e.loss}, {"accuracy", e.accuracy},       {"micro_f1", e.micro_f1}, {"macro_f1", e.macro_f1},
@@ -354,6 +373,7 @@ absl::Status Run(const RunArgs& a) {
               {"lr", lr},
               {"epochs", epochs},
               {"seed", a.seed},
+              {"training_dtype", a.training_dtype},
               {"best_epoch", result.best_epoch.epoch},
               {"validation_accuracy", result.best_epoch.validation.accuracy},
               {"validation_loss", result.best_epoch.validation.loss},
@@ -514,6 +534,8 @@ int Main(int argc, char** argv) {
   run->add_option("--max_seq_len", ra.max_seq_len, "tokens per example")->capture_default_str();
   run->add_option("--threads", ra.threads, "LibTorch threads (0 = one per hardware thread)");
   run->add_option("--max_runs", ra.max_runs, "stop after N new runs (0 = all)");
+  run->add_option("--training_dtype", ra.training_dtype, "fp32, or bf16 (mixed precision; not with full)")
+      ->capture_default_str();
   run->add_option("--shard", ra.shard, "K/N: run every N-th configuration from the K-th (0-based)")
       ->capture_default_str();
   ReportArgs pa;

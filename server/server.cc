@@ -83,8 +83,9 @@ absl::StatusOr<c10::ScalarType> ParseDtype(const std::string& s) {
 }
 
 // Loads the serving encoder at the resolved --dtype and --residual_stream
-// (both logged with their reason) and, when it is not fp32, the fp32 copy
-// training needs into p.training_model. Returns what the model-info metric
+// (both logged with their reason) and, when it is not fp32 and
+// --training_dtype is fp32, the fp32 copy training then needs into
+// p.training_model. Returns what the model-info metric
 // reports. --dtype auto on a CPU with native bf16 loads the fp32 encoder
 // first and times fp32 against bf16 on its first layer (dtype_calibration.h);
 // that encoder then serves (fp32 chosen) or trains (bf16), so measuring costs
@@ -131,7 +132,10 @@ absl::StatusOr<ModelInfo> LoadModels(const ServerOptions& o, Server::Parts& p) {
     info.dtype_calibration_seconds = {{"fp32", serving_dtype.calibration->fp32_seconds_per_row},
                                       {"bf16", serving_dtype.calibration->bf16_seconds_per_row}};
   }
-  if (dtype != c10::kFloat) {
+  // An fp32 copy for training (--training_dtype fp32); with
+  // --training_dtype serving the serving encoder trains (p.training_model
+  // stays empty).
+  if (dtype != c10::kFloat && o.training.dtype == "fp32") {
     if (fp32.encoder) {
       p.training_model = std::move(fp32);
     } else {
@@ -141,6 +145,11 @@ absl::StatusOr<ModelInfo> LoadModels(const ServerOptions& o, Server::Parts& p) {
     }
     info.encoder_bytes += p.training_model.encoder->NumParameters() * 4;
   }
+  LOG(INFO) << "training dtype "
+            << (dtype == c10::kFloat || o.training.dtype == "fp32"
+                    ? "fp32"
+                    : absl::StrCat(serving_dtype.dtype, " products, fp32 parameters (mixed precision)"))
+            << " (--training_dtype " << o.training.dtype << ")";
   return info;
 }
 

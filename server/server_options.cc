@@ -36,6 +36,14 @@ absl::Status ServerOptions::Validate() const {
   if (serving.max_rows_per_predict < 1) return bad("--max_rows_per_predict must be at least 1");
   if (serving.training_share < 0 || serving.training_share > 1) return bad("--training_share must be in [0, 1]");
   if (training.micro_batch < 1) return bad("--training_micro_batch must be >= 1");
+  if (training.dtype != "fp32" && training.dtype != "serving") {
+    return bad(absl::StrCat("--training_dtype must be fp32 or serving, not '", training.dtype, "'"));
+  }
+  if (training.dtype == "serving" && model.dtype == "fp16") {
+    return bad(
+        "--training_dtype serving needs an fp32 or bf16 serving dtype: fp16 training needs loss scaling, which "
+        "adapterd does not do");
+  }
   for (const std::string& p : serving.pinned_tasks) {
     const size_t slash = p.find('/');
     if (slash == std::string::npos || slash == 0 || slash + 1 == p.size() ||
@@ -255,6 +263,9 @@ void AddServingAndTrainingFlags(CLI::App& app, ServerOptions::Serving& s, Server
   FlagGroup(app, "Training", [&] {
     app.add_option("--training_micro_batch", t.micro_batch,
                    "Rows per training micro-batch: Predict batches run between micro-batches");
+    app.add_option("--training_dtype", t.dtype,
+                   "fp32: train on an fp32 encoder (a copy when serving is bf16 or fp16); serving: train on the "
+                   "serving encoder in its dtype (mixed precision, no copy)");
     app.add_option("--max_queued_jobs_total", t.max_queued_jobs_total, "Jobs waiting across all tenants");
     app.add_option("--max_dataset_examples", t.max_dataset_examples, "Most examples a training job may use");
   });

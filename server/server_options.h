@@ -57,7 +57,7 @@ struct ServerOptions {
   struct Model {
     std::string model_dir;       // HuggingFace BERT directory (required)
     std::string device = "cpu";  // cpu | cuda | cuda:N
-    std::string dtype = "auto";  // auto | fp32 | bf16 | fp16 (serving; training is fp32)
+    std::string dtype = "auto";  // auto | fp32 | bf16 | fp16 (serving; training: Training::dtype)
     // auto on a CPU with native bf16: measure fp32 against bf16 at start-up
     // (ResolveServingDtype); false = bf16 there without measuring.
     bool dtype_calibration = true;
@@ -86,6 +86,12 @@ struct ServerOptions {
 
   struct Training {
     int micro_batch = 8;  // rows per training micro-batch (latency bound for Predict)
+    // fp32: an fp32 encoder trains (the serving one, or an fp32 copy when
+    // serving is bf16 or fp16). serving: the serving encoder trains in its
+    // dtype, mixed precision when that is bf16 or fp16 (fp32 adapters,
+    // LayerNorms, head and optimiser state; server/training/trainer.h), and
+    // no copy is loaded.
+    std::string dtype = "fp32";
     int max_queued_jobs_total = 1024;
     int64_t max_dataset_examples = 1000000;
   } training;

@@ -49,9 +49,10 @@ JobManager::Validator MakeJobValidator(storage::Database* db, const model::BertT
 class JobRunner {
  public:
   struct Options {
-    JobManager* jobs = nullptr;                   // not owned
-    storage::Database* db = nullptr;              // not owned
-    const model::BertEncoder* encoder = nullptr;  // not owned, fp32
+    JobManager* jobs = nullptr;       // not owned
+    storage::Database* db = nullptr;  // not owned
+    // Not owned; fp32, or bf16 for mixed-precision training (trainer.h).
+    const model::BertEncoder* encoder = nullptr;
     const model::BertTokenizer* tokenizer = nullptr;
     Hyperparameters defaults;
     int keep_versions = 2;

@@ -65,13 +65,20 @@ absl::StatusOr<Evaluation> EvaluateRows(const model::BertEncoder& encoder, const
   double loss_sum = 0;
   RETURN_IF_ERROR(model::GuardTorch("evaluate", [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
+    // fp32 parameters on a reduced-precision encoder (mixed-precision
+    // training): evaluated as that encoder serves them, in its dtype.
+    std::unique_ptr<model::AdapterSet> cast;
+    if (set.dtype() != encoder.dtype()) {
+      ASSIGN_OR_RETURN(cast, set.Clone(encoder.device(), encoder.dtype()));
+    }
+    const model::AdapterSet& run = cast != nullptr ? *cast : set;
     for (size_t start = 0; start < data.rows.size(); start += static_cast<size_t>(batch_size)) {
       std::vector<size_t> rows;
       for (size_t i = start; i < std::min(data.rows.size(), start + static_cast<size_t>(batch_size)); ++i) {
         rows.push_back(i);
       }
       const Batch batch = MakeBatch(data, rows, config.kind, pad_id, encoder.device());
-      ASSIGN_OR_RETURN(model::EncoderOutput out, encoder.Forward(batch.input, set));
+      ASSIGN_OR_RETURN(model::EncoderOutput out, encoder.Forward(batch.input, run));
       const at::Tensor logits = HeadLogits(out, config.kind, k).to(at::kFloat);
       ASSIGN_OR_RETURN(at::Tensor loss, head.Loss(logits, batch.targets));
       loss_sum += loss.item<double>() * static_cast<double>(rows.size());

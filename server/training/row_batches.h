@@ -33,7 +33,9 @@ Batch MakeBatch(const RowSet& set, std::span<const size_t> rows, model::TaskKind
 at::Tensor HeadLogits(const model::EncoderOutput& out, model::TaskKind kind, int64_t outputs);
 
 // Runs `set` over every row of `data` (no gradients) and scores the
-// examples (ScoreRows), with the head's mean loss over rows.
+// examples (ScoreRows), with the head's mean loss over rows. A set in
+// another dtype than the encoder's (fp32 parameters of a bf16 encoder's
+// training) runs as a copy in the encoder's dtype.
 absl::StatusOr<Evaluation> EvaluateRows(const model::BertEncoder& encoder, const model::AdapterSet& set,
                                         const model::Head& head, const RowSet& data, int32_t pad_id, int batch_size);
 

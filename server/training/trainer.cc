@@ -145,6 +145,12 @@ class TrainingRun {
   absl::Status EndEpoch(int epoch, double seconds, int64_t examples_this_run);
   absl::Status Checkpoint();
   void SetLearningRate(double lr);
+  // What the forward reads on a reduced-precision (bf16, fp16) encoder:
+  // the fp32 parameters cast to the encoder's dtype by differentiable
+  // casts, so the products run in that dtype and the gradients reach the
+  // fp32 parameters the optimiser keeps (mixed precision). Null on an fp32
+  // encoder: the forward reads the parameters themselves.
+  absl::StatusOr<std::unique_ptr<AdapterSet>> WorkingSet() const;
 
   const BertEncoder& encoder_;
   const Hyperparameters& hp_;
@@ -278,6 +284,13 @@ absl::Status TrainingRun::Checkpoint() {
   return hooks_.on_checkpoint(state_);
 }
 
+absl::StatusOr<std::unique_ptr<AdapterSet>> TrainingRun::WorkingSet() const {
+  if (encoder_.dtype() == set_->dtype()) return nullptr;
+  std::vector<at::Tensor> cast;
+  for (const auto& [name, t] : set_->Named()) cast.push_back(t.to(encoder_.dtype()));
+  return AdapterSet::FromNamedOrder(encoder_.config(), set_->config(), std::move(cast));
+}
+
 void TrainingRun::SetLearningRate(double lr) {
   for (auto& group : optimizer_->param_groups()) {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
@@ -296,7 +309,9 @@ absl::Status TrainingRun::Step(const std::vector<size_t>& order, int64_t b) {
                                    order.begin() + static_cast<std::ptrdiff_t>(std::min(end, m + micro_)));
     auto micro_batch = [&]() -> absl::Status {
       const Batch batch = MakeBatch(train_set_, rows, config_.kind, tokenizer_->pad_id(), device_);
-      ASSIGN_OR_RETURN(model::EncoderOutput out, encoder_.Forward(batch.input, *set_, {.train = true}));
+      ASSIGN_OR_RETURN(const std::unique_ptr<AdapterSet> working, WorkingSet());
+      const AdapterSet& run = working != nullptr ? *working : *set_;
+      ASSIGN_OR_RETURN(model::EncoderOutput out, encoder_.Forward(batch.input, run, {.train = true}));
       ASSIGN_OR_RETURN(at::Tensor loss,
                        head_->Loss(HeadLogits(out, config_.kind, head_->num_outputs()), batch.targets));
       loss = loss * (static_cast<double>(rows.size()) / batch_rows);
@@ -388,7 +403,13 @@ absl::StatusOr<TrainingResult> Train(const BertEncoder& encoder, const BertToken
                                      const TrainingData& data, const Hyperparameters& hp, const TrainerHooks& hooks,
                                      const TrainerState* resume) {
   RETURN_IF_ERROR(hp.Validate());
-  if (encoder.dtype() != at::kFloat) return absl::InvalidArgumentError("training needs an fp32 encoder");
+  // fp16 would need loss scaling, which the trainer does not do.
+  if (encoder.dtype() != at::kFloat && encoder.dtype() != at::kBFloat16) {
+    return absl::InvalidArgumentError("training needs an fp32 or bf16 encoder");
+  }
+  if (encoder.dtype() != at::kFloat && hp.trainable == TrainableParts::kFullFineTune) {
+    return absl::InvalidArgumentError("full fine-tuning (a baseline) needs an fp32 encoder");
+  }
   if ((hp.trainable == TrainableParts::kFullFineTune) != encoder.trainable()) {
     return absl::InvalidArgumentError(
         "full fine-tuning needs a trainable encoder, and a trainable encoder is only for full fine-tuning");

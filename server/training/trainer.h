@@ -11,6 +11,17 @@
 // parameters (the kind's SelectionMetric, ties broken by lower loss) are
 // the result.
 //
+// Precision: on an fp32 encoder everything is fp32. On a bf16 encoder
+// (--training_dtype serving on a bf16 server) training is mixed precision:
+// the frozen encoder's products, forward and backward, run in bf16 (its
+// residual stream and LayerNorms as the encoder serves them), while the
+// trained parameters and AdamW's moments stay fp32; each micro-batch's
+// forward reads differentiable bf16 casts of them, so gradients reach the
+// fp32 parameters. No gradient is ever made for a frozen weight (the
+// products' backward computes only the input's: cpu_kernels.h). The
+// result is an fp32 set either way. fp16 encoders are refused (no loss
+// scaling), as is full fine-tuning on anything but fp32.
+//
 // Determinism: with the same inputs, hyperparameters and seed, CPU training
 // is bit-reproducible, and resuming from any checkpoint reproduces the same
 // final parameters as an uninterrupted run. Data order is a function of
@@ -98,12 +109,13 @@ struct TrainingData {
   std::vector<std::string> labels;
 };
 
-// Trains on `encoder` (which must be fp32) and returns the best epoch's
-// parameters. `resume` continues from a checkpoint of the same job.
+// Trains on `encoder` (fp32, or bf16 for mixed precision: above) and
+// returns the best epoch's parameters, in fp32. `resume` continues from a checkpoint of the same job.
 // A regression task's standardisation comes from its training split; an
 // extractive QA task's windows from `hp` (its no-answer rule from whether
 // any training example has no answer).
-// Errors: INVALID_ARGUMENT (bad hyperparameters, unknown label, empty data),
+// Errors: INVALID_ARGUMENT (bad hyperparameters, unknown label, empty data,
+// an fp16 encoder, full fine-tuning on a bf16 one),
 // CANCELLED (hooks.cancelled), ABORTED (hooks.preempted, after a
 // checkpoint), or what a hook returned.
 absl::StatusOr<TrainingResult> Train(const model::BertEncoder& encoder, const model::BertTokenizer& tokenizer,

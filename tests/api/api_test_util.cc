@@ -84,6 +84,21 @@ grpc::Status Upload(v1::Adapterd::Stub& stub, const std::vector<v1::UploadDatase
   return writer->Finish();
 }
 
+v1::CreateTrainingJobRequest SmallJob(const std::string& request_id, const std::string& task_id,
+                                      const std::string& dataset_id) {
+  v1::CreateTrainingJobRequest req;
+  req.set_request_id(request_id);
+  req.set_task_id(task_id);
+  req.add_dataset_ids(dataset_id);
+  v1::Hyperparameters& hp = *req.mutable_hyperparameters();
+  hp.set_epochs(3);
+  hp.set_batch_size(16);
+  hp.set_learning_rate(3e-3);
+  hp.set_max_seq_len(32);
+  hp.set_bottleneck_size(16);
+  return req;
+}
+
 absl::StatusOr<v1::TrainingJob> TrainToEnd(v1::Adapterd::Stub& stub, const v1::CreateTrainingJobRequest& req,
                                            const std::string& api_key) {
   v1::TrainingJob job;

@@ -39,6 +39,10 @@ std::unique_ptr<grpc::ClientContext> Ctx(const std::string& api_key = "");
 
 grpc::Status Upload(v1::Adapterd::Stub& stub, const std::vector<v1::UploadDatasetRequest>& msgs, v1::Dataset* out,
                     const std::string& api_key = "");
+// A job training `task_id` on `dataset_id` with the tests' small
+// hyperparameters: 3 epochs, batch 16, lr 3e-3, 32 tokens, m = 16.
+v1::CreateTrainingJobRequest SmallJob(const std::string& request_id, const std::string& task_id,
+                                      const std::string& dataset_id);
 // Creates a job and watches it to its end; returns the final job.
 absl::StatusOr<v1::TrainingJob> TrainToEnd(v1::Adapterd::Stub& stub, const v1::CreateTrainingJobRequest& req,
                                            const std::string& api_key = "");

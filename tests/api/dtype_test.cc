@@ -22,6 +22,7 @@
 namespace adapterd::testing {
 namespace {
 
+using ::adapterd::testing::StatusIs;
 using ::testing::HasSubstr;
 
 constexpr char kFp32Series[] = "adapterd_dtype_calibration_seconds{dtype=\"fp32\"}";
@@ -97,6 +98,47 @@ TEST_F(DtypeTest, AnExplicitDtypeOrCalibrationOffMeasuresNothing) {
   EXPECT_FALSE(SampleValue(metrics, kFp32Series).has_value());
   EXPECT_EQ(ServedDtype(metrics), CurrentFastBf16Feature().empty() ? "fp32" : "bf16");
   EXPECT_THAT(metrics, HasSubstr("# TYPE adapterd_dtype_calibration_seconds gauge"));
+}
+
+// --training_dtype serving on a bf16 server: no fp32 copy of the encoder is
+// loaded (the encoder's memory is a third of what --training_dtype fp32
+// holds: 2 bytes a weight against 2 + 4), a job trains on the bf16 encoder
+// (mixed precision) to SUCCEEDED, and its task serves. fp16 is refused at
+// start-up (no loss scaling).
+TEST_F(DtypeTest, TrainingInTheServingDtypeLoadsNoFp32CopyAndTrains) {
+  constexpr char kEncoderBytes[] = "adapterd_device_memory_bytes{device=\"cpu\",kind=\"encoder\"}";
+  const std::optional<double> with_copy = SampleValue(Scrape([](ServerOptions& o) {
+                                                        o.model.dtype = "bf16";
+                                                        o.training.dtype = "fp32";
+                                                      }),
+                                                      kEncoderBytes);
+  ServerOptions o = TestServerOptions(dir_.Sub("data"), dir_.Sub("model"));
+  o.model.dtype = "bf16";
+  o.training.dtype = "serving";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Server> server, Server::Start(o));
+  ASSERT_OK_AND_ASSIGN(HttpResponse m, HttpGet(server->metrics_port(), "/metrics", absl::Seconds(30)));
+  const std::optional<double> without = SampleValue(m.body, kEncoderBytes);
+  ASSERT_TRUE(with_copy.has_value());
+  ASSERT_TRUE(without.has_value()) << m.body;
+  EXPECT_DOUBLE_EQ(*with_copy, 3 * *without);
+
+  auto stub = NewStub(server->grpc_port());
+  v1::Dataset ds;
+  ASSERT_TRUE(Upload(*stub, PresenceUpload("presence", 160, 7, 11, 4), &ds).ok());
+  ASSERT_OK_AND_ASSIGN(v1::TrainingJob job, TrainToEnd(*stub, SmallJob("train-bf16", "task-bf16", "presence")));
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.error_message();
+  v1::PredictRequest predict;
+  predict.set_task_id("task-bf16");
+  predict.add_texts("w7 w1 w2");
+  v1::PredictResponse resp;
+  auto ctx = Ctx();
+  ASSERT_TRUE(stub->Predict(ctx.get(), predict, &resp).ok());
+  ASSERT_EQ(resp.predictions_size(), 1);
+  server.reset();
+
+  o.model.dtype = "fp16";
+  EXPECT_THAT(Server::Start(o).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fp16 training needs loss scaling")));
 }
 
 }  // namespace

@@ -229,6 +229,19 @@ TEST(ServerOptions, ResidualStreamAutoIsTheServingDtypeOnCudaAndFp32OnCpus) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("auto, fp32 or serving")));
 }
 
+TEST(ServerOptions, TrainingDtypeIsFp32OrTheServingDtypeButNeverFp16) {
+  int code = -1;
+  ASSERT_OK_AND_ASSIGN(ServerOptions o, Parse({"--model_dir", "/m"}, &code));
+  EXPECT_EQ(o.training.dtype, "fp32");  // the default
+  ASSERT_OK_AND_ASSIGN(o, Parse({"--model_dir", "/m", "--dtype", "bf16", "--training_dtype", "serving"}, &code));
+  EXPECT_EQ(o.training.dtype, "serving");
+  EXPECT_THAT(Parse({"--model_dir", "/m", "--training_dtype", "bf16"}, &code).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fp32 or serving, not 'bf16'")));
+  EXPECT_THAT(Parse({"--model_dir", "/m", "--dtype", "fp16", "--training_dtype", "serving"}, &code).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fp16 training needs loss scaling")));
+  ASSERT_OK(Parse({"--model_dir", "/m", "--dtype", "fp16"}, &code).status());  // fp32 training beside it
+}
+
 // Secure by default: both ports bind to loopback until configured otherwise,
 // and TLS files come in the documented combinations only.
 TEST(ServerOptions, PortsBindToLoopbackByDefaultAndTlsFlagsComeTogether) {

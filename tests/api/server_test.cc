@@ -42,16 +42,7 @@ class ServerTest : public ::testing::Test {
     // One trained task shared by the tests below.
     v1::Dataset ds;
     ASSERT_TRUE(Upload(*stub_, PresenceUpload("presence", 160, 7, 11, 8), &ds).ok());
-    v1::CreateTrainingJobRequest req;
-    req.set_request_id("train-a");
-    req.set_task_id("task-a");
-    req.add_dataset_ids("presence");
-    req.mutable_hyperparameters()->set_epochs(3);
-    req.mutable_hyperparameters()->set_batch_size(16);
-    req.mutable_hyperparameters()->set_learning_rate(3e-3);
-    req.mutable_hyperparameters()->set_max_seq_len(32);
-    req.mutable_hyperparameters()->set_bottleneck_size(16);
-    auto job = TrainToEnd(*stub_, req);
+    auto job = TrainToEnd(*stub_, SmallJob("train-a", "task-a", "presence"));
     ASSERT_OK(job.status());
     ASSERT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->error_message();
     job_a_ = new v1::TrainingJob(*job);
@@ -380,15 +371,7 @@ TEST_F(ServerTest, AJobsKindIsTheTasksAndReadsItsDatasetAsThatKind) {
 }
 
 TEST_F(ServerTest, CreateIsIdempotentOnRequestId) {
-  v1::CreateTrainingJobRequest req;
-  req.set_request_id("train-a");
-  req.set_task_id("task-a");
-  req.add_dataset_ids("presence");
-  req.mutable_hyperparameters()->set_epochs(3);
-  req.mutable_hyperparameters()->set_batch_size(16);
-  req.mutable_hyperparameters()->set_learning_rate(3e-3);
-  req.mutable_hyperparameters()->set_max_seq_len(32);
-  req.mutable_hyperparameters()->set_bottleneck_size(16);
+  v1::CreateTrainingJobRequest req = SmallJob("train-a", "task-a", "presence");
   v1::TrainingJob again;
   auto ctx = Ctx();
   ASSERT_TRUE(stub_->CreateTrainingJob(ctx.get(), req, &again).ok());

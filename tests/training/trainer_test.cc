@@ -193,6 +193,49 @@ TEST_F(TrainerTest, TrainingLeavesTheEncoderAndOtherTasksUntouched) {
   EXPECT_TRUE(BitEqual(a_out.logits, a_out2.logits));
 }
 
+// Mixed precision: on a bf16 encoder the frozen products run in bf16 while
+// the adapters, LayerNorms, head and AdamW moments stay fp32 (the forward
+// reads differentiable bf16 casts of them). The result is an fp32 set that
+// learns the task as fp32 training does, the same for a seed, and no
+// gradient is ever made for a frozen weight: every encoder tensor ends with
+// no grad, unchanged. Full fine-tuning (a baseline) refuses such an encoder.
+TEST_F(TrainerTest, MixedPrecisionOnABf16EncoderLearnsWithFp32ParametersAndNoFrozenGradients) {
+  model::BertEncoder::Options opts;
+  opts.fingerprint = encoder_->fingerprint();
+  opts.dtype = at::kBFloat16;
+  ASSERT_OK_AND_ASSIGN(auto bf16, model::BertEncoder::Create(encoder_->config(), encoder_->weights(), opts));
+  std::map<std::string, at::Tensor> before;
+  for (const auto& [name, t] : bf16->weights().Named()) before[name] = t.clone();
+  Hyperparameters hp = FastHp();
+  hp.epochs = 20;
+  hp.bottleneck_size = 32;
+  hp.seed = 2;
+  ASSERT_OK_AND_ASSIGN(TrainingResult result, Train(*bf16, *tokenizer_, data_, hp));
+  EXPECT_EQ(result.best->dtype(), at::kFloat);
+  // The fp32 run of this configuration (LearnsASyntheticTask... above)
+  // holds it to 0.75; measured here: 0.85 in bf16.
+  EXPECT_GE(result.best_epoch.validation.accuracy, 0.75);
+  EXPECT_GT(result.best_epoch.validation.macro_f1, 0.7);
+  for (const auto& [name, t] : bf16->weights().Named()) {
+    EXPECT_EQ(t.scalar_type(), at::kBFloat16) << name;
+    EXPECT_FALSE(t.requires_grad()) << name;
+    EXPECT_FALSE(t.grad().defined()) << name;
+    EXPECT_TRUE(BitEqual(t, before[name])) << name;
+  }
+  // The result serves on the bf16 encoder as evaluated during training.
+  ASSERT_OK_AND_ASSIGN(Evaluation eval, Evaluate(*bf16, *tokenizer_, *result.best, data_.validation, 32));
+  EXPECT_DOUBLE_EQ(eval.accuracy, result.best_epoch.validation.accuracy);
+  // Deterministic for a seed, as fp32 training is.
+  hp.epochs = 2;
+  ASSERT_OK_AND_ASSIGN(TrainingResult a, Train(*bf16, *tokenizer_, data_, hp));
+  ASSERT_OK_AND_ASSIGN(TrainingResult b, Train(*bf16, *tokenizer_, data_, hp));
+  auto na = a.best->Named(), nb = b.best->Named();
+  for (size_t i = 0; i < na.size(); ++i) EXPECT_TRUE(BitEqual(na[i].second, nb[i].second)) << na[i].first;
+  hp.trainable = TrainableParts::kFullFineTune;
+  EXPECT_THAT(Train(*bf16, *tokenizer_, data_, hp),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs an fp32 encoder")));
+}
+
 TEST_F(TrainerTest, BaselinesTrainOnlyTheirParts) {
   Hyperparameters hp = FastHp();
   hp.epochs = 1;

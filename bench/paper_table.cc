@@ -225,7 +225,8 @@ struct RunArgs {
   // fp32, or bf16: every method but full fine-tuning trains on a bf16 copy
   // of the encoder (mixed precision: server/training/trainer.h); the test
   // split is evaluated on the fp32 encoder either way, so rows of the two
-  // differ only in how they trained. bf16 rows' keys end in "/bf16".
+  // differ only in how they trained (bf16 rows also record the test figure
+  // on the bf16 encoder). bf16 rows' keys end in "/bf16".
   std::string training_dtype = "fp32";
 };
 
@@ -386,6 +387,13 @@ absl::Status Run(const RunArgs& a) {
               {"seconds", seconds},
               {"threads", at::get_num_threads()}};
           if (split.kind == TaskKind::kSequenceClassification) row["test_majority"] = MajorityRate(split.test);
+          if (bf16) {
+            // The same adapters on the encoder they trained on, as a server
+            // with --training_dtype serving serves them.
+            ASSIGN_OR_RETURN(const training::Evaluation served,
+                             training::Evaluate(*encoder, *m.tokenizer, *result.best, split.test, a.max_seq_len));
+            row["test_metric_on_training_encoder"] = training::SelectionMetric(split.kind, served);
+          }
           const std::string line = row.dump() + "\n";  // one write: shards share the file
           out.write(line.data(), static_cast<std::streamsize>(line.size()));
           out.flush();

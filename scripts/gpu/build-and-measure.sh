@@ -13,7 +13,7 @@
 #   c2_trained.json   C2 on the pretrained default encoder, a task trained there
 #                     (and again with a bf16 residual stream: summary.txt)
 #   c3.json           C3: transformers' BertModel + PyTorch adapters vs adapterd
-#   training.log      G5: adapter training vs full fine-tuning (training_bench)
+#   training.log      G5: adapter training (fp32 and bf16) vs full fine-tuning (training_bench)
 #   loadgen.log       G3 (cold loads), G6 (gRPC server / in-process), mixed/single
 #                     (the server's log stays in /tmp; its tail goes to run.log)
 #   summary.txt       the RESULT lines of every stage (the anchor's too: transformers'
@@ -240,9 +240,9 @@ if want trained && enough 90; then
   fi
 fi
 
-if want training && enough 120; then
-  stage "G5: adapter training vs full fine-tuning, BERT-large geometry, fp32, batch 32 x 128"
-  timeout "$(limit 120)" "$BIN/bench/training_bench" --preset=large --batch=32 --seq=128 --steps=12 --device=cuda \
+if want training && enough 150; then
+  stage "G5: adapter training (fp32, and bf16 mixed precision) vs full fine-tuning, BERT-large geometry, batch 32 x 128"
+  timeout "$(limit 150)" "$BIN/bench/training_bench" --preset=large --batch=32 --seq=128 --steps=12 --device=cuda \
     > "$OUT/training.log" 2>&1 || failed training
   tail -12 "$OUT/training.log"
   if enough 60; then

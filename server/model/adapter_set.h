@@ -109,6 +109,13 @@ class AdapterSet {
 
   c10::Device device() const { return head_weight_.device(); }
   c10::ScalarType dtype() const { return head_weight_.scalar_type(); }
+  // The adapters' dtype: what their products run in. dtype() for every set
+  // but the trainer's mixed-precision working set (adapters in bf16 beside
+  // fp32 LayerNorms and head, which apply in the encoder's fp32 residual
+  // stream).
+  c10::ScalarType products_dtype() const {
+    return layers_.empty() ? dtype() : layers_.front().attention_adapter.down_weight.scalar_type();
+  }
   // Bytes held by all tensors.
   int64_t ByteSize() const;
 

@@ -350,7 +350,7 @@ absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, co
 
 absl::StatusOr<EncoderOutput> BertEncoder::Forward(const EncoderInput& input, const AdapterSet& task,
                                                    const ForwardOptions& options) const {
-  if (task.device() != options_.device || task.dtype() != options_.dtype) {
+  if (task.device() != options_.device || task.products_dtype() != options_.dtype) {
     return absl::InvalidArgumentError("adapter set is not on the encoder's device and dtype");
   }
   if (static_cast<int64_t>(task.layers().size()) != config_.num_hidden_layers ||

@@ -145,11 +145,13 @@ class TrainingRun {
   absl::Status EndEpoch(int epoch, double seconds, int64_t examples_this_run);
   absl::Status Checkpoint();
   void SetLearningRate(double lr);
-  // What the forward reads on a reduced-precision (bf16, fp16) encoder:
-  // the fp32 parameters cast to the encoder's dtype by differentiable
-  // casts, so the products run in that dtype and the gradients reach the
-  // fp32 parameters the optimiser keeps (mixed precision). Null on an fp32
-  // encoder: the forward reads the parameters themselves.
+  // What the forward reads on a bf16 encoder: the adapters cast to bf16 by
+  // differentiable casts, so their products run in bf16 and the gradients
+  // reach the fp32 parameters the optimiser keeps; the LayerNorm affines and
+  // the head are the fp32 parameters themselves (they apply in the fp32
+  // residual stream, where bf16's 2^-8 steps around a gain of 1 would
+  // quantise every update). Null on an fp32 encoder: the forward reads the
+  // parameters themselves.
   absl::StatusOr<std::unique_ptr<AdapterSet>> WorkingSet() const;
 
   const BertEncoder& encoder_;
@@ -286,9 +288,14 @@ absl::Status TrainingRun::Checkpoint() {
 
 absl::StatusOr<std::unique_ptr<AdapterSet>> TrainingRun::WorkingSet() const {
   if (encoder_.dtype() == set_->dtype()) return nullptr;
-  std::vector<at::Tensor> cast;
-  for (const auto& [name, t] : set_->Named()) cast.push_back(t.to(encoder_.dtype()));
-  return AdapterSet::FromNamedOrder(encoder_.config(), set_->config(), std::move(cast));
+  std::vector<model::AdapterLayer> layers = set_->layers();
+  for (model::AdapterLayer& l : layers) {
+    for (model::BottleneckAdapter* a : {&l.attention_adapter, &l.ffn_adapter}) {
+      for (at::Tensor* t : {&a->down_weight, &a->down_bias, &a->up_weight, &a->up_bias}) *t = t->to(encoder_.dtype());
+    }
+  }
+  return AdapterSet::FromParts(encoder_.config(), set_->config(), set_->embedding_layer_norm(), std::move(layers),
+                               set_->head_weight(), set_->head_bias());
 }
 
 void TrainingRun::SetLearningRate(double lr) {

@@ -13,11 +13,12 @@
 //
 // Precision: on an fp32 encoder everything is fp32. On a bf16 encoder
 // (--training_dtype serving on a bf16 server) training is mixed precision:
-// the frozen encoder's products, forward and backward, run in bf16 (its
-// residual stream and LayerNorms as the encoder serves them), while the
-// trained parameters and AdamW's moments stay fp32; each micro-batch's
-// forward reads differentiable bf16 casts of them, so gradients reach the
-// fp32 parameters. No gradient is ever made for a frozen weight (the
+// the frozen encoder's products and the adapters', forward and backward,
+// run in bf16 (the residual stream, LayerNorms and head in fp32, as the
+// encoder serves them), while the trained parameters and AdamW's moments
+// stay fp32; each micro-batch's forward reads differentiable bf16 casts of
+// the adapters and the fp32 LayerNorm affines and head themselves, so
+// gradients reach the fp32 parameters. No gradient is ever made for a frozen weight (the
 // products' backward computes only the input's: cpu_kernels.h). The
 // result is an fp32 set either way. fp16 encoders are refused (no loss
 // scaling), as is full fine-tuning on anything but fp32.

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -357,6 +358,35 @@ TEST(DynamicBatcher, CreateRejectsBadOptions) {
   EXPECT_THAT(DynamicBatcher::Create(o, [](std::vector<BatchRow>, std::function<void()>) {}),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(DynamicBatcher::Create({}, nullptr), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A request's rows taken text by text (InferenceEngine's incremental
+// planning): a range's outputs come out only once every row of it is done;
+// a waiter wakes for its range or for the finished count it asked for; a
+// failure wakes it with the failure and withholds every output after.
+TEST(PendingRequest, RangesAreTakenWhenDoneAndAFailureWakesTheWaiter) {
+  PendingRequest r(4);
+  EXPECT_FALSE(r.TakeIfDone(0, 2).has_value());
+  r.Complete(1, {1.0f});
+  EXPECT_FALSE(r.TakeIfDone(0, 2).has_value());
+  r.Complete(0, {0.5f});
+  EXPECT_EQ(r.finished(), 2);
+  ASSERT_OK(r.WaitForRowsOrFinished(0, 2, 100));  // the range is done
+  std::optional<std::vector<std::vector<float>>> taken = r.TakeIfDone(0, 2);
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_THAT(*taken, ElementsAre(ElementsAre(0.5f), ElementsAre(1.0f)));
+  // Rows 2-3 are not done, but three finished rows are all this waiter needs.
+  std::thread complete([&] { r.Complete(3, {3.0f}); });
+  ASSERT_OK(r.WaitForRowsOrFinished(2, 2, 3));
+  complete.join();
+  EXPECT_EQ(r.finished(), 3);
+  EXPECT_FALSE(r.TakeIfDone(2, 2).has_value());  // row 2 is not done
+  std::thread fail([&] { r.Fail(2, absl::DeadlineExceededError("late")); });
+  EXPECT_THAT(r.WaitForRowsOrFinished(2, 2, 100), StatusIs(absl::StatusCode::kDeadlineExceeded));
+  fail.join();
+  EXPECT_FALSE(r.TakeIfDone(3, 1).has_value());
+  EXPECT_TRUE(r.done());
+  EXPECT_THAT(r.Wait(), StatusIs(absl::StatusCode::kDeadlineExceeded));
 }
 
 }  // namespace

@@ -247,8 +247,6 @@ absl::StatusOr<PredictResult> InferenceEngine::PlanRunAndDecode(const PredictReq
                                                                 const std::vector<size_t>& rows_per_text) {
   const model::AdapterConfig& config = adapter->set->config();
   const ServingKind& kind = ServingKindOf(config.kind);
-  const int32_t len = config.window_length(options_.max_seq_len);
-  const auto most_windows = static_cast<size_t>(options_.max_windows_per_text);
   const size_t n = request.texts.size();
   int64_t total = 0;
   for (size_t r : rows_per_text) total += static_cast<int64_t>(r);
@@ -270,7 +268,7 @@ absl::StatusOr<PredictResult> InferenceEngine::PlanRunAndDecode(const PredictReq
     while (next < n) {
       const int64_t unfinished = queued + static_cast<int64_t>(rows.size()) - pending->finished();
       if (unfinished > 0 && unfinished + static_cast<int64_t>(rows_per_text[next]) > window) break;
-      TextRows& text = planned.emplace_back(kind.Plan(*tokenizer_, config, request, next, len, most_windows));
+      TextRows& text = planned.emplace_back(PlanText(request, config, next));
       if (text.windows.size() != rows_per_text[next]) {
         return absl::InternalError(absl::StrCat("text ", next, " planned as ", text.windows.size(),
                                                 " rows after counting ", rows_per_text[next]));
@@ -336,11 +334,17 @@ void InferenceEngine::NoteBatchOutcome(const absl::Status& status) {
   }
 }
 
+TextRows InferenceEngine::PlanText(const PredictRequest& request, const model::AdapterConfig& config, size_t k) const {
+  // The task's trained window, within the server's longest row.
+  return ServingKindOf(config.kind)
+      .Plan(*tokenizer_, config, request, k, config.window_length(options_.max_seq_len),
+            static_cast<size_t>(options_.max_windows_per_text));
+}
+
 absl::StatusOr<std::vector<size_t>> InferenceEngine::CountRows(const PredictRequest& request,
                                                                const LoadedAdapter& adapter) const {
   const model::AdapterConfig& config = adapter.set->config();
   const ServingKind& kind = ServingKindOf(config.kind);
-  // The task's trained window, within the server's longest row.
   const int32_t len = config.window_length(options_.max_seq_len);
   const auto most_windows = static_cast<size_t>(options_.max_windows_per_text);
   std::vector<size_t> rows_per_text;
@@ -349,7 +353,7 @@ absl::StatusOr<std::vector<size_t>> InferenceEngine::CountRows(const PredictRequ
   for (size_t k = 0; k < request.texts.size(); ++k) {
     // Planned to be counted, then dropped: the plan is made again when the
     // text's turn to be queued comes (a pure function of its arguments).
-    const TextRows text = kind.Plan(*tokenizer_, config, request, k, len, most_windows);
+    const TextRows text = PlanText(request, config, k);
     if (text.windows.size() > most_windows) {
       return absl::InvalidArgumentError(
           absl::StrCat("text ", k, " (", text.pieces.ids.size(), " word pieces", std::string(kind.windowed_what()),

@@ -183,6 +183,9 @@ class InferenceEngine {
   absl::StatusOr<std::vector<std::vector<float>>> ComputeBatch(const std::vector<BatchRow*>& rows, absl::Time now);
   // Counts batches failed for lack of memory (health, on_health).
   void NoteBatchOutcome(const absl::Status& status);
+  // Text `k`'s rows for a task of `config`: windows of the task's trained
+  // length within max_seq_len, at most max_windows_per_text + 1 of them.
+  TextRows PlanText(const PredictRequest& request, const model::AdapterConfig& config, size_t k) const;
   // Each text's rows for `adapter`'s kind, in text order: INVALID_ARGUMENT
   // past max_windows_per_text or max_rows_per_request.
   absl::StatusOr<std::vector<size_t>> CountRows(const PredictRequest& request, const LoadedAdapter& adapter) const;

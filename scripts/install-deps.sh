@@ -38,6 +38,8 @@ BUILD_PACKAGES=(
   librocksdb-dev
   # the serving form's digest (server/model/serving_form.h)
   libxxhash-dev
+  # the zip container of torch.save files (server/model/torch_archive.h)
+  libzip-dev
   # tokenizer, JSON, CLI, HTTP metrics endpoint
   libutf8proc-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev
 )

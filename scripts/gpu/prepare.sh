@@ -66,12 +66,12 @@ ROOTS=(
   libabsl-dev libssl-dev libgoogle-glog-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev
-  libutf8proc-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev libxxhash-dev
+  libutf8proc-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev libxxhash-dev libzip-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pkgconf zlib1g-dev
 )
 if [ "$profile" = model ]; then
-  ROOTS=(libabsl-dev libssl-dev libgoogle-glog-dev libutf8proc-dev libxxhash-dev nlohmann-json3-dev libcli11-dev pkgconf
+  ROOTS=(libabsl-dev libssl-dev libgoogle-glog-dev libutf8proc-dev libxxhash-dev libzip-dev nlohmann-json3-dev libcli11-dev pkgconf
     zlib1g-dev)
 fi
 # Brought by the GPU machine itself: glibc, GCC and binutils with their
@@ -235,7 +235,7 @@ log "checking: unpack.sh into a temporary prefix"
   . "$here/env.sh" "$work/prefix" || exit 1
   set -u
   p=$ADAPTERD_GPU_PREFIX
-  modules="libutf8proc libxxhash openssl zlib absl_strings"
+  modules="libutf8proc libxxhash libzip openssl zlib absl_strings"
   if [ "$profile" = model ]; then
     for m in $modules; do
       "$PKG_CONFIG" --cflags --libs "$m" >/dev/null || { echo "pkg-config cannot resolve $m" >&2; exit 1; }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -15,6 +16,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/model/tensor_io.h"
+#include "server/model/torch_archive.h"
 
 namespace adapterd::model {
 namespace {
@@ -64,9 +66,9 @@ struct IndexedTensors {
   std::map<std::string, std::string> original;
 };
 
-absl::StatusOr<IndexedTensors> IndexByCanonicalName(const SafetensorsFile& file) {
+absl::StatusOr<IndexedTensors> IndexByCanonicalName(const CheckpointTensors& tensors) {
   IndexedTensors out;
-  for (const auto& [name, view] : file.tensors()) {
+  for (const auto& [name, view] : tensors) {
     std::string c = Canonical(name);
     if (c.empty()) continue;
     if (auto [it, inserted] = out.by_name.emplace(c, &view); !inserted) {
@@ -115,7 +117,14 @@ absl::StatusOr<EncoderWeights> AssembleWeights(const BertConfig& config, std::ma
 
 absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& file, const BertConfig& config,
                                                       c10::Device device, c10::ScalarType dtype) {
-  ASSIGN_OR_RETURN(IndexedTensors index, IndexByCanonicalName(file));
+  return ResolveEncoderWeights(file.tensors(), file.holder(), config, device, dtype);
+}
+
+absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const CheckpointTensors& tensors,
+                                                      const std::shared_ptr<const void>& holder,
+                                                      const BertConfig& config, c10::Device device,
+                                                      c10::ScalarType dtype) {
+  ASSIGN_OR_RETURN(IndexedTensors index, IndexByCanonicalName(tensors));
   const auto& by_name = index.by_name;
   auto& original = index.original;
   // The config implies `fixed` + `per_layer` x layers tensors; a config that
@@ -159,7 +168,7 @@ absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& fil
     fingerprinter.Add(name, DTypeName(v.dtype), v.shape, v.data.data(), v.data.size());
     // On CPU in the file's dtype the tensor borrows the mapped bytes: the
     // encoder never writes its weights, and the page cache is shared.
-    ASSIGN_OR_RETURN(loaded[name], ViewToTensor(v, file.holder(), device, dtype, /*allow_alias=*/true));
+    ASSIGN_OR_RETURN(loaded[name], ViewToTensor(v, holder, device, dtype, /*allow_alias=*/true));
     RETURN_IF_ERROR(CheckFinite(loaded[name], absl::StrCat("checkpoint tensor '", original[name], "'")));
   }
 
@@ -201,10 +210,21 @@ absl::StatusOr<LoadedModel> LoadBertModel(const std::string& dir, const LoadOpti
                                                    " tokens but config.json's vocab_size is ", config->vocab_size));
   }
 
-  const std::string weights_path = (fs::path(dir) / "model.safetensors").string();
-  // Open's errors already name the file.
-  ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(weights_path));
-  absl::StatusOr<ResolvedWeights> resolved = ResolveEncoderWeights(file, *config, options.device, options.dtype);
+  // model.safetensors, else the pytorch_model.bin of older checkpoints (read
+  // by the restricted unpickler: torch_archive.h). Open's errors name the file.
+  std::string weights_path = (fs::path(dir) / "model.safetensors").string();
+  std::optional<SafetensorsFile> safetensors;
+  std::optional<TorchArchive> torch_file;
+  if (const std::string bin = (fs::path(dir) / "pytorch_model.bin").string();
+      !fs::exists(weights_path) && fs::exists(bin)) {
+    weights_path = bin;
+    ASSIGN_OR_RETURN(torch_file, TorchArchive::Open(weights_path));
+  } else {
+    ASSIGN_OR_RETURN(safetensors, SafetensorsFile::Open(weights_path));
+  }
+  absl::StatusOr<ResolvedWeights> resolved = ResolveEncoderWeights(
+      safetensors ? safetensors->tensors() : torch_file->tensors(),
+      safetensors ? safetensors->holder() : torch_file->holder(), *config, options.device, options.dtype);
   if (!resolved.ok()) {
     return absl::Status(resolved.status().code(), absl::StrCat(weights_path, ": ", resolved.status().message()));
   }

@@ -1,5 +1,9 @@
-// Loads a HuggingFace BERT directory: config.json, model.safetensors,
-// vocab.txt and (optional) tokenizer_config.json.
+// Loads a HuggingFace BERT directory: config.json, the weights, vocab.txt
+// and (optional) tokenizer_config.json. The weights are model.safetensors,
+// or where the directory has none, pytorch_model.bin (torch.save's zip
+// format, read without running its pickle: torch_archive.h). Both give the
+// same weights fingerprint for the same tensors, so adapters trained on one
+// serve on the other. Sharded checkpoints (*.index.json) are not read.
 //
 // Tensor names: with or without the "bert." prefix, and LayerNorm
 // gamma/beta as well as weight/bias. "cls.*" pre-training heads and the
@@ -15,6 +19,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -72,6 +77,13 @@ struct ResolvedWeights {
   EncoderWeights weights;
   std::string fingerprint;
 };
+// A checkpoint's tensors by name, from either file format (safetensors.h,
+// torch_archive.h); `holder` keeps their bytes alive.
+using CheckpointTensors = std::map<std::string, TensorView, std::less<>>;
+absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const CheckpointTensors& tensors,
+                                                      const std::shared_ptr<const void>& holder,
+                                                      const BertConfig& config, c10::Device device,
+                                                      c10::ScalarType dtype);
 absl::StatusOr<ResolvedWeights> ResolveEncoderWeights(const SafetensorsFile& file, const BertConfig& config,
                                                       c10::Device device, c10::ScalarType dtype);
 

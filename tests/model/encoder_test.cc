@@ -65,6 +65,52 @@ TEST(BertEncoderGolden, MatchesIndependentReferenceTo1e5) {
   EXPECT_GT(hidden.std().item<double>(), 0.1);
 }
 
+// HuggingFace's older pytorch_model.bin (torch.save) of the golden model,
+// written by Debian's PyTorch (testdata/torch_archive/make_fixtures.py):
+// the same weights, fingerprint and outputs as its model.safetensors.
+TEST(ModelLoader, APytorchModelBinLoadsAsItsSafetensorsTwin) {
+  const ::adapterd::testing::TempDir tmp("torch_bin");
+  const std::filesystem::path dir = tmp.path();
+  const std::filesystem::path golden = GoldenDir() + "/model";
+  const std::string bin = GoldenDir() + "/../torch_archive/golden_pytorch_model.bin";
+  for (const char* f : {"config.json", "vocab.txt"}) std::filesystem::copy_file(golden / f, dir / f);
+  std::filesystem::copy_file(bin, dir / "pytorch_model.bin");
+
+  ASSERT_OK_AND_ASSIGN(LoadedModel from_bin, LoadBertModel(dir.string(), {}));
+  ASSERT_OK_AND_ASSIGN(LoadedModel from_safetensors, LoadBertModel(golden.string(), {}));
+  EXPECT_EQ(from_bin.weights_fingerprint, from_safetensors.weights_fingerprint);
+  EXPECT_EQ(from_bin.fingerprint, from_safetensors.fingerprint);
+  ASSERT_OK_AND_ASSIGN(std::string inputs_text, ReadFileToString(GoldenDir() + "/inputs.json"));
+  nlohmann::json inputs = nlohmann::json::parse(inputs_text);
+  EncoderInput input{JsonToTensor(inputs["input_ids"]), JsonToTensor(inputs["token_type_ids"]),
+                     JsonToTensor(inputs["attention_mask"])};
+  ASSERT_OK_AND_ASSIGN(EncoderOutput a, from_bin.encoder->Forward(input));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput b, from_safetensors.encoder->Forward(input));
+  EXPECT_TRUE(BitEqual(a.last_hidden_state, b.last_hidden_state));
+  EXPECT_TRUE(BitEqual(a.pooled, b.pooled));
+
+  // model.safetensors wins where both exist: a broken .bin beside it is
+  // never read.
+  const ::adapterd::testing::TempDir both("torch_bin_both");
+  for (const char* f : {"config.json", "vocab.txt", "model.safetensors"}) {
+    std::filesystem::copy_file(golden / f, std::filesystem::path(both.path()) / f);
+  }
+  ASSERT_OK(WriteFileAtomically(both.path() + "/pytorch_model.bin", "not a zip"));
+  EXPECT_OK(LoadBertModel(both.path(), {}).status());
+
+  // A hostile pickle is refused by name, the file named, nothing run.
+  std::filesystem::copy_file(GoldenDir() + "/../torch_archive/evil.bin", dir / "evil.bin");
+  std::filesystem::rename(dir / "evil.bin", dir / "pytorch_model.bin");
+  EXPECT_THAT(LoadBertModel(dir.string(), {}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("refused global 'posix.system'")));
+  EXPECT_THAT(LoadBertModel(dir.string(), {}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pytorch_model.bin")));
+  // Neither file: NOT_FOUND names the safetensors one.
+  std::filesystem::remove(dir / "pytorch_model.bin");
+  EXPECT_THAT(LoadBertModel(dir.string(), {}).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("model.safetensors")));
+}
+
 TEST(ModelLoader, BothNamingVariantsGiveIdenticalOutputs) {
   BertConfig config = TinyConfig();
   ASSERT_OK_AND_ASSIGN(EncoderWeights w, RandomEncoderWeights(config, 7));

@@ -117,7 +117,7 @@ class CommandLine {
     auto* bottleneck_opt =
         train->add_option("--bottleneck", bottleneck_, "adapter bottleneck size")->check(CLI::PositiveNumber);
     auto* activation_opt = train->add_option("--activation", activation_, "adapter nonlinearity")
-                               ->check(CLI::IsMember({"gelu", "relu", "tanh", "silu"}));
+                               ->check(CLI::IsMember({"gelu", "gelu_new", "relu", "tanh", "silu"}));
     auto* seq_opt =
         train->add_option("--max-seq-len", max_seq_len_, "longest tokenized input")->check(CLI::PositiveNumber);
     auto* seed_opt = train->add_option("--seed", seed_, "random seed");

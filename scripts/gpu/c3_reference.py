@@ -29,6 +29,7 @@ ACTIVATIONS = {
     "relu": torch.relu,
     "tanh": torch.tanh,
     "silu": torch.nn.functional.silu,
+    "gelu_new": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
 }
 
 

@@ -17,16 +17,19 @@ std::string_view ActivationName(Activation a) {
       return "tanh";
     case Activation::kSilu:
       return "silu";
+    case Activation::kGeluNew:
+      return "gelu_new";
   }
   return "gelu";
 }
 
 absl::StatusOr<Activation> ParseActivation(std::string_view name) {
-  for (Activation a : {Activation::kGelu, Activation::kRelu, Activation::kTanh, Activation::kSilu}) {
+  for (Activation a :
+       {Activation::kGelu, Activation::kRelu, Activation::kTanh, Activation::kSilu, Activation::kGeluNew}) {
     if (name == ActivationName(a)) return a;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown adapter activation '", std::string(name), "' (gelu, relu, tanh, silu)"));
+      absl::StrCat("unknown adapter activation '", std::string(name), "' (gelu, gelu_new, relu, tanh, silu)"));
 }
 
 absl::Status AdapterConfig::Validate() const {

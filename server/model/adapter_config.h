@@ -21,7 +21,10 @@
 
 namespace adapterd::model {
 
-enum class Activation { kGelu, kRelu, kTanh, kSilu };
+// The adapters' nonlinearity. kGeluNew is GELU's tanh approximation, which
+// HuggingFace and AdapterHub call "gelu_new" (at::gelu(x, "tanh")); kGelu is
+// the exact (erf) form.
+enum class Activation { kGelu, kRelu, kTanh, kSilu, kGeluNew };
 std::string_view ActivationName(Activation a);
 absl::StatusOr<Activation> ParseActivation(std::string_view name);
 

@@ -30,14 +30,18 @@ at::Tensor Activate(Activation act, const at::Tensor& x) {
       return at::tanh(x);
     case Activation::kSilu:
       return at::silu(x);
+    case Activation::kGeluNew:
+      return at::gelu(x, "tanh");
   }
   return at::gelu(x);
 }
 
 // Houlsby adapter: x + U act(D x + b_D) + b_U.
+// The GELUs run as the down product's epilogue.
 at::Tensor ApplyAdapter(const BottleneckAdapter& a, Activation act, const at::Tensor& x) {
-  at::Tensor h = act == Activation::kGelu ? FrozenLinear(x, a.down_weight, a.down_bias, Epilogue::kGelu)
-                                          : Activate(act, FrozenLinear(x, a.down_weight, a.down_bias));
+  at::Tensor h = act == Activation::kGelu      ? FrozenLinear(x, a.down_weight, a.down_bias, Epilogue::kGelu)
+                 : act == Activation::kGeluNew ? FrozenLinear(x, a.down_weight, a.down_bias, Epilogue::kGeluTanh)
+                                               : Activate(act, FrozenLinear(x, a.down_weight, a.down_bias));
   return FrozenLinear(h, a.up_weight, a.up_bias).add_(x);
 }
 

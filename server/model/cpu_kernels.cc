@@ -48,9 +48,21 @@ const CapabilityRequest kCapabilityRequest = RequestAvx512AtenKernels();
 
 std::atomic<MatmulBackend> g_backend{ADAPTERD_WITH_ONEDNN ? MatmulBackend::kOneDnn : MatmulBackend::kATen};
 
+// The epilogue in ATen (what autograd records, and the fallback path).
+at::Tensor AtenEpilogue(const at::Tensor& y, Epilogue epilogue) {
+  switch (epilogue) {
+    case Epilogue::kGelu:
+      return at::gelu(y);
+    case Epilogue::kGeluTanh:
+      return at::gelu(y, "tanh");
+    case Epilogue::kNone:
+      break;
+  }
+  return y;
+}
+
 at::Tensor AtenLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Epilogue epilogue) {
-  at::Tensor y = at::linear(x, w, b);
-  return epilogue == Epilogue::kGelu ? at::gelu(y) : y;
+  return AtenEpilogue(at::linear(x, w, b), epilogue);
 }
 
 // LibTorch 1.13's CPU product of reduced-precision matrices whose right
@@ -132,6 +144,7 @@ at::Tensor OneDnnProduct(const at::Tensor& x_in, const at::Tensor& w, const at::
   const memory::desc bias_md = b.defined() ? memory::desc({1, n}, dt, memory::format_tag::ab) : memory::desc();
   dnnl::post_ops post_ops;
   if (epilogue == Epilogue::kGelu) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+  if (epilogue == Epilogue::kGeluTanh) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
   dnnl::primitive_attr attr;
   attr.set_post_ops(post_ops);
   dnnl::matmul::primitive_desc pd;
@@ -291,8 +304,7 @@ at::Tensor FrozenLinear(const at::Tensor& x, const at::Tensor& w, const at::Tens
 #if ADAPTERD_WITH_ONEDNN
   if (FrozenLinearUsesOneDnn(x, w, b)) {
     if (x.requires_grad() && at::GradMode::is_enabled()) {
-      at::Tensor y = FrozenLinearFunction::apply(x, w, b);
-      return epilogue == Epilogue::kGelu ? at::gelu(y) : y;
+      return AtenEpilogue(FrozenLinearFunction::apply(x, w, b), epilogue);
     }
     at::Tensor y = OneDnnProduct(x, w, b, epilogue, WeightUse::kTransposed);
     if (y.defined()) return y;

@@ -57,7 +57,8 @@ namespace adapterd::model {
 // What FrozenLinear applies to the product (bias included).
 enum class Epilogue {
   kNone,
-  kGelu,  // exact (erf) GELU, as at::gelu's default
+  kGelu,      // exact (erf) GELU, as at::gelu's default
+  kGeluTanh,  // GELU's tanh approximation, at::gelu(y, "tanh") ("gelu_new")
 };
 
 // Which library FrozenLinear uses when both could.

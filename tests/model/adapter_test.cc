@@ -16,6 +16,7 @@
 #include "server/model/adapter_set.h"
 #include "server/model/adapter_slab.h"
 #include "server/model/bert_encoder.h"
+#include "server/model/cpu_kernels.h"
 #include "server/model/safetensors.h"
 #include "server/model/task_kinds.h"
 #include "server/model/tensor_io.h"
@@ -186,6 +187,59 @@ TEST_F(MixedTaskTest, EachRowEqualsItsSingleTaskForward) {
       }
     }
   }
+}
+
+// Every activation serves beside the others in one batch (segments: the
+// gathered path needs one activation), each row as its task alone; gelu_new
+// is GELU's tanh form: its oneDNN epilogue matches ATen's at::gelu(y,
+// "tanh"), and it is not the exact form (same weights, other outputs).
+TEST(AdapterActivations, EveryActivationServesMixedAndGeluNewIsTheTanhForm) {
+  c10::InferenceMode guard;
+  std::unique_ptr<BertEncoder> enc = MakeEncoder(TinyConfig());
+  const std::vector<Activation> acts = {Activation::kGelu, Activation::kRelu, Activation::kTanh, Activation::kSilu,
+                                        Activation::kGeluNew};
+  std::vector<std::shared_ptr<const AdapterSet>> sets;
+  for (Activation a : acts) {
+    AdapterConfig c = MakeAdapterConfig(3, 8);
+    c.activation = a;
+    std::shared_ptr<AdapterSet> set = MakeTrainedLikeSet(*enc, c, /*seed=*/21);  // the same weights for each
+    // Down projections ([m = 8, d]) large enough that the activations'
+    // inputs reach |y| ~ 3, where the two GELUs differ most.
+    for (at::Tensor& t : set->Parameters()) {
+      if (t.dim() == 2 && t.size(0) == 8) t.mul_(30);
+    }
+    sets.push_back(set);
+  }
+  ASSERT_OK_AND_ASSIGN(auto stack, AdapterStack::Create(sets, enc->config(), at::kCPU, at::kFloat,
+                                                        /*build_gather_tensors=*/true));
+  EXPECT_FALSE(stack->has_gather_tensors());
+  const std::vector<std::vector<int64_t>> rows = {
+      {2, 5, 6, 7, 3}, {2, 8, 9, 3}, {2, 10, 3}, {2, 11, 12, 3}, {2, 13, 14, 15, 3}};
+  const std::vector<int64_t> slots = {4, 0, 2, 1, 3};
+  ASSERT_OK_AND_ASSIGN(EncoderOutput mixed, enc->Forward(MakeInput(rows), *stack, slots, {}));
+  std::vector<at::Tensor> alone(acts.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const AdapterSet& task = *sets[static_cast<size_t>(slots[i])];
+    ASSERT_OK_AND_ASSIGN(EncoderOutput single, enc->Forward(MakeInput({rows[i]}), task));
+    EXPECT_LT(MaxAbsDiff(mixed.logits[static_cast<int64_t>(i)], single.logits[0]), 1e-5)
+        << ActivationName(task.config().activation);
+  }
+  const EncoderInput input = MakeInput({rows[0]});
+  ASSERT_OK_AND_ASSIGN(EncoderOutput gelu_new, enc->Forward(input, *sets[4]));
+  ASSERT_OK_AND_ASSIGN(EncoderOutput gelu, enc->Forward(input, *sets[0]));
+  const double apart = MaxAbsDiff(gelu_new.last_hidden_state, gelu.last_hidden_state);
+  EXPECT_GT(apart, 1e-6);
+  EXPECT_LT(apart, 0.05);  // close forms: the difference is the approximation's
+  const MatmulBackend saved = GetMatmulBackend();
+  SetMatmulBackend(MatmulBackend::kATen);
+  auto aten = enc->Forward(input, *sets[4]);
+  SetMatmulBackend(saved);
+  ASSERT_OK(aten.status());
+  EXPECT_LT(MaxAbsDiff(gelu_new.last_hidden_state, aten->last_hidden_state), 1e-5);
+  ASSERT_OK_AND_ASSIGN(Activation parsed, ParseActivation("gelu_new"));
+  EXPECT_EQ(parsed, Activation::kGeluNew);
+  EXPECT_THAT(ParseActivation("gelu_fast").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("gelu_new")));
 }
 
 // A bf16 encoder multiplies in bf16 but keeps the residual stream, the

@@ -39,6 +39,7 @@ class BackendGuard {
 
 at::Tensor Reference(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Epilogue e) {
   at::Tensor y = at::linear(x.to(at::kDouble), w.to(at::kDouble), b.defined() ? b.to(at::kDouble) : b);
+  if (e == Epilogue::kGeluTanh) return at::gelu(y, "tanh");
   return e == Epilogue::kGelu ? at::gelu(y) : y;
 }
 
@@ -64,7 +65,7 @@ TEST(CpuKernels, FrozenLinearMatchesAtenInFloat32) {
   // 2-D, 3-D, a non-contiguous input (a transposed view), and no bias.
   const at::Tensor inputs[] = {at::randn({7, 40}), at::randn({3, 5, 40}), at::randn({40, 9}).t()};
   for (const at::Tensor& x : inputs) {
-    for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu}) {
+    for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kGeluTanh}) {
       ASSERT_TRUE(FrozenLinearUsesOneDnn(x, w, b));
       const at::Tensor y = FrozenLinear(x, w, b, e);
       EXPECT_EQ(y.scalar_type(), at::kFloat);
@@ -74,6 +75,9 @@ TEST(CpuKernels, FrozenLinearMatchesAtenInFloat32) {
       EXPECT_LT(MaxAbsDiff(y, Reference(x, w, b, e)), 1e-4);
     }
     EXPECT_LT(MaxAbsDiff(FrozenLinear(x, w, at::Tensor()), Reference(x, w, at::Tensor(), Epilogue::kNone)), 1e-4);
+    // The two GELUs differ by up to 4.7e-4 (at |y| ~ 2.7): each epilogue is
+    // the form it names, not the other.
+    EXPECT_GT(MaxAbsDiff(FrozenLinear(x, w, b, Epilogue::kGeluTanh), Reference(x, w, b, Epilogue::kGelu)), 1e-4);
   }
 }
 
@@ -83,7 +87,7 @@ TEST(CpuKernels, FrozenLinearMatchesAtenInBfloat16) {
   const at::Tensor x = at::randn({6, 64}).to(at::kBFloat16), w = (at::randn({32, 64}) * 0.2).to(at::kBFloat16),
                    b = at::randn({32}).to(at::kBFloat16);
   ASSERT_TRUE(FrozenLinearUsesOneDnn(x, w, b));
-  for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu}) {
+  for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kGeluTanh}) {
     const at::Tensor y = FrozenLinear(x, w, b, e);
     EXPECT_EQ(y.scalar_type(), at::kBFloat16);
     const at::Tensor ref = Reference(x, w, b, e);
@@ -106,7 +110,7 @@ TEST(CpuKernels, Bf16FrozenLinearIsTheFp32ProductRoundedOnce) {
   if (Bf16ProductsWidened()) {
     EXPECT_THAT(DescribeCpuKernels(), HasSubstr("bf16 ones widened to fp32"));
   }
-  for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu}) {
+  for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kGeluTanh}) {
     const at::Tensor y = FrozenLinear(x, w, b, e);
     ASSERT_EQ(y.scalar_type(), at::kBFloat16);
     const at::Tensor wide = FrozenLinear(x.to(at::kFloat), w.to(at::kFloat), b.to(at::kFloat), e);
@@ -123,17 +127,19 @@ TEST(CpuKernels, Bf16FrozenLinearIsTheFp32ProductRoundedOnce) {
 
 TEST(CpuKernels, FrozenLinearGivesTheInputGradientThroughOneDnn) {
   at::manual_seed(5);
-  for (at::ScalarType t : {at::kFloat, at::kBFloat16}) {
+  for (auto [t, e] : {std::pair{at::kFloat, Epilogue::kGelu}, std::pair{at::kBFloat16, Epilogue::kGelu},
+                      std::pair{at::kFloat, Epilogue::kGeluTanh}}) {
     const at::Tensor w = (at::randn({8, 6}) * 0.5).to(t), b = at::randn({8}).to(t);
     const at::Tensor x0 = at::randn({2, 4, 6}).to(t);
     at::Tensor x = x0.clone().requires_grad_(true);
     ASSERT_TRUE(FrozenLinearUsesOneDnn(x, w, b));  // frozen weights: autograd on x alone is fine
-    at::Tensor y = FrozenLinear(x, w, b, Epilogue::kGelu);
+    at::Tensor y = FrozenLinear(x, w, b, e);
     ASSERT_TRUE(y.requires_grad());
     const at::Tensor g = at::randn(y.sizes()).to(t);
     y.backward(g);
     at::Tensor xr = x0.to(at::kDouble).requires_grad_(true);
-    at::Tensor yr = at::gelu(at::linear(xr, w.to(at::kDouble), b.to(at::kDouble)));
+    at::Tensor yr =
+        at::gelu(at::linear(xr, w.to(at::kDouble), b.to(at::kDouble)), e == Epilogue::kGeluTanh ? "tanh" : "none");
     yr.backward(g.to(at::kDouble));
     const double tol = t == at::kFloat ? 1e-5 : 0.05;
     EXPECT_LT(MaxAbsDiff(y, yr), tol);

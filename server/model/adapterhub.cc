@@ -1,0 +1,227 @@
+#include "server/model/adapterhub.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "common/utf8.h"
+
+namespace adapterd::model {
+namespace {
+
+using nlohmann::json;
+
+absl::Status Invalid(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("adapter_config.json: ", what));
+}
+
+absl::Status Refused(const std::string& field, absl::string_view why) {
+  return Invalid(absl::StrCat("config.", field, ": ", why));
+}
+
+// The BnConfig fields that matter only in training (or only when another
+// field, checked below, turns them on): read, not used.
+const std::set<std::string>& TrainingOnlyFields() {
+  static const std::set<std::string> k{"dropout",
+                                       "init_weights",
+                                       "init_weights_seed",
+                                       "stochastic_depth",
+                                       "phm_dim",
+                                       "factorized_phm_W",
+                                       "shared_W_phm",
+                                       "shared_phm_rule",
+                                       "factorized_phm_rule",
+                                       "phm_c_init",
+                                       "phm_init_range",
+                                       "learn_phm",
+                                       "hypercomplex_nonlinearity",
+                                       "phm_rank",
+                                       "phm_bias",
+                                       "inv_adapter_reduction_factor",
+                                       "adapter_residual_before_ln"};
+  return k;
+}
+
+// The fields the checks below read.
+const std::set<std::string>& CheckedFields() {
+  static const std::set<std::string> k{"architecture",       "mh_adapter",    "output_adapter",
+                                       "reduction_factor",   "non_linearity", "original_ln_before",
+                                       "original_ln_after",  "ln_before",     "ln_after",
+                                       "is_parallel",        "scaling",       "use_gating",
+                                       "residual_before_ln", "inv_adapter",   "invertible_adapter",
+                                       "cross_adapter",      "leave_out",     "phm_layer"};
+  return k;
+}
+
+// A boolean field: its value, `fallback` when absent (BnConfig's default).
+absl::StatusOr<bool> Bool(const json& c, const std::string& field, std::optional<bool> fallback) {
+  auto it = c.find(field);
+  if (it == c.end() || (it->is_null() && fallback)) {
+    if (!fallback) return Refused(field, "is required");
+    return *fallback;
+  }
+  if (!it->is_boolean()) return Refused(field, "must be true or false");
+  return it->get<bool>();
+}
+
+// A field that must hold its "off" value for an exact forward.
+absl::Status MustBeFalse(const json& c, const std::string& field, absl::string_view why) {
+  ASSIGN_OR_RETURN(bool on, Bool(c, field, false));
+  if (on) return Refused(field, why);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Activation> MapActivation(const json& c, bool has_version) {
+  auto it = c.find("non_linearity");
+  if (it == c.end() || !it->is_string()) return Refused("non_linearity", "is required (a string)");
+  std::string name = absl::AsciiStrToLower(it->get<std::string>());
+  if (!has_version) {  // the library's ACTIVATION_RENAME for files without "version"
+    if (name == "gelu") {
+      name = "gelu_new";
+    } else if (name == "gelu_orig") {
+      name = "gelu";
+    }
+  }
+  if (name == "swish" || name == "silu") return Activation::kSilu;
+  if (name == "relu") return Activation::kRelu;
+  if (name == "tanh") return Activation::kTanh;
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return Activation::kGeluNew;
+  return Refused("non_linearity", absl::StrCat("'", ToValidUtf8(name),
+                                               "' is not one adapterd computes (swish/silu, relu, tanh, gelu, "
+                                               "gelu_new)"));
+}
+
+absl::StatusOr<double> ReductionFactor(const json& c) {
+  auto it = c.find("reduction_factor");
+  if (it == c.end()) return Refused("reduction_factor", "is required");
+  if (it->is_number()) {
+    const double rf = it->get<double>();
+    if (!(rf > 0) || !std::isfinite(rf)) return Refused("reduction_factor", "must be a positive number");
+    return rf;
+  }
+  if (!it->is_object() || it->empty()) return Refused("reduction_factor", "must be a number or a mapping of layers");
+  std::optional<double> common;
+  for (const auto& [layer, value] : it->items()) {
+    if (!value.is_number() || !(value.get<double>() > 0) || !std::isfinite(value.get<double>())) {
+      return Refused("reduction_factor", absl::StrCat("'", ToValidUtf8(layer), "' must map to a positive number"));
+    }
+    if (common && *common != value.get<double>()) {
+      return Refused("reduction_factor",
+                     "differs between layers: adapterd gives every layer of a task one bottleneck size");
+    }
+    common = value.get<double>();
+  }
+  return *common;
+}
+
+}  // namespace
+
+std::string_view AdapterPlacementName(AdapterPlacement p) {
+  return p == AdapterPlacement::kPfeiffer ? "pfeiffer" : "houlsby";
+}
+
+absl::StatusOr<AdapterHubConfig> ParseAdapterHubConfig(std::string_view text) {
+  const json top = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (top.is_discarded() || !top.is_object()) return Invalid("not a JSON object");
+  AdapterHubConfig out;
+  auto str = [&](const char* key, bool required, std::string* to) -> absl::Status {
+    auto it = top.find(key);
+    if (it == top.end() || it->is_null()) {
+      return required ? Invalid(absl::StrCat(key, " is required")) : absl::OkStatus();
+    }
+    if (!it->is_string() || !IsValidUtf8(it->get<std::string>())) {
+      return Invalid(absl::StrCat(key, " must be a UTF-8 string"));
+    }
+    *to = it->get<std::string>();
+    return absl::OkStatus();
+  };
+  std::string model_type;
+  RETURN_IF_ERROR(str("name", true, &out.name));
+  if (out.name.empty()) return Invalid("name must not be empty");
+  RETURN_IF_ERROR(str("model_name", false, &out.model_name));
+  RETURN_IF_ERROR(str("version", false, &out.version));
+  RETURN_IF_ERROR(str("model_type", true, &model_type));
+  if (model_type != "bert") {
+    return Invalid(absl::StrCat("model_type '", model_type, "': adapterd serves BERT encoders only"));
+  }
+  auto hidden = top.find("hidden_size");
+  if (hidden == top.end() || !hidden->is_number_integer() || hidden->get<int64_t>() < 1) {
+    return Invalid("hidden_size must be a positive integer");
+  }
+  out.hidden_size = hidden->get<int64_t>();
+
+  auto cit = top.find("config");
+  if (cit == top.end() || !cit->is_object()) return Invalid("config must be an object");
+  const json& c = *cit;
+  for (const auto& [field, value] : c.items()) {
+    if (!CheckedFields().contains(field) && !TrainingOnlyFields().contains(field)) {
+      return Refused(ToValidUtf8(field),
+                     "is not a field adapterd knows; it cannot tell whether the forward "
+                     "depends on it");
+    }
+  }
+  if (auto a = c.find("architecture"); a != c.end() && !a->is_null() && *a != "bottleneck") {
+    return Refused("architecture", "only bottleneck adapters are imported");
+  }
+
+  ASSIGN_OR_RETURN(bool mh, Bool(c, "mh_adapter", std::nullopt));
+  ASSIGN_OR_RETURN(bool output, Bool(c, "output_adapter", std::nullopt));
+  ASSIGN_OR_RETURN(bool ln_before_original, Bool(c, "original_ln_before", false));
+  ASSIGN_OR_RETURN(bool ln_after_original, Bool(c, "original_ln_after", true));
+  if (!ln_after_original) {
+    return Refused("original_ln_after", "false leaves the layer's own LayerNorm out, which adapterd always applies");
+  }
+  if (mh && output && !ln_before_original) {
+    out.placement = AdapterPlacement::kHoulsby;
+  } else if (!mh && output && ln_before_original) {
+    out.placement = AdapterPlacement::kPfeiffer;
+  } else {
+    return Refused(mh && output ? "original_ln_before" : "mh_adapter",
+                   "adapterd runs two placements: mh_adapter and output_adapter with original_ln_before false "
+                   "(Houlsby), or output_adapter alone with original_ln_before true (Pfeiffer)");
+  }
+  RETURN_IF_ERROR(MustBeFalse(c, "ln_before", "a LayerNorm of the adapter's own before it is not computed"));
+  RETURN_IF_ERROR(MustBeFalse(c, "ln_after", "a LayerNorm of the adapter's own after it is not computed"));
+  RETURN_IF_ERROR(MustBeFalse(c, "is_parallel", "parallel adapters are not computed"));
+  RETURN_IF_ERROR(MustBeFalse(c, "use_gating", "gated adapters are not computed"));
+  RETURN_IF_ERROR(MustBeFalse(c, "phm_layer", "PHM (Compacter) projections are not computed"));
+  RETURN_IF_ERROR(MustBeFalse(c, "cross_adapter", "cross-attention adapters are for encoder-decoder models"));
+  for (const char* inv : {"inv_adapter", "invertible_adapter"}) {
+    if (auto it = c.find(inv); it != c.end() && !it->is_null() && *it != false) {
+      return Refused(inv, "invertible adapters on the embeddings are not computed");
+    }
+  }
+  if (auto s = c.find("scaling"); s != c.end() && !s->is_null() && (!s->is_number() || s->get<double>() != 1.0)) {
+    return Refused("scaling", "only 1.0 (no scaling) is computed");
+  }
+  if (auto r = c.find("residual_before_ln"); r != c.end() && !r->is_null() && *r != true) {
+    return Refused("residual_before_ln", "only true (the residual taken before the LayerNorm) is computed");
+  }
+  ASSIGN_OR_RETURN(out.activation, MapActivation(c, !out.version.empty()));
+  ASSIGN_OR_RETURN(double rf, ReductionFactor(c));
+  out.bottleneck_size = static_cast<int64_t>(std::floor(static_cast<double>(out.hidden_size) / rf));
+  if (out.bottleneck_size < 1) {
+    return Refused("reduction_factor", absl::StrCat("leaves hidden_size ", out.hidden_size, " no bottleneck"));
+  }
+  if (auto lo = c.find("leave_out"); lo != c.end() && !lo->is_null()) {
+    if (!lo->is_array()) return Refused("leave_out", "must be a list of layer indices");
+    for (const json& v : *lo) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+        return Refused("leave_out", "must hold non-negative layer indices");
+      }
+      out.leave_out.push_back(v.get<int64_t>());
+    }
+    std::sort(out.leave_out.begin(), out.leave_out.end());
+    out.leave_out.erase(std::unique(out.leave_out.begin(), out.leave_out.end()), out.leave_out.end());
+  }
+  return out;
+}
+
+}  // namespace adapterd::model

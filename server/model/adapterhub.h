@@ -1,0 +1,74 @@
+// AdapterHub's `adapters` library (formerly adapter-transformers): what its
+// `adapter_config.json` says, mapped onto what adapterd can run exactly
+// (docs/ADAPTER_FORMAT.md, "AdapterHub adapters"). The first step of the
+// AdapterHub import (issue 47); the weights and the head come next.
+//
+// The file, as `save_adapter` writes it:
+//   {"config": {<BnConfig fields>}, "hidden_size": 768, "model_class": ...,
+//    "model_name": "bert-base-uncased", "model_type": "bert", "name": ...,
+//    "version": "adapters.1.0.0"}
+//
+// Every BnConfig field is read and either mapped, accepted because it only
+// matters in training (dropout, init_weights, init_weights_seed,
+// stochastic_depth, the phm_* options when phm_layer is false,
+// inv_adapter_reduction_factor when inv_adapter is null), or refused with
+// INVALID_ARGUMENT naming it when its value changes the forward in a way
+// adapterd does not compute: ln_before, ln_after, a scaling other than 1,
+// use_gating, phm_layer, is_parallel, inv_adapter, cross_adapter,
+// residual_before_ln other than true, original_ln_after false, an
+// attention adapter without an FFN one, per-layer reduction factors that
+// differ, an architecture other than "bottleneck", a model_type other than
+// "bert", an unknown activation, and any field this reader does not know.
+//
+// Placements: mh_adapter + output_adapter with original_ln_before false is
+// Houlsby's (adapterd's own; DoubleSeqBnConfig), output_adapter alone with
+// original_ln_before true is Pfeiffer's (SeqBnConfig): the FFN adapter reads
+// z = LN(h + x) and the layer ends LN(h + x + U act(D z)) with the same
+// frozen LayerNorm. Other combinations are refused.
+//
+// Activations (lower-cased, as the library does): "swish"/"silu", "relu",
+// "tanh", "gelu" (exact), "gelu_new" and "gelu_pytorch_tanh" (the tanh
+// form). A file without a "version" key is an older library's, which
+// renamed on load "gelu" to "gelu_new" and "gelu_orig" to "gelu"; so does
+// this reader.
+//
+// Thread safety: free functions.
+#ifndef ADAPTERD_SERVER_MODEL_ADAPTERHUB_H_
+#define ADAPTERD_SERVER_MODEL_ADAPTERHUB_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/model/adapter_config.h"
+
+namespace adapterd::model {
+
+enum class AdapterPlacement {
+  kHoulsby,   // both sites, the paper's (and adapterd's) placement
+  kPfeiffer,  // the FFN site only, reading LN(h + x)
+};
+std::string_view AdapterPlacementName(AdapterPlacement p);
+
+struct AdapterHubConfig {
+  std::string name;        // the adapter's name: its tensors' key infix
+  std::string model_name;  // e.g. "bert-base-uncased": informational only (no fingerprint in the file)
+  std::string version;     // empty when the file has none
+  int64_t hidden_size = 0;
+  AdapterPlacement placement = AdapterPlacement::kHoulsby;
+  // hidden_size // reduction_factor, as the library computes it (floor).
+  int64_t bottleneck_size = 0;
+  Activation activation = Activation::kSilu;
+  // Layers the library put no adapter in (identity there), sorted, unique.
+  std::vector<int64_t> leave_out;
+};
+
+// Parses and checks `adapter_config.json`. INVALID_ARGUMENT naming the field
+// for malformed JSON, a missing or mistyped field, and every refusal above.
+absl::StatusOr<AdapterHubConfig> ParseAdapterHubConfig(std::string_view json);
+
+}  // namespace adapterd::model
+
+#endif  // ADAPTERD_SERVER_MODEL_ADAPTERHUB_H_

@@ -1,0 +1,171 @@
+// ParseAdapterHubConfig: the adapter_config.json files AdapterHub's
+// `adapters` library writes for its two bottleneck presets map onto
+// adapterd's placements, and every option adapterd cannot compute exactly
+// is refused naming its field.
+#include "server/model/adapterhub.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/testing/status_matchers.h"
+
+namespace adapterd::model {
+namespace {
+
+using ::adapterd::testing::StatusIs;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// What `save_adapter` writes for a preset: BnConfig.to_dict() (every field,
+// defaults included) inside the file's metadata. `pfeiffer` selects
+// SeqBnConfig, else DoubleSeqBnConfig (adapters 1.x).
+json Saved(bool pfeiffer) {
+  json config = {
+      {"architecture", "bottleneck"},
+      {"mh_adapter", !pfeiffer},
+      {"output_adapter", true},
+      {"reduction_factor", 16},
+      {"non_linearity", pfeiffer ? "relu" : "swish"},
+      {"original_ln_before", pfeiffer},
+      {"original_ln_after", true},
+      {"ln_before", false},
+      {"ln_after", false},
+      {"init_weights", "bert"},
+      {"init_weights_seed", nullptr},
+      {"is_parallel", false},
+      {"scaling", 1.0},
+      {"use_gating", false},
+      {"residual_before_ln", true},
+      {"adapter_residual_before_ln", false},
+      {"inv_adapter", nullptr},
+      {"inv_adapter_reduction_factor", nullptr},
+      {"cross_adapter", false},
+      {"leave_out", json::array()},
+      {"dropout", 0.0},
+      {"phm_layer", false},
+      {"phm_dim", 4},
+      {"factorized_phm_W", true},
+      {"shared_W_phm", false},
+      {"shared_phm_rule", true},
+      {"factorized_phm_rule", false},
+      {"phm_c_init", "normal"},
+      {"phm_init_range", 0.0001},
+      {"learn_phm", true},
+      {"hypercomplex_nonlinearity", "glorot-uniform"},
+      {"phm_rank", 1},
+      {"phm_bias", true},
+      {"stochastic_depth", 0.0},
+  };
+  return {{"config", config},
+          {"hidden_size", 768},
+          {"model_class", "BertAdapterModel"},
+          {"model_name", "bert-base-uncased"},
+          {"model_type", "bert"},
+          {"name", "sst-2"},
+          {"version", "adapters.1.1.0"}};
+}
+
+TEST(AdapterHubConfig, TheTwoPresetsMapOntoTheTwoPlacements) {
+  ASSERT_OK_AND_ASSIGN(AdapterHubConfig houlsby, ParseAdapterHubConfig(Saved(false).dump()));
+  EXPECT_EQ(houlsby.placement, AdapterPlacement::kHoulsby);
+  EXPECT_EQ(houlsby.activation, Activation::kSilu);
+  EXPECT_EQ(houlsby.bottleneck_size, 48);  // 768 // 16
+  EXPECT_EQ(houlsby.hidden_size, 768);
+  EXPECT_EQ(houlsby.name, "sst-2");
+  EXPECT_EQ(houlsby.model_name, "bert-base-uncased");
+  EXPECT_TRUE(houlsby.leave_out.empty());
+  ASSERT_OK_AND_ASSIGN(AdapterHubConfig pfeiffer, ParseAdapterHubConfig(Saved(true).dump()));
+  EXPECT_EQ(pfeiffer.placement, AdapterPlacement::kPfeiffer);
+  EXPECT_EQ(pfeiffer.activation, Activation::kRelu);
+  EXPECT_EQ(AdapterPlacementName(pfeiffer.placement), "pfeiffer");
+}
+
+TEST(AdapterHubConfig, BottleneckAndLeaveOutFollowTheLibrary) {
+  json j = Saved(false);
+  j["config"]["reduction_factor"] = 5.5;  // int(768 // 5.5) = 139
+  j["config"]["leave_out"] = {11, 0, 11};
+  ASSERT_OK_AND_ASSIGN(AdapterHubConfig c, ParseAdapterHubConfig(j.dump()));
+  EXPECT_EQ(c.bottleneck_size, 139);
+  EXPECT_EQ(c.leave_out, (std::vector<int64_t>{0, 11}));
+  // A per-layer mapping with one value everywhere is one bottleneck.
+  j["config"]["reduction_factor"] = {{"default", 12}, {"3", 12}};
+  ASSERT_OK_AND_ASSIGN(c, ParseAdapterHubConfig(j.dump()));
+  EXPECT_EQ(c.bottleneck_size, 64);
+  j["config"]["reduction_factor"] = {{"default", 16}, {"3", 8}};
+  EXPECT_THAT(ParseAdapterHubConfig(j.dump()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("config.reduction_factor: differs")));
+}
+
+TEST(AdapterHubConfig, ActivationsAndTheOldLibrarysRename) {
+  struct Case {
+    const char* name;
+    bool versioned;
+    Activation want;
+  };
+  for (const Case& k : {Case{"swish", true, Activation::kSilu}, Case{"SiLU", true, Activation::kSilu},
+                        Case{"relu", true, Activation::kRelu}, Case{"tanh", true, Activation::kTanh},
+                        Case{"gelu", true, Activation::kGelu}, Case{"gelu_new", true, Activation::kGeluNew},
+                        Case{"gelu_pytorch_tanh", true, Activation::kGeluNew},
+                        // Without "version": the library renames gelu -> gelu_new, gelu_orig -> gelu.
+                        Case{"gelu", false, Activation::kGeluNew}, Case{"gelu_orig", false, Activation::kGelu}}) {
+    json j = Saved(false);
+    j["config"]["non_linearity"] = k.name;
+    if (!k.versioned) j.erase("version");
+    ASSERT_OK_AND_ASSIGN(AdapterHubConfig c, ParseAdapterHubConfig(j.dump()));
+    EXPECT_EQ(c.activation, k.want) << k.name << (k.versioned ? "" : " (no version)");
+  }
+  json j = Saved(false);
+  j["config"]["non_linearity"] = "leakyrelu";
+  EXPECT_THAT(ParseAdapterHubConfig(j.dump()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("config.non_linearity: 'leakyrelu'")));
+}
+
+TEST(AdapterHubConfig, EveryOptionThatChangesTheForwardIsRefusedByName) {
+  struct Case {
+    const char* field;
+    json value;
+  };
+  const std::vector<Case> cases = {
+      {"ln_before", true},
+      {"ln_after", true},
+      {"is_parallel", true},
+      {"use_gating", true},
+      {"phm_layer", true},
+      {"cross_adapter", true},
+      {"inv_adapter", "nice"},
+      {"invertible_adapter", {{"block_type", "nice"}}},
+      {"scaling", 2.0},
+      {"scaling", "learned"},
+      {"residual_before_ln", false},
+      {"residual_before_ln", "post_add"},
+      {"original_ln_after", false},
+      {"architecture", "lora"},
+      {"some_new_option", 1},
+      {"original_ln_before", true},  // Houlsby's sites with Pfeiffer's LN
+  };
+  for (const Case& k : cases) {
+    json j = Saved(false);
+    j["config"][k.field] = k.value;
+    EXPECT_THAT(ParseAdapterHubConfig(j.dump()).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(std::string("config.") + k.field + ":")))
+        << k.field << " = " << k.value.dump();
+  }
+  json attention_only = Saved(false);
+  attention_only["config"]["output_adapter"] = false;
+  EXPECT_THAT(ParseAdapterHubConfig(attention_only.dump()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("config.mh_adapter:")));
+  json missing = Saved(false);
+  missing["config"].erase("reduction_factor");
+  EXPECT_THAT(ParseAdapterHubConfig(missing.dump()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("config.reduction_factor: is required")));
+  json roberta = Saved(false);
+  roberta["model_type"] = "roberta";
+  EXPECT_THAT(ParseAdapterHubConfig(roberta.dump()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("BERT encoders only")));
+  EXPECT_THAT(ParseAdapterHubConfig("{not json").status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace adapterd::model

@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
@@ -16,6 +17,9 @@ namespace adapterd::model {
 namespace {
 
 using nlohmann::json;
+
+// Debian's Abseil has its own absl::string_view, which StrCat takes.
+absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("adapter_config.json: ", what));
@@ -193,10 +197,14 @@ absl::StatusOr<AdapterHubConfig> ParseAdapterHubConfig(std::string_view text) {
   RETURN_IF_ERROR(MustBeFalse(c, "use_gating", "gated adapters are not computed"));
   RETURN_IF_ERROR(MustBeFalse(c, "phm_layer", "PHM (Compacter) projections are not computed"));
   RETURN_IF_ERROR(MustBeFalse(c, "cross_adapter", "cross-attention adapters are for encoder-decoder models"));
-  for (const char* inv : {"inv_adapter", "invertible_adapter"}) {
-    if (auto it = c.find(inv); it != c.end() && !it->is_null() && *it != false) {
-      return Refused(inv, "invertible adapters on the embeddings are not computed");
-    }
+  if (auto it = c.find("inv_adapter"); it != c.end() && !it->is_null()) {
+    if (!it->is_string()) return Refused("inv_adapter", "must be a string or null");
+    out.inv_adapter = it->get<std::string>();
+  }
+  if (auto it = c.find("invertible_adapter"); it != c.end() && !it->is_null() && *it != false) {
+    // The v1 spelling: {"block_type": "nice", "reduction_factor": ...}.
+    auto block = it->is_object() ? it->find("block_type") : it->end();
+    out.inv_adapter = block != it->end() && block->is_string() ? block->get<std::string>() : "invertible";
   }
   if (auto s = c.find("scaling"); s != c.end() && !s->is_null() && (!s->is_number() || s->get<double>() != 1.0)) {
     return Refused("scaling", "only 1.0 (no scaling) is computed");
@@ -220,6 +228,111 @@ absl::StatusOr<AdapterHubConfig> ParseAdapterHubConfig(std::string_view text) {
     }
     std::sort(out.leave_out.begin(), out.leave_out.end());
     out.leave_out.erase(std::unique(out.leave_out.begin(), out.leave_out.end()), out.leave_out.end());
+  }
+  return out;
+}
+
+namespace {
+
+constexpr std::string_view kProjections[] = {"adapter_down.0.weight", "adapter_down.0.bias", "adapter_up.weight",
+                                             "adapter_up.bias"};
+
+bool Consume(std::string_view& s, std::string_view prefix) {
+  if (s.substr(0, prefix.size()) != prefix) return false;
+  s.remove_prefix(prefix.size());
+  return true;
+}
+
+// "{i}." at the front of `s`: the layer index, consumed.
+std::optional<int64_t> ConsumeLayer(std::string_view& s) {
+  size_t n = 0;
+  int64_t layer = 0;
+  while (n < s.size() && n < 6 && s[n] >= '0' && s[n] <= '9') layer = layer * 10 + (s[n++] - '0');
+  if (n == 0 || n >= s.size() || s[n] != '.' || (n > 1 && s[0] == '0')) return std::nullopt;
+  s.remove_prefix(n + 1);
+  return layer;
+}
+
+}  // namespace
+
+absl::StatusOr<AdapterHubWeights> FindAdapterHubWeights(const std::map<std::string, TensorView, std::less<>>& tensors,
+                                                        const AdapterHubConfig& config, int64_t num_layers) {
+  const int64_t d = config.hidden_size, m = config.bottleneck_size;
+  const bool pfeiffer = config.placement == AdapterPlacement::kPfeiffer;
+  AdapterHubWeights out;
+  out.attention.resize(static_cast<size_t>(num_layers));
+  out.ffn.resize(static_cast<size_t>(num_layers));
+  auto unexpected = [](const std::string& name, absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("adapter weights: tensor '", ToValidUtf8(name), "' ", why));
+  };
+  const std::string infix = absl::StrCat(config.name, ".");
+  for (const auto& [name, view] : tensors) {
+    std::string_view k = name;
+    Consume(k, "bert.");
+    if (k.find("invertible_adapters.") != std::string_view::npos ||
+        k.find("invertible_lang_adapters.") != std::string_view::npos) {
+      return unexpected(name, config.inv_adapter.empty()
+                                  ? "is an invertible adapter's, which the config does not name"
+                                  : "is an invertible adapter's (config.inv_adapter): not computed");
+    }
+    std::optional<int64_t> layer;
+    if (!Consume(k, "encoder.layer.") || !(layer = ConsumeLayer(k))) {
+      return unexpected(name, "is not an adapter tensor of a BERT encoder layer");
+    }
+    bool attention = false;
+    if (Consume(k, "attention.output.")) {
+      attention = true;
+      if (!Consume(k, "adapters.") && !Consume(k, "attention_text_task_adapters.") &&
+          !Consume(k, "attention_text_lang_adapters.")) {
+        return unexpected(name, "is not an adapter tensor");
+      }
+    } else if (!Consume(k, "output.") || (!Consume(k, "adapters.") && !Consume(k, "layer_text_task_adapters.") &&
+                                          !Consume(k, "layer_text_lang_adapters."))) {
+      return unexpected(name, "is not an adapter tensor");
+    }
+    if (!Consume(k, infix)) {
+      return unexpected(name, absl::StrCat("belongs to another adapter than '", config.name, "'"));
+    }
+    const auto* which = std::find(std::begin(kProjections), std::end(kProjections), k);
+    if (which == std::end(kProjections)) return unexpected(name, "is not one of an adapter's four tensors");
+    if (*layer >= num_layers) {
+      return unexpected(name, absl::StrCat("is for layer ", *layer, " of an encoder of ", num_layers));
+    }
+    if (std::binary_search(config.leave_out.begin(), config.leave_out.end(), *layer)) {
+      return unexpected(name, "is in a layer the config's leave_out lists");
+    }
+    if (attention && pfeiffer) return unexpected(name, "is an attention-site adapter's; Pfeiffer's has none");
+    if (view.dtype != DType::kF32 && view.dtype != DType::kF16 && view.dtype != DType::kBF16) {
+      return unexpected(name, absl::StrCat("has dtype ", Sv(DTypeName(view.dtype)), "; expected F32, F16 or BF16"));
+    }
+    const size_t index = static_cast<size_t>(which - std::begin(kProjections));
+    const std::vector<int64_t> shapes[] = {{m, d}, {m}, {d, m}, {d}};
+    if (view.shape != shapes[index]) {
+      return unexpected(name, absl::StrCat("has shape [", absl::StrJoin(view.shape, ","), "]; the config says [",
+                                           absl::StrJoin(shapes[index], ","), "]"));
+    }
+    auto& site = (attention ? out.attention : out.ffn)[static_cast<size_t>(*layer)];
+    if (!site) site.emplace();
+    const TensorView** slot[] = {&site->down_weight, &site->down_bias, &site->up_weight, &site->up_bias};
+    if (*slot[index] != nullptr) return unexpected(name, "appears twice (under two spellings)");
+    *slot[index] = &view;
+  }
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    if (std::binary_search(config.leave_out.begin(), config.leave_out.end(), layer)) continue;
+    for (bool attention : {true, false}) {
+      if (attention && pfeiffer) continue;
+      const auto& site = (attention ? out.attention : out.ffn)[static_cast<size_t>(layer)];
+      for (size_t i = 0; i < std::size(kProjections); ++i) {
+        const TensorView* const got[] = {site ? site->down_weight : nullptr, site ? site->down_bias : nullptr,
+                                         site ? site->up_weight : nullptr, site ? site->up_bias : nullptr};
+        if (got[i] == nullptr) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("adapter weights: tensor 'bert.encoder.layer.", layer,
+                           attention ? ".attention.output.adapters." : ".output.adapters.", config.name, ".",
+                           Sv(kProjections[i]), "' is missing (the library would keep a random one)"));
+        }
+      }
+    }
   }
   return out;
 }

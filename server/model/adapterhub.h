@@ -14,7 +14,7 @@
 // inv_adapter_reduction_factor when inv_adapter is null), or refused with
 // INVALID_ARGUMENT naming it when its value changes the forward in a way
 // adapterd does not compute: ln_before, ln_after, a scaling other than 1,
-// use_gating, phm_layer, is_parallel, inv_adapter, cross_adapter,
+// use_gating, phm_layer, is_parallel, cross_adapter,
 // residual_before_ln other than true, original_ln_after false, an
 // attention adapter without an FFN one, per-layer reduction factors that
 // differ, an architecture other than "bottleneck", a model_type other than
@@ -37,12 +37,15 @@
 #define ADAPTERD_SERVER_MODEL_ADAPTERHUB_H_
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/model/adapter_config.h"
+#include "server/model/safetensors.h"
 
 namespace adapterd::model {
 
@@ -63,11 +66,44 @@ struct AdapterHubConfig {
   Activation activation = Activation::kSilu;
   // Layers the library put no adapter in (identity there), sorted, unique.
   std::vector<int64_t> leave_out;
+  // "nice"/"glow" when the config names invertible adapters (empty: none).
+  // The library drops them from task adapters whose file has no invertible
+  // weights (old presets named them without using them); so does
+  // FindAdapterHubWeights, which refuses a file that holds some.
+  std::string inv_adapter;
 };
 
 // Parses and checks `adapter_config.json`. INVALID_ARGUMENT naming the field
 // for malformed JSON, a missing or mistyped field, and every refusal above.
 absl::StatusOr<AdapterHubConfig> ParseAdapterHubConfig(std::string_view json);
+
+// One adapter's four tensors: down [m, d] + [m], up [d, m] + [d].
+struct AdapterHubAdapterWeights {
+  const TensorView* down_weight = nullptr;
+  const TensorView* down_bias = nullptr;
+  const TensorView* up_weight = nullptr;
+  const TensorView* up_bias = nullptr;
+};
+// Per layer, per site; nullopt where the adapter has none (a leave_out
+// layer; Pfeiffer's attention site).
+struct AdapterHubWeights {
+  std::vector<std::optional<AdapterHubAdapterWeights>> attention, ffn;
+};
+
+// Finds `config`'s tensors in a weights file's tensors (pytorch_adapter.bin
+// through torch_archive.h, or adapter.safetensors), by the library's names:
+//   [bert.]encoder.layer.{i}.attention.output.adapters.{name}.adapter_down.0.weight
+//   ... .adapter_down.0.bias, .adapter_up.weight, .adapter_up.bias
+//   [bert.]encoder.layer.{i}.output.adapters.{name}. ...        (the FFN site)
+// and the older library's `attention_text_{task,lang}_adapters` /
+// `layer_text_{task,lang}_adapters` for `adapters`. The set must be exact
+// (the library only warns on a missing key, keeping random weights): every
+// site the placement has in every layer but leave_out's, no other tensor,
+// each of float dtype (F32, F16, BF16) and its shape for `config`'s d and m,
+// `num_layers` layers. INVALID_ARGUMENT naming the tensor otherwise. The
+// views borrow `tensors`.
+absl::StatusOr<AdapterHubWeights> FindAdapterHubWeights(const std::map<std::string, TensorView, std::less<>>& tensors,
+                                                        const AdapterHubConfig& config, int64_t num_layers);
 
 }  // namespace adapterd::model
 

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "common/testing/status_matchers.h"
@@ -134,8 +135,6 @@ TEST(AdapterHubConfig, EveryOptionThatChangesTheForwardIsRefusedByName) {
       {"use_gating", true},
       {"phm_layer", true},
       {"cross_adapter", true},
-      {"inv_adapter", "nice"},
-      {"invertible_adapter", {{"block_type", "nice"}}},
       {"scaling", 2.0},
       {"scaling", "learned"},
       {"residual_before_ln", false},
@@ -165,6 +164,124 @@ TEST(AdapterHubConfig, EveryOptionThatChangesTheForwardIsRefusedByName) {
   EXPECT_THAT(ParseAdapterHubConfig(roberta.dump()).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("BERT encoders only")));
   EXPECT_THAT(ParseAdapterHubConfig("{not json").status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A weights file's tensors as the library names them, for `config` over
+// `layers` layers: views of one zero buffer, shapes as the config says.
+class AdapterHubWeightsTest : public ::testing::Test {
+ public:  // the cases below edit the fixture through lambdas
+  AdapterHubConfig Config(bool pfeiffer) {
+    json j = Saved(pfeiffer);
+    j["hidden_size"] = 32;  // m = 32 // 16 = 2
+    auto c = ParseAdapterHubConfig(j.dump());
+    EXPECT_TRUE(c.ok()) << c.status();
+    return *c;
+  }
+  void Add(const std::string& name, std::vector<int64_t> shape, DType dtype = DType::kF32) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    tensors_[name] = TensorView{dtype, std::move(shape),
+                                std::span<const std::byte>(zeros_.data(), static_cast<size_t>(n) * DTypeSize(dtype))};
+  }
+  // The four tensors of one site: `site` "attention.output" or "output",
+  // `kind` "adapters" or an older library's spelling.
+  void AddSite(const std::string& prefix, int layer, const std::string& site, const std::string& kind = "adapters") {
+    const std::string base = prefix + "encoder.layer." + std::to_string(layer) + "." + site + "." + kind + ".sst-2.";
+    Add(base + "adapter_down.0.weight", {2, 32});
+    Add(base + "adapter_down.0.bias", {2});
+    Add(base + "adapter_up.weight", {32, 2});
+    Add(base + "adapter_up.bias", {32});
+  }
+  std::vector<std::byte> zeros_ = std::vector<std::byte>(4096);
+  std::map<std::string, TensorView, std::less<>> tensors_;
+};
+
+TEST_F(AdapterHubWeightsTest, HoulsbyFindsBothSitesInEveryLayer) {
+  for (int layer : {0, 1}) {
+    AddSite("bert.", layer, "attention.output");
+    AddSite("bert.", layer, "output");
+  }
+  ASSERT_OK_AND_ASSIGN(AdapterHubWeights w, FindAdapterHubWeights(tensors_, Config(false), 2));
+  ASSERT_EQ(w.attention.size(), 2u);
+  ASSERT_TRUE(w.attention[1].has_value());
+  ASSERT_TRUE(w.ffn[0].has_value());
+  EXPECT_EQ(w.ffn[0]->up_weight, &tensors_.at("bert.encoder.layer.0.output.adapters.sst-2.adapter_up.weight"));
+  EXPECT_EQ(w.attention[1]->down_bias,
+            &tensors_.at("bert.encoder.layer.1.attention.output.adapters.sst-2.adapter_down.0.bias"));
+}
+
+TEST_F(AdapterHubWeightsTest, PfeifferOldNamesAndLeaveOut) {
+  AdapterHubConfig c = Config(true);
+  c.leave_out = {1};
+  AddSite("", 0, "output", "layer_text_task_adapters");  // adapter-transformers v1, no "bert." prefix
+  AddSite("", 2, "output");
+  ASSERT_OK_AND_ASSIGN(AdapterHubWeights w, FindAdapterHubWeights(tensors_, c, 3));
+  EXPECT_TRUE(w.ffn[0].has_value());
+  EXPECT_FALSE(w.ffn[1].has_value());
+  EXPECT_TRUE(w.ffn[2].has_value());
+  for (const auto& a : w.attention) EXPECT_FALSE(a.has_value());
+}
+
+TEST_F(AdapterHubWeightsTest, TheTensorSetMustBeExact) {
+  const AdapterHubConfig houlsby = Config(false);
+  const std::string down = "bert.encoder.layer.0.output.adapters.sst-2.adapter_down.0.weight";
+  struct Case {
+    std::function<void(AdapterHubWeightsTest&)> edit;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[&](AdapterHubWeightsTest& t) { t.tensors_.erase(down); },
+       "'bert.encoder.layer.0.output.adapters.sst-2.adapter_down.0.weight' is missing"},
+      {[](AdapterHubWeightsTest& t) { t.Add("cls.predictions.bias", {32}); }, "'cls.predictions.bias' is not"},
+      {[&](AdapterHubWeightsTest& t) {
+         t.Add(down, {3, 32});
+       },
+       "has shape [3,32]; the config says [2,32]"},
+      {[&](AdapterHubWeightsTest& t) {
+         t.Add(down, {2, 32}, DType::kI64);
+       },
+       "has dtype I64"},
+      {[](AdapterHubWeightsTest& t) { t.AddSite("bert.", 0, "output", "adapters.other"); },
+       "belongs to another adapter"},
+      {[](AdapterHubWeightsTest& t) { t.AddSite("bert.", 2, "output"); }, "is for layer 2 of an encoder of 2"},
+      {[](AdapterHubWeightsTest& t) { t.AddSite("", 0, "output"); }, "appears twice"},
+      {[](AdapterHubWeightsTest& t) {
+         t.Add("bert.invertible_adapters.sst-2.F.0.weight", {2, 2});
+       },
+       "invertible adapter"},
+  };
+  for (const Case& k : cases) {
+    tensors_.clear();
+    for (int layer : {0, 1}) {
+      AddSite("bert.", layer, "attention.output");
+      AddSite("bert.", layer, "output");
+    }
+    ASSERT_OK(FindAdapterHubWeights(tensors_, houlsby, 2).status());
+    k.edit(*this);
+    EXPECT_THAT(FindAdapterHubWeights(tensors_, houlsby, 2).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(k.message)));
+  }
+  // Pfeiffer's placement has no attention adapter; leave_out's layers none.
+  tensors_.clear();
+  AddSite("bert.", 0, "output");
+  AddSite("bert.", 0, "attention.output");
+  EXPECT_THAT(FindAdapterHubWeights(tensors_, Config(true), 1).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Pfeiffer's has none")));
+  AdapterHubConfig left = houlsby;
+  left.leave_out = {0};
+  EXPECT_THAT(FindAdapterHubWeights(tensors_, left, 1).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("leave_out")));
+}
+
+TEST(AdapterHubConfig, InvertibleAdaptersAreRecordedNotRefused) {
+  json j = Saved(true);
+  j["config"]["inv_adapter"] = "nice";
+  ASSERT_OK_AND_ASSIGN(AdapterHubConfig c, ParseAdapterHubConfig(j.dump()));
+  EXPECT_EQ(c.inv_adapter, "nice");
+  j["config"].erase("inv_adapter");
+  j["config"]["invertible_adapter"] = {{"block_type", "glow"}, {"reduction_factor", 2}};
+  ASSERT_OK_AND_ASSIGN(c, ParseAdapterHubConfig(j.dump()));
+  EXPECT_EQ(c.inv_adapter, "glow");
 }
 
 }  // namespace

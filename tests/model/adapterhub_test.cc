@@ -7,10 +7,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "common/file_util.h"
 #include "common/testing/status_matchers.h"
+#include "server/model/torch_archive.h"
 
 namespace adapterd::model {
 namespace {
@@ -282,6 +286,56 @@ TEST(AdapterHubConfig, InvertibleAdaptersAreRecordedNotRefused) {
   j["config"]["invertible_adapter"] = {{"block_type", "glow"}, {"reduction_factor", 2}};
   ASSERT_OK_AND_ASSIGN(c, ParseAdapterHubConfig(j.dump()));
   EXPECT_EQ(c.inv_adapter, "glow");
+}
+
+std::string FixtureDir(const std::string& name) {
+  const char* src = std::getenv("ADAPTERD_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/tests/model/testdata/adapterhub/" + name;
+}
+
+// Element j of the generator's tensor k (make_fixtures.py): 0.01 j + k.
+void ExpectRamp(const TensorView* v, int k) {
+  ASSERT_NE(v, nullptr);
+  std::vector<float> got(v->data.size() / sizeof(float));
+  std::memcpy(got.data(), v->data.data(), v->data.size());
+  for (size_t j = 0; j < got.size(); ++j) {
+    EXPECT_FLOAT_EQ(got[j], static_cast<float>(j) * 0.01f + static_cast<float>(k))
+        << "tensor " << k << " [" << j << "]";
+  }
+}
+
+// Directories as the library writes them, torch.save'd by Debian's PyTorch
+// (testdata/adapterhub/make_fixtures.py): config parsed, every tensor found
+// where the library's names put it, with its values.
+TEST(AdapterHubFiles, TheLibrarysDirectoriesParseAndEveryTensorIsFound) {
+  ASSERT_OK_AND_ASSIGN(std::string houlsby_json, ReadFileToString(FixtureDir("houlsby/adapter_config.json")));
+  ASSERT_OK_AND_ASSIGN(AdapterHubConfig houlsby, ParseAdapterHubConfig(houlsby_json));
+  EXPECT_EQ(houlsby.placement, AdapterPlacement::kHoulsby);
+  EXPECT_EQ(houlsby.bottleneck_size, 2);
+  EXPECT_EQ(houlsby.version, "adapters.1.1.0");
+  ASSERT_OK_AND_ASSIGN(TorchArchive file, TorchArchive::Open(FixtureDir("houlsby/pytorch_adapter.bin")));
+  ASSERT_OK_AND_ASSIGN(AdapterHubWeights w, FindAdapterHubWeights(file.tensors(), houlsby, 2));
+  // Written in order: per layer, the attention site's four, then the FFN's.
+  ExpectRamp(w.attention[0]->down_weight, 0);
+  ExpectRamp(w.ffn[0]->up_bias, 7);
+  ExpectRamp(w.attention[1]->up_weight, 10);
+  ExpectRamp(w.ffn[1]->down_bias, 13);
+  // An encoder of another depth is refused.
+  EXPECT_THAT(FindAdapterHubWeights(file.tensors(), houlsby, 1).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("of an encoder of 1")));
+
+  ASSERT_OK_AND_ASSIGN(std::string pfeiffer_json, ReadFileToString(FixtureDir("pfeiffer/adapter_config.json")));
+  ASSERT_OK_AND_ASSIGN(AdapterHubConfig pfeiffer, ParseAdapterHubConfig(pfeiffer_json));
+  EXPECT_EQ(pfeiffer.placement, AdapterPlacement::kPfeiffer);
+  EXPECT_EQ(pfeiffer.activation, Activation::kRelu);
+  EXPECT_TRUE(pfeiffer.version.empty());
+  EXPECT_EQ(pfeiffer.leave_out, (std::vector<int64_t>{1}));
+  ASSERT_OK_AND_ASSIGN(TorchArchive pf_file, TorchArchive::Open(FixtureDir("pfeiffer/pytorch_adapter.bin")));
+  ASSERT_OK_AND_ASSIGN(AdapterHubWeights pw, FindAdapterHubWeights(pf_file.tensors(), pfeiffer, 2));
+  EXPECT_FALSE(pw.attention[0].has_value());
+  EXPECT_FALSE(pw.ffn[1].has_value());
+  ExpectRamp(pw.ffn[0]->down_weight, 0);
+  ExpectRamp(pw.ffn[0]->up_bias, 3);
 }
 
 }  // namespace

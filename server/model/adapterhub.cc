@@ -81,6 +81,17 @@ absl::Status MustBeFalse(const json& c, const std::string& field, absl::string_v
   return absl::OkStatus();
 }
 
+// transformers' activation names (get_activation), lower-cased.
+absl::StatusOr<Activation> ActivationNamed(const std::string& name, const std::string& field) {
+  if (name == "swish" || name == "silu") return Activation::kSilu;
+  if (name == "relu") return Activation::kRelu;
+  if (name == "tanh") return Activation::kTanh;
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return Activation::kGeluNew;
+  return Refused(field, absl::StrCat("'", ToValidUtf8(name),
+                                     "' is not one adapterd computes (swish/silu, relu, tanh, gelu, gelu_new)"));
+}
+
 absl::StatusOr<Activation> MapActivation(const json& c, bool has_version) {
   auto it = c.find("non_linearity");
   if (it == c.end() || !it->is_string()) return Refused("non_linearity", "is required (a string)");
@@ -92,14 +103,7 @@ absl::StatusOr<Activation> MapActivation(const json& c, bool has_version) {
       name = "gelu";
     }
   }
-  if (name == "swish" || name == "silu") return Activation::kSilu;
-  if (name == "relu") return Activation::kRelu;
-  if (name == "tanh") return Activation::kTanh;
-  if (name == "gelu") return Activation::kGelu;
-  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return Activation::kGeluNew;
-  return Refused("non_linearity", absl::StrCat("'", ToValidUtf8(name),
-                                               "' is not one adapterd computes (swish/silu, relu, tanh, gelu, "
-                                               "gelu_new)"));
+  return ActivationNamed(name, "non_linearity");
 }
 
 absl::StatusOr<double> ReductionFactor(const json& c) {
@@ -125,16 +129,18 @@ absl::StatusOr<double> ReductionFactor(const json& c) {
   return *common;
 }
 
-}  // namespace
+// What build_full_config writes around an adapter's or a head's config:
+// name, model_name, version, model_type ("bert"), hidden_size, "config".
+struct Envelope {
+  std::string name, model_name, version;
+  int64_t hidden_size = 0;
+  json config;
+};
 
-std::string_view AdapterPlacementName(AdapterPlacement p) {
-  return p == AdapterPlacement::kPfeiffer ? "pfeiffer" : "houlsby";
-}
-
-absl::StatusOr<AdapterHubConfig> ParseAdapterHubConfig(std::string_view text) {
+absl::StatusOr<Envelope> ParseEnvelope(std::string_view text) {
   const json top = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (top.is_discarded() || !top.is_object()) return Invalid("not a JSON object");
-  AdapterHubConfig out;
+  Envelope out;
   auto str = [&](const char* key, bool required, std::string* to) -> absl::Status {
     auto it = top.find(key);
     if (it == top.end() || it->is_null()) {
@@ -160,10 +166,26 @@ absl::StatusOr<AdapterHubConfig> ParseAdapterHubConfig(std::string_view text) {
     return Invalid("hidden_size must be a positive integer");
   }
   out.hidden_size = hidden->get<int64_t>();
-
   auto cit = top.find("config");
   if (cit == top.end() || !cit->is_object()) return Invalid("config must be an object");
-  const json& c = *cit;
+  out.config = *cit;
+  return out;
+}
+
+}  // namespace
+
+std::string_view AdapterPlacementName(AdapterPlacement p) {
+  return p == AdapterPlacement::kPfeiffer ? "pfeiffer" : "houlsby";
+}
+
+absl::StatusOr<AdapterHubConfig> ParseAdapterHubConfig(std::string_view text) {
+  ASSIGN_OR_RETURN(Envelope env, ParseEnvelope(text));
+  AdapterHubConfig out;
+  out.name = env.name;
+  out.model_name = env.model_name;
+  out.version = env.version;
+  out.hidden_size = env.hidden_size;
+  const json& c = env.config;
   for (const auto& [field, value] : c.items()) {
     if (!CheckedFields().contains(field) && !TrainingOnlyFields().contains(field)) {
       return Refused(ToValidUtf8(field),
@@ -313,7 +335,7 @@ absl::StatusOr<AdapterHubWeights> FindAdapterHubWeights(const std::map<std::stri
     }
     auto& site = (attention ? out.attention : out.ffn)[static_cast<size_t>(*layer)];
     if (!site) site.emplace();
-    const TensorView** slot[] = {&site->down_weight, &site->down_bias, &site->up_weight, &site->up_bias};
+    const TensorView** slot[] = {&site->down.weight, &site->down.bias, &site->up.weight, &site->up.bias};
     if (*slot[index] != nullptr) return unexpected(name, "appears twice (under two spellings)");
     *slot[index] = &view;
   }
@@ -323,8 +345,8 @@ absl::StatusOr<AdapterHubWeights> FindAdapterHubWeights(const std::map<std::stri
       if (attention && pfeiffer) continue;
       const auto& site = (attention ? out.attention : out.ffn)[static_cast<size_t>(layer)];
       for (size_t i = 0; i < std::size(kProjections); ++i) {
-        const TensorView* const got[] = {site ? site->down_weight : nullptr, site ? site->down_bias : nullptr,
-                                         site ? site->up_weight : nullptr, site ? site->up_bias : nullptr};
+        const TensorView* const got[] = {site ? site->down.weight : nullptr, site ? site->down.bias : nullptr,
+                                         site ? site->up.weight : nullptr, site ? site->up.bias : nullptr};
         if (got[i] == nullptr) {
           return absl::InvalidArgumentError(
               absl::StrCat("adapter weights: tensor 'bert.encoder.layer.", layer,
@@ -332,6 +354,124 @@ absl::StatusOr<AdapterHubWeights> FindAdapterHubWeights(const std::map<std::stri
                            Sv(kProjections[i]), "' is missing (the library would keep a random one)"));
         }
       }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<AdapterHubHead> ParseAdapterHubHead(std::string_view text) {
+  ASSIGN_OR_RETURN(Envelope env, ParseEnvelope(text));
+  const json& c = env.config;
+  AdapterHubHead out;
+  out.name = env.name;
+  out.hidden_size = env.hidden_size;
+  static const std::set<std::string> kFields{"head_type", "num_labels", "layers", "activation_function",
+                                             "label2id",  "use_pooler", "bias",   "dropout_prob"};
+  for (const auto& [field, value] : c.items()) {
+    if (!kFields.contains(field)) {
+      return Refused(ToValidUtf8(field), "is not a field of the heads adapterd imports");
+    }
+  }
+  auto type = c.find("head_type");
+  if (type == c.end() || !type->is_string()) return Refused("head_type", "is required (a string)");
+  const std::string head_type = type->get<std::string>();
+  auto num = c.find("num_labels");
+  if (num == c.end() || !num->is_number_integer() || num->get<int64_t>() < 1 || num->get<int64_t>() > 65536) {
+    return Refused("num_labels", "must be an integer in [1, 65536]");
+  }
+  const int64_t k = num->get<int64_t>();
+  if (head_type == "classification") {
+    out.kind = k == 1 ? TaskKind::kRegression : TaskKind::kSequenceClassification;
+  } else if (head_type == "multilabel_classification") {
+    out.kind = TaskKind::kMultiLabelClassification;
+  } else if (head_type == "tagging") {
+    out.kind = TaskKind::kTokenClassification;
+  } else if (head_type == "question_answering") {
+    if (k != 2) return Refused("num_labels", "a question-answering head has 2 outputs (start, end)");
+    out.kind = TaskKind::kExtractiveQa;
+  } else {
+    return Refused("head_type", absl::StrCat("'", ToValidUtf8(head_type),
+                                             "' has no adapterd task kind (classification, "
+                                             "multilabel_classification, tagging, question_answering)"));
+  }
+  auto layers = c.find("layers");
+  if (layers == c.end() || !layers->is_number_integer() || layers->get<int64_t>() < 1 || layers->get<int64_t>() > 2) {
+    return Refused("layers", "adapterd computes heads of 1 or 2 layers");
+  }
+  out.layers = layers->get<int64_t>();
+  if (auto act = c.find("activation_function"); out.layers == 2 && act != c.end() && !act->is_null()) {
+    if (!act->is_string()) return Refused("activation_function", "must be a string or null");
+    ASSIGN_OR_RETURN(out.activation,
+                     ActivationNamed(absl::AsciiStrToLower(act->get<std::string>()), "activation_function"));
+  }
+  ASSIGN_OR_RETURN(bool pooler, Bool(c, "use_pooler", false));
+  out.use_pooler = pooler && !ReadsTokens(out.kind);
+  ASSIGN_OR_RETURN(out.bias, Bool(c, "bias", true));
+  if (auto ids = c.find("label2id"); ids != c.end() && !ids->is_null()) {
+    if (!ids->is_object() || static_cast<int64_t>(ids->size()) != k) {
+      return Refused("label2id", absl::StrCat("must map ", k, " labels to the ids 0..", k - 1));
+    }
+    out.labels.assign(static_cast<size_t>(k), "");
+    for (const auto& [label, id] : ids->items()) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= k ||
+          !out.labels[static_cast<size_t>(id.get<int64_t>())].empty() || label.empty() || !IsValidUtf8(label)) {
+        return Refused("label2id",
+                       absl::StrCat("must map ", k, " non-empty labels to the ids 0..", k - 1, " once each"));
+      }
+      out.labels[static_cast<size_t>(id.get<int64_t>())] = label;
+    }
+  } else if (out.kind != TaskKind::kRegression && out.kind != TaskKind::kExtractiveQa) {
+    for (int64_t i = 0; i < k; ++i) out.labels.push_back(absl::StrCat("LABEL_", i));
+  }
+  if (out.kind == TaskKind::kRegression || out.kind == TaskKind::kExtractiveQa) out.labels.clear();
+  return out;
+}
+
+absl::StatusOr<AdapterHubHeadWeights> FindAdapterHubHeadWeights(
+    const std::map<std::string, TensorView, std::less<>>& tensors, const AdapterHubHead& head) {
+  const int64_t d = head.hidden_size;
+  const int64_t k = head.kind == TaskKind::kExtractiveQa ? 2
+                    : head.kind == TaskKind::kRegression ? 1
+                                                         : static_cast<int64_t>(head.labels.size());
+  // Indices in the library's stack: Dropout, Linear[, activation] per layer.
+  const int64_t out_index = head.layers == 1 ? 1 : (head.activation ? 4 : 3);
+  struct Want {
+    std::string name;
+    std::vector<int64_t> shape;
+    const TensorView** to;
+  };
+  AdapterHubHeadWeights out;
+  std::vector<Want> wants;
+  const std::string base = absl::StrCat("heads.", head.name, ".");
+  if (head.layers == 2) {
+    wants.push_back({absl::StrCat(base, "1.weight"), {d, d}, &out.dense.weight});
+    wants.push_back({absl::StrCat(base, "1.bias"), {d}, &out.dense.bias});
+  }
+  wants.push_back({absl::StrCat(base, out_index, ".weight"), {k, d}, &out.out.weight});
+  if (head.bias) wants.push_back({absl::StrCat(base, out_index, ".bias"), {k}, &out.out.bias});
+  for (const auto& entry : tensors) {
+    const std::string& name = entry.first;  // clang 14 lambdas cannot capture structured bindings
+    const TensorView& view = entry.second;
+    auto it = std::find_if(wants.begin(), wants.end(), [&](const Want& w) { return w.name == name; });
+    if (it == wants.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "head weights: tensor '", ToValidUtf8(name), "' is not one of the head's (",
+          absl::StrJoin(wants, ", ", [](std::string* o, const Want& w) { absl::StrAppend(o, w.name); }), ")"));
+    }
+    if (view.dtype != DType::kF32 && view.dtype != DType::kF16 && view.dtype != DType::kBF16) {
+      return absl::InvalidArgumentError(absl::StrCat("head weights: tensor '", name, "' has dtype ",
+                                                     Sv(DTypeName(view.dtype)), "; expected F32, F16 or BF16"));
+    }
+    if (view.shape != it->shape) {
+      return absl::InvalidArgumentError(absl::StrCat("head weights: tensor '", name, "' has shape [",
+                                                     absl::StrJoin(view.shape, ","), "]; the head config says [",
+                                                     absl::StrJoin(it->shape, ","), "]"));
+    }
+    *it->to = &view;
+  }
+  for (const Want& w : wants) {
+    if (*w.to == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("head weights: tensor '", w.name, "' is missing"));
     }
   }
   return out;

@@ -46,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "server/model/adapter_config.h"
 #include "server/model/safetensors.h"
+#include "server/model/task_kinds.h"
 
 namespace adapterd::model {
 
@@ -77,12 +78,15 @@ struct AdapterHubConfig {
 // for malformed JSON, a missing or mistyped field, and every refusal above.
 absl::StatusOr<AdapterHubConfig> ParseAdapterHubConfig(std::string_view json);
 
-// One adapter's four tensors: down [m, d] + [m], up [d, m] + [d].
+// A Linear's tensors in a weights file (borrowed views; bias null where the
+// Linear has none).
+struct AdapterHubLinear {
+  const TensorView* weight = nullptr;
+  const TensorView* bias = nullptr;
+};
+// One adapter: down [m, d] + [m], up [d, m] + [d].
 struct AdapterHubAdapterWeights {
-  const TensorView* down_weight = nullptr;
-  const TensorView* down_bias = nullptr;
-  const TensorView* up_weight = nullptr;
-  const TensorView* up_bias = nullptr;
+  AdapterHubLinear down, up;
 };
 // Per layer, per site; nullopt where the adapter has none (a leave_out
 // layer; Pfeiffer's attention site).
@@ -104,6 +108,43 @@ struct AdapterHubWeights {
 // views borrow `tensors`.
 absl::StatusOr<AdapterHubWeights> FindAdapterHubWeights(const std::map<std::string, TensorView, std::less<>>& tensors,
                                                         const AdapterHubConfig& config, int64_t num_layers);
+
+// A prediction head (`head_config.json`), mapped onto a task kind:
+//   classification, num_labels >= 2       -> sequence classification
+//   classification, num_labels 1          -> regression (mean 0, stddev 1: the raw output)
+//   multilabel_classification             -> multi-label classification
+//   tagging                               -> token classification
+//   question_answering, num_labels 2      -> extractive QA (start, end)
+// Other head types are refused naming them. The library's head is a stack
+// of `layers` blocks, Dropout then Linear, with the activation after every
+// Linear but the last: its weights are heads.{name}.{i}.{weight,bias} at
+// the Linears' indices in that stack (1 and 4 for two layers with an
+// activation). Labels come from label2id in id order ("LABEL_i" where it
+// is null, as transformers names them).
+struct AdapterHubHead {
+  std::string name;
+  TaskKind kind = TaskKind::kSequenceClassification;
+  std::vector<std::string> labels;
+  int64_t layers = 1;  // 1 or 2
+  // The activation between two layers (layers == 2); nullopt for none.
+  std::optional<Activation> activation;
+  // The pooled kinds read the pooler's output (true) or h[CLS] (false);
+  // always false for the token kinds.
+  bool use_pooler = false;
+  bool bias = true;  // the last Linear's
+  int64_t hidden_size = 0;
+};
+absl::StatusOr<AdapterHubHead> ParseAdapterHubHead(std::string_view json);
+
+// The head's Linears in the head weights file: `dense` [d, d] + [d] for a
+// two-layer head, `out` [K, d] (+ [K] when bias) for every head, found by
+// the library's names (heads.{name}.{i}.*); the set must be exact, each
+// float and of its shape. INVALID_ARGUMENT naming the tensor otherwise.
+struct AdapterHubHeadWeights {
+  AdapterHubLinear dense, out;
+};
+absl::StatusOr<AdapterHubHeadWeights> FindAdapterHubHeadWeights(
+    const std::map<std::string, TensorView, std::less<>>& tensors, const AdapterHubHead& head);
 
 }  // namespace adapterd::model
 

@@ -21,6 +21,7 @@ namespace {
 
 using ::adapterd::testing::StatusIs;
 using nlohmann::json;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // What `save_adapter` writes for a preset: BnConfig.to_dict() (every field,
@@ -209,8 +210,8 @@ TEST_F(AdapterHubWeightsTest, HoulsbyFindsBothSitesInEveryLayer) {
   ASSERT_EQ(w.attention.size(), 2u);
   ASSERT_TRUE(w.attention[1].has_value());
   ASSERT_TRUE(w.ffn[0].has_value());
-  EXPECT_EQ(w.ffn[0]->up_weight, &tensors_.at("bert.encoder.layer.0.output.adapters.sst-2.adapter_up.weight"));
-  EXPECT_EQ(w.attention[1]->down_bias,
+  EXPECT_EQ(w.ffn[0]->up.weight, &tensors_.at("bert.encoder.layer.0.output.adapters.sst-2.adapter_up.weight"));
+  EXPECT_EQ(w.attention[1]->down.bias,
             &tensors_.at("bert.encoder.layer.1.attention.output.adapters.sst-2.adapter_down.0.bias"));
 }
 
@@ -316,10 +317,10 @@ TEST(AdapterHubFiles, TheLibrarysDirectoriesParseAndEveryTensorIsFound) {
   ASSERT_OK_AND_ASSIGN(TorchArchive file, TorchArchive::Open(FixtureDir("houlsby/pytorch_adapter.bin")));
   ASSERT_OK_AND_ASSIGN(AdapterHubWeights w, FindAdapterHubWeights(file.tensors(), houlsby, 2));
   // Written in order: per layer, the attention site's four, then the FFN's.
-  ExpectRamp(w.attention[0]->down_weight, 0);
-  ExpectRamp(w.ffn[0]->up_bias, 7);
-  ExpectRamp(w.attention[1]->up_weight, 10);
-  ExpectRamp(w.ffn[1]->down_bias, 13);
+  ExpectRamp(w.attention[0]->down.weight, 0);
+  ExpectRamp(w.ffn[0]->up.bias, 7);
+  ExpectRamp(w.attention[1]->up.weight, 10);
+  ExpectRamp(w.ffn[1]->down.bias, 13);
   // An encoder of another depth is refused.
   EXPECT_THAT(FindAdapterHubWeights(file.tensors(), houlsby, 1).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("of an encoder of 1")));
@@ -334,8 +335,101 @@ TEST(AdapterHubFiles, TheLibrarysDirectoriesParseAndEveryTensorIsFound) {
   ASSERT_OK_AND_ASSIGN(AdapterHubWeights pw, FindAdapterHubWeights(pf_file.tensors(), pfeiffer, 2));
   EXPECT_FALSE(pw.attention[0].has_value());
   EXPECT_FALSE(pw.ffn[1].has_value());
-  ExpectRamp(pw.ffn[0]->down_weight, 0);
-  ExpectRamp(pw.ffn[0]->up_bias, 3);
+  ExpectRamp(pw.ffn[0]->down.weight, 0);
+  ExpectRamp(pw.ffn[0]->up.bias, 3);
+}
+
+json SavedHead(const std::string& type, int64_t num_labels, int64_t layers) {
+  json config = {{"head_type", type},   {"num_labels", num_labels}, {"layers", layers}, {"activation_function", "tanh"},
+                 {"label2id", nullptr}, {"use_pooler", false},      {"bias", true},     {"dropout_prob", nullptr}};
+  return {{"config", config},     {"hidden_size", 32}, {"model_class", "BertAdapterModel"}, {"model_name", "tiny-bert"},
+          {"model_type", "bert"}, {"name", "task"},    {"version", "adapters.1.1.0"}};
+}
+
+TEST(AdapterHubHead, HeadTypesMapOntoTaskKinds) {
+  struct Case {
+    std::string type;
+    int64_t labels;
+    TaskKind kind;
+    size_t names;
+  };
+  for (const Case& k : {Case{"classification", 3, TaskKind::kSequenceClassification, 3},
+                        Case{"classification", 1, TaskKind::kRegression, 0},
+                        Case{"multilabel_classification", 4, TaskKind::kMultiLabelClassification, 4},
+                        Case{"tagging", 5, TaskKind::kTokenClassification, 5},
+                        Case{"question_answering", 2, TaskKind::kExtractiveQa, 0}}) {
+    ASSERT_OK_AND_ASSIGN(AdapterHubHead h, ParseAdapterHubHead(SavedHead(k.type, k.labels, 1).dump()));
+    EXPECT_EQ(h.kind, k.kind) << k.type;
+    EXPECT_EQ(h.labels.size(), k.names) << k.type;
+    EXPECT_FALSE(h.activation.has_value()) << "one layer: no activation";
+  }
+  json named = SavedHead("classification", 2, 2);
+  named["config"]["label2id"] = {{"positive", 1}, {"negative", 0}};
+  named["config"]["use_pooler"] = true;
+  ASSERT_OK_AND_ASSIGN(AdapterHubHead h, ParseAdapterHubHead(named.dump()));
+  EXPECT_EQ(h.labels, (std::vector<std::string>{"negative", "positive"}));
+  EXPECT_EQ(h.activation, Activation::kTanh);
+  EXPECT_TRUE(h.use_pooler);
+  ASSERT_OK_AND_ASSIGN(h, ParseAdapterHubHead(SavedHead("classification", 2, 1).dump()));
+  EXPECT_EQ(h.labels, (std::vector<std::string>{"LABEL_0", "LABEL_1"}));
+}
+
+TEST(AdapterHubHead, WhatNoKindComputesIsRefusedByName) {
+  struct Case {
+    json head;
+    std::string message;
+  };
+  json bad_ids = SavedHead("classification", 2, 1);
+  bad_ids["config"]["label2id"] = {{"a", 0}, {"b", 0}};
+  json extra = SavedHead("tagging", 3, 1);
+  extra["config"]["shift_labels"] = true;
+  for (const Case& k : {Case{SavedHead("multiple_choice", 2, 1), "config.head_type: 'multiple_choice'"},
+                        Case{SavedHead("classification", 2, 3), "config.layers:"},
+                        Case{SavedHead("question_answering", 3, 1), "config.num_labels:"},
+                        Case{bad_ids, "config.label2id:"}, Case{extra, "config.shift_labels:"}}) {
+    EXPECT_THAT(ParseAdapterHubHead(k.head.dump()).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(k.message)));
+  }
+}
+
+TEST_F(AdapterHubWeightsTest, HeadWeightsSitAtTheLinearsIndices) {
+  ASSERT_OK_AND_ASSIGN(AdapterHubHead two, ParseAdapterHubHead(SavedHead("classification", 3, 2).dump()));
+  Add("heads.task.1.weight", {32, 32});
+  Add("heads.task.1.bias", {32});
+  Add("heads.task.4.weight", {3, 32});
+  Add("heads.task.4.bias", {3});
+  ASSERT_OK_AND_ASSIGN(AdapterHubHeadWeights w, FindAdapterHubHeadWeights(tensors_, two));
+  EXPECT_EQ(w.out.weight, &tensors_.at("heads.task.4.weight"));
+  EXPECT_EQ(w.dense.bias, &tensors_.at("heads.task.1.bias"));
+  // Without an activation the last Linear is module 3.
+  AdapterHubHead plain = two;
+  plain.activation.reset();
+  EXPECT_THAT(FindAdapterHubHeadWeights(tensors_, plain).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("is not one of the head's"), HasSubstr("heads.task.3.weight"))));
+  // A missing bias, a wrong shape.
+  tensors_.erase("heads.task.4.bias");
+  EXPECT_THAT(FindAdapterHubHeadWeights(tensors_, two).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'heads.task.4.bias' is missing")));
+  AdapterHubHead no_bias = two;
+  no_bias.bias = false;
+  EXPECT_OK(FindAdapterHubHeadWeights(tensors_, no_bias).status());
+  Add("heads.task.4.weight", {2, 32});
+  EXPECT_THAT(FindAdapterHubHeadWeights(tensors_, no_bias).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has shape [2,32]; the head config says [3,32]")));
+}
+
+TEST(AdapterHubFiles, APfStyleHeadParsesAndItsWeightsAreFound) {
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(FixtureDir("houlsby/head_config.json")));
+  ASSERT_OK_AND_ASSIGN(AdapterHubHead head, ParseAdapterHubHead(text));
+  EXPECT_EQ(head.kind, TaskKind::kSequenceClassification);
+  EXPECT_EQ(head.labels, (std::vector<std::string>{"neg", "neu", "pos"}));
+  EXPECT_EQ(head.layers, 2);
+  EXPECT_FALSE(head.use_pooler);
+  ASSERT_OK_AND_ASSIGN(TorchArchive file, TorchArchive::Open(FixtureDir("houlsby/pytorch_model_head.bin")));
+  ASSERT_OK_AND_ASSIGN(AdapterHubHeadWeights w, FindAdapterHubHeadWeights(file.tensors(), head));
+  ExpectRamp(w.dense.weight, 0);
+  ExpectRamp(w.out.bias, 3);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ under the library's names. Written here with Debian's python3-torch, without
 the library (it is not packaged), for a tiny BERT (hidden 32, 2 layers):
 
     houlsby/   DoubleSeqBnConfig (both sites, swish, reduction_factor 16: m = 2)
+               and a pf-* style head (head_config.json, pytorch_model_head.bin)
     pfeiffer/  SeqBnConfig (FFN site, relu), leave_out [1], adapter-transformers
                v1 tensor names (layer_text_task_adapters), no "bert." prefix and
                no "version" (an older library's file)
@@ -71,6 +72,28 @@ def write(dirname, pfeiffer):
                 state[f"{prefix}encoder.layer.{layer}.{site}.{kind}.task.{name}"] = (
                     torch.arange(n, dtype=torch.float32) * 0.01 + k).reshape(shape)
     torch.save(state, os.path.join(out, "pytorch_adapter.bin"))
+    if pfeiffer:
+        return
+    # The head every AdapterHub pf-* adapter has: ClassificationHead, two
+    # layers with tanh between them, on h[CLS] (use_pooler false); its
+    # Linears are modules 1 and 4 of Dropout, Linear, Tanh, Dropout, Linear.
+    head = {"model_type": "bert", "hidden_size": HIDDEN, "model_name": "tiny-bert",
+            "model_class": "BertAdapterModel", "name": "task", "version": "adapters.1.1.0",
+            "config": {"head_type": "classification", "num_labels": 3, "layers": 2,
+                       "activation_function": "tanh", "label2id": {"neg": 0, "neu": 1, "pos": 2},
+                       "use_pooler": False, "bias": True, "dropout_prob": None}}
+    with open(os.path.join(out, "head_config.json"), "w") as f:
+        json.dump(head, f, indent=2, sort_keys=True)
+        f.write("\n")
+    head_state = {}
+    for name, shape in [("1.weight", (HIDDEN, HIDDEN)), ("1.bias", (HIDDEN,)), ("4.weight", (3, HIDDEN)),
+                        ("4.bias", (3,))]:
+        n = 1
+        for s in shape:
+            n *= s
+        k = len(head_state)
+        head_state[f"heads.task.{name}"] = (torch.arange(n, dtype=torch.float32) * 0.01 + k).reshape(shape)
+    torch.save(head_state, os.path.join(out, "pytorch_model_head.bin"))
 
 
 def main():

@@ -147,7 +147,14 @@ def test_predict_batches_stay_on_one_version(client, trained):
     texts = [f"text number {i}" for i in range(10)]
     whole = client.predict(trained["classification"], texts)
     batched = client.predict(trained["classification"], texts, batch_size=3)
-    assert batched.predictions == whole.predictions and batched.version == whole.version
+    assert batched.version == whole.version
+    # The same answers, to float32 rounding: a row's scores do not depend on
+    # the rows batched beside it, except that oneDNN's kernels on some CPUs
+    # (AVX2 ones) block a product by its row count, which reorders sums
+    # (6e-8 apart measured on an AVX2-only AMD EPYC).
+    assert [p.label for p in batched.predictions] == [p.label for p in whole.predictions]
+    for b, w in zip(batched.predictions, whole.predictions):
+        assert b.score == pytest.approx(w.score, rel=1e-6, abs=1e-6)
 
 
 def test_errors_are_typed(client, trained):

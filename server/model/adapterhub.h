@@ -1,7 +1,8 @@
 // AdapterHub's `adapters` library (formerly adapter-transformers): what its
 // `adapter_config.json` says, mapped onto what adapterd can run exactly
-// (docs/ADAPTER_FORMAT.md, "AdapterHub adapters"). The first step of the
-// AdapterHub import (issue 47); the weights and the head come next.
+// (docs/ADAPTER_FORMAT.md, "AdapterHub adapters"): configs, heads and the
+// tensors' names. Nothing here reads a file or builds a tensor; callers
+// pass the JSON text and the tensors of a parsed weights file.
 //
 // The file, as `save_adapter` writes it:
 //   {"config": {<BnConfig fields>}, "hidden_size": 768, "model_class": ...,

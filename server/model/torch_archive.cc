@@ -326,191 +326,221 @@ class Unpickler {
     return Malformed(absl::StrCat("refused call of '", ToValidUtf8(fn.text), "'"));
   }
 
+  // Runs opcodes until STOP and returns the value STOP pops. Each step
+  // handles one family of opcodes and answers false for the others.
   absl::StatusOr<int32_t> Interpret() {
+    using Step = absl::StatusOr<bool> (Unpickler::*)(unsigned char);
+    static constexpr Step kSteps[] = {&Unpickler::Framing, &Unpickler::Literal, &Unpickler::Container, &Unpickler::Call,
+                                      &Unpickler::Memo};
     while (true) {
       ASSIGN_OR_RETURN(std::string_view op, Take(1));
       const auto code = static_cast<unsigned char>(op[0]);
-      switch (code) {
-        case 0x80: {  // PROTO
-          ASSIGN_OR_RETURN(std::string_view v, Take(1));
-          if (static_cast<unsigned char>(v[0]) < 2 || static_cast<unsigned char>(v[0]) > 5) {
-            return Malformed(
-                absl::StrCat("pickle protocol ", static_cast<int>(static_cast<unsigned char>(v[0])), " is not 2-5"));
-          }
-          break;
-        }
-        case 0x95: {  // FRAME: a length hint, nothing to do
-          RETURN_IF_ERROR(Take(8).status());
-          break;
-        }
-        case '.': {  // STOP
-          if (pos_ != in_.size()) return Malformed("bytes follow the pickle's STOP");
-          return Pop();
-        }
-        case '(':  // MARK
-          marks_.push_back(stack_.size());
-          break;
-        case '}':
-          stack_.push_back(Add(Value{.kind = Kind::kDict}));
-          break;
-        case ']':
-          stack_.push_back(Add(Value{.kind = Kind::kList}));
-          break;
-        case ')':
-          stack_.push_back(Add(Value{.kind = Kind::kTuple}));
-          break;
-        case 'N':
-          stack_.push_back(Add(Value{.kind = Kind::kNone}));
-          break;
-        case 0x88:
-        case 0x89:
-          stack_.push_back(Add(Value{.kind = Kind::kBool, .number = code == 0x88 ? 1 : 0}));
-          break;
-        case 't':
-        case 'l':
-        case 'd': {  // TUPLE, LIST, DICT from the values above a MARK
-          ASSIGN_OR_RETURN(std::vector<int32_t> items, PopToMark());
-          if (code == 'd' && items.size() % 2 != 0) return Malformed("DICT with an odd number of values");
-          stack_.push_back(Add(Value{.kind = code == 't'   ? Kind::kTuple
-                                             : code == 'l' ? Kind::kList
-                                                           : Kind::kDict,
-                                     .items = std::move(items)}));
-          break;
-        }
-        case 0x85:
-        case 0x86:
-        case 0x87: {
-          ASSIGN_OR_RETURN(int32_t t, PopTuple(static_cast<size_t>(code - 0x84)));
-          stack_.push_back(t);
-          break;
-        }
-        case 'a': {  // APPEND
-          ASSIGN_OR_RETURN(int32_t v, Pop());
-          ASSIGN_OR_RETURN(int32_t list, Top());
-          RETURN_IF_ERROR(AddItems(list, {v}, false));
-          break;
-        }
-        case 'e':
-        case 'u': {  // APPENDS, SETITEMS
-          ASSIGN_OR_RETURN(std::vector<int32_t> items, PopToMark());
-          ASSIGN_OR_RETURN(int32_t target, Top());
-          RETURN_IF_ERROR(AddItems(target, items, code == 'u'));
-          break;
-        }
-        case 's': {  // SETITEM
-          ASSIGN_OR_RETURN(int32_t v, Pop());
-          ASSIGN_OR_RETURN(int32_t k, Pop());
-          ASSIGN_OR_RETURN(int32_t dict, Top());
-          RETURN_IF_ERROR(AddItems(dict, {k, v}, true));
-          break;
-        }
-        case 'K': {
-          ASSIGN_OR_RETURN(uint8_t v, TakeLittle<uint8_t>());
-          stack_.push_back(Add(Value{.kind = Kind::kInt, .number = v}));
-          break;
-        }
-        case 'M': {
-          ASSIGN_OR_RETURN(uint16_t v, TakeLittle<uint16_t>());
-          stack_.push_back(Add(Value{.kind = Kind::kInt, .number = v}));
-          break;
-        }
-        case 'J': {
-          ASSIGN_OR_RETURN(int32_t v, TakeLittle<int32_t>());
-          stack_.push_back(Add(Value{.kind = Kind::kInt, .number = v}));
-          break;
-        }
-        case 0x8a: {  // LONG1: n little-endian two's-complement bytes
-          ASSIGN_OR_RETURN(uint8_t n, TakeLittle<uint8_t>());
-          if (n > 8) return Malformed("an integer wider than 64 bits");
-          ASSIGN_OR_RETURN(std::string_view b, Take(n));
-          uint64_t u = 0;
-          for (size_t i = 0; i < n; ++i) u |= static_cast<uint64_t>(static_cast<unsigned char>(b[i])) << (8 * i);
-          if (n > 0 && n < 8 && (static_cast<unsigned char>(b[n - 1]) & 0x80)) u |= ~uint64_t{0} << (8 * n);
-          stack_.push_back(Add(Value{.kind = Kind::kInt, .number = static_cast<int64_t>(u)}));
-          break;
-        }
-        case 'G': {  // BINFLOAT, big-endian
-          ASSIGN_OR_RETURN(uint64_t bits, TakeLittle<uint64_t>());
-          stack_.push_back(Add(Value{.kind = Kind::kFloat, .number = static_cast<int64_t>(__builtin_bswap64(bits))}));
-          break;
-        }
-        case 'X':
-        case 0x8c: {  // BINUNICODE, SHORT_BINUNICODE
-          uint32_t n = 0;
-          if (code == 'X') {
-            ASSIGN_OR_RETURN(n, TakeLittle<uint32_t>());
-          } else {
-            ASSIGN_OR_RETURN(uint8_t m, TakeLittle<uint8_t>());
-            n = m;
-          }
-          ASSIGN_OR_RETURN(std::string_view s, Take(n));
-          stack_.push_back(Add(Value{.kind = Kind::kString, .text = std::string(s)}));
-          break;
-        }
-        case 'c': {  // GLOBAL module\nname\n
-          ASSIGN_OR_RETURN(std::string_view module, TakeLine());
-          ASSIGN_OR_RETURN(std::string_view name, TakeLine());
-          RETURN_IF_ERROR(PushGlobal(std::string(module), name));
-          break;
-        }
-        case 0x93: {  // STACK_GLOBAL
-          ASSIGN_OR_RETURN(int32_t name, Pop());
-          ASSIGN_OR_RETURN(int32_t module, Pop());
-          if (At(name).kind != Kind::kString || At(module).kind != Kind::kString) {
-            return Malformed("STACK_GLOBAL of something other than two strings");
-          }
-          RETURN_IF_ERROR(PushGlobal(At(module).text, At(name).text));
-          break;
-        }
-        case 'R': {  // REDUCE
-          ASSIGN_OR_RETURN(int32_t args, Pop());
-          ASSIGN_OR_RETURN(int32_t fn, Pop());
-          ASSIGN_OR_RETURN(int32_t out, Reduce(fn, args));
-          stack_.push_back(out);
-          break;
-        }
-        case 'b': {  // BUILD: a dict's instance state (a state dict's _metadata): dropped
-          ASSIGN_OR_RETURN(int32_t state, Pop());
-          ASSIGN_OR_RETURN(int32_t target, Top());
-          if (At(target).kind != Kind::kDict || At(state).kind != Kind::kDict) {
-            return Malformed("BUILD of something other than a dict's state");
-          }
-          break;
-        }
-        case 'Q': {  // BINPERSID
-          ASSIGN_OR_RETURN(int32_t pid, Pop());
-          ASSIGN_OR_RETURN(int32_t storage, PersistentLoad(pid));
-          stack_.push_back(storage);
-          break;
-        }
-        case 'q': {
-          ASSIGN_OR_RETURN(uint8_t i, TakeLittle<uint8_t>());
-          RETURN_IF_ERROR(Memoize(i));
-          break;
-        }
-        case 'r': {
-          ASSIGN_OR_RETURN(uint32_t i, TakeLittle<uint32_t>());
-          RETURN_IF_ERROR(Memoize(i));
-          break;
-        }
-        case 0x94:  // MEMOIZE: the next free index
-          RETURN_IF_ERROR(Memoize(static_cast<uint32_t>(memo_.size())));
-          break;
-        case 'h': {
-          ASSIGN_OR_RETURN(uint8_t i, TakeLittle<uint8_t>());
-          RETURN_IF_ERROR(Recall(i));
-          break;
-        }
-        case 'j': {
-          ASSIGN_OR_RETURN(uint32_t i, TakeLittle<uint32_t>());
-          RETURN_IF_ERROR(Recall(i));
-          break;
-        }
-        default:
-          return Malformed(
-              absl::StrFormat("pickle opcode 0x%02x at byte %d is not one torch.save writes", code, pos_ - 1));
+      if (code == '.') {  // STOP
+        if (pos_ != in_.size()) return Malformed("bytes follow the pickle's STOP");
+        return Pop();
+      }
+      bool handled = false;
+      for (Step step : kSteps) {
+        ASSIGN_OR_RETURN(handled, (this->*step)(code));
+        if (handled) break;
+      }
+      if (!handled) {
+        return Malformed(
+            absl::StrFormat("pickle opcode 0x%02x at byte %d is not one torch.save writes", code, pos_ - 1));
       }
     }
+  }
+
+  // PROTO, FRAME (a length hint) and MARK.
+  absl::StatusOr<bool> Framing(unsigned char code) {
+    switch (code) {
+      case 0x80: {  // PROTO
+        ASSIGN_OR_RETURN(std::string_view v, Take(1));
+        if (static_cast<unsigned char>(v[0]) < 2 || static_cast<unsigned char>(v[0]) > 5) {
+          return Malformed(
+              absl::StrCat("pickle protocol ", static_cast<int>(static_cast<unsigned char>(v[0])), " is not 2-5"));
+        }
+        return true;
+      }
+      case 0x95:  // FRAME
+        RETURN_IF_ERROR(Take(8).status());
+        return true;
+      case '(':  // MARK
+        marks_.push_back(stack_.size());
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // None, booleans, integers, floats, strings and globals: pushed.
+  absl::StatusOr<bool> Literal(unsigned char code) {
+    Value v;
+    switch (code) {
+      case 'N':
+        break;
+      case 0x88:  // NEWTRUE
+      case 0x89:  // NEWFALSE
+        v = Value{.kind = Kind::kBool, .number = code == 0x88 ? 1 : 0};
+        break;
+      case 'K': {
+        ASSIGN_OR_RETURN(uint8_t n, TakeLittle<uint8_t>());
+        v = Value{.kind = Kind::kInt, .number = n};
+        break;
+      }
+      case 'M': {
+        ASSIGN_OR_RETURN(uint16_t n, TakeLittle<uint16_t>());
+        v = Value{.kind = Kind::kInt, .number = n};
+        break;
+      }
+      case 'J': {
+        ASSIGN_OR_RETURN(int32_t n, TakeLittle<int32_t>());
+        v = Value{.kind = Kind::kInt, .number = n};
+        break;
+      }
+      case 0x8a: {  // LONG1: n little-endian two's-complement bytes
+        ASSIGN_OR_RETURN(uint8_t n, TakeLittle<uint8_t>());
+        if (n > 8) return Malformed("an integer wider than 64 bits");
+        ASSIGN_OR_RETURN(std::string_view b, Take(n));
+        uint64_t u = 0;
+        for (size_t i = 0; i < n; ++i) u |= static_cast<uint64_t>(static_cast<unsigned char>(b[i])) << (8 * i);
+        if (n > 0 && n < 8 && (static_cast<unsigned char>(b[n - 1]) & 0x80)) u |= ~uint64_t{0} << (8 * n);
+        v = Value{.kind = Kind::kInt, .number = static_cast<int64_t>(u)};
+        break;
+      }
+      case 'G': {  // BINFLOAT, big-endian
+        ASSIGN_OR_RETURN(uint64_t bits, TakeLittle<uint64_t>());
+        v = Value{.kind = Kind::kFloat, .number = static_cast<int64_t>(__builtin_bswap64(bits))};
+        break;
+      }
+      case 'X':
+      case 0x8c: {  // BINUNICODE, SHORT_BINUNICODE
+        ASSIGN_OR_RETURN(uint32_t n, TakeIndex(/*wide=*/code == 'X'));
+        ASSIGN_OR_RETURN(std::string_view s, Take(n));
+        v = Value{.kind = Kind::kString, .text = std::string(s)};
+        break;
+      }
+      case 'c': {  // GLOBAL module\nname\n
+        ASSIGN_OR_RETURN(std::string_view module, TakeLine());
+        ASSIGN_OR_RETURN(std::string_view name, TakeLine());
+        RETURN_IF_ERROR(PushGlobal(std::string(module), name));
+        return true;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        ASSIGN_OR_RETURN(int32_t name, Pop());
+        ASSIGN_OR_RETURN(int32_t module, Pop());
+        if (At(name).kind != Kind::kString || At(module).kind != Kind::kString) {
+          return Malformed("STACK_GLOBAL of something other than two strings");
+        }
+        RETURN_IF_ERROR(PushGlobal(At(module).text, At(name).text));
+        return true;
+      }
+      default:
+        return false;
+    }
+    stack_.push_back(Add(std::move(v)));
+    return true;
+  }
+
+  // Empty and MARK-built tuples, lists and dicts, and adding to them.
+  absl::StatusOr<bool> Container(unsigned char code) {
+    switch (code) {
+      case '}':
+      case ']':
+      case ')':
+        stack_.push_back(Add(Value{.kind = code == '}' ? Kind::kDict : code == ']' ? Kind::kList : Kind::kTuple}));
+        return true;
+      case 't':
+      case 'l':
+      case 'd': {  // TUPLE, LIST, DICT from the values above a MARK
+        ASSIGN_OR_RETURN(std::vector<int32_t> items, PopToMark());
+        if (code == 'd' && items.size() % 2 != 0) return Malformed("DICT with an odd number of values");
+        stack_.push_back(Add(Value{.kind = code == 't'   ? Kind::kTuple
+                                           : code == 'l' ? Kind::kList
+                                                         : Kind::kDict,
+                                   .items = std::move(items)}));
+        return true;
+      }
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1-3
+        ASSIGN_OR_RETURN(int32_t t, PopTuple(static_cast<size_t>(code - 0x84)));
+        stack_.push_back(t);
+        return true;
+      }
+      case 'a': {  // APPEND
+        ASSIGN_OR_RETURN(int32_t v, Pop());
+        ASSIGN_OR_RETURN(int32_t list, Top());
+        RETURN_IF_ERROR(AddItems(list, {v}, false));
+        return true;
+      }
+      case 'e':
+      case 'u': {  // APPENDS, SETITEMS
+        ASSIGN_OR_RETURN(std::vector<int32_t> items, PopToMark());
+        ASSIGN_OR_RETURN(int32_t target, Top());
+        RETURN_IF_ERROR(AddItems(target, items, code == 'u'));
+        return true;
+      }
+      case 's': {  // SETITEM
+        ASSIGN_OR_RETURN(int32_t v, Pop());
+        ASSIGN_OR_RETURN(int32_t k, Pop());
+        ASSIGN_OR_RETURN(int32_t dict, Top());
+        RETURN_IF_ERROR(AddItems(dict, {k, v}, true));
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  // REDUCE (one of the allowed globals), BUILD (a dict's instance state, a
+  // state dict's _metadata: dropped) and BINPERSID (a storage).
+  absl::StatusOr<bool> Call(unsigned char code) {
+    switch (code) {
+      case 'R': {
+        ASSIGN_OR_RETURN(int32_t args, Pop());
+        ASSIGN_OR_RETURN(int32_t fn, Pop());
+        ASSIGN_OR_RETURN(int32_t out, Reduce(fn, args));
+        stack_.push_back(out);
+        return true;
+      }
+      case 'b': {
+        ASSIGN_OR_RETURN(int32_t state, Pop());
+        ASSIGN_OR_RETURN(int32_t target, Top());
+        if (At(target).kind != Kind::kDict || At(state).kind != Kind::kDict) {
+          return Malformed("BUILD of something other than a dict's state");
+        }
+        return true;
+      }
+      case 'Q': {
+        ASSIGN_OR_RETURN(int32_t pid, Pop());
+        ASSIGN_OR_RETURN(int32_t storage, PersistentLoad(pid));
+        stack_.push_back(storage);
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  // BINPUT / LONG_BINPUT / MEMOIZE store the top; BINGET / LONG_BINGET push
+  // a stored value.
+  absl::StatusOr<bool> Memo(unsigned char code) {
+    if (code == 0x94) {  // MEMOIZE: the next free index
+      RETURN_IF_ERROR(Memoize(static_cast<uint32_t>(memo_.size())));
+      return true;
+    }
+    if (code != 'q' && code != 'r' && code != 'h' && code != 'j') return false;
+    ASSIGN_OR_RETURN(uint32_t index, TakeIndex(/*wide=*/code == 'r' || code == 'j'));
+    RETURN_IF_ERROR(code == 'q' || code == 'r' ? Memoize(index) : Recall(index));
+    return true;
+  }
+
+  // A one-byte, or (wide) four-byte little-endian, count or index.
+  absl::StatusOr<uint32_t> TakeIndex(bool wide) {
+    if (wide) return TakeLittle<uint32_t>();
+    ASSIGN_OR_RETURN(uint8_t n, TakeLittle<uint8_t>());
+    return n;
   }
 
   std::string_view in_;

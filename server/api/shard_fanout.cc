@@ -39,6 +39,26 @@ Response MergeResponses(std::vector<Response>& responses, int want, std::string_
   return out;
 }
 
+// Fan-out calls are lists (read-only), so an UNAVAILABLE one is retried:
+// a connection that fails once (a peer not yet reconnected to, or the first
+// connect to it failing under load) would otherwise fail the whole list
+// while the channel waits out its reconnect backoff, though the peer is up.
+// Five attempts (gRPC's most) with backoffs drawn up to 0.2, 0.4, 0.8 and 1 s
+// span the channel's capped reconnect backoff (1 s); a peer that is down
+// still fails the list within a few seconds, naming it.
+constexpr char kPeerServiceConfig[] = R"json({
+  "methodConfig": [{
+    "name": [{"service": "adapterd.v1.Adapterd"}],
+    "retryPolicy": {
+      "maxAttempts": 5,
+      "initialBackoff": "0.2s",
+      "maxBackoff": "1s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+})json";
+
 }  // namespace
 
 ShardFanout::ShardFanout(Options options) : options_(std::move(options)), secret_sha256_(Sha256Hex(options_.secret)) {
@@ -51,6 +71,7 @@ ShardFanout::ShardFanout(Options options) : options_(std::move(options)), secret
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetServiceConfigJSON(kPeerServiceConfig);
     Peer p;
     p.address = address;
     auto credentials = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();

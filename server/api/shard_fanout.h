@@ -14,9 +14,10 @@
 //     names (page_token.h), so one token is valid on every replica: the
 //     merged page is the smallest `page_size` ids of all replicas' pages, and
 //     its next_page_token names the last of them;
-//   - the answer is complete or an error: a replica that does not answer
-//     makes the call UNAVAILABLE (naming the replica), never a silently
-//     partial list;
+//   - the answer is complete or an error: a peer call that fails
+//     UNAVAILABLE is retried (gRPC retry policy, 5 attempts over about 2 s:
+//     lists are read-only); a replica that still does not answer makes the
+//     call UNAVAILABLE (naming the replica), never a silently partial list;
 //   - errors a replica gives about the request itself (INVALID_ARGUMENT for a
 //     bad token, UNAUTHENTICATED) are returned as they are.
 // Replicas must share the tenants file (the same keys authenticate

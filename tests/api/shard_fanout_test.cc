@@ -1,17 +1,23 @@
-// MergeShardPages: the page arithmetic of list calls across replicas
-// (server/api/shard_fanout.h). The end-to-end fan-out, with real replicas
-// behind nginx, is tests/e2e/sharding_e2e_test.cc.
+// MergeShardPages: the page arithmetic of list calls across replicas, and
+// ShardFanout's calls to fake replicas on loopback gRPC servers: retries of a
+// peer's UNAVAILABLE (server/api/shard_fanout.h). The end-to-end fan-out,
+// with real replicas behind nginx, is tests/e2e/sharding_e2e_test.cc.
 #include "server/api/shard_fanout.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace adapterd::api {
@@ -88,6 +94,86 @@ TEST(MergeShardPages, PagingThroughReplicasVisitsEveryIdOnceInOrder) {
     } while (!token.empty());
     EXPECT_EQ(seen, std::vector<std::string>(all.begin(), all.end())) << "page_size " << page_size;
   }
+}
+
+// A replica that answers ListTasks with one task named after it, after
+// failing its first `failures` calls with `code`.
+class FakeReplica final : public v1::Adapterd::Service {
+ public:
+  FakeReplica(std::string name, int failures, grpc::StatusCode code)
+      : name_(std::move(name)), failures_(failures), code_(code) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~FakeReplica() override { server_->Shutdown(); }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  int calls() const { return calls_.load(); }
+
+  grpc::Status ListTasks(grpc::ServerContext*, const v1::ListTasksRequest*, v1::ListTasksResponse* response) override {
+    if (calls_.fetch_add(1) < failures_) return grpc::Status(code_, "not now");
+    response->add_tasks()->set_task_id(name_);
+    return grpc::Status::OK;
+  }
+
+ private:
+  const std::string name_;
+  const int failures_;
+  const grpc::StatusCode code_;
+  std::atomic<int> calls_{0};
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+ShardFanout FanoutTo(const std::vector<const FakeReplica*>& replicas) {
+  ShardFanout::Options options;
+  for (const FakeReplica* r : replicas) options.peers.push_back(r->address());
+  options.peer_deadline = absl::Seconds(60);
+  options.secret = "fanout-test-secret";
+  return ShardFanout(std::move(options));
+}
+
+TEST(ShardFanout, RetriesAPeersUnavailableAndListsEveryReplica) {
+  // A peer whose answer is UNAVAILABLE twice (a connection not yet back, a
+  // replica still loading) is asked again: the list is whole, not an error.
+  FakeReplica steady("task-a", 0, grpc::StatusCode::OK);
+  FakeReplica flaky("task-b", 2, grpc::StatusCode::UNAVAILABLE);
+  ASSERT_TRUE(steady.address() != "127.0.0.1:0" && flaky.address() != "127.0.0.1:0");
+  const ShardFanout fanout = FanoutTo({&steady, &flaky});
+  grpc::ServerContext ctx;
+  absl::StatusOr<v1::ListTasksResponse> listed = fanout.ListTasks(ctx, "", v1::ListTasksRequest());
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->tasks_size(), 2) << listed->DebugString();
+  EXPECT_EQ(listed->tasks(0).task_id(), "task-a");
+  EXPECT_EQ(listed->tasks(1).task_id(), "task-b");
+  EXPECT_EQ(flaky.calls(), 3);
+  EXPECT_EQ(steady.calls(), 1);
+}
+
+TEST(ShardFanout, APeerThatStaysUnavailableFailsTheListNamingIt) {
+  FakeReplica steady("task-a", 0, grpc::StatusCode::OK);
+  FakeReplica down("task-b", 1000, grpc::StatusCode::UNAVAILABLE);
+  const ShardFanout fanout = FanoutTo({&steady, &down});
+  grpc::ServerContext ctx;
+  absl::StatusOr<v1::ListTasksResponse> listed = fanout.ListTasks(ctx, "", v1::ListTasksRequest());
+  ASSERT_FALSE(listed.ok());
+  EXPECT_EQ(listed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(listed.status().message()), ::testing::HasSubstr(down.address() + " did not answer"));
+  // Retried a bounded number of times (gRPC's cap is five attempts).
+  EXPECT_GE(down.calls(), 2);
+  EXPECT_LE(down.calls(), 5);
+}
+
+TEST(ShardFanout, ErrorsAboutTheRequestAreNotRetried) {
+  FakeReplica refusing("task-a", 1000, grpc::StatusCode::INVALID_ARGUMENT);
+  const ShardFanout fanout = FanoutTo({&refusing});
+  grpc::ServerContext ctx;
+  absl::StatusOr<v1::ListTasksResponse> listed = fanout.ListTasks(ctx, "", v1::ListTasksRequest());
+  ASSERT_FALSE(listed.ok());
+  EXPECT_EQ(listed.status().code(), absl::StatusCode::kInvalidArgument) << listed.status();
+  EXPECT_EQ(refusing.calls(), 1);
 }
 
 }  // namespace

@@ -28,26 +28,9 @@ using ::adapterd::testing::StatusIs;
 using ::testing::HasSubstr;
 using namespace ::adapterd::model::testing;  // NOLINT
 
-std::string GoldenDir() {
-  const char* src = std::getenv("ADAPTERD_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/tests/model/testdata/golden";
-}
-
-at::Tensor JsonToTensor(const nlohmann::json& rows) {
-  std::vector<std::vector<int64_t>> v = rows.get<std::vector<std::vector<int64_t>>>();
-  at::Tensor t = at::empty({static_cast<int64_t>(v.size()), static_cast<int64_t>(v[0].size())}, at::kLong);
-  for (size_t i = 0; i < v.size(); ++i) {
-    for (size_t j = 0; j < v[i].size(); ++j) t[i][j] = v[i][j];
-  }
-  return t;
-}
-
 TEST(BertEncoderGolden, MatchesIndependentReferenceTo1e5) {
   ASSERT_OK_AND_ASSIGN(LoadedModel model, LoadBertModel(GoldenDir() + "/model", {}));
-  ASSERT_OK_AND_ASSIGN(std::string inputs_text, ReadFileToString(GoldenDir() + "/inputs.json"));
-  nlohmann::json inputs = nlohmann::json::parse(inputs_text);
-  EncoderInput input{JsonToTensor(inputs["input_ids"]), JsonToTensor(inputs["token_type_ids"]),
-                     JsonToTensor(inputs["attention_mask"])};
+  ASSERT_OK_AND_ASSIGN(EncoderInput input, ReadGoldenInput());
   ASSERT_OK_AND_ASSIGN(EncoderOutput out, model.encoder->Forward(input));
   ASSERT_OK_AND_ASSIGN(SafetensorsFile expected, SafetensorsFile::Open(GoldenDir() + "/expected.safetensors"));
   ASSERT_NE(expected.Find("last_hidden_state"), nullptr);
@@ -80,10 +63,7 @@ TEST(ModelLoader, APytorchModelBinLoadsAsItsSafetensorsTwin) {
   ASSERT_OK_AND_ASSIGN(LoadedModel from_safetensors, LoadBertModel(golden.string(), {}));
   EXPECT_EQ(from_bin.weights_fingerprint, from_safetensors.weights_fingerprint);
   EXPECT_EQ(from_bin.fingerprint, from_safetensors.fingerprint);
-  ASSERT_OK_AND_ASSIGN(std::string inputs_text, ReadFileToString(GoldenDir() + "/inputs.json"));
-  nlohmann::json inputs = nlohmann::json::parse(inputs_text);
-  EncoderInput input{JsonToTensor(inputs["input_ids"]), JsonToTensor(inputs["token_type_ids"]),
-                     JsonToTensor(inputs["attention_mask"])};
+  ASSERT_OK_AND_ASSIGN(EncoderInput input, ReadGoldenInput());
   ASSERT_OK_AND_ASSIGN(EncoderOutput a, from_bin.encoder->Forward(input));
   ASSERT_OK_AND_ASSIGN(EncoderOutput b, from_safetensors.encoder->Forward(input));
   EXPECT_TRUE(BitEqual(a.last_hidden_state, b.last_hidden_state));

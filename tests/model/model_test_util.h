@@ -10,7 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "server/model/adapter_set.h"
 #include "server/model/bert_config.h"
 #include "server/model/bert_encoder.h"
@@ -72,6 +76,30 @@ inline std::shared_ptr<AdapterSet> MakeTrainedLikeSet(const BertEncoder& enc, in
 // Exact equality of two tensors' values (bit-for-bit for non-NaN floats).
 inline bool BitEqual(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && at::equal(a, b);
+}
+
+// tests/model/testdata/golden (make_golden.py): a tiny BERT checked against
+// transformers' forward, and the inputs it was run on.
+inline std::string GoldenDir() {
+  const char* src = std::getenv("ADAPTERD_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/tests/model/testdata/golden";
+}
+
+// golden/inputs.json (input_ids, token_type_ids, attention_mask) as int64
+// tensors.
+inline absl::StatusOr<EncoderInput> ReadGoldenInput() {
+  absl::StatusOr<std::string> text = ReadFileToString(GoldenDir() + "/inputs.json");
+  if (!text.ok()) return text.status();
+  const nlohmann::json inputs = nlohmann::json::parse(*text);
+  auto tensor = [&](const char* key) {
+    const auto rows = inputs[key].get<std::vector<std::vector<int64_t>>>();
+    at::Tensor t = at::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())}, at::kLong);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      for (size_t j = 0; j < rows[i].size(); ++j) t[i][j] = rows[i][j];
+    }
+    return t;
+  };
+  return EncoderInput{tensor("input_ids"), tensor("token_type_ids"), tensor("attention_mask")};
 }
 
 inline double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {

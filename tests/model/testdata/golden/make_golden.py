@@ -46,18 +46,21 @@ CONFIG = {
 }
 
 
-def write_safetensors(path, tensors, metadata=None):
+SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+
+
+def write_safetensors(path, tensors, metadata=None, dtype=torch.float32):
     """Minimal safetensors writer (the format's spec: u64 LE header size,
-    JSON header, raw little-endian bytes)."""
+    JSON header, raw little-endian bytes), every tensor cast to `dtype`."""
     header = {}
     if metadata:
         header["__metadata__"] = metadata
     blobs = []
     offset = 0
     for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().to(torch.float32)
-        raw = t.numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
+        t = tensors[name].detach().contiguous().to(dtype)
+        raw = t.view(torch.uint8).numpy().tobytes()
+        header[name] = {"dtype": SAFETENSORS_DTYPES[dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)

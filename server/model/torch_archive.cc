@@ -1,7 +1,5 @@
 #include "server/model/torch_archive.h"
 
-#include <zip.h>
-
 #include <array>
 #include <bit>
 #include <cstring>
@@ -18,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
+#include "common/zip_archive.h"
 
 namespace adapterd::model {
 namespace {
@@ -555,107 +554,92 @@ class Unpickler {
   std::vector<std::shared_ptr<const std::string>> buffers_;
 };
 
-// An open zip archive, closed (discarding) when it goes.
-struct ZipCloser {
-  void operator()(zip_t* z) const { zip_discard(z); }
-};
-using ZipPtr = std::unique_ptr<zip_t, ZipCloser>;
-
-// The bytes of entry `index`, exactly `size` of them.
-absl::StatusOr<std::string> ReadEntry(zip_t* z, zip_uint64_t index, uint64_t size, std::string_view name) {
-  zip_file_t* f = zip_fopen_index(z, index, 0);
-  if (f == nullptr) return Malformed(absl::StrCat("cannot open '", Sv(name), "': ", zip_strerror(z)));
-  std::string out(size, '\0');
-  const zip_int64_t got = size == 0 ? 0 : zip_fread(f, out.data(), size);
-  char extra = 0;
-  const zip_int64_t more = zip_fread(f, &extra, 1);  // 0 at the end; completes the CRC check
-  const bool ok = got == static_cast<zip_int64_t>(size) && more == 0;
-  std::string why = ok ? "" : zip_file_strerror(f);
-  zip_fclose(f);
-  if (!ok) return Malformed(absl::StrCat("cannot read '", Sv(name), "' (", why, ")"));
-  return out;
-}
-
 bool LooksLikeLegacyTorchSave(std::string_view head) {
   // The pre-1.6 format starts with the pickled magic number: PROTO 2, LONG1 10.
   return head.size() >= 4 && head.substr(0, 4) == std::string_view("\x80\x02\x8a\x0a", 4);
 }
 
-absl::StatusOr<std::map<std::string, TensorView, std::less<>>> ReadZip(zip_t* z, const TorchArchiveLimits& limits,
+// A reader's failure as this file's kind of error: "torch file: ...".
+absl::Status AsMalformed(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kInvalidArgument ? Malformed(s.message()) : s;
+}
+
+absl::StatusOr<std::map<std::string, TensorView, std::less<>>> ReadZip(const ZipReader& zip,
+                                                                       const TorchArchiveLimits& limits,
                                                                        std::shared_ptr<const void>* holder) {
-  const zip_int64_t entries = zip_get_num_entries(z, 0);
-  std::optional<zip_uint64_t> pickle_index;
+  const int64_t entries = zip.num_entries();
+  std::optional<uint64_t> pickle_index;
   std::string prefix;
-  for (zip_int64_t i = 0; i < entries; ++i) {
-    const char* name = zip_get_name(z, static_cast<zip_uint64_t>(i), ZIP_FL_ENC_RAW);
-    if (name == nullptr) continue;
-    const std::string_view n(name);
+  for (int64_t i = 0; i < entries; ++i) {
+    const std::optional<std::string_view> name = zip.Name(static_cast<uint64_t>(i));
+    if (!name.has_value()) continue;
+    const std::string_view n = *name;
     constexpr std::string_view kPkl = "/data.pkl";
     if (n.size() > kPkl.size() && n.substr(n.size() - kPkl.size()) == kPkl &&
         n.substr(0, n.size() - kPkl.size()).find('/') == std::string_view::npos) {
       if (pickle_index) return Malformed("the archive holds more than one data.pkl");
-      pickle_index = static_cast<zip_uint64_t>(i);
+      pickle_index = static_cast<uint64_t>(i);
       prefix = std::string(n.substr(0, n.size() - kPkl.size()));
     }
   }
   if (!pickle_index) return Malformed("the archive holds no <name>/data.pkl: not a torch.save file");
 
-  auto stat_of = [&](zip_uint64_t index) -> absl::StatusOr<zip_stat_t> {
-    zip_stat_t st;
-    zip_stat_init(&st);
-    if (zip_stat_index(z, index, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE)) {
-      return Malformed(absl::StrCat("cannot stat an entry: ", zip_strerror(z)));
-    }
-    return st;
+  auto size_of = [&](uint64_t index) -> absl::StatusOr<uint64_t> {
+    absl::StatusOr<uint64_t> size = zip.Size(index);
+    if (!size.ok()) return AsMalformed(size.status());
+    return size;
+  };
+  auto read = [&](uint64_t index, const std::string& name) -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::string> bytes = zip.Read(index, name);
+    if (!bytes.ok()) return AsMalformed(bytes.status());
+    return bytes;
   };
   const std::string byteorder_name = prefix + "/byteorder";
-  if (const zip_int64_t bo = zip_name_locate(z, byteorder_name.c_str(), ZIP_FL_ENC_RAW); bo >= 0) {
-    ASSIGN_OR_RETURN(zip_stat_t st, stat_of(static_cast<zip_uint64_t>(bo)));
-    if (st.size > 16) return Malformed("the byteorder entry is not 'little'");
-    ASSIGN_OR_RETURN(std::string order, ReadEntry(z, static_cast<zip_uint64_t>(bo), st.size, byteorder_name));
+  if (const std::optional<uint64_t> bo = zip.Locate(byteorder_name); bo.has_value()) {
+    ASSIGN_OR_RETURN(const uint64_t size, size_of(*bo));
+    if (size > 16) return Malformed("the byteorder entry is not 'little'");
+    ASSIGN_OR_RETURN(std::string order, read(*bo, byteorder_name));
     if (order != "little") {
       return Malformed(absl::StrCat("byte order '", ToValidUtf8(order), "' (only little-endian files are read)"));
     }
   }
-  ASSIGN_OR_RETURN(zip_stat_t pst, stat_of(*pickle_index));
-  if (pst.size > limits.max_pickle_bytes) {
-    return Malformed(absl::StrCat("data.pkl is ", pst.size, " bytes, over the limit of ", limits.max_pickle_bytes));
+  ASSIGN_OR_RETURN(const uint64_t pickle_size, size_of(*pickle_index));
+  if (pickle_size > limits.max_pickle_bytes) {
+    return Malformed(absl::StrCat("data.pkl is ", pickle_size, " bytes, over the limit of ", limits.max_pickle_bytes));
   }
-  ASSIGN_OR_RETURN(std::string pickle, ReadEntry(z, *pickle_index, pst.size, "data.pkl"));
+  ASSIGN_OR_RETURN(std::string pickle, read(*pickle_index, "data.pkl"));
 
   uint64_t total = 0;
   TorchStorageLoader load = [&](const TorchStorageRef& ref) -> absl::StatusOr<std::shared_ptr<const std::string>> {
     const std::string name = absl::StrCat(prefix, "/data/", ref.key);
-    const zip_int64_t index = zip_name_locate(z, name.c_str(), ZIP_FL_ENC_RAW);
-    if (index < 0) return Malformed(absl::StrCat("storage entry '", ToValidUtf8(name), "' is missing"));
-    ASSIGN_OR_RETURN(zip_stat_t st, stat_of(static_cast<zip_uint64_t>(index)));
+    const std::optional<uint64_t> index = zip.Locate(name);
+    if (!index.has_value()) return Malformed(absl::StrCat("storage entry '", ToValidUtf8(name), "' is missing"));
+    ASSIGN_OR_RETURN(const uint64_t size, size_of(*index));
     const uint64_t elem = DTypeSize(ref.dtype);
     if (static_cast<uint64_t>(ref.count) > limits.max_storage_bytes / elem ||
-        st.size != static_cast<uint64_t>(ref.count) * elem) {
-      return Malformed(absl::StrCat("storage entry '", ToValidUtf8(name), "' is ", st.size, " bytes, not ", ref.count,
+        size != static_cast<uint64_t>(ref.count) * elem) {
+      return Malformed(absl::StrCat("storage entry '", ToValidUtf8(name), "' is ", size, " bytes, not ", ref.count,
                                     " elements of ", Sv(DTypeName(ref.dtype))));
     }
-    total += st.size;
+    total += size;
     if (total > limits.max_storage_bytes) {
       return Malformed(absl::StrCat("the tensors exceed the limit of ", limits.max_storage_bytes, " bytes"));
     }
-    ASSIGN_OR_RETURN(std::string bytes, ReadEntry(z, static_cast<zip_uint64_t>(index), st.size, name));
+    ASSIGN_OR_RETURN(std::string bytes, read(*index, name));
     return std::make_shared<const std::string>(std::move(bytes));
   };
   return UnpickleStateDict(pickle, load, holder);
 }
 
-absl::Status OpenError(std::string_view what, int code, std::string_view head) {
-  if (code == ZIP_ER_NOZIP && LooksLikeLegacyTorchSave(head)) {
+// Why `what` could not be opened as a zip: the pre-1.6 format named as such.
+absl::Status OpenError(std::string_view what, const absl::Status& status, bool not_a_zip, std::string_view head) {
+  if (not_a_zip && LooksLikeLegacyTorchSave(head)) {
     return Malformed(absl::StrCat(Sv(what),
                                   " is in the pre-1.6 torch.save format, which is not read: save it again with "
                                   "PyTorch 1.6 or later, or convert it to safetensors"));
   }
-  zip_error_t error;
-  zip_error_init_with_code(&error, code);
-  std::string message = zip_error_strerror(&error);
-  zip_error_fini(&error);
-  return Malformed(absl::StrCat(Sv(what), " is not a torch.save zip archive (", message, ")"));
+  if (status.code() != absl::StatusCode::kInvalidArgument) return status;
+  return Malformed(absl::StrCat(Sv(what), " is not a torch.save zip archive (", status.message(), ")"));
 }
 
 }  // namespace
@@ -672,19 +656,18 @@ const TensorView* TorchArchive::Find(std::string_view name) const {
 }
 
 absl::StatusOr<TorchArchive> TorchArchive::Open(const std::string& path, const TorchArchiveLimits& limits) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return absl::NotFoundError(absl::StrCat(path, " not found"));
-  int code = 0;
-  ZipPtr z(zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
-  if (!z) {
+  bool not_a_zip = false;
+  absl::StatusOr<ZipReader> zip = ZipReader::Open(path, &not_a_zip);
+  if (absl::IsNotFound(zip.status())) return zip.status();
+  if (!zip.ok()) {
     std::ifstream in(path, std::ios::binary);
     std::string head(4, '\0');
     in.read(head.data(), 4);
     head.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
-    return OpenError(path, code, head);
+    return OpenError(path, zip.status(), not_a_zip, head);
   }
   TorchArchive out;
-  auto tensors = ReadZip(z.get(), limits, &out.holder_);
+  auto tensors = ReadZip(*zip, limits, &out.holder_);
   if (!tensors.ok()) {
     return absl::Status(tensors.status().code(), absl::StrCat(path, ": ", tensors.status().message()));
   }
@@ -693,23 +676,11 @@ absl::StatusOr<TorchArchive> TorchArchive::Open(const std::string& path, const T
 }
 
 absl::StatusOr<TorchArchive> TorchArchive::FromBytes(std::string_view bytes, const TorchArchiveLimits& limits) {
-  zip_error_t error;
-  zip_error_init(&error);
-  zip_source_t* source = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &error);
-  if (source == nullptr) {
-    zip_error_fini(&error);
-    return absl::ResourceExhaustedError("torch file: cannot wrap the bytes for libzip");
-  }
-  ZipPtr z(zip_open_from_source(source, ZIP_RDONLY | ZIP_CHECKCONS, &error));
-  if (!z) {
-    const int code = zip_error_code_zip(&error);
-    zip_error_fini(&error);
-    zip_source_free(source);
-    return OpenError("the file", code, bytes.substr(0, 4));
-  }
-  zip_error_fini(&error);
+  bool not_a_zip = false;
+  absl::StatusOr<ZipReader> zip = ZipReader::FromBytes(bytes, &not_a_zip);
+  if (!zip.ok()) return OpenError("the file", zip.status(), not_a_zip, bytes.substr(0, 4));
   TorchArchive out;
-  ASSIGN_OR_RETURN(out.tensors_, ReadZip(z.get(), limits, &out.holder_));
+  ASSIGN_OR_RETURN(out.tensors_, ReadZip(*zip, limits, &out.holder_));
   return out;
 }
 

@@ -201,11 +201,16 @@ class CommandLine {
         ->check(CLI::NonNegativeNumber);
     tasks_export->add_option("--out", export_args_.out_file, "output file ('-' = stdout)")->required();
     tasks_export->callback([&] { action_ = [this](const CommandEnv& env) { return TasksExport(env, export_args_); }; });
-    auto* tasks_import = tasks->add_subcommand("import", "create a task from an adapter file");
-    tasks_import->add_option("TASK", task_id_, "new task id")->required();
-    tasks_import->add_option("FILE", import_file_, "adapter file")->required();
-    tasks_import->callback(
-        [this] { action_ = [this](const CommandEnv& env) { return TasksImport(env, task_id_, import_file_); }; });
+    auto* tasks_import = tasks->add_subcommand(
+        "import", "create a task from an adapter file, or from an AdapterHub adapter directory (--format adapterhub)");
+    tasks_import->add_option("TASK", import_.task_id, "new task id")->required();
+    tasks_import
+        ->add_option("PATH", import_.path,
+                     "adapter file; with --format adapterhub, the directory save_adapter wrote (or a zip of it)")
+        ->required();
+    tasks_import->add_option("--format", import_.format, "adapterd (default) or adapterhub")
+        ->check(CLI::IsMember({"adapterd", "adapterhub"}));
+    tasks_import->callback([this] { action_ = [this](const CommandEnv& env) { return TasksImport(env, import_); }; });
   }
   void AddPredict(CLI::App& app) {
     auto* predict = app.add_subcommand(
@@ -269,7 +274,7 @@ class CommandLine {
   // tasks
   std::string task_id_;
   TasksExportArgs export_args_;
-  std::string import_file_;
+  TasksImportArgs import_;
   // predict
   PredictArgs predict_args_;
 };

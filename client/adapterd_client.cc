@@ -402,8 +402,8 @@ absl::StatusOr<ExportedAdapter> AdapterdClient::ExportAdapter(const std::string&
   return exported;
 }
 
-absl::StatusOr<v1::Task> AdapterdClient::ImportAdapter(const std::string& task_id,
-                                                       std::string_view adapter_bytes) const {
+absl::StatusOr<v1::Task> AdapterdClient::ImportAdapter(const std::string& task_id, std::string_view adapter_bytes,
+                                                       v1::AdapterFormat format) const {
   grpc::ClientContext context;
   PrepareContext(context, task_id, options_.default_deadline);
   v1::Task response;
@@ -411,6 +411,7 @@ absl::StatusOr<v1::Task> AdapterdClient::ImportAdapter(const std::string& task_i
   v1::ImportAdapterRequest request;
   request.mutable_metadata()->set_task_id(task_id);
   request.mutable_metadata()->set_total_bytes(static_cast<int64_t>(adapter_bytes.size()));
+  request.mutable_metadata()->set_format(format);
   bool writing = writer->Write(request);
   for (size_t offset = 0; writing && offset < adapter_bytes.size(); offset += options_.upload_chunk_bytes) {
     request.Clear();

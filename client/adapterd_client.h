@@ -178,8 +178,11 @@ class AdapterdClient {
   // add up to the size the server announced.
   absl::StatusOr<ExportedAdapter> ExportAdapter(const std::string& task_id, int64_t version = 0) const;
   // Creates task `task_id` from an adapter file (its size sent first, so a
-  // file the server would not take is refused before it is sent).
-  absl::StatusOr<v1::Task> ImportAdapter(const std::string& task_id, std::string_view adapter_bytes) const;
+  // file the server would not take is refused before it is sent): an
+  // adapterd file, or with ADAPTER_FORMAT_ADAPTERHUB a zip of an AdapterHub
+  // adapter directory (ZipAdapterHubDirectory).
+  absl::StatusOr<v1::Task> ImportAdapter(const std::string& task_id, std::string_view adapter_bytes,
+                                         v1::AdapterFormat format = v1::ADAPTER_FORMAT_UNSPECIFIED) const;
 
   // --- Predict --------------------------------------------------------------
   absl::StatusOr<v1::PredictResponse> Predict(const v1::PredictRequest& request) const;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <istream>
 #include <limits>
 #include <ostream>
@@ -30,6 +31,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
+#include "common/zip_archive.h"
 
 namespace adapterd::client {
 namespace {
@@ -553,7 +555,10 @@ std::string DescribeError(const absl::Status& status, std::string_view server) {
     case absl::StatusCode::kDeadlineExceeded:
       return absl::StrCat("the call to ", at, " timed out (raise --timeout?): ", message);
     case absl::StatusCode::kUnimplemented:
-      return absl::StrCat("the server at ", at, " does not support this call: ", message);
+      // gRPC answers a method the server lacks with no message; adapterd's
+      // own UNIMPLEMENTED says what it does not do yet.
+      if (message.empty()) return absl::StrCat("the server at ", at, " does not support this call (an older version?)");
+      return absl::StrCat("not supported: ", message);
     default:
       return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", message);
   }
@@ -822,9 +827,35 @@ absl::Status TasksExport(const CommandEnv& env, const TasksExportArgs& args) {
   return absl::OkStatus();
 }
 
-absl::Status TasksImport(const CommandEnv& env, const std::string& task_id, const std::string& file) {
-  ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(file));
-  ASSIGN_OR_RETURN(const v1::Task task, env.client->ImportAdapter(task_id, bytes));
+absl::StatusOr<std::string> ZipAdapterHubDirectory(const std::string& dir) {
+  ZipFiles files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (!entry.is_regular_file()) continue;
+    ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(entry.path().string()));
+    files.emplace(entry.path().filename().string(), std::move(bytes));
+  }
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot list ", dir, ": ", ec.message()));
+  if (files.empty()) return absl::InvalidArgumentError(absl::StrCat(dir, " holds no files"));
+  return WriteZipFiles(files);
+}
+
+absl::Status TasksImport(const CommandEnv& env, const TasksImportArgs& args) {
+  v1::AdapterFormat format = v1::ADAPTER_FORMAT_ADAPTERD;
+  if (args.format == "adapterhub") {
+    format = v1::ADAPTER_FORMAT_ADAPTERHUB;
+  } else if (args.format != "adapterd") {
+    return absl::InvalidArgumentError(absl::StrCat("--format must be adapterd or adapterhub, not '", args.format, "'"));
+  }
+  std::error_code ec;
+  const bool is_dir = std::filesystem::is_directory(args.path, ec);
+  if (is_dir && format != v1::ADAPTER_FORMAT_ADAPTERHUB) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.path, " is a directory: an AdapterHub adapter directory imports with --format adapterhub"));
+  }
+  ASSIGN_OR_RETURN(const std::string bytes, is_dir ? ZipAdapterHubDirectory(args.path) : ReadFileToString(args.path));
+  ASSIGN_OR_RETURN(const v1::Task task, env.client->ImportAdapter(args.task_id, bytes, format));
+  if (!task.import_warning().empty()) *env.err << "warning: " << task.import_warning() << "\n";
   PrintTask(env, task);
   return absl::OkStatus();
 }

@@ -155,7 +155,18 @@ struct TasksExportArgs {
   std::string out_file;  // "-" = env.out
 };
 absl::Status TasksExport(const CommandEnv& env, const TasksExportArgs& args);
-absl::Status TasksImport(const CommandEnv& env, const std::string& task_id, const std::string& file);
+struct TasksImportArgs {
+  std::string task_id;
+  // An adapterd adapter file; with format "adapterhub", an AdapterHub
+  // adapter directory (its files are zipped) or a zip of one.
+  std::string path;
+  std::string format = "adapterd";  // "adapterd" | "adapterhub"
+};
+absl::Status TasksImport(const CommandEnv& env, const TasksImportArgs& args);
+
+// The regular files directly in `dir` (AdapterHub's save_adapter output),
+// as one zip for ImportAdapter. INVALID_ARGUMENT when it holds none.
+absl::StatusOr<std::string> ZipAdapterHubDirectory(const std::string& dir);
 
 // --- Predict -------------------------------------------------------------------
 struct PredictArgs {

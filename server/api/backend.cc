@@ -14,12 +14,14 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
+#include "common/zip_archive.h"
 #include "server/api/grpc_status.h"
 #include "server/api/ids.h"
 #include "server/api/page_token.h"
 #include "server/api/record_mapping.h"
 #include "server/api/request_checks.h"
 #include "server/model/adapter_format.h"
+#include "server/model/adapterhub_import.h"
 #include "server/model/safetensors.h"
 #include "server/training/example.h"
 #include "server/training/kind_records.h"
@@ -193,11 +195,12 @@ constexpr uint64_t kMaxAdapterHeaderBytes = 1 << 20;
 }  // namespace
 
 AdapterImport::AdapterImport(Backend* backend, const Tenant* tenant, std::string task_id, int64_t declared_bytes,
-                             UsageLedger::Hold memory)
+                             bool adapterhub, UsageLedger::Hold memory)
     : backend_(backend),
       tenant_(tenant),
       task_id_(std::move(task_id)),
       declared_bytes_(declared_bytes),
+      adapterhub_(adapterhub),
       memory_(std::move(memory)) {}
 
 absl::Status AdapterImport::CheckHeader(uint64_t total_bytes,
@@ -232,6 +235,23 @@ absl::Status AdapterImport::CheckHeader(uint64_t total_bytes,
   return absl::OkStatus();
 }
 
+absl::Status AdapterImport::Buffer(std::string_view chunk) {
+  // Only what is buffered is held (an adapterd file's header, once whole,
+  // reserves the rest).
+  const int64_t buffered = static_cast<int64_t>(bytes_.size() + chunk.size());
+  if (buffered > backend_->options_.max_adapter_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(adapterhub_ ? "AdapterHub zip" : "adapter file", " larger than ",
+                                                     backend_->options_.max_adapter_bytes, " bytes"));
+  }
+  if (adapterhub_ && declared_bytes_ > 0 && buffered > declared_bytes_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the stream runs past the ", declared_bytes_, " bytes metadata.total_bytes announced"));
+  }
+  if (buffered > memory_.amount()) RETURN_IF_ERROR(memory_.Grow(buffered - memory_.amount(), UsageLedger::kUnlimited));
+  bytes_.append(chunk);
+  return absl::OkStatus();
+}
+
 absl::Status AdapterImport::AddChunk(std::string_view chunk) {
   if (expected_bytes_ > 0) {
     if (bytes_.size() + chunk.size() > expected_bytes_) {
@@ -241,14 +261,8 @@ absl::Status AdapterImport::AddChunk(std::string_view chunk) {
     bytes_.append(chunk);
     return absl::OkStatus();
   }
-  // Before the header is whole, only what is buffered is held.
-  if (static_cast<int64_t>(bytes_.size() + chunk.size()) > backend_->options_.max_adapter_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("adapter file larger than ", backend_->options_.max_adapter_bytes, " bytes"));
-  }
-  const int64_t buffered = static_cast<int64_t>(bytes_.size() + chunk.size());
-  if (buffered > memory_.amount()) RETURN_IF_ERROR(memory_.Grow(buffered - memory_.amount(), UsageLedger::kUnlimited));
-  bytes_.append(chunk);
+  RETURN_IF_ERROR(Buffer(chunk));
+  if (adapterhub_) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::optional<model::SafetensorsHeader> header,
                    model::ReadSafetensorsHeader({reinterpret_cast<const std::byte*>(bytes_.data()), bytes_.size()},
                                                 {.max_header_bytes = kMaxAdapterHeaderBytes}));
@@ -264,6 +278,13 @@ absl::Status AdapterImport::AddChunk(std::string_view chunk) {
 }
 
 absl::StatusOr<v1::Task> AdapterImport::Finish() {
+  if (adapterhub_) {
+    if (declared_bytes_ > 0 && static_cast<int64_t>(bytes_.size()) != declared_bytes_) {
+      return absl::InvalidArgumentError(absl::StrCat("the AdapterHub zip ended after ", bytes_.size(), " of the ",
+                                                     declared_bytes_, " bytes metadata.total_bytes announced"));
+    }
+    return backend_->ImportAdapterHub(*tenant_, task_id_, std::move(bytes_));
+  }
   if (expected_bytes_ == 0 || bytes_.size() != expected_bytes_) {
     return absl::InvalidArgumentError(
         absl::StrCat("the adapter file ended after ", bytes_.size(), " bytes",
@@ -573,8 +594,9 @@ absl::StatusOr<std::unique_ptr<AdapterImport>> Backend::BeginImport(
   // A declared size is reserved at once: refused now rather than after the
   // bytes are sent.
   if (metadata.total_bytes() > 0) RETURN_IF_ERROR(memory.Grow(metadata.total_bytes(), UsageLedger::kUnlimited));
-  return std::unique_ptr<AdapterImport>(
-      new AdapterImport(this, &tenant, metadata.task_id(), metadata.total_bytes(), std::move(memory)));
+  return std::unique_ptr<AdapterImport>(new AdapterImport(this, &tenant, metadata.task_id(), metadata.total_bytes(),
+                                                          metadata.format() == v1::ADAPTER_FORMAT_ADAPTERHUB,
+                                                          std::move(memory)));
 }
 
 absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std::string& task_id, std::string bytes) {
@@ -587,14 +609,47 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
   RETURN_IF_ERROR(model::DeserializeAdapterSet(bytes, encoder.config(), encoder.fingerprint(), c10::Device(c10::kCPU),
                                                {.v1_fingerprint = encoder.weights_fingerprint()})
                       .status());
+  return CreateImportedTask(tenant, task_id, info.config, info.encoder_fingerprint, std::move(bytes));
+}
+
+absl::StatusOr<v1::Task> Backend::ImportAdapterHub(const Tenant& tenant, const std::string& task_id, std::string zip) {
+  RETURN_IF_ERROR(ValidateId("task_id", task_id));
+  if (zip.empty()) return absl::InvalidArgumentError("the AdapterHub zip is empty");
+  absl::StatusOr<ZipFiles> files =
+      ReadZipFiles(zip, {.max_entries = 16, .max_total_bytes = static_cast<uint64_t>(options_.max_adapter_bytes)});
+  if (!files.ok()) {
+    return absl::Status(files.status().code(), absl::StrCat("the AdapterHub zip: ", files.status().message()));
+  }
+  zip.clear();
+  const model::BertEncoder& encoder = *options_.encoder;
+  ASSIGN_OR_RETURN(model::ImportedAdapterHub imported,
+                   model::ImportAdapterHub(*files, encoder.config(), encoder.weights()));
+  // Stored as an adapterd file for this encoder, recording its origin.
+  std::map<std::string, std::string> origin = {{"imported_from", "adapterhub"},
+                                               {"adapterhub_name", imported.adapter.name},
+                                               {"adapterhub_model_name", imported.adapter.model_name}};
+  if (!imported.adapter.version.empty()) origin["adapterhub_version"] = imported.adapter.version;
+  ASSIGN_OR_RETURN(std::string bytes, model::SerializeAdapterSet(*imported.set, encoder.fingerprint(), origin));
+  ASSIGN_OR_RETURN(v1::Task task, CreateImportedTask(tenant, task_id, imported.set->config(), encoder.fingerprint(),
+                                                     std::move(bytes)));
+  task.set_import_warning(absl::StrCat(
+      "an AdapterHub directory carries no fingerprint of the model it was trained on: only the encoder's shape was "
+      "checked (hidden size ",
+      encoder.config().hidden_size, ", ", encoder.config().num_hidden_layers, " layers); its config names the model '",
+      imported.adapter.model_name, "', and its predictions are meaningful only if this server runs that model"));
+  return task;
+}
+
+absl::StatusOr<v1::Task> Backend::CreateImportedTask(const Tenant& tenant, const std::string& task_id,
+                                                     const model::AdapterConfig& config,
+                                                     const std::string& encoder_fingerprint, std::string bytes) {
   absl::StatusOr<storage::v1::TaskRecord> existing = options_.db->tasks().Get(tenant.id(), task_id);
   if (existing.ok()) return absl::AlreadyExistsError(absl::StrCat("task '", task_id, "' already exists"));
   if (!absl::IsNotFound(existing.status())) return existing.status();
-  RETURN_IF_ERROR(
-      options_.jobs
-          ->ImportVersion(training::TaskRecordFor(tenant.id(), task_id, info.config, info.encoder_fingerprint),
-                          std::move(bytes), tenant.quotas().max_tasks)
-          .status());
+  RETURN_IF_ERROR(options_.jobs
+                      ->ImportVersion(training::TaskRecordFor(tenant.id(), task_id, config, encoder_fingerprint),
+                                      std::move(bytes), tenant.quotas().max_tasks)
+                      .status());
   ASSIGN_OR_RETURN(storage::v1::TaskRecord t, options_.db->tasks().Get(tenant.id(), task_id));
   return TaskView(t, /*with_size=*/true);
 }

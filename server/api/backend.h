@@ -109,7 +109,9 @@ class DatasetUpload {
 // encoder: RESOURCE_EXHAUSTED; another encoder or layout:
 // FAILED_PRECONDITION; not an adapter file: INVALID_ARGUMENT) and the whole
 // size is reserved against the server's import memory, before the rest of
-// the file is received. Not thread-safe: one stream drives it.
+// the file is received. An AdapterHub zip (ADAPTER_FORMAT_ADAPTERHUB) has no
+// header to check early: it is held up to the server's adapter size limit
+// and checked whole in Finish(). Not thread-safe: one stream drives it.
 class AdapterImport {
  public:
   // Appends one chunk (see above); INVALID_ARGUMENT for bytes past the size
@@ -120,8 +122,10 @@ class AdapterImport {
 
  private:
   friend class Backend;
-  AdapterImport(Backend* backend, const Tenant* tenant, std::string task_id, int64_t declared_bytes,
+  AdapterImport(Backend* backend, const Tenant* tenant, std::string task_id, int64_t declared_bytes, bool adapterhub,
                 UsageLedger::Hold memory);
+  // Buffers `chunk` against the size limit and the import memory.
+  absl::Status Buffer(std::string_view chunk);
   // The header is whole: size and metadata checks, reserve the file.
   absl::Status CheckHeader(uint64_t total_bytes, const std::map<std::string, std::string, std::less<>>& metadata,
                            uint64_t header_bytes);
@@ -129,6 +133,7 @@ class AdapterImport {
   const Tenant* tenant_;
   std::string task_id_;
   int64_t declared_bytes_;  // the metadata's total_bytes; 0 = not given
+  bool adapterhub_;         // an AdapterHub zip, not an adapterd file
   UsageLedger::Hold memory_;
   std::string bytes_;
   uint64_t expected_bytes_ = 0;  // 0 until the header is in
@@ -201,6 +206,10 @@ class Backend {
                                                              const v1::ImportAdapterRequest::Metadata& metadata);
   // Creates task `task_id` from a complete adapter file.
   absl::StatusOr<v1::Task> ImportAdapter(const Tenant& tenant, const std::string& task_id, std::string bytes);
+  // Creates task `task_id` from a zip of an AdapterHub adapter directory
+  // (model::ImportAdapterHub's mapping and refusals), stored as an adapterd
+  // file recording where it came from.
+  absl::StatusOr<v1::Task> ImportAdapterHub(const Tenant& tenant, const std::string& task_id, std::string zip);
 
   // --- predict ----------------------------------------------------------------
   absl::StatusOr<v1::PredictResponse> Predict(const Tenant& tenant, const v1::PredictRequest& request,
@@ -214,6 +223,10 @@ class Backend {
   }
 
  private:
+  // Stores `bytes` (an adapterd file of `config`) as version 1 of a new task.
+  absl::StatusOr<v1::Task> CreateImportedTask(const Tenant& tenant, const std::string& task_id,
+                                              const model::AdapterConfig& config,
+                                              const std::string& encoder_fingerprint, std::string bytes);
   // Text i's result as the API's Prediction: the fields its kind set (serving::TextPrediction).
   static void AddPrediction(const serving::PredictResult& result, size_t i, const v1::PredictRequest& request,
                             v1::PredictResponse& out);

@@ -161,6 +161,9 @@ absl::Status CheckExportAdapterRequest(const v1::ExportAdapterRequest& request) 
 absl::Status CheckImportAdapterMetadata(const v1::ImportAdapterRequest::Metadata& metadata) {
   RETURN_IF_ERROR(ValidateId("task_id", metadata.task_id()));
   if (metadata.total_bytes() < 0) return absl::InvalidArgumentError("total_bytes must not be negative");
+  if (!v1::AdapterFormat_IsValid(metadata.format())) {
+    return absl::InvalidArgumentError(absl::StrCat("format ", metadata.format(), " is not an AdapterFormat"));
+  }
   return absl::OkStatus();
 }
 

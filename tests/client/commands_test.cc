@@ -674,7 +674,7 @@ TEST_F(CommandsTest, TasksExportWritesTheFileAndImportReadsIt) {
   EXPECT_EQ(written, bytes);
   EXPECT_THAT(err_.str(), HasSubstr("version 2 (14 bytes)"));
 
-  ASSERT_OK(TasksImport(env_, "copy", args.out_file));
+  ASSERT_OK(TasksImport(env_, {.task_id = "copy", .path = args.out_file}));
   const auto imports = fake().imports();
   ASSERT_EQ(imports.size(), 1u);
   std::string received;

@@ -5,7 +5,10 @@
 // (identical results), a graceful restart (identical results, bit for bit:
 // the JSON carries every float at round-trip precision), delete. Then the
 // Predict refusals of the wrong shape for a kind, and training a QA task
-// leaves a classification task's stored bytes and scores untouched.
+// leaves a classification task's stored bytes and scores untouched. Last,
+// AdapterHub adapter directories import through adapterctl and REST and
+// predict what an independent PyTorch reference computed for them.
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -15,8 +18,11 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "client/commands.h"
 #include "common/file_util.h"
+#include "common/testing/http_client.h"
 #include "common/testing/status_matchers.h"
+#include "common/zip_archive.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/server_fixture.h"
 
@@ -177,6 +183,88 @@ TEST_F(TaskKindsE2eTest, BadDatasetsAndWrongShapedPredictsAreInvalidArgumentAndQ
   EXPECT_TRUE(before_bytes == after_bytes);
   EXPECT_EQ(CtlJson(sentiment)["predictions"], scores["predictions"]);
   EXPECT_EQ(StopServer(), 0);
+}
+
+// tests/model/testdata/adapterhub/reference: AdapterHub directories for the
+// golden tiny BERT and the logits a plain-PyTorch reference computed for
+// golden/inputs.json, whose row 1 is "[CLS] tok8 tok24 [SEP]".
+std::string HubReference(const std::string& c) {
+  return kSourceDir + "/tests/model/testdata/adapterhub/reference/" + c;
+}
+std::vector<double> ReferenceRow1(const std::string& c) {
+  absl::StatusOr<std::string> text = ReadFileToString(HubReference(c) + "/expected.json");
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? nlohmann::json::parse(*text)["logits"][1].get<std::vector<double>>() : std::vector<double>{};
+}
+
+TEST_F(TaskKindsE2eTest, AdapterHubDirectoriesImportAndPredictWhatTheReferenceComputed) {
+  extra_args_ = {"--max_seq_len", "24", "--http_listen", "127.0.0.1:0"};
+  ASSERT_NO_FATAL_FAILURE(StartServer(kSourceDir + "/tests/model/testdata/golden/model"));
+  const int http_port = PortFromLog(server_->Log(), "HTTP");
+  ASSERT_GT(http_port, 0);
+
+  // adapterctl zips the directory; the server says what it could not check.
+  const CommandResult imported = Ctl({"--json", "tasks", "import", "--format", "adapterhub", "hub-sentiment",
+                                      HubReference("swish_classification") + "/adapter"});
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_THAT(imported.err, HasSubstr("warning: an AdapterHub directory carries no fingerprint"));
+  const nlohmann::json task = nlohmann::json::parse(imported.out);
+  EXPECT_EQ(task["task_kind"], "TASK_KIND_SEQUENCE_CLASSIFICATION");
+  EXPECT_EQ(task["labels"], nlohmann::json({"neg", "neu", "pos"}));
+  const nlohmann::json predicted =
+      CtlJson({"predict", "--task", "hub-sentiment", "--all-scores", "tok8 tok24"})["predictions"][0]["all_scores"];
+  const std::vector<double> logits = ReferenceRow1("swish_classification");
+  ASSERT_EQ(predicted.size(), logits.size());
+  double sum = 0;
+  for (double l : logits) sum += std::exp(l);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    EXPECT_NEAR(predicted[i]["score"].get<double>(), std::exp(logits[i]) / sum, 1e-5) << predicted.dump();
+  }
+
+  // REST: a zip of the directory (its directory part ignored), regression.
+  ZipFiles files;
+  for (const auto& entry : std::filesystem::directory_iterator(HubReference("relu_regression") + "/adapter")) {
+    ASSERT_OK_AND_ASSIGN(files["adapter/" + entry.path().filename().string()], ReadFileToString(entry.path().string()));
+  }
+  ASSERT_OK_AND_ASSIGN(const std::string zip, WriteZipFiles(files));
+  const HttpHeaders octets = {{"Content-Type", "application/octet-stream"}};
+  absl::StatusOr<HttpResponse> r =
+      HttpRequest(http_port, "POST", "/v1/tasks/hub-ratings:import?format=ADAPTER_FORMAT_ADAPTERHUB", zip, octets,
+                  absl::Minutes(1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_THAT(nlohmann::json::parse(r->body)["importWarning"].get<std::string>(), HasSubstr("no fingerprint"));
+  r = HttpRequest(http_port, "POST", "/v1/tasks/hub-ratings:predict", R"({"texts": ["tok8 tok24"]})",
+                  {{"Content-Type", "application/json"}}, absl::Minutes(1));
+  ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
+  EXPECT_NEAR(nlohmann::json::parse(r->body)["predictions"][0]["value"].get<double>(),
+              ReferenceRow1("relu_regression")[0], 1e-5);
+
+  // Stored as an adapterd file: exported and imported again, it predicts
+  // the same, bit for bit.
+  const std::string file = dir_.Sub("hub-sentiment.safetensors");
+  ASSERT_EQ(Ctl({"tasks", "export", "hub-sentiment", "--out", file}).exit_code, 0);
+  ASSERT_EQ(Ctl({"tasks", "import", "hub-sentiment-copy", file}).exit_code, 0);
+  EXPECT_EQ(CtlJson({"predict", "--task", "hub-sentiment-copy", "--all-scores",
+                     "tok8 tok24"})["predictions"][0]["all_scores"],
+            predicted);
+
+  // What adapterd does not compute yet, and a damaged zip, store nothing
+  // and leave the server serving.
+  const CommandResult pfeiffer = Ctl({"tasks", "import", "--format", "adapterhub", "hub-pfeiffer",
+                                      kSourceDir + "/tests/model/testdata/adapterhub/pfeiffer"});
+  EXPECT_EQ(pfeiffer.exit_code, client::kExitError);
+  EXPECT_THAT(pfeiffer.err, HasSubstr("not supported: adapter_config.json: the pfeiffer placement"));
+  r = HttpRequest(http_port, "POST", "/v1/tasks/hub-broken:import?format=ADAPTER_FORMAT_ADAPTERHUB",
+                  zip.substr(0, zip.size() / 2), octets, absl::Minutes(1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_THAT(r->body, HasSubstr("the AdapterHub zip"));
+  const CommandResult directory_without_format =
+      Ctl({"tasks", "import", "hub-x", HubReference("relu_regression") + "/adapter"});
+  EXPECT_EQ(directory_without_format.exit_code, client::kExitInvalidArgument);
+  EXPECT_THAT(directory_without_format.err, HasSubstr("--format adapterhub"));
+  EXPECT_EQ(CtlJson({"tasks", "list"})["tasks"].size(), 3u);
 }
 
 }  // namespace

@@ -63,6 +63,7 @@ const PARAM_VALUES = {
   displayName: 'OpenAPI probe',
   fileName: 'probe.csv',
   totalBytes: '0',
+  format: 'ADAPTER_FORMAT_ADAPTERD',
   'X-Task-Id': 'nosuchtask',
   'Last-Event-ID': '0',
 };

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import subprocess
 import venv
+import zipfile
 from pathlib import Path
 
 import grpc
@@ -407,3 +409,40 @@ def test_the_stub_generator_runs_as_a_script_beside_the_package_modules(tmp_path
     generated = sorted(p.name for p in (out / "adapterd" / "v1").iterdir())
     assert generated == ["__init__.py", "adapterd_service_pb2.py", "adapterd_service_pb2_grpc.py"]
     assert "class AdapterdStub" in (out / "adapterd" / "v1" / "adapterd_service_pb2_grpc.py").read_text()
+
+
+def test_import_adapterhub_directory_predicts_what_the_reference_computed(tmp_path):
+    """An AdapterHub directory (tests/model/testdata/adapterhub/reference, written by a plain-PyTorch
+    reference for the golden tiny BERT) imports by path, zipped by the client, and predicts the
+    reference's sigmoids for golden/inputs.json's row 1, "[CLS] tok8 tok24 [SEP]"."""
+    golden = SOURCE_DIR / "tests" / "model" / "testdata" / "golden" / "model"
+    reference = SOURCE_DIR / "tests" / "model" / "testdata" / "adapterhub" / "reference" / "tanh_multilabel"
+    (tmp_path / "hub").mkdir()
+    server = AdapterdServer(tmp_path / "hub", golden, ["--max_seq_len", "24"]).start()
+    try:
+        with adapterd.Client(server.target, api_key="", timeout=60) as c:
+            task = c.import_adapter("hub-aspects", reference / "adapter", format="adapterhub")
+            assert task.kind == adapterd.TaskKind.MULTI_LABEL_CLASSIFICATION
+            assert task.labels == ("a", "b", "c", "d")
+            assert "no fingerprint" in task.import_warning
+            prediction = c.predict("hub-aspects", ["tok8 tok24"], return_all_scores=True).predictions[0]
+            assert isinstance(prediction, adapterd.MultiLabelPrediction)
+            scores = prediction.scores
+            logits = json.loads((reference / "expected.json").read_text())["logits"][1]
+            expected = {label: 1 / (1 + math.exp(-x)) for label, x in zip(task.labels, logits)}
+            assert scores == pytest.approx(expected, abs=1e-5)
+            # The same directory as a zip's bytes; a directory without the format is refused here.
+            zipped = io.BytesIO()
+            with zipfile.ZipFile(zipped, "w") as z:
+                for f in sorted((reference / "adapter").iterdir()):
+                    z.write(f, f.name)
+            again = c.import_adapter("hub-aspects-2", zipped.getvalue(), format="adapterhub")
+            assert again.labels == task.labels
+            with pytest.raises(ValueError, match="format='adapterhub'"):
+                c.import_adapter("hub-x", reference / "adapter")
+            pfeiffer = SOURCE_DIR / "tests" / "model" / "testdata" / "adapterhub" / "pfeiffer"
+            with pytest.raises(adapterd.Unimplemented, match="pfeiffer placement"):
+                c.import_adapter("hub-pfeiffer", pfeiffer, format="adapterhub")
+            assert {t.task_id for t in c.tasks()} == {"hub-aspects", "hub-aspects-2"}
+    finally:
+        assert server.stop() == 0, server.log()

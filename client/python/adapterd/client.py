@@ -49,6 +49,7 @@ import random
 import tempfile
 import time
 import uuid
+import zipfile
 from typing import (
     cast,
     IO,
@@ -191,6 +192,18 @@ def _example_chunks(examples: Iterable[Any], max_chunk_bytes: int) -> Iterator[L
         size += n
     if chunk:
         yield chunk
+
+
+def _zip_directory(directory: str) -> bytes:
+    """The regular files directly in ``directory``, as one zip (what ImportAdapter takes)."""
+    buffer = io.BytesIO()
+    names = sorted(n for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n)))
+    if not names:
+        raise ValueError(f"{directory} holds no files")
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in names:
+            z.write(os.path.join(directory, name), name)
+    return buffer.getvalue()
 
 
 class Client:
@@ -852,13 +865,28 @@ class Client:
         task_id: str,
         path_or_bytes: Union[PathLike, bytes, bytearray, memoryview, IO[bytes]],
         timeout: Optional[float] = None,
+        format: str = "adapterd",
     ) -> Task:
         """Creates task ``task_id`` from an adapter file (a path, the bytes, or a binary file object).
 
         The file's size is sent first, so a file the server would not take is refused
         before it is sent. AlreadyExists for an existing task; FailedPrecondition for a
         file trained on another encoder; InvalidArgument for a corrupt one. Not retried.
+
+        ``format="adapterhub"`` imports an adapter AdapterHub's ``adapters`` library saved
+        (``save_adapter``): the directory's path (its files are zipped here), or a zip of
+        it. Options adapterd cannot compute exactly are InvalidArgument naming the field
+        (Unimplemented for those not built yet). Such a directory carries no fingerprint
+        of its model: the returned task's ``import_warning`` says what was not checked.
         """
+        formats = {"adapterd": pb.ADAPTER_FORMAT_ADAPTERD, "adapterhub": pb.ADAPTER_FORMAT_ADAPTERHUB}
+        if format not in formats:
+            raise ValueError(f"format must be one of {sorted(formats)}, not {format!r}")
+        if isinstance(path_or_bytes, (str, os.PathLike)) and os.path.isdir(os.fspath(path_or_bytes)):
+            if format != "adapterhub":
+                raise ValueError(f"{os.fspath(path_or_bytes)} is a directory: an AdapterHub adapter directory "
+                                 "imports with format='adapterhub'")
+            path_or_bytes = _zip_directory(os.fspath(path_or_bytes))
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             data = bytes(path_or_bytes)
         elif isinstance(path_or_bytes, (str, os.PathLike)):
@@ -870,7 +898,8 @@ class Client:
 
         def requests() -> Iterator[Any]:
             yield pb.ImportAdapterRequest(
-                metadata=pb.ImportAdapterRequest.Metadata(task_id=task_id, total_bytes=len(data))
+                metadata=pb.ImportAdapterRequest.Metadata(task_id=task_id, total_bytes=len(data),
+                                                          format=formats[format])
             )
             for offset in range(0, len(data), chunk):
                 yield pb.ImportAdapterRequest(chunk=data[offset:offset + chunk])

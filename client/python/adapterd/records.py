@@ -196,6 +196,9 @@ class Task:
     created_at: Optional[_dt.datetime]
     updated_at: Optional[_dt.datetime]
     proto: Any = field(repr=False, compare=False, hash=False)
+    # import_adapter's result only: what the import could not check (an AdapterHub
+    # directory carries no fingerprint of its model); "" otherwise.
+    import_warning: str = ""
 
     @classmethod
     def from_proto(cls, m: Any) -> "Task":
@@ -217,6 +220,7 @@ class Task:
             created_at=_time(m.created_at_micros),
             updated_at=_time(m.updated_at_micros),
             proto=m,
+            import_warning=m.import_warning,
         )
 
 

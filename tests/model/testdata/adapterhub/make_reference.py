@@ -20,9 +20,9 @@ output (use_pooler true) or every token's final state (tagging, QA).
 Each case is a directory as save_adapter writes it (adapter_config.json
 from build_full_config, the adapter's tensors under the library's keys,
 head_config.json, the head's tensors) under <case>/adapter/, and
-<case>/expected.safetensors with the reference's logits for
-../golden/inputs.json ("logits" [B, K] for pooled heads, [B, L, K] for
-token heads). Weights are far from identity (std 0.1), so an adapter or head
+<case>/expected.json with the reference's logits for ../golden/inputs.json
+("logits" [B, K] for pooled heads, [B, L, K] for token heads; each float32
+written exactly). Weights are far from identity (std 0.1), so an adapter or head
 applied in the wrong place shows.
 
 Run: /usr/bin/python3 tests/model/testdata/adapterhub/make_reference.py
@@ -224,7 +224,9 @@ def main():
         else:
             write_safetensors(os.path.join(adir, "adapter.safetensors"), state, {"format": "pt"}, dtype)
             write_safetensors(os.path.join(adir, "model_head.safetensors"), head_state, {"format": "pt"}, dtype)
-        write_safetensors(os.path.join(OUT, case, "expected.safetensors"), {"logits": logits})
+        with open(os.path.join(OUT, case, "expected.json"), "w") as f:
+            json.dump({"logits": logits.tolist()}, f)
+            f.write("\n")
     print("wrote", ", ".join(c[0] for c in CASES), "under", OUT)
 
 

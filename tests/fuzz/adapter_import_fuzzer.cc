@@ -36,6 +36,7 @@
 #include "server/model/bert_config.h"
 #include "server/model/checkpoint_writer.h"
 #include "server/model/tensor_io.h"
+#include "tests/fuzz/adapter_set_checks.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace adapterd::model {
@@ -97,12 +98,6 @@ void CheckInfo(const AdapterFileInfo& info) {
   }
 }
 
-bool SameBytes(const at::Tensor& a, const at::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
-  const at::Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
-}
-
 void CheckSet(const AdapterSet& set, const AdapterFileInfo& info, const AdapterLoadOptions& options) {
   FUZZ_CHECK(set.dtype() == options.dtype) << "set loaded as " << set.dtype() << ", asked " << options.dtype;
   FUZZ_CHECK(static_cast<int64_t>(set.layers().size()) == Config().num_hidden_layers) << "layer count";
@@ -113,40 +108,23 @@ void CheckSet(const AdapterSet& set, const AdapterFileInfo& info, const AdapterL
   if (options.check_finite) FUZZ_CHECK(CheckFinite(set).ok()) << "non-finite set passed check_finite";
 
   // Export and import again: same info (now the current version) and tensors.
-  absl::StatusOr<std::string> exported = SerializeAdapterSet(set, kFingerprint, info.extra, DType::kF32);
-  FUZZ_CHECK(exported.ok()) << "loaded set does not serialise: " << exported.status();
-  absl::StatusOr<AdapterFileInfo> info2 = ReadAdapterInfo(*exported);
-  FUZZ_CHECK(info2.ok()) << "exported file's info does not read: " << info2.status();
-  FUZZ_CHECK(info2->format_version == kAdapterFormatVersion && info2->config.labels == info.config.labels &&
-             info2->config.kind == info.config.kind && info2->config.qa == info.config.qa &&
-             info2->config.target.mean == info.config.target.mean &&
-             info2->config.target.stddev == info.config.target.stddev &&
-             info2->config.bottleneck_size == info.config.bottleneck_size &&
-             info2->config.activation == info.config.activation && info2->extra == info.extra &&
-             info2->encoder_fingerprint == kFingerprint)
+  const AdapterFileInfo info2 =
+      fuzz::CheckSerialisesAndReadsBack(set, Config(), kFingerprint, info.extra, options.dtype);
+  FUZZ_CHECK(info2.format_version == kAdapterFormatVersion && info2.config.labels == info.config.labels &&
+             info2.config.kind == info.config.kind && info2.config.qa == info.config.qa &&
+             info2.config.target.mean == info.config.target.mean &&
+             info2.config.target.stddev == info.config.target.stddev &&
+             info2.config.bottleneck_size == info.config.bottleneck_size &&
+             info2.config.activation == info.config.activation && info2.extra == info.extra &&
+             info2.encoder_fingerprint == kFingerprint)
       << "info changed in an export";
-  AdapterLoadOptions options2 = options;
-  options2.check_finite = false;  // bit-identical NaNs are fine here
-  absl::StatusOr<std::unique_ptr<AdapterSet>> set2 =
-      DeserializeAdapterSet(*exported, Config(), kFingerprint, at::kCPU, options2);
-  FUZZ_CHECK(set2.ok()) << "exported file does not import: " << set2.status();
-  const auto a = set.Named(), b = (*set2)->Named();
-  FUZZ_CHECK(a.size() == b.size()) << "tensor count changed in an export";
-  for (size_t i = 0; i < a.size(); ++i) {
-    FUZZ_CHECK(a[i].first == b[i].first && SameBytes(a[i].second, b[i].second))
-        << "tensor '" << a[i].first << "' changed in an export";
-  }
 }
 
 }  // namespace
 }  // namespace adapterd::model
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  adapterd::model::SetComputeThreads(1);
-  if (const char* dir = std::getenv("ADAPTERD_FUZZ_WRITE_SEEDS"); dir != nullptr && *dir != '\0') {
-    adapterd::model::WriteSeeds(dir);
-    std::exit(0);
-  }
+  adapterd::model::fuzz::InitializeHarness(&adapterd::model::WriteSeeds);
   return 0;
 }
 

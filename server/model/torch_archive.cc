@@ -1,11 +1,13 @@
 #include "server/model/torch_archive.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <span>
 #include <unordered_map>
 #include <utility>
 
@@ -30,23 +32,32 @@ absl::Status Malformed(absl::string_view what) {
 }
 
 // The storage classes a persistent id may name, and their element types.
+constexpr std::array<std::pair<std::string_view, DType>, 10> kStorages{{
+    {"torch.FloatStorage", DType::kF32},
+    {"torch.DoubleStorage", DType::kF64},
+    {"torch.HalfStorage", DType::kF16},
+    {"torch.BFloat16Storage", DType::kBF16},
+    {"torch.LongStorage", DType::kI64},
+    {"torch.IntStorage", DType::kI32},
+    {"torch.ShortStorage", DType::kI16},
+    {"torch.CharStorage", DType::kI8},
+    {"torch.ByteStorage", DType::kU8},
+    {"torch.BoolStorage", DType::kBool},
+}};
+
 std::optional<DType> StorageDType(std::string_view global) {
-  static const std::array<std::pair<std::string_view, DType>, 10> kStorages{{
-      {"torch.FloatStorage", DType::kF32},
-      {"torch.DoubleStorage", DType::kF64},
-      {"torch.HalfStorage", DType::kF16},
-      {"torch.BFloat16Storage", DType::kBF16},
-      {"torch.LongStorage", DType::kI64},
-      {"torch.IntStorage", DType::kI32},
-      {"torch.ShortStorage", DType::kI16},
-      {"torch.CharStorage", DType::kI8},
-      {"torch.ByteStorage", DType::kU8},
-      {"torch.BoolStorage", DType::kBool},
-  }};
   for (const auto& [name, dtype] : kStorages) {
     if (name == global) return dtype;
   }
   return std::nullopt;
+}
+
+// The storage class of `dtype` ("torch.FloatStorage").
+std::string_view StorageClass(DType dtype) {
+  for (const auto& [name, d] : kStorages) {
+    if (d == dtype) return name;
+  }
+  return {};
 }
 
 constexpr std::string_view kOrderedDict = "collections.OrderedDict";
@@ -682,6 +693,102 @@ absl::StatusOr<TorchArchive> TorchArchive::FromBytes(std::string_view bytes, con
   TorchArchive out;
   ASSIGN_OR_RETURN(out.tensors_, ReadZip(*zip, limits, &out.holder_));
   return out;
+}
+
+namespace {
+
+// The pickle opcodes the writer emits (pickletools' names).
+class PickleWriter {
+ public:
+  PickleWriter() { out_ = "\x80\x02"; }  // PROTO 2
+  void Raw(std::string_view op) { out_ += op; }
+  void Global(std::string_view dotted) {  // GLOBAL 'module\nname\n'
+    const size_t dot = dotted.rfind('.');
+    absl::StrAppend(&out_, "c", Sv(dotted.substr(0, dot)), "\n", Sv(dotted.substr(dot + 1)), "\n");
+  }
+  void String(std::string_view s) {  // BINUNICODE
+    out_ += 'X';
+    Little(static_cast<uint32_t>(s.size()), 4);
+    out_ += s;
+  }
+  void Int(int64_t v) {
+    if (v >= 0 && v < 256) {  // BININT1
+      out_ += 'K';
+      Little(static_cast<uint64_t>(v), 1);
+    } else if (v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max()) {  // BININT
+      out_ += 'J';
+      Little(static_cast<uint32_t>(static_cast<int32_t>(v)), 4);
+    } else {  // LONG1, 8 bytes of two's complement
+      out_ += "\x8a\x08";
+      Little(static_cast<uint64_t>(v), 8);
+    }
+  }
+  void IntTuple(std::span<const int64_t> values) {
+    out_ += '(';  // MARK
+    for (int64_t v : values) Int(v);
+    out_ += 't';  // TUPLE
+  }
+  std::string Finish() && {
+    out_ += '.';  // STOP
+    return std::move(out_);
+  }
+
+ private:
+  void Little(uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out_ += static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+  std::string out_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> WriteTorchStateDict(const std::map<std::string, TensorView, std::less<>>& tensors) {
+  constexpr std::string_view kPrefix = "archive";
+  ZipFiles files;
+  PickleWriter p;
+  p.Raw("}");  // EMPTY_DICT
+  if (!tensors.empty()) p.Raw("(");
+  int64_t key = 0;
+  for (const auto& [name, view] : tensors) {
+    int64_t numel = 1;
+    for (int64_t d : view.shape) {
+      if (d < 0) return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has a negative dimension"));
+      numel *= d;
+    }
+    if (view.data.size() != static_cast<uint64_t>(numel) * DTypeSize(view.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' holds ", view.data.size(), " bytes, not ",
+                                                     numel, " elements of ", Sv(DTypeName(view.dtype))));
+    }
+    std::vector<int64_t> strides(view.shape.size());
+    int64_t stride = 1;
+    for (size_t i = view.shape.size(); i-- > 0;) {
+      strides[i] = stride;
+      stride *= std::max<int64_t>(view.shape[i], 1);
+    }
+    p.String(name);
+    p.Global(kRebuildTensor);
+    p.Raw("((");  // MARK (the call's arguments), MARK (the persistent id)
+    p.String("storage");
+    p.Global(StorageClass(view.dtype));
+    p.String(absl::StrCat(key));
+    p.String("cpu");
+    p.Int(numel);
+    p.Raw("tQ");  // TUPLE, BINPERSID
+    p.Int(0);     // storage offset
+    p.IntTuple(view.shape);
+    p.IntTuple(strides);
+    p.Raw("\x89");  // NEWFALSE: requires_grad
+    p.Global(kOrderedDict);
+    p.Raw(")RtR");  // EMPTY_TUPLE, REDUCE: backward hooks; TUPLE, REDUCE: the tensor
+    files.emplace(absl::StrCat(Sv(kPrefix), "/data/", key),
+                  std::string(reinterpret_cast<const char*>(view.data.data()), view.data.size()));
+    ++key;
+  }
+  if (!tensors.empty()) p.Raw("u");  // SETITEMS
+  files.emplace(absl::StrCat(Sv(kPrefix), "/data.pkl"), std::move(p).Finish());
+  files.emplace(absl::StrCat(Sv(kPrefix), "/version"), "3\n");
+  files.emplace(absl::StrCat(Sv(kPrefix), "/byteorder"), "little");
+  return WriteZipFiles(files);
 }
 
 }  // namespace adapterd::model

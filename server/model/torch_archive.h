@@ -108,6 +108,18 @@ absl::StatusOr<std::map<std::string, TensorView, std::less<>>> UnpickleStateDict
                                                                                  const TorchStorageLoader& load,
                                                                                  std::shared_ptr<const void>* holder);
 
+// Writes `tensors` (contiguous views, any DType above) as a torch.save file
+// of a state dict, as PyTorch 1.6+ writes one: a zip of archive/data.pkl
+// (pickle protocol 2: a dict of name -> _rebuild_tensor_v2 over a
+// persistent-id storage, plain ints, tuples and an empty OrderedDict; no
+// other global), archive/data/<i> per tensor, archive/version "3" (which
+// torch.load requires) and archive/byteorder "little". torch.load reads it,
+// also with weights_only=True, and so does TorchArchive. For the files the
+// `adapters` library loads with torch.load (an AdapterHub export).
+// INVALID_ARGUMENT for a view whose byte count is not its shape's element
+// count times its dtype's size, or a negative dimension.
+absl::StatusOr<std::string> WriteTorchStateDict(const std::map<std::string, TensorView, std::less<>>& tensors);
+
 }  // namespace adapterd::model
 
 #endif  // ADAPTERD_SERVER_MODEL_TORCH_ARCHIVE_H_

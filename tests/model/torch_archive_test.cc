@@ -11,7 +11,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <span>
 #include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/testing/subprocess.h"
+#include "common/testing/temp_dir.h"
 
 namespace adapterd::model {
 namespace {
@@ -242,6 +249,83 @@ TEST(TorchPickle, RefusesMalformedPicklesByName) {
   auto short_storage = Unpickle(TensorPickle("K\x00"s, "K\x01\x85"s, "K\x01\x85"s), /*storage_bytes=*/12);
   ASSERT_FALSE(short_storage.ok());
   EXPECT_THAT(short_storage.status().message(), HasSubstr("does not hold 4 elements of F32"));
+}
+
+// --- WriteTorchStateDict --------------------------------------------------------
+
+// A view over `bytes` (which must outlive it).
+TensorView ViewOf(DType dtype, std::vector<int64_t> shape, const std::string& bytes) {
+  return TensorView{dtype, std::move(shape), std::as_bytes(std::span(bytes.data(), bytes.size()))};
+}
+
+std::string Counting(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(i * 7 + 1);
+  return s;
+}
+
+TEST(WriteTorchStateDict, ReadsBackThroughTorchArchiveByteForByte) {
+  const std::string f32 = Counting(4 * 6), bf16 = Counting(2 * 5), i64 = Counting(8 * 3), big = Counting(4 * 300);
+  const std::map<std::string, TensorView, std::less<>> tensors = {
+      {"bert.encoder.layer.0.output.adapters.a.adapter_up.weight", ViewOf(DType::kF32, {2, 3}, f32)},
+      {"heads.a.1.bias", ViewOf(DType::kBF16, {5}, bf16)},
+      {"ids", ViewOf(DType::kI64, {3, 1}, i64)},
+      {"scalar", ViewOf(DType::kF32, {}, f32.substr(0, 4))},
+      {"empty", ViewOf(DType::kF16, {0, 4}, "")},
+      {"wide", ViewOf(DType::kF32, {300}, big)},  // a dimension past BININT1
+  };
+  absl::StatusOr<std::string> file = WriteTorchStateDict(tensors);
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<TorchArchive> back = TorchArchive::FromBytes(*file);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->tensors().size(), tensors.size());
+  for (const auto& [name, view] : tensors) {
+    const TensorView* got = back->Find(name);
+    ASSERT_NE(got, nullptr) << name;
+    EXPECT_EQ(got->dtype, view.dtype) << name;
+    EXPECT_EQ(got->shape, view.shape) << name;
+    ASSERT_EQ(got->data.size(), view.data.size()) << name;
+    EXPECT_EQ(std::memcmp(got->data.data(), view.data.data(), view.data.size()), 0) << name;
+  }
+  // An empty dict too.
+  absl::StatusOr<std::string> none = WriteTorchStateDict({});
+  ASSERT_TRUE(none.ok()) << none.status();
+  absl::StatusOr<TorchArchive> none_back = TorchArchive::FromBytes(*none);
+  ASSERT_TRUE(none_back.ok()) << none_back.status();
+  EXPECT_TRUE(none_back->tensors().empty());
+}
+
+TEST(WriteTorchStateDict, TorchLoadReadsItWithWeightsOnly) {
+  // Debian's python3-torch loads what adapterd wrote, with the restricted
+  // unpickler the `adapters` library uses (weights_only=True), and sees the
+  // values.
+  std::string f32(4 * 6, '\0'), bf16(2 * 3, '\0');
+  for (int i = 0; i < 6; ++i) {
+    const float v = static_cast<float>(i) / 4 - 1;
+    std::memcpy(&f32[4 * i], &v, 4);
+  }
+  const uint16_t ones[3] = {0x3f80, 0x3f80, 0x3f80};  // bf16 1.0
+  std::memcpy(bf16.data(), ones, sizeof ones);
+  absl::StatusOr<std::string> file =
+      WriteTorchStateDict({{"w", ViewOf(DType::kF32, {2, 3}, f32)}, {"b", ViewOf(DType::kBF16, {3}, bf16)}});
+  ASSERT_TRUE(file.ok()) << file.status();
+  const adapterd::testing::TempDir dir;
+  const std::string path = dir.Write("state_dict.bin", *file);
+  absl::StatusOr<adapterd::testing::RunResult> r =
+      adapterd::testing::RunProgram({"/usr/bin/python3", "-c",
+                                     "import sys, torch; d = torch.load(sys.argv[1], weights_only=True); "
+                                     "print(sorted(d), d['w'].tolist(), str(d['b'].dtype), d['b'].tolist())",
+                                     path});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 0) << r->err;
+  const std::string& output = r->out;
+  EXPECT_EQ(output, "['b', 'w'] [[-1.0, -0.75, -0.5], [-0.25, 0.0, 0.25]] torch.bfloat16 [1.0, 1.0, 1.0]\n");
+}
+
+TEST(WriteTorchStateDict, AViewWhoseBytesDoNotMatchItsShapeIsRefused) {
+  const std::string bytes = Counting(10);
+  EXPECT_FALSE(WriteTorchStateDict({{"x", ViewOf(DType::kF32, {3}, bytes)}}).ok());
+  EXPECT_FALSE(WriteTorchStateDict({{"x", ViewOf(DType::kF32, {-1}, bytes)}}).ok());
 }
 
 }  // namespace

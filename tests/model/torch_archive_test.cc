@@ -265,13 +265,14 @@ std::string Counting(size_t n) {
 }
 
 TEST(WriteTorchStateDict, ReadsBackThroughTorchArchiveByteForByte) {
-  const std::string f32 = Counting(4 * 6), bf16 = Counting(2 * 5), i64 = Counting(8 * 3), big = Counting(4 * 300);
+  const std::string f32 = Counting(4 * 6), bf16 = Counting(2 * 5), i64 = Counting(8 * 3), big = Counting(4 * 300),
+                    scalar = Counting(4), no_bytes;
   const std::map<std::string, TensorView, std::less<>> tensors = {
       {"bert.encoder.layer.0.output.adapters.a.adapter_up.weight", ViewOf(DType::kF32, {2, 3}, f32)},
       {"heads.a.1.bias", ViewOf(DType::kBF16, {5}, bf16)},
       {"ids", ViewOf(DType::kI64, {3, 1}, i64)},
-      {"scalar", ViewOf(DType::kF32, {}, f32.substr(0, 4))},
-      {"empty", ViewOf(DType::kF16, {0, 4}, "")},
+      {"scalar", ViewOf(DType::kF32, {}, scalar)},
+      {"empty", ViewOf(DType::kF16, {0, 4}, no_bytes)},
       {"wide", ViewOf(DType::kF32, {300}, big)},  // a dimension past BININT1
   };
   absl::StatusOr<std::string> file = WriteTorchStateDict(tensors);
@@ -285,7 +286,9 @@ TEST(WriteTorchStateDict, ReadsBackThroughTorchArchiveByteForByte) {
     EXPECT_EQ(got->dtype, view.dtype) << name;
     EXPECT_EQ(got->shape, view.shape) << name;
     ASSERT_EQ(got->data.size(), view.data.size()) << name;
-    EXPECT_EQ(std::memcmp(got->data.data(), view.data.data(), view.data.size()), 0) << name;
+    if (!view.data.empty()) {
+      EXPECT_EQ(std::memcmp(got->data.data(), view.data.data(), view.data.size()), 0) << name;
+    }
   }
   // An empty dict too.
   absl::StatusOr<std::string> none = WriteTorchStateDict({});

@@ -22,15 +22,33 @@ function(adapterd_library)
   adapterd_set_warnings(adapterd_${ARG_NAME})
 endfunction()
 
+# --- Which build runs which test ------------------------------------------------
+# scripts/test.sh runs every test once: the ones whose subject is adapterd's
+# C++ under ASan + UBSan (build-asan/), and the rest, labelled release_build,
+# against the release build (build/): source checks (format, clang-tidy,
+# layering, thread safety, the linters), YAML/JSON checks, the container image
+# (it runs the release binaries), glibc's allocator tuning (which ASan
+# replaces) and the benchmarks' smoke test (ASan builds no benchmarks). The
+# label is the one list: scripts/sanitize.sh address runs `-LE release_build`,
+# test.sh runs `-L release_build` in build/. The `release_build` target
+# (adapterd_add_release_build_target) builds everything but the GoogleTest
+# executables the ASan run owns, so that CI compiles each test once.
+set(ADAPTERD_RELEASE_BUILD_LABEL release_build)
+set(ADAPTERD_TESTS_DIR "${PROJECT_SOURCE_DIR}/tests")
+
 # adapterd_test(NAME <name> SRCS ... DEPS ... [LABELS ...] [TIMEOUT s] [COST s])
 # One GoogleTest binary registered with ctest (one ctest entry per binary keeps
 # start-up of LibTorch-linked binaries to once per file). COST: the test's
 # usual seconds, for the long ones: ctest -j starts the costliest tests first
 # when it has no timings of its own yet (a fresh build tree, as in CI), so a
-# minutes-long test does not start last and run alone on one core.
+# minutes-long test does not start last and run alone on one core. LABELS
+# with release_build: the test runs against the release build only (above).
 function(adapterd_test)
   cmake_parse_arguments(ARG "" "NAME;TIMEOUT;COST" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
+  if(ADAPTERD_RELEASE_BUILD_LABEL IN_LIST ARG_LABELS)
+    set_property(GLOBAL APPEND PROPERTY ADAPTERD_RELEASE_BUILD_TEST_TARGETS ${ARG_NAME})
+  endif()
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   adapterd_set_warnings(${ARG_NAME})
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
@@ -59,7 +77,7 @@ function(adapterd_test)
 endfunction()
 
 # adapterd_python_test(NAME <module> [DIR dir] [TIMEOUT s] [COST s] [DEBIAN_PYTHON]
-#                      [PROGRAMS target ...] [ENVIRONMENT k=v ...]):
+#                      [RELEASE_BUILD] [PROGRAMS target ...] [ENVIRONMENT k=v ...]):
 # the Python unittest module <module>.py in DIR (default: the current source
 # directory), run with the interpreter find_package(Python3) found, labelled
 # unit; with DEBIAN_PYTHON, with Debian's /usr/bin/python3 instead, for tests
@@ -67,12 +85,13 @@ endfunction()
 # pyenv or a venv, does not see them). ADAPTERD_SOURCE_DIR and
 # PYTHONDONTWRITEBYTECODE (and ADAPTERD_DTYPE_CALIBRATION=false) are set for
 # every one; ENVIRONMENT adds to them.
-# TIMEOUT defaults to 60 s; COST as in adapterd_test. PROGRAMS: the targets
+# TIMEOUT defaults to 60 s; COST as in adapterd_test. RELEASE_BUILD adds the
+# release_build label (above: it runs against the release build only). PROGRAMS: the targets
 # the test runs; a target of the test's own name depends on them, as a
 # GoogleTest binary's target does, so that scripts/sanitize.sh (which builds
 # each selected test's target) builds them.
 function(adapterd_python_test)
-  cmake_parse_arguments(ARG "DEBIAN_PYTHON" "NAME;DIR;TIMEOUT;COST" "ENVIRONMENT;PROGRAMS" ${ARGN})
+  cmake_parse_arguments(ARG "DEBIAN_PYTHON;RELEASE_BUILD" "NAME;DIR;TIMEOUT;COST" "ENVIRONMENT;PROGRAMS" ${ARGN})
   if(ARG_PROGRAMS)
     add_custom_target(${ARG_NAME})
     add_dependencies(${ARG_NAME} ${ARG_PROGRAMS})
@@ -91,7 +110,11 @@ function(adapterd_python_test)
     set(interpreter /usr/bin/python3)
   endif()
   add_test(NAME ${ARG_NAME} COMMAND ${interpreter} -m unittest -v ${ARG_NAME} WORKING_DIRECTORY ${ARG_DIR})
-  set_tests_properties(${ARG_NAME} PROPERTIES LABELS unit TIMEOUT ${ARG_TIMEOUT} ENVIRONMENT "${env}")
+  set(labels unit)
+  if(ARG_RELEASE_BUILD)
+    list(APPEND labels ${ADAPTERD_RELEASE_BUILD_LABEL})
+  endif()
+  set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${labels}" TIMEOUT ${ARG_TIMEOUT} ENVIRONMENT "${env}")
   if(ARG_COST)
     set_tests_properties(${ARG_NAME} PROPERTIES COST ${ARG_COST})
   endif()
@@ -250,6 +273,41 @@ function(adapterd_apply_precompiled_headers)
         OPTIONS ${ADAPTERD_TEST_OPTIMIZATION})
     endif()
   endif()
-  set(ADAPTERD_TESTS_DIR "${PROJECT_SOURCE_DIR}/tests")
   _adapterd_pch_for_dir("${PROJECT_SOURCE_DIR}")
+endfunction()
+
+# _adapterd_targets_below(<dir> <out>): every target defined in <dir> and its
+# subdirectories.
+function(_adapterd_targets_below dir out)
+  get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
+  get_property(subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
+  foreach(subdir IN LISTS subdirs)
+    _adapterd_targets_below("${subdir}" below)
+    list(APPEND targets ${below})
+  endforeach()
+  set(${out} ${targets} PARENT_SCOPE)
+endfunction()
+
+# adapterd_add_release_build_target(): call once, at the end of the top-level
+# CMakeLists.txt. Defines `release_build`: every target `all` builds outside
+# tests/ (the product, benchmarks and tools, and the test helpers under
+# common/testing/), plus the GoogleTest executables labelled release_build.
+# Left out: the rest of tests/ (the ASan + UBSan build compiles and runs those
+# tests, their helpers and the tests' precompiled headers).
+function(adapterd_add_release_build_target)
+  _adapterd_targets_below("${PROJECT_SOURCE_DIR}" targets)
+  get_property(release_tests GLOBAL PROPERTY ADAPTERD_RELEASE_BUILD_TEST_TARGETS)
+  add_custom_target(release_build)
+  foreach(target IN LISTS targets)
+    get_target_property(type ${target} TYPE)
+    get_target_property(excluded ${target} EXCLUDE_FROM_ALL)
+    get_target_property(source_dir ${target} SOURCE_DIR)
+    cmake_path(IS_PREFIX ADAPTERD_TESTS_DIR "${source_dir}" NORMALIZE in_tests)
+    if(type STREQUAL "INTERFACE_LIBRARY" OR excluded OR target STREQUAL "release_build"
+       OR target MATCHES "^adapterd_test_(torch_)?pch$"
+       OR (in_tests AND NOT target IN_LIST release_tests))
+      continue()
+    endif()
+    add_dependencies(release_build ${target})
+  endforeach()
 endfunction()

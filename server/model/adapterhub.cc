@@ -81,7 +81,54 @@ absl::Status MustBeFalse(const json& c, const std::string& field, absl::string_v
   return absl::OkStatus();
 }
 
-// transformers' activation names (get_activation), lower-cased.
+}  // namespace
+
+int64_t AdapterHubBottleneckSize(int64_t hidden_size, double reduction_factor) {
+  // CPython's float_floor_div (Objects/floatobject.c) for positive operands:
+  // the remainder by fmod, the quotient of what is left, rounded to the
+  // nearest integer when the division lands just under one.
+  const double x = static_cast<double>(hidden_size);
+  const double mod = std::fmod(x, reduction_factor);
+  const double div = (x - mod) / reduction_factor;
+  double floordiv = std::floor(div);
+  if (div - floordiv > 0.5) floordiv += 1.0;
+  return static_cast<int64_t>(floordiv);
+}
+
+double AdapterHubReductionFactor(int64_t hidden_size, int64_t bottleneck_size) {
+  if (hidden_size % bottleneck_size == 0) {
+    const int64_t exact = hidden_size / bottleneck_size;  // an exact quotient
+    return static_cast<double>(exact);
+  }
+  // d / m rounded may sit a hair above the true quotient, where Python's
+  // floor division gives m - 1: step down until it gives m.
+  double rf = static_cast<double>(hidden_size) / static_cast<double>(bottleneck_size);
+  for (int step = 0; step < 64 && AdapterHubBottleneckSize(hidden_size, rf) != bottleneck_size; ++step) {
+    rf = std::nextafter(rf, 0.0);
+  }
+  return rf;
+}
+
+std::string_view AdapterHubActivationName(Activation a) {
+  switch (a) {
+    case Activation::kSilu:
+      return "swish";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kTanh:
+      return "tanh";
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kGeluNew:
+      return "gelu_new";
+  }
+  return "?";
+}
+
+namespace {
+
+// transformers' activation names (get_activation), lower-cased; the names
+// AdapterHubActivationName writes are among them.
 absl::StatusOr<Activation> ActivationNamed(const std::string& name, const std::string& field) {
   if (name == "swish" || name == "silu") return Activation::kSilu;
   if (name == "relu") return Activation::kRelu;
@@ -236,7 +283,7 @@ absl::StatusOr<AdapterHubConfig> ParseAdapterHubConfig(std::string_view text) {
   }
   ASSIGN_OR_RETURN(out.activation, MapActivation(c, !out.version.empty()));
   ASSIGN_OR_RETURN(double rf, ReductionFactor(c));
-  out.bottleneck_size = static_cast<int64_t>(std::floor(static_cast<double>(out.hidden_size) / rf));
+  out.bottleneck_size = AdapterHubBottleneckSize(out.hidden_size, rf);
   if (out.bottleneck_size < 1) {
     return Refused("reduction_factor", absl::StrCat("leaves hidden_size ", out.hidden_size, " no bottleneck"));
   }

@@ -75,6 +75,19 @@ struct AdapterHubConfig {
   std::string inv_adapter;
 };
 
+// The library's bottleneck size for a reduction factor: Python's
+// `int(hidden_size // reduction_factor)` (float floor division, as CPython
+// computes it), which is not always floor(hidden_size / reduction_factor).
+int64_t AdapterHubBottleneckSize(int64_t hidden_size, double reduction_factor);
+// The reduction factor to write for bottleneck size m: d / m, an integer when
+// m divides d, otherwise the largest double at or under d / m for which
+// AdapterHubBottleneckSize gives back m (a factor under 1 for m > d, which
+// the library computes as well). Requires m >= 1.
+double AdapterHubReductionFactor(int64_t hidden_size, int64_t bottleneck_size);
+// The name the library's configs give an activation ("swish" for silu; "gelu"
+// is the exact form in a file with a "version").
+std::string_view AdapterHubActivationName(Activation a);
+
 // Parses and checks `adapter_config.json`. INVALID_ARGUMENT naming the field
 // for malformed JSON, a missing or mistyped field, and every refusal above.
 absl::StatusOr<AdapterHubConfig> ParseAdapterHubConfig(std::string_view json);

@@ -33,6 +33,7 @@ namespace adapterd::model {
 namespace {
 
 using ::adapterd::model::testing::GoldenDir;
+using ::adapterd::model::testing::JsonToFloatTensor;
 using ::adapterd::model::testing::MaxAbsDiff;
 using ::adapterd::model::testing::ReadGoldenInput;
 using ::adapterd::testing::StatusIs;
@@ -44,31 +45,7 @@ std::string TestData() {
   return std::string(src ? src : ".") + "/tests/model/testdata";
 }
 
-AdapterHubFiles ReadDir(const std::string& dir) {
-  AdapterHubFiles files;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    absl::StatusOr<std::string> bytes = ReadFileToString(entry.path().string());
-    EXPECT_TRUE(bytes.ok()) << bytes.status();
-    if (bytes.ok()) files[entry.path().filename().string()] = *std::move(bytes);
-  }
-  return files;
-}
-
-// Nested JSON arrays of numbers as a float tensor of their shape.
-at::Tensor JsonToFloatTensor(const nlohmann::json& j) {
-  std::vector<int64_t> shape;
-  for (const nlohmann::json* level = &j; level->is_array(); level = &(*level)[0]) shape.push_back(level->size());
-  std::vector<float> flat;
-  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& v) {
-    if (v.is_array()) {
-      for (const auto& x : v) walk(x);
-    } else {
-      flat.push_back(v.get<float>());
-    }
-  };
-  walk(j);
-  return at::tensor(flat, at::kFloat).reshape(shape);
-}
+AdapterHubFiles ReadDir(const std::string& dir) { return testing::ReadDirectoryFiles(dir); }
 
 class AdapterHubImportTest : public ::testing::Test {
  protected:

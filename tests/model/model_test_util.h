@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -100,6 +103,37 @@ inline absl::StatusOr<EncoderInput> ReadGoldenInput() {
     return t;
   };
   return EncoderInput{tensor("input_ids"), tensor("token_type_ids"), tensor("attention_mask")};
+}
+
+// Nested JSON arrays of numbers (expected.json's logits) as a float tensor of
+// their shape.
+inline at::Tensor JsonToFloatTensor(const nlohmann::json& j) {
+  std::vector<int64_t> shape;
+  for (const nlohmann::json* level = &j; level->is_array(); level = &(*level)[0]) {
+    shape.push_back(static_cast<int64_t>(level->size()));
+  }
+  std::vector<float> flat;
+  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& v) {
+    if (v.is_array()) {
+      for (const auto& x : v) walk(x);
+    } else {
+      flat.push_back(v.get<float>());
+    }
+  };
+  walk(j);
+  return at::tensor(flat, at::kFloat).reshape(shape);
+}
+
+// The regular files directly in `dir`: base name -> contents (an AdapterHub
+// directory as ImportAdapterHub takes it).
+inline std::map<std::string, std::string, std::less<>> ReadDirectoryFiles(const std::string& dir) {
+  std::map<std::string, std::string, std::less<>> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    absl::StatusOr<std::string> bytes = ReadFileToString(entry.path().string());
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    if (bytes.ok()) files[entry.path().filename().string()] = *std::move(bytes);
+  }
+  return files;
 }
 
 inline double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {

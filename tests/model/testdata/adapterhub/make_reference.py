@@ -26,6 +26,15 @@ written exactly). Weights are far from identity (std 0.1), so an adapter or head
 applied in the wrong place shows.
 
 Run: /usr/bin/python3 tests/model/testdata/adapterhub/make_reference.py
+
+`make_reference.py --read DIR...` is the other direction, for adapterd's export
+(tests/model/adapterhub_export_test.cc): it loads the directory DIR as
+load_adapter would (the configs' fields it reads, the older files'
+activation rename, `int(d // reduction_factor)` for the bottleneck size,
+torch.load with weights_only=True), requires the exact key set the library's
+modules have (it would only warn on a missing or an extra key), and prints
+one line {"logits": ...} per DIR for ../golden/inputs.json, as expected.json
+holds them (several directories per run: PyTorch's start-up is most of one).
 """
 import json
 import math
@@ -230,5 +239,72 @@ def main():
     print("wrote", ", ".join(c[0] for c in CASES), "under", OUT)
 
 
+def load_file(adir, safetensors_name, torch_name):
+    """The tensors of one of the directory's weights files, as fp32."""
+    if os.path.exists(os.path.join(adir, safetensors_name)):
+        tensors = read_safetensors(os.path.join(adir, safetensors_name))
+    else:
+        tensors = torch.load(os.path.join(adir, torch_name), weights_only=True)
+    return {k: t.to(torch.float32) for k, t in tensors.items()}
+
+
+def read_directory(adir):
+    """An AdapterHub directory's logits on ../golden/inputs.json, as the library would load and run it."""
+    full = json.load(open(os.path.join(adir, "adapter_config.json")))
+    c = full["config"]
+    expected_off = {"ln_before": False, "ln_after": False, "is_parallel": False, "use_gating": False,
+                    "phm_layer": False, "cross_adapter": False, "original_ln_before": False,
+                    "original_ln_after": True, "residual_before_ln": True, "mh_adapter": True,
+                    "output_adapter": True, "scaling": 1.0, "architecture": "bottleneck"}
+    for key, value in expected_off.items():
+        assert c[key] == value, f"{key} is {c[key]!r}; the reference computes {value!r}"
+    assert full["hidden_size"] == D, full["hidden_size"]
+    act = c["non_linearity"].lower()
+    if "version" not in full:  # the library's ACTIVATION_RENAME
+        act = {"gelu": "gelu_new", "gelu_orig": "gelu"}.get(act, act)
+    m = int(D // c["reduction_factor"])
+    name = full["name"]
+    state = load_file(adir, "adapter.safetensors", "pytorch_adapter.bin")
+    adapters, want = {}, {}
+    for i in range(LAYERS):
+        if i in (c["leave_out"] or []):
+            continue
+        for site, key in (("attention", "attention.output"), ("output", "output")):
+            shapes = {"adapter_down.0.weight": (m, D), "adapter_down.0.bias": (m,), "adapter_up.weight": (D, m),
+                      "adapter_up.bias": (D,)}
+            adapters[(i, site)] = {}
+            for k, shape in shapes.items():
+                want[f"bert.encoder.layer.{i}.{key}.adapters.{name}.{k}"] = ((i, site), k, shape)
+    assert set(state) == set(want), f"keys differ: missing {set(want) - set(state)}, extra {set(state) - set(want)}"
+    for full_key, ((i, site), k, shape) in want.items():
+        assert tuple(state[full_key].shape) == shape, (full_key, tuple(state[full_key].shape), shape)
+        adapters[(i, site)][k] = state[full_key]
+
+    head_full = json.load(open(os.path.join(adir, "head_config.json")))
+    h = head_full["config"]
+    assert h["layers"] == 1, h["layers"]
+    head_name = head_full["name"]
+    head_state = load_file(adir, "model_head.safetensors", "pytorch_model_head.bin")
+    head_keys = {f"heads.{head_name}.1.weight"} | ({f"heads.{head_name}.1.bias"} if h.get("bias", True) else set())
+    assert set(head_state) == head_keys, (sorted(head_state), sorted(head_keys))
+    head = {k[len(f"heads.{head_name}."):]: t for k, t in head_state.items()}
+    assert tuple(head["1.weight"].shape) == (h["num_labels"], D)
+
+    inputs = json.load(open(os.path.join(GOLDEN, "inputs.json")))
+    ids, types, mask = (torch.tensor(inputs[k]) for k in ("input_ids", "token_type_ids", "attention_mask"))
+    with torch.no_grad():
+        hidden, pooled = forward(encoder_weights(), adapters, ACTIVATIONS[act], ids, types, mask)
+        pooled_kind = h["head_type"] in ("classification", "multilabel_classification")
+        # Without the pooler, a pooled head reads h[CLS].
+        reads = (pooled if h["use_pooler"] else hidden[:, 0]) if pooled_kind else hidden
+        logits = linear(reads, head, "1")
+    return logits
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) >= 3 and sys.argv[1] == "--read":
+        for directory in sys.argv[2:]:
+            json.dump({"logits": read_directory(directory).tolist()}, sys.stdout)
+            sys.stdout.write("\n")
+    else:
+        main()

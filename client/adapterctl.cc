@@ -134,6 +134,9 @@ class CommandLine {
         train->add_option("--max-grad-norm", max_grad_norm_, "gradient-norm clip")->check(CLI::PositiveNumber);
     auto* checkpoint_opt = train->add_option("--checkpoint-every", checkpoint_every_, "checkpoint every N steps")
                                ->check(CLI::PositiveNumber);
+    auto* freeze_opt = train->add_flag("--freeze-layer-norms", freeze_layer_norms_,
+                                       "train the adapters and head only, the LayerNorms kept (AdapterHub's "
+                                       "regime: the task then exports to its format without loss)");
     train->add_flag("--detach", train_args_.detach, "create the job and return without watching");
     train->callback([=, this] {
       auto& h = train_args_.hyperparameters;
@@ -149,6 +152,7 @@ class CommandLine {
       if (decay_opt->count() > 0) h.set_weight_decay(weight_decay_);
       if (clip_opt->count() > 0) h.set_max_grad_norm(max_grad_norm_);
       if (checkpoint_opt->count() > 0) h.set_checkpoint_every_steps(checkpoint_every_);
+      if (freeze_opt->count() > 0) h.set_freeze_layer_norms(freeze_layer_norms_);
       action_ = [this](const CommandEnv& env) {
         ASSIGN_OR_RETURN(train_args_.format, ParseDatasetFormat(train_format_));
         return Train(env, train_args_);
@@ -264,6 +268,7 @@ class CommandLine {
   TrainArgs train_args_;
   std::string train_format_ = "auto";
   double learning_rate_ = 0, validation_fraction_ = 0, warmup_fraction_ = 0, weight_decay_ = 0, max_grad_norm_ = 0;
+  bool freeze_layer_norms_ = false;
   int32_t epochs_ = 0, batch_size_ = 0, bottleneck_ = 0, max_seq_len_ = 0, checkpoint_every_ = 0;
   uint64_t seed_ = 0;
   std::string activation_;

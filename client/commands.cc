@@ -168,6 +168,7 @@ std::string FormatHyperparameters(const v1::Hyperparameters& h) {
   if (h.has_checkpoint_every_steps()) {
     parts.push_back(absl::StrCat("checkpoint_every_steps=", h.checkpoint_every_steps()));
   }
+  if (h.freeze_layer_norms()) parts.push_back("freeze_layer_norms");
   return parts.empty() ? "(server defaults)" : absl::StrJoin(parts, " ");
 }
 

@@ -63,6 +63,9 @@ absl::StatusOr<Hyperparameters> ResolveHyperparameters(const storage::v1::Hyperp
   if (r.has_doc_stride()) hp.doc_stride = r.doc_stride();
   if (r.has_max_question_len()) hp.max_question_len = r.max_question_len();
   if (r.has_max_answer_len()) hp.max_answer_len = r.max_answer_len();
+  if (r.has_freeze_layer_norms()) {
+    hp.trainable = r.freeze_layer_norms() ? TrainableParts::kAdaptersAndHead : TrainableParts::kAdapters;
+  }
   if (hp.doc_stride == 0) hp.doc_stride = model::DefaultDocStride(hp.max_seq_len);
   if (hp.micro_batch_size > hp.batch_size) hp.micro_batch_size = hp.batch_size;
   RETURN_IF_ERROR(hp.Validate());
@@ -86,6 +89,7 @@ storage::v1::Hyperparameters ToProto(const Hyperparameters& hp) {
   r.set_doc_stride(hp.doc_stride);
   r.set_max_question_len(hp.max_question_len);
   r.set_max_answer_len(hp.max_answer_len);
+  r.set_freeze_layer_norms(hp.trainable == TrainableParts::kAdaptersAndHead);
   return r;
 }
 

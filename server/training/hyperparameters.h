@@ -22,7 +22,10 @@
 namespace adapterd::training {
 
 enum class TrainableParts {
-  kAdapters,          // adapters + every LayerNorm affine + head (the paper's method)
+  kAdapters,  // adapters + every LayerNorm affine + head (the paper's method)
+  // Adapters + head, every LayerNorm affine frozen at the encoder's own (where
+  // a set starts): AdapterHub's regime (freeze_layer_norms).
+  kAdaptersAndHead,
   kHeadAndLayerNorm,  // baseline: adapters disabled (U = 0), LayerNorms + head train
   kHeadOnly,          // baseline: adapters disabled, only the head trains
   // Baseline for benchmarks and quality comparisons: adapters disabled, the

@@ -52,6 +52,7 @@ std::vector<at::Tensor> Trainable(const AdapterSet& set, TrainableParts parts, b
     const bool is_head = name.starts_with("head.");
     const bool is_ln = name.find("layer_norm") != std::string::npos;
     bool include = parts == TrainableParts::kAdapters || is_head ||
+                   (parts == TrainableParts::kAdaptersAndHead && !is_ln) ||
                    ((parts == TrainableParts::kHeadAndLayerNorm || parts == TrainableParts::kFullFineTune) && is_ln);
     const bool decays = name.ends_with(".weight") && !is_ln;
     if (include && decays == decayed) out.push_back(t);
@@ -237,7 +238,7 @@ absl::Status TrainingRun::Restore(const TrainerState* resume) {
     at::manual_seed(hp_.seed);
     ASSIGN_OR_RETURN(set_,
                      AdapterSet::CreateInitialized(encoder_.config(), encoder_.weights(), config_, hp_.seed, device_));
-    if (hp_.trainable != TrainableParts::kAdapters) {
+    if (hp_.trainable != TrainableParts::kAdapters && hp_.trainable != TrainableParts::kAdaptersAndHead) {
       // Baselines: with U = 0 every adapter is the identity (tested in adapter_test).
       for (const model::AdapterLayer& l : set_->layers()) {
         l.attention_adapter.up_weight.zero_();

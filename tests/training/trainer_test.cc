@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "server/model/adapter_format.h"
+#include "server/model/adapterhub_export.h"
 #include "server/model/training_support.h"
 #include "tests/model/model_test_util.h"
 #include "tests/training/training_fixture.h"
@@ -251,6 +252,53 @@ TEST_F(TrainerTest, BaselinesTrainOnlyTheirParts) {
   ASSERT_OK_AND_ASSIGN(TrainingResult ln, Train(*encoder_, *tokenizer_, data_, hp));
   EXPECT_FALSE(BitEqual(ln.best->layers()[0].output_layer_norm.weight, encoder_->weights().layers[0].output_ln_weight));
   EXPECT_EQ(ln.best->layers()[1].ffn_adapter.up_weight.abs().max().item<float>(), 0.0f);
+}
+
+// AdapterHub's regime (freeze_layer_norms): the adapters and the head train,
+// every LayerNorm stays the encoder's, bit for bit, so the task exports to
+// AdapterHub's format without loss; the job's hyperparameters say so.
+TEST_F(TrainerTest, FrozenLayerNormsTrainTheAdaptersAndHeadOnly) {
+  Hyperparameters hp = FastHp();
+  hp.epochs = 1;
+  storage::v1::Hyperparameters requested;
+  requested.set_freeze_layer_norms(true);
+  ASSERT_OK_AND_ASSIGN(const Hyperparameters resolved, ResolveHyperparameters(requested, hp));
+  EXPECT_EQ(resolved.trainable, TrainableParts::kAdaptersAndHead);
+  EXPECT_TRUE(ToProto(resolved).freeze_layer_norms());
+  EXPECT_FALSE(ToProto(hp).freeze_layer_norms());
+  ASSERT_OK_AND_ASSIGN(TrainingResult frozen, Train(*encoder_, *tokenizer_, data_, resolved));
+  const model::EncoderWeights& e = encoder_->weights();
+  const model::AdapterSet& set = *frozen.best;
+  EXPECT_TRUE(BitEqual(set.embedding_layer_norm().weight, e.emb_ln_weight));
+  EXPECT_TRUE(BitEqual(set.embedding_layer_norm().bias, e.emb_ln_bias));
+  for (size_t i = 0; i < set.layers().size(); ++i) {
+    EXPECT_TRUE(BitEqual(set.layers()[i].attention_layer_norm.weight, e.layers[i].attn_ln_weight)) << i;
+    EXPECT_TRUE(BitEqual(set.layers()[i].attention_layer_norm.bias, e.layers[i].attn_ln_bias)) << i;
+    EXPECT_TRUE(BitEqual(set.layers()[i].output_layer_norm.weight, e.layers[i].output_ln_weight)) << i;
+    EXPECT_TRUE(BitEqual(set.layers()[i].output_layer_norm.bias, e.layers[i].output_ln_bias)) << i;
+  }
+  // The adapters and the head trained: none is where the same seed starts.
+  model::AdapterConfig config = set.config();
+  config.init_std = hp.init_std;
+  ASSERT_OK_AND_ASSIGN(auto start,
+                       model::AdapterSet::CreateInitialized(encoder_->config(), e, config, hp.seed, at::kCPU));
+  EXPECT_FALSE(BitEqual(set.layers()[0].ffn_adapter.up_weight, start->layers()[0].ffn_adapter.up_weight));
+  EXPECT_FALSE(
+      BitEqual(set.layers()[1].attention_adapter.down_weight, start->layers()[1].attention_adapter.down_weight));
+  EXPECT_FALSE(BitEqual(set.head_weight(), start->head_weight()));
+  // What trains: the paper's count less the LayerNorms' 2 d (1 + 2 layers).
+  const int64_t d = encoder_->config().hidden_size;
+  const int64_t layer_norms = 2 * d * (1 + 2 * encoder_->config().num_hidden_layers);
+  EXPECT_EQ(TrainableParameterCount(set, TrainableParts::kAdaptersAndHead, *encoder_),
+            TrainableParameterCount(set, TrainableParts::kAdapters, *encoder_) - layer_norms);
+  // The AdapterHub export takes it as it is; the paper's regime needs the
+  // loss accepted.
+  const model::AdapterHubExportOptions options{.name = "frozen", .model_name = "test"};
+  EXPECT_OK(model::ExportAdapterHub(set, encoder_->config(), e, options).status());
+  hp.trainable = TrainableParts::kAdapters;
+  ASSERT_OK_AND_ASSIGN(TrainingResult paper, Train(*encoder_, *tokenizer_, data_, hp));
+  EXPECT_THAT(model::ExportAdapterHub(*paper.best, encoder_->config(), e, options),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("LayerNorms were trained")));
 }
 
 TEST_F(TrainerTest, FullFineTuningBaselineNeedsATrainableEncoderAndUpdatesIt) {

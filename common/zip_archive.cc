@@ -139,6 +139,7 @@ absl::StatusOr<ZipFiles> ReadZipFiles(std::string_view bytes, const ZipFilesLimi
     }
     files.emplace_back(index, std::move(base));
   }
+  if (limits.reserve) RETURN_IF_ERROR(limits.reserve(total));
   ZipFiles out;
   for (auto& [index, base] : files) {
     ASSIGN_OR_RETURN(std::string contents, zip.Read(index, base));

@@ -66,6 +66,10 @@ struct ZipFilesLimits {
   // Largest sum of the entries' uncompressed sizes (checked against the
   // sizes the archive records before any entry is inflated).
   uint64_t max_total_bytes = 64ull << 20;
+  // When set, called once with that sum after the checks above and before
+  // any entry is inflated (to account for the memory the files will take);
+  // an error from it is returned as it is, with nothing inflated.
+  std::function<absl::Status(uint64_t total_bytes)> reserve;
 };
 
 // Every file of a zip held in memory, by its name with any directory part

@@ -283,7 +283,7 @@ absl::StatusOr<v1::Task> AdapterImport::Finish() {
       return absl::InvalidArgumentError(absl::StrCat("the AdapterHub zip ended after ", bytes_.size(), " of the ",
                                                      declared_bytes_, " bytes metadata.total_bytes announced"));
     }
-    return backend_->ImportAdapterHub(*tenant_, task_id_, std::move(bytes_));
+    return backend_->ImportAdapterHub(*tenant_, task_id_, std::move(bytes_), &memory_);
   }
   if (expected_bytes_ == 0 || bytes_.size() != expected_bytes_) {
     return absl::InvalidArgumentError(
@@ -612,15 +612,22 @@ absl::StatusOr<v1::Task> Backend::ImportAdapter(const Tenant& tenant, const std:
   return CreateImportedTask(tenant, task_id, info.config, info.encoder_fingerprint, std::move(bytes));
 }
 
-absl::StatusOr<v1::Task> Backend::ImportAdapterHub(const Tenant& tenant, const std::string& task_id, std::string zip) {
+absl::StatusOr<v1::Task> Backend::ImportAdapterHub(const Tenant& tenant, const std::string& task_id, std::string zip,
+                                                   UsageLedger::Hold* memory) {
   RETURN_IF_ERROR(ValidateId("task_id", task_id));
   if (zip.empty()) return absl::InvalidArgumentError("the AdapterHub zip is empty");
-  absl::StatusOr<ZipFiles> files =
-      ReadZipFiles(zip, {.max_entries = 16, .max_total_bytes = static_cast<uint64_t>(options_.max_adapter_bytes)});
+  // The inflated files are held beside the zip: the import's hold grows by
+  // what the zip records before anything is inflated.
+  ZipFilesLimits limits{.max_entries = 16, .max_total_bytes = static_cast<uint64_t>(options_.max_adapter_bytes)};
+  limits.reserve = [memory](uint64_t total) {
+    return memory->Grow(static_cast<int64_t>(total), UsageLedger::kUnlimited);
+  };
+  absl::StatusOr<ZipFiles> files = ReadZipFiles(zip, limits);
   if (!files.ok()) {
+    if (absl::IsResourceExhausted(files.status())) return files.status();
     return absl::Status(files.status().code(), absl::StrCat("the AdapterHub zip: ", files.status().message()));
   }
-  zip.clear();
+  std::string().swap(zip);  // its memory back now, not when the import ends
   const model::BertEncoder& encoder = *options_.encoder;
   ASSIGN_OR_RETURN(model::ImportedAdapterHub imported,
                    model::ImportAdapterHub(*files, encoder.config(), encoder.weights()));

@@ -208,8 +208,11 @@ class Backend {
   absl::StatusOr<v1::Task> ImportAdapter(const Tenant& tenant, const std::string& task_id, std::string bytes);
   // Creates task `task_id` from a zip of an AdapterHub adapter directory
   // (model::ImportAdapterHub's mapping and refusals), stored as an adapterd
-  // file recording where it came from.
-  absl::StatusOr<v1::Task> ImportAdapterHub(const Tenant& tenant, const std::string& task_id, std::string zip);
+  // file recording where it came from. `memory` (the import's hold on the
+  // import ledger) grows by the files' inflated size before they are
+  // inflated: RESOURCE_EXHAUSTED past --max_import_bytes_in_flight.
+  absl::StatusOr<v1::Task> ImportAdapterHub(const Tenant& tenant, const std::string& task_id, std::string zip,
+                                            UsageLedger::Hold* memory);
 
   // --- predict ----------------------------------------------------------------
   absl::StatusOr<v1::PredictResponse> Predict(const Tenant& tenant, const v1::PredictRequest& request,

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
+#include "common/zip_archive.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/api/grpc_status.h"
@@ -621,6 +622,37 @@ TEST_F(ServerTest, ImportsAreCheckedAsTheyArrive) {
 
 // One open stream per idle client held a server thread without bound
 // (3,000 idle uploads: 3,020 threads). A tenant may hold 8 at once.
+// An AdapterHub zip's files are held inflated beside it: the import memory
+// ledger counts them, from the sizes the zip records, before they are
+// inflated. A 2 MiB file of spaces deflates to a few KiB; under a 1 MiB
+// budget its import is refused there, and the same zip lands under the
+// default budget (it then fails only as the bad directory it is).
+TEST(ImportMemoryTest, AnAdapterHubZipIsCountedInflatedBeforeItIsInflated) {
+  TempDir dir;
+  ASSERT_OK(WriteFixtureModel(dir.Sub("model")));
+  ServerOptions options = TestServerOptions(dir.Sub("data"), dir.Sub("model"));
+  options.tenancy.max_import_bytes_in_flight = 1 << 20;
+  auto server = Server::Start(options);
+  ASSERT_OK(server.status());
+  auto stub = NewStub((*server)->grpc_port());
+  ASSERT_OK_AND_ASSIGN(const std::string zip,
+                       WriteZipFiles({{"adapter_config.json", std::string(size_t{2} << 20, ' ')}}));
+  ASSERT_LT(zip.size(), size_t{64} << 10);
+  v1::ImportAdapterRequest::Metadata md;
+  md.set_task_id("hub-bomb");
+  md.set_format(v1::ADAPTER_FORMAT_ADAPTERHUB);
+  md.set_total_bytes(static_cast<int64_t>(zip.size()));
+  grpc::Status s = Import(*stub, md, zip);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("bytes of adapter files being imported"));
+  // Nothing is held after the refusal: a small import still fits the budget.
+  ASSERT_OK_AND_ASSIGN(const std::string small, WriteZipFiles({{"adapter_config.json", "{}"}}));
+  md.set_total_bytes(static_cast<int64_t>(small.size()));
+  s = Import(*stub, md, small);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("adapter_config.json"));
+}
+
 TEST_F(ServerTest, OpenUploadAndImportStreamsAreBoundedPerTenant) {
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<grpc::ClientWriter<v1::UploadDatasetRequest>>> held;

@@ -203,7 +203,14 @@ class CommandLine {
     tasks_export->add_option("TASK", export_args_.task_id, "task id")->required();
     tasks_export->add_option("--version", export_args_.version, "version (default: current)")
         ->check(CLI::NonNegativeNumber);
-    tasks_export->add_option("--out", export_args_.out_file, "output file ('-' = stdout)")->required();
+    tasks_export
+        ->add_option("--out", export_args_.out_file,
+                     "output file ('-' = stdout); with --format adapterhub, a new directory (or a .zip file)")
+        ->required();
+    tasks_export->add_option("--format", export_args_.format, "adapterd (default) or adapterhub")
+        ->check(CLI::IsMember({"adapterd", "adapterhub"}));
+    tasks_export->add_flag("--accept-layer-norm-loss", export_args_.accept_layer_norm_loss,
+                           "with --format adapterhub: export a task whose LayerNorms were trained, without them");
     tasks_export->callback([&] { action_ = [this](const CommandEnv& env) { return TasksExport(env, export_args_); }; });
     auto* tasks_import = tasks->add_subcommand(
         "import", "create a task from an adapter file, or from an AdapterHub adapter directory (--format adapterhub)");

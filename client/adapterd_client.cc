@@ -372,12 +372,15 @@ absl::Status AdapterdClient::DeleteTask(const std::string& task_id) const {
   return FromGrpcStatus(stub_->DeleteTask(&context, request, &response));
 }
 
-absl::StatusOr<ExportedAdapter> AdapterdClient::ExportAdapter(const std::string& task_id, int64_t version) const {
+absl::StatusOr<ExportedAdapter> AdapterdClient::ExportAdapter(const std::string& task_id, int64_t version,
+                                                              const ExportAdapterOptions& options) const {
   grpc::ClientContext context;
   PrepareContext(context, task_id, options_.default_deadline);
   v1::ExportAdapterRequest request;
   request.set_task_id(task_id);
   request.set_version(version);
+  request.set_format(options.format);
+  request.set_accept_layer_norm_loss(options.accept_layer_norm_loss);
   auto reader = stub_->ExportAdapter(&context, request);
   ExportedAdapter exported;
   int64_t total_bytes = -1;

@@ -85,8 +85,16 @@ std::string_view ServingStatusName(ServingStatus status);
 struct ExportedAdapter {
   // The version exported (resolved by the server when 0 was asked for).
   int64_t version = 0;
-  // The whole adapter file (docs/ADAPTER_FORMAT.md).
+  // The whole adapter file (docs/ADAPTER_FORMAT.md), or the zip of the
+  // AdapterHub directory.
   std::string bytes;
+};
+
+// What ExportAdapter asks for besides the task and version
+// (ExportAdapterRequest's fields of the same names).
+struct ExportAdapterOptions {
+  v1::AdapterFormat format = v1::ADAPTER_FORMAT_UNSPECIFIED;
+  bool accept_layer_norm_loss = false;
 };
 
 class AdapterdClient {
@@ -176,7 +184,8 @@ class AdapterdClient {
   absl::Status DeleteTask(const std::string& task_id) const;
   // `version` 0 = the current version. DATA_LOSS if the received bytes do not
   // add up to the size the server announced.
-  absl::StatusOr<ExportedAdapter> ExportAdapter(const std::string& task_id, int64_t version = 0) const;
+  absl::StatusOr<ExportedAdapter> ExportAdapter(const std::string& task_id, int64_t version = 0,
+                                                const ExportAdapterOptions& options = {}) const;
   // Creates task `task_id` from an adapter file (its size sent first, so a
   // file the server would not take is refused before it is sent): an
   // adapterd file, or with ADAPTER_FORMAT_ADAPTERHUB a zip of an AdapterHub

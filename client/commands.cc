@@ -814,12 +814,45 @@ absl::Status TasksDelete(const CommandEnv& env, const std::string& task_id) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The AdapterHub zip's files written into `dir` (created; an existing one
+// must be empty, so that no file of another adapter is left beside them).
+absl::Status WriteAdapterHubDirectory(const std::string& dir, const std::string& zip) {
+  ASSIGN_OR_RETURN(const ZipFiles files, ReadZipFiles(zip, {.max_entries = 16}));
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, " exists and is not empty: the AdapterHub directory goes into a new or empty one"));
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  for (const auto& [name, bytes] : files) {
+    RETURN_IF_ERROR(WriteFileAtomically((std::filesystem::path(dir) / name).string(), bytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status TasksExport(const CommandEnv& env, const TasksExportArgs& args) {
   if (args.out_file.empty()) return absl::InvalidArgumentError("--out is required");
-  ASSIGN_OR_RETURN(const ExportedAdapter exported, env.client->ExportAdapter(args.task_id, args.version));
+  ExportAdapterOptions options{.accept_layer_norm_loss = args.accept_layer_norm_loss};
+  if (args.format == "adapterhub") {
+    options.format = v1::ADAPTER_FORMAT_ADAPTERHUB;
+  } else if (args.format != "adapterd") {
+    return absl::InvalidArgumentError(absl::StrCat("--format must be adapterd or adapterhub, not '", args.format, "'"));
+  } else if (args.accept_layer_norm_loss) {
+    return absl::InvalidArgumentError("--accept-layer-norm-loss goes with --format adapterhub");
+  }
+  ASSIGN_OR_RETURN(const ExportedAdapter exported, env.client->ExportAdapter(args.task_id, args.version, options));
+  const bool directory =
+      options.format == v1::ADAPTER_FORMAT_ADAPTERHUB && args.out_file != "-" && !absl::EndsWith(args.out_file, ".zip");
   if (args.out_file == "-") {
     env.out->write(exported.bytes.data(), static_cast<std::streamsize>(exported.bytes.size()));
     env.out->flush();
+  } else if (directory) {
+    RETURN_IF_ERROR(WriteAdapterHubDirectory(args.out_file, exported.bytes));
   } else {
     RETURN_IF_ERROR(WriteFileAtomically(args.out_file, exported.bytes));
   }

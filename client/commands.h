@@ -153,6 +153,11 @@ struct TasksExportArgs {
   std::string task_id;
   int64_t version = 0;   // 0 = current
   std::string out_file;  // "-" = env.out
+  // "adapterd" (the adapter file) or "adapterhub": the AdapterHub directory,
+  // written as the directory out_file (created; an existing one must be
+  // empty), or as a zip when out_file ends in ".zip" or is "-".
+  std::string format = "adapterd";
+  bool accept_layer_norm_loss = false;
 };
 absl::Status TasksExport(const CommandEnv& env, const TasksExportArgs& args);
 struct TasksImportArgs {

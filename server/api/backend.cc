@@ -21,6 +21,7 @@
 #include "server/api/record_mapping.h"
 #include "server/api/request_checks.h"
 #include "server/model/adapter_format.h"
+#include "server/model/adapterhub_export.h"
 #include "server/model/adapterhub_import.h"
 #include "server/model/safetensors.h"
 #include "server/training/example.h"
@@ -569,6 +570,9 @@ absl::Status Backend::ExportAdapter(const Tenant& tenant, const v1::ExportAdapte
     RETURN_IF_ERROR(options_.db->tasks().Get(tenant.id(), request.task_id()).status());
     ASSIGN_OR_RETURN(bytes, options_.db->adapters().Get(tenant.id(), request.task_id(), version));
   }
+  if (request.format() == v1::ADAPTER_FORMAT_ADAPTERHUB) {
+    ASSIGN_OR_RETURN(bytes, AdapterHubZip(request.task_id(), bytes, request.accept_layer_norm_loss()));
+  }
   const size_t chunk = static_cast<size_t>(std::max<int64_t>(1, options_.export_chunk_bytes));
   for (size_t off = 0; off < bytes.size(); off += chunk) {
     v1::ExportAdapterResponse msg;
@@ -580,6 +584,27 @@ absl::Status Backend::ExportAdapter(const Tenant& tenant, const v1::ExportAdapte
     if (!send(msg)) return absl::CancelledError("the client went away");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Backend::AdapterHubZip(const std::string& task_id, std::string_view adapter_file,
+                                                   bool accept_layer_norm_loss) const {
+  const model::BertEncoder& encoder = *options_.encoder;
+  ASSIGN_OR_RETURN(const model::AdapterFileInfo info, model::ReadAdapterInfo(adapter_file));
+  ASSIGN_OR_RETURN(
+      const std::unique_ptr<model::AdapterSet> set,
+      model::DeserializeAdapterSet(adapter_file, encoder.config(), encoder.fingerprint(), c10::Device(c10::kCPU),
+                                   {.v1_fingerprint = encoder.weights_fingerprint()}));
+  // An imported task names the model its AdapterHub config named; any other
+  // names this server's encoder by its fingerprint.
+  const auto origin = info.extra.find("adapterhub_model_name");
+  const std::string model_name = origin != info.extra.end()
+                                     ? origin->second
+                                     : absl::StrCat("adapterd-encoder-", encoder.fingerprint().substr(0, 16));
+  ASSIGN_OR_RETURN(model::AdapterHubFiles files,
+                   model::ExportAdapterHub(
+                       *set, encoder.config(), encoder.weights(),
+                       {.name = task_id, .model_name = model_name, .accept_layer_norm_loss = accept_layer_norm_loss}));
+  return WriteZipFiles(files);  // AdapterHubFiles is a ZipFiles: name -> bytes
 }
 
 absl::StatusOr<std::unique_ptr<AdapterImport>> Backend::BeginImport(

@@ -198,7 +198,11 @@ class Backend {
   absl::StatusOr<v1::ListTasksResponse> ListTasks(const Tenant& tenant, const v1::ListTasksRequest& request);
   absl::Status DeleteTask(const Tenant& tenant, const v1::DeleteTaskRequest& request);
   // Calls `send` for each chunk of the file (the first carries version and
-  // total_bytes); stops early with CANCELLED when `send` returns false.
+  // total_bytes); stops early with CANCELLED when `send` returns false. With
+  // format ADAPTER_FORMAT_ADAPTERHUB the file is a zip of the AdapterHub
+  // directory (model::ExportAdapterHub: the task id as the adapter's name;
+  // FAILED_PRECONDITION for trained LayerNorms unless the request accepts
+  // their loss).
   absl::Status ExportAdapter(const Tenant& tenant, const v1::ExportAdapterRequest& request,
                              const std::function<bool(const v1::ExportAdapterResponse&)>& send);
   // Starts an import from its first message.
@@ -226,6 +230,10 @@ class Backend {
   }
 
  private:
+  // The zip of the AdapterHub directory for a stored adapterd file of task
+  // `task_id` (model::ExportAdapterHub's checks and refusals).
+  absl::StatusOr<std::string> AdapterHubZip(const std::string& task_id, std::string_view adapter_file,
+                                            bool accept_layer_norm_loss) const;
   // Stores `bytes` (an adapterd file of `config`) as version 1 of a new task.
   absl::StatusOr<v1::Task> CreateImportedTask(const Tenant& tenant, const std::string& task_id,
                                               const model::AdapterConfig& config,

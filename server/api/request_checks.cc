@@ -155,6 +155,14 @@ absl::Status CheckDeleteTaskRequest(const v1::DeleteTaskRequest& request) {
 absl::Status CheckExportAdapterRequest(const v1::ExportAdapterRequest& request) {
   RETURN_IF_ERROR(ValidateId("task_id", request.task_id()));
   if (request.version() < 0) return absl::InvalidArgumentError("version must not be negative");
+  if (!v1::AdapterFormat_IsValid(request.format())) {
+    return absl::InvalidArgumentError(absl::StrCat("format ", request.format(), " is not an AdapterFormat"));
+  }
+  if (request.accept_layer_norm_loss() && request.format() != v1::ADAPTER_FORMAT_ADAPTERHUB) {
+    return absl::InvalidArgumentError(
+        "accept_layer_norm_loss applies to format ADAPTER_FORMAT_ADAPTERHUB only (adapterd's own file keeps the "
+        "LayerNorms)");
+  }
   return absl::OkStatus();
 }
 

@@ -207,10 +207,14 @@ MHD_Result Export(State* state, MHD_Connection* c, Call& call) {
       total > 0 ? static_cast<uint64_t>(total) : MHD_SIZE_UNKNOWN, size_t{64} * 1024,
       new Download(std::move(opened->ctx), std::move(opened->reader), std::move(*opened->first.mutable_chunk())));
   if (response == nullptr) return MHD_NO;
-  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
-  MHD_add_response_header(
-      response, "Content-Disposition",
-      absl::StrCat("attachment; filename=\"", request.task_id(), "-v", version, ".adapter\"").c_str());
+  // An AdapterHub export is the zip of its directory.
+  const bool adapterhub = request.format() == v1::ADAPTER_FORMAT_ADAPTERHUB;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
+                          adapterhub ? "application/zip" : "application/octet-stream");
+  MHD_add_response_header(response, "Content-Disposition",
+                          absl::StrCat("attachment; filename=\"", request.task_id(), "-v", version,
+                                       adapterhub ? ".adapterhub.zip" : ".adapter", "\"")
+                              .c_str());
   MHD_add_response_header(response, "X-Adapterd-Version", absl::StrCat(version).c_str());
   return Queue(c, MHD_HTTP_OK, response);
 }

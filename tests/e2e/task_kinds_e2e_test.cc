@@ -7,7 +7,10 @@
 // Predict refusals of the wrong shape for a kind, and training a QA task
 // leaves a classification task's stored bytes and scores untouched. Last,
 // AdapterHub adapter directories import through adapterctl and REST and
-// predict what an independent PyTorch reference computed for them.
+// predict what an independent PyTorch reference computed for them; a task
+// exports as an AdapterHub directory the reference loads, and one whose
+// LayerNorms were trained is refused unless their loss is accepted.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -22,6 +25,7 @@
 #include "common/file_util.h"
 #include "common/testing/http_client.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/subprocess.h"
 #include "common/zip_archive.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/server_fixture.h"
@@ -265,6 +269,102 @@ TEST_F(TaskKindsE2eTest, AdapterHubDirectoriesImportAndPredictWhatTheReferenceCo
   EXPECT_EQ(directory_without_format.exit_code, client::kExitInvalidArgument);
   EXPECT_THAT(directory_without_format.err, HasSubstr("--format adapterhub"));
   EXPECT_EQ(CtlJson({"tasks", "list"})["tasks"].size(), 3u);
+}
+
+TEST_F(TaskKindsE2eTest, TasksExportAsAdapterHubDirectoriesTheReferenceLoads) {
+  extra_args_ = {"--max_seq_len", "24", "--http_listen", "127.0.0.1:0"};
+  ASSERT_NO_FATAL_FAILURE(StartServer(kSourceDir + "/tests/model/testdata/golden/model"));
+  const int http_port = PortFromLog(server_->Log(), "HTTP");
+  ASSERT_GT(http_port, 0);
+  ASSERT_EQ(Ctl({"tasks", "import", "--format", "adapterhub", "hub-sentiment",
+                 HubReference("swish_classification") + "/adapter"})
+                .exit_code,
+            0);
+
+  // Exported as a directory, with exactly the library's four files ...
+  const std::string out = dir_.Sub("exported");
+  const CommandResult exported = Ctl({"tasks", "export", "--format", "adapterhub", "hub-sentiment", "--out", out});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(out)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"adapter_config.json", "head_config.json", "pytorch_adapter.bin",
+                                             "pytorch_model_head.bin"}));
+  // ... which the independent reference loads as load_adapter would and
+  // runs to the logits it computed for the original directory ...
+  const std::vector<std::string> reference = {
+      "/usr/bin/python3", kSourceDir + "/tests/model/testdata/adapterhub/make_reference.py", "--read", out};
+  absl::StatusOr<adapterd::testing::RunResult> ran = adapterd::testing::RunProgram(reference);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  ASSERT_EQ(ran->exit_code, 0) << ran->err;
+  const std::vector<double> row1 = nlohmann::json::parse(ran->out)["logits"][1].get<std::vector<double>>();
+  const std::vector<double> expected = ReferenceRow1("swish_classification");
+  ASSERT_EQ(row1.size(), expected.size());
+  for (size_t i = 0; i < row1.size(); ++i) EXPECT_NEAR(row1[i], expected[i], 1e-5);
+  // ... and that imports back as a task predicting the same, bit for bit.
+  ASSERT_EQ(Ctl({"tasks", "import", "--format", "adapterhub", "hub-back", out}).exit_code, 0);
+  EXPECT_EQ(CtlJson({"predict", "--task", "hub-back", "--all-scores", "tok8 tok24"})["predictions"],
+            CtlJson({"predict", "--task", "hub-sentiment", "--all-scores", "tok8 tok24"})["predictions"]);
+  // A directory that is not empty is not written into.
+  const CommandResult again = Ctl({"tasks", "export", "--format", "adapterhub", "hub-sentiment", "--out", out});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_THAT(again.err, HasSubstr("not empty"));
+
+  // REST: the zip of the directory.
+  absl::StatusOr<HttpResponse> r = HttpRequest(
+      http_port, "GET", "/v1/tasks/hub-sentiment:export?format=ADAPTER_FORMAT_ADAPTERHUB", "", {}, absl::Minutes(1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->content_type, "application/zip");
+  ASSERT_OK_AND_ASSIGN(const ZipFiles zipped, ReadZipFiles(r->body, {}));
+  ASSERT_OK_AND_ASSIGN(const std::string on_disk, ReadFileToString(out + "/pytorch_adapter.bin"));
+  ASSERT_EQ(zipped.size(), 4u);
+  EXPECT_TRUE(zipped.at("pytorch_adapter.bin") == on_disk);
+
+  // A task trained here trains its LayerNorms (the paper's regime): the
+  // format cannot hold them, so the export is refused, naming the way out,
+  // unless the loss is accepted.
+  const std::string data = dir_.Sub("tok.csv");
+  std::string csv = "text,label\n";
+  for (int i = 0; i < 16; ++i) csv += absl::StrCat("tok", 8 + i % 4, " tok", 20 + i % 3, ",", i % 2 ? "a" : "b", "\n");
+  ASSERT_OK(WriteFileAtomically(data, csv));
+  ASSERT_EQ(Ctl({"train", "--task", "trained", "--data", data, "--epochs", "1"}, "", 300).exit_code, 0);
+  const CommandResult refused =
+      Ctl({"tasks", "export", "--format", "adapterhub", "trained", "--out", dir_.Sub("trained")});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr("LayerNorms were trained"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("trained")));
+  r = HttpRequest(http_port, "GET", "/v1/tasks/trained:export?format=ADAPTER_FORMAT_ADAPTERHUB", "", {},
+                  absl::Minutes(1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, 400) << r->body;
+  const nlohmann::json error = nlohmann::json::parse(r->body);
+  EXPECT_EQ(error["code"], 9) << r->body;  // FAILED_PRECONDITION
+  EXPECT_THAT(error["message"].get<std::string>(), HasSubstr("LayerNorms were trained"));
+  const CommandResult accepted = Ctl({"tasks", "export", "--format", "adapterhub", "--accept-layer-norm-loss",
+                                      "trained", "--out", dir_.Sub("trained.zip")});
+  ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
+  ASSERT_OK_AND_ASSIGN(const std::string trained_zip, ReadFileToString(dir_.Sub("trained.zip")));
+  ASSERT_OK_AND_ASSIGN(const ZipFiles trained_files, ReadZipFiles(trained_zip, {}));
+  EXPECT_EQ(trained_files.size(), 4u);
+  // Trained in AdapterHub's regime, the LayerNorms stay the encoder's: the
+  // export needs nothing accepted, and imports back predicting the same.
+  ASSERT_EQ(
+      Ctl({"train", "--task", "frozen", "--data", data, "--epochs", "1", "--freeze-layer-norms"}, "", 300).exit_code,
+      0);
+  const nlohmann::json frozen_job = CtlJson({"jobs", "list", "--task", "frozen"})["jobs"][0];
+  EXPECT_EQ(frozen_job["hyperparameters"]["freeze_layer_norms"], true) << frozen_job.dump();
+  const CommandResult frozen_export =
+      Ctl({"tasks", "export", "--format", "adapterhub", "frozen", "--out", dir_.Sub("frozen")});
+  ASSERT_EQ(frozen_export.exit_code, 0) << frozen_export.err;
+  ASSERT_EQ(Ctl({"tasks", "import", "--format", "adapterhub", "frozen-back", dir_.Sub("frozen")}).exit_code, 0);
+  EXPECT_EQ(CtlJson({"predict", "--task", "frozen-back", "--all-scores", "tok9 tok21"})["predictions"],
+            CtlJson({"predict", "--task", "frozen", "--all-scores", "tok9 tok21"})["predictions"]);
+  // The flag belongs to the AdapterHub format only.
+  const CommandResult flag_alone =
+      Ctl({"tasks", "export", "--accept-layer-norm-loss", "trained", "--out", dir_.Sub("x.adapter")});
+  EXPECT_EQ(flag_alone.exit_code, client::kExitInvalidArgument);
+  EXPECT_EQ(StopServer(), 0);
 }
 
 }  // namespace

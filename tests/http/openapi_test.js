@@ -64,6 +64,7 @@ const PARAM_VALUES = {
   fileName: 'probe.csv',
   totalBytes: '0',
   format: 'ADAPTER_FORMAT_ADAPTERD',
+  acceptLayerNormLoss: 'false',
   'X-Task-Id': 'nosuchtask',
   'Last-Event-ID': '0',
 };

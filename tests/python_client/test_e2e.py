@@ -444,5 +444,24 @@ def test_import_adapterhub_directory_predicts_what_the_reference_computed(tmp_pa
             with pytest.raises(adapterd.Unimplemented, match="pfeiffer placement"):
                 c.import_adapter("hub-pfeiffer", pfeiffer, format="adapterhub")
             assert {t.task_id for t in c.tasks()} == {"hub-aspects", "hub-aspects-2"}
+
+            # Exported back as an AdapterHub directory (by path), or its zip (no path):
+            # the same four files, and the directory imports back to the same scores.
+            exported = c.export_adapter("hub-aspects", tmp_path / "exported", format="adapterhub")
+            assert exported.path == str(tmp_path / "exported")
+            assert sorted(p.name for p in (tmp_path / "exported").iterdir()) == [
+                "adapter_config.json", "head_config.json", "pytorch_adapter.bin", "pytorch_model_head.bin"]
+            config = json.loads((tmp_path / "exported" / "adapter_config.json").read_text())
+            assert config["name"] == "hub-aspects" and config["version"].startswith("adapters.")
+            as_zip = c.export_adapter("hub-aspects", format="adapterhub")
+            with zipfile.ZipFile(io.BytesIO(as_zip.data)) as z:
+                assert z.read("pytorch_adapter.bin") == (tmp_path / "exported" / "pytorch_adapter.bin").read_bytes()
+            c.import_adapter("hub-back", tmp_path / "exported", format="adapterhub")
+            back = c.predict("hub-back", ["tok8 tok24"], return_all_scores=True).predictions[0]
+            assert back.scores == scores
+            with pytest.raises(ValueError, match="not empty"):
+                c.export_adapter("hub-aspects", tmp_path / "exported", format="adapterhub")
+            with pytest.raises(adapterd.InvalidArgument, match="accept_layer_norm_loss"):
+                c.export_adapter("hub-aspects", accept_layer_norm_loss=True)
     finally:
         assert server.stop() == 0, server.log()

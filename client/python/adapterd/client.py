@@ -206,6 +206,19 @@ def _zip_directory(directory: str) -> bytes:
     return buffer.getvalue()
 
 
+def _unzip_to_directory(data: bytes, directory: str) -> None:
+    """The zip's files written into ``directory`` (created; an existing one must be empty)."""
+    if os.path.exists(directory) and os.listdir(directory):
+        raise ValueError(f"{directory} exists and is not empty: the AdapterHub directory goes into a new or "
+                         "empty one")
+    os.makedirs(directory, exist_ok=True)
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        for name in z.namelist():
+            if os.path.basename(name) != name or name in ("", ".", ".."):
+                raise DataLoss(None, f"the AdapterHub zip holds {name!r}, not a plain file name")
+            _write_atomically(os.path.join(directory, name), z.read(name))
+
+
 class Client:
     """A connection to one adapterd server (or a router in front of several).
 
@@ -824,6 +837,8 @@ class Client:
         path_or_file: Union[PathLike, IO[bytes], None] = None,
         version: Optional[int] = None,
         timeout: Optional[float] = None,
+        format: str = "adapterd",
+        accept_layer_norm_loss: bool = False,
     ) -> ExportedAdapter:
         """Downloads a version's adapter file (docs/ADAPTER_FORMAT.md).
 
@@ -831,8 +846,20 @@ class Client:
         written atomically (a temporary file renamed over it); a binary file object is
         written to. ``version``: None = the current one. Raises DataLoss if the bytes
         received do not add up to the size the server announced.
+
+        ``format="adapterhub"`` exports the directory AdapterHub's ``adapters`` library
+        loads with ``load_adapter`` (the task id as the adapter's name): a path not
+        ending in ``.zip`` becomes that directory (new, or empty), otherwise the zip of
+        it is written or returned. A task whose LayerNorms were trained (adapterd's
+        default) is FailedPrecondition, since the format holds none, unless
+        ``accept_layer_norm_loss`` (then the library uses the encoder's, and predicts
+        otherwise).
         """
-        request = pb.ExportAdapterRequest(task_id=task_id, version=version or 0)
+        formats = {"adapterd": pb.ADAPTER_FORMAT_ADAPTERD, "adapterhub": pb.ADAPTER_FORMAT_ADAPTERHUB}
+        if format not in formats:
+            raise ValueError(f"format must be one of {sorted(formats)}, not {format!r}")
+        request = pb.ExportAdapterRequest(task_id=task_id, version=version or 0, format=formats[format],
+                                          accept_layer_norm_loss=accept_layer_norm_loss)
         metadata = self._metadata(task_id)
 
         def attempt(remaining: Optional[float]) -> Tuple[int, bytes]:
@@ -855,7 +882,10 @@ class Client:
             return ExportedAdapter(task_id=task_id, version=exported_version, size=len(data), data=data)
         if isinstance(path_or_file, (str, os.PathLike)):
             path = os.fspath(path_or_file)
-            _write_atomically(path, data)
+            if format == "adapterhub" and not path.endswith(".zip"):
+                _unzip_to_directory(data, path)
+            else:
+                _write_atomically(path, data)
             return ExportedAdapter(task_id=task_id, version=exported_version, size=len(data), path=path)
         path_or_file.write(data)
         return ExportedAdapter(task_id=task_id, version=exported_version, size=len(data))

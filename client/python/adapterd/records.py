@@ -226,10 +226,10 @@ class Task:
 
 @dataclass(frozen=True)
 class ExportedAdapter:
-    """An exported adapter file (docs/ADAPTER_FORMAT.md).
+    """An exported adapter file (docs/ADAPTER_FORMAT.md), or an AdapterHub directory's zip.
 
     ``data`` holds the bytes when no destination was given; ``path`` names the
-    file written when one was.
+    file (or the AdapterHub directory) written when one was.
     """
 
     task_id: str

@@ -454,10 +454,12 @@ def test_import_adapterhub_directory_predicts_what_the_reference_computed(tmp_pa
             config = json.loads((tmp_path / "exported" / "adapter_config.json").read_text())
             assert config["name"] == "hub-aspects" and config["version"].startswith("adapters.")
             as_zip = c.export_adapter("hub-aspects", format="adapterhub")
+            assert as_zip.data is not None
             with zipfile.ZipFile(io.BytesIO(as_zip.data)) as z:
                 assert z.read("pytorch_adapter.bin") == (tmp_path / "exported" / "pytorch_adapter.bin").read_bytes()
             c.import_adapter("hub-back", tmp_path / "exported", format="adapterhub")
             back = c.predict("hub-back", ["tok8 tok24"], return_all_scores=True).predictions[0]
+            assert isinstance(back, adapterd.MultiLabelPrediction)
             assert back.scores == scores
             with pytest.raises(ValueError, match="not empty"):
                 c.export_adapter("hub-aspects", tmp_path / "exported", format="adapterhub")
